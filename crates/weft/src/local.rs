@@ -1,0 +1,142 @@
+//! `weft::local!`: storage per virtual thread, like Java's `ThreadLocal` on
+//! virtual threads.
+//!
+//! `std::thread_local!` belongs to the *carrier*: a virtual thread that
+//! blocks may resume on another carrier and see another carrier's value.
+//! Values declared with [`local!`](crate::local!) live in the virtual
+//! thread itself, so they follow it across carriers, may be borrowed across
+//! blocking calls, and are dropped when the thread finishes. Outside virtual
+//! threads they fall back to one value per OS thread.
+//!
+//! ```
+//! use std::cell::Cell;
+//! weft::local! {
+//!     static REQUESTS: Cell<u32> = Cell::new(0);
+//! }
+//! let h = weft::spawn(|| {
+//!     REQUESTS.with(|r| r.set(r.get() + 1));
+//!     weft::sleep(std::time::Duration::from_millis(1)).unwrap(); // may migrate
+//!     REQUESTS.with(|r| r.get())
+//! });
+//! assert_eq!(h.join().unwrap(), 1);
+//! ```
+
+use std::any::Any;
+use std::cell::UnsafeCell;
+use std::marker::PhantomData;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+/// Values of every `local!` key for one thread, indexed by key id.
+#[derive(Default)]
+pub(crate) struct Locals {
+    slots: Vec<Option<Box<dyn Any>>>,
+}
+
+impl Locals {
+    /// Drops every value (at thread exit). Values are moved out first, so a
+    /// destructor that touches a local sees a fresh slot, not a dangling one.
+    pub(crate) fn clear(&mut self) {
+        let slots = std::mem::take(&mut self.slots);
+        drop(slots);
+    }
+}
+
+std::thread_local! {
+    static OS_LOCALS: UnsafeCell<Locals> = UnsafeCell::new(Locals::default());
+}
+
+/// A key for per-virtual-thread storage, created by [`local!`](crate::local!).
+pub struct LocalKey<T: 'static> {
+    init: fn() -> T,
+    id: AtomicUsize,
+    _marker: PhantomData<fn() -> T>,
+}
+
+static NEXT_KEY: AtomicUsize = AtomicUsize::new(1);
+
+impl<T: 'static> LocalKey<T> {
+    #[doc(hidden)]
+    pub const fn new(init: fn() -> T) -> LocalKey<T> {
+        LocalKey {
+            init,
+            id: AtomicUsize::new(0),
+            _marker: PhantomData,
+        }
+    }
+
+    fn index(&self) -> usize {
+        let id = self.id.load(Ordering::Acquire);
+        if id != 0 {
+            return id - 1;
+        }
+        let new = NEXT_KEY.fetch_add(1, Ordering::Relaxed);
+        match self
+            .id
+            .compare_exchange(0, new, Ordering::AcqRel, Ordering::Acquire)
+        {
+            Ok(_) => new - 1,
+            Err(won) => won - 1,
+        }
+    }
+
+    /// Runs `f` with a reference to this thread's value, initialising it on
+    /// first use. The reference stays valid across blocking calls.
+    pub fn with<R>(&'static self, f: impl FnOnce(&T) -> R) -> R {
+        let idx = self.index();
+        let locals = current_locals();
+        // SAFETY: `locals` belongs to the calling thread and only this thread
+        // touches it; no `&mut` to it outlives this block.
+        let existing = unsafe {
+            let l = &*locals;
+            l.slots
+                .get(idx)
+                .and_then(|s| s.as_ref())
+                .map(|b| &**b as *const dyn Any)
+        };
+        let ptr = match existing {
+            Some(p) => p,
+            None => {
+                // Initialise outside any borrow: `init` may use other locals.
+                let value: Box<dyn Any> = Box::new((self.init)());
+                // SAFETY: as above; the &mut ends within this block.
+                unsafe {
+                    let l = &mut *locals;
+                    if l.slots.len() <= idx {
+                        l.slots.resize_with(idx + 1, || None);
+                    }
+                    let slot = l.slots[idx].get_or_insert(value);
+                    &**slot as *const dyn Any
+                }
+            }
+        };
+        // SAFETY: the value is boxed, so it does not move when `slots` grows;
+        // it is dropped only at thread exit, after `f` has returned.
+        let any = unsafe { &*ptr };
+        f(any.downcast_ref::<T>().expect("weft::local! slot holds its own type"))
+    }
+}
+
+fn current_locals() -> *mut Locals {
+    match crate::thread::current_virtual() {
+        Some(inner) => inner.locals.get(),
+        None => OS_LOCALS.with(|l| l.get()),
+    }
+}
+
+/// Declares per-virtual-thread storage, with the syntax of `thread_local!`.
+///
+/// See the [module docs](crate::local) for an example.
+#[macro_export]
+macro_rules! local {
+    () => {};
+    ($(#[$attr:meta])* $vis:vis static $name:ident : $t:ty = $init:expr; $($rest:tt)*) => {
+        $(#[$attr])* $vis static $name: $crate::LocalKey<$t> = $crate::LocalKey::new({
+            fn __weft_local_init() -> $t { $init }
+            __weft_local_init
+        });
+        $crate::local!($($rest)*);
+    };
+    ($(#[$attr:meta])* $vis:vis static $name:ident : $t:ty = $init:expr) => {
+        $crate::local!($(#[$attr])* $vis static $name: $t = $init;);
+    };
+}

@@ -1,0 +1,153 @@
+//! The park/unpark state machine of a virtual thread.
+//!
+//! This is the one place where a lost wake-up could hide, so it is small,
+//! free of runtime dependencies, and model-checked with `loom`
+//! (`tests/loom_park.rs` drives this exact code).
+//!
+//! # States
+//!
+//! ```text
+//!              unpark                          park (permit present)
+//!   RUNNING ───────────► NOTIFIED ──────────────────────────► RUNNING
+//!      │                    ▲  ▲
+//!      │ park (no permit)   │  │ unpark while still on the carrier's stack
+//!      ▼                    │  │
+//!   PARKING ────────────────┘  │
+//!      │ carrier, after switching away (`publish_parked`)
+//!      ▼                       │
+//!   PARKED ── unpark ──► RUNNING + the unparker schedules the thread
+//! ```
+//!
+//! The suspend protocol: the virtual thread moves itself RUNNING → PARKING
+//! and switches to its carrier. Only after the switch does the carrier try
+//! PARKING → PARKED. If an `unpark` slipped in between, the state is NOTIFIED,
+//! the CAS fails and the carrier reschedules the thread itself. Exactly one
+//! party ever schedules a parked thread: the one whose CAS moved it out of
+//! PARKED.
+
+#[cfg(loom)]
+use loom::sync::atomic::{AtomicU8, Ordering};
+#[cfg(not(loom))]
+use std::sync::atomic::{AtomicU8, Ordering};
+
+const RUNNING: u8 = 0;
+const NOTIFIED: u8 = 1;
+const PARKING: u8 = 2;
+const PARKED: u8 = 3;
+
+/// Park state of one virtual thread.
+#[derive(Debug)]
+pub struct ParkState(AtomicU8);
+
+/// What `begin_park` decided.
+#[derive(Debug, PartialEq, Eq, Clone, Copy)]
+pub enum BeginPark {
+    /// A permit was available and has been consumed: do not suspend.
+    Consumed,
+    /// The thread is now PARKING: switch to the carrier.
+    Suspend,
+}
+
+/// What the carrier must do after the switch.
+#[derive(Debug, PartialEq, Eq, Clone, Copy)]
+pub enum AfterSwitch {
+    /// The thread is PARKED; whoever unparks it will schedule it.
+    Parked,
+    /// An unpark arrived during the switch: reschedule the thread now.
+    Reschedule,
+}
+
+/// What `unpark` decided.
+#[derive(Debug, PartialEq, Eq, Clone, Copy)]
+pub enum Unpark {
+    /// A permit was recorded (or already present); nothing to schedule.
+    Noted,
+    /// The thread was PARKED and is now RUNNING: the caller must schedule it.
+    Schedule,
+}
+
+impl Default for ParkState {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl ParkState {
+    /// A running thread with no permit.
+    pub fn new() -> ParkState {
+        ParkState(AtomicU8::new(RUNNING))
+    }
+
+    /// Called by the thread itself before suspending.
+    pub fn begin_park(&self) -> BeginPark {
+        // Fast path: consume a permit.
+        if self
+            .0
+            .compare_exchange(NOTIFIED, RUNNING, Ordering::Acquire, Ordering::Relaxed)
+            .is_ok()
+        {
+            return BeginPark::Consumed;
+        }
+        match self
+            .0
+            .compare_exchange(RUNNING, PARKING, Ordering::Relaxed, Ordering::Relaxed)
+        {
+            Ok(_) => BeginPark::Suspend,
+            // Only the thread itself leaves RUNNING for PARKING, and unpark
+            // only moves RUNNING → NOTIFIED, so a failure means NOTIFIED.
+            Err(_) => {
+                self.0.store(RUNNING, Ordering::Relaxed);
+                // Synchronise with the unparker's release.
+                crate::park::fence_acquire();
+                BeginPark::Consumed
+            }
+        }
+    }
+
+    /// Called by the carrier after it has switched away from the thread.
+    pub fn publish_parked(&self) -> AfterSwitch {
+        match self
+            .0
+            .compare_exchange(PARKING, PARKED, Ordering::AcqRel, Ordering::Acquire)
+        {
+            Ok(_) => AfterSwitch::Parked,
+            Err(_) => {
+                // NOTIFIED: consume the permit and run the thread again.
+                self.0.store(RUNNING, Ordering::Relaxed);
+                AfterSwitch::Reschedule
+            }
+        }
+    }
+
+    /// Called by anyone to wake the thread.
+    pub fn unpark(&self) -> Unpark {
+        let mut s = self.0.load(Ordering::Relaxed);
+        loop {
+            let (next, out) = match s {
+                NOTIFIED => return Unpark::Noted,
+                PARKED => (RUNNING, Unpark::Schedule),
+                _ => (NOTIFIED, Unpark::Noted), // RUNNING or PARKING
+            };
+            match self
+                .0
+                .compare_exchange_weak(s, next, Ordering::AcqRel, Ordering::Relaxed)
+            {
+                Ok(_) => return out,
+                Err(actual) => s = actual,
+            }
+        }
+    }
+
+    /// Whether the thread is parked off its carrier right now.
+    pub fn is_parked(&self) -> bool {
+        self.0.load(Ordering::Relaxed) == PARKED
+    }
+}
+
+#[inline]
+fn fence_acquire() {
+    #[cfg(loom)]
+    loom::sync::atomic::fence(Ordering::Acquire);
+    #[cfg(not(loom))]
+    std::sync::atomic::fence(Ordering::Acquire);
+}

@@ -1,0 +1,334 @@
+//! Runtimes: a set of carrier threads with their scheduler, and the lazily
+//! started default runtime behind [`crate::spawn`].
+
+use std::fmt;
+use std::io;
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, Mutex, OnceLock};
+
+use crate::JoinHandle;
+use crate::sched::{Shared, Spawner, Task};
+use crate::stack::{Stack, StackPool};
+
+/// Default reserved stack per virtual thread (like a Java thread).
+pub const DEFAULT_STACK_SIZE: usize = 1 << 20;
+/// Default bound on carriers, counting spares that compensate for blocked
+/// ones (the JDK's `jdk.virtualThreadScheduler.maxPoolSize` default).
+pub const DEFAULT_MAX_POOL_SIZE: usize = 256;
+
+/// A handle to a weft runtime. Cheap to clone; the carriers stop when the
+/// last handle is dropped and no virtual thread is left to run (each virtual
+/// thread holds a handle while it lives).
+#[derive(Clone)]
+pub struct Runtime {
+    handle: Arc<Handle>,
+}
+
+struct Handle {
+    shared: Arc<Shared>,
+    config: Config,
+}
+
+impl Drop for Handle {
+    fn drop(&mut self) {
+        self.shared.shutdown.store(true, Ordering::SeqCst);
+        self.shared.wake_all();
+    }
+}
+
+#[derive(Clone, Debug)]
+struct Config {
+    parallelism: usize,
+    max_pool_size: usize,
+    stack_size: usize,
+    name: String,
+}
+
+/// Configures and starts a [`Runtime`].
+#[derive(Debug, Default)]
+#[must_use = "a RuntimeBuilder does nothing until `build` is called"]
+pub struct RuntimeBuilder {
+    parallelism: Option<usize>,
+    max_pool_size: Option<usize>,
+    stack_size: Option<usize>,
+    name: Option<String>,
+}
+
+impl RuntimeBuilder {
+    /// Number of carrier threads running virtual threads at once (default:
+    /// the number of CPUs available).
+    pub fn parallelism(mut self, n: usize) -> Self {
+        self.parallelism = Some(n);
+        self
+    }
+
+    /// Upper bound on carriers including spares that replace blocked ones
+    /// (default 256).
+    pub fn max_pool_size(mut self, n: usize) -> Self {
+        self.max_pool_size = Some(n);
+        self
+    }
+
+    /// Default reserved stack size of this runtime's virtual threads
+    /// (default 1 MiB; committed lazily).
+    pub fn stack_size(mut self, bytes: usize) -> Self {
+        self.stack_size = Some(bytes);
+        self
+    }
+
+    /// Prefix of the carriers' OS thread names (default `weft-carrier`).
+    pub fn name(mut self, name: impl Into<String>) -> Self {
+        self.name = Some(name.into());
+        self
+    }
+
+    /// Starts the carriers.
+    pub fn build(self) -> io::Result<Runtime> {
+        let parallelism = match self.parallelism {
+            Some(n) => n,
+            None => std::thread::available_parallelism().map_or(1, |n| n.get()),
+        };
+        let max_pool_size = self.max_pool_size.unwrap_or(DEFAULT_MAX_POOL_SIZE);
+        let stack_size = self.stack_size.unwrap_or(DEFAULT_STACK_SIZE);
+        if parallelism == 0 {
+            return Err(invalid("parallelism must be at least 1"));
+        }
+        if max_pool_size < parallelism {
+            return Err(invalid(format!(
+                "max_pool_size ({max_pool_size}) must be at least parallelism ({parallelism})"
+            )));
+        }
+        if parallelism > 32_767 {
+            return Err(invalid("parallelism must be at most 32767"));
+        }
+        if stack_size < 16 * 1024 || stack_size > (1 << 30) {
+            return Err(invalid(format!(
+                "stack_size must be between 16 KiB and 1 GiB, got {stack_size} bytes"
+            )));
+        }
+        let config = Config {
+            parallelism,
+            max_pool_size,
+            stack_size,
+            name: self.name.unwrap_or_else(|| "weft-carrier".into()),
+        };
+        crate::overflow::install();
+        let (shared, locals) = Shared::new(parallelism, pool_for(stack_size));
+        for (i, local) in locals.into_iter().enumerate() {
+            let s = shared.clone();
+            std::thread::Builder::new()
+                .name(format!("{}-{i}", config.name))
+                .spawn(move || crate::sched::run_carrier(s, i, local))
+                .map_err(|e| {
+                    shared.shutdown.store(true, Ordering::SeqCst);
+                    shared.wake_all();
+                    io::Error::new(e.kind(), format!("weft: cannot start carrier thread: {e}"))
+                })?;
+        }
+        Ok(Runtime {
+            handle: Arc::new(Handle { shared, config }),
+        })
+    }
+}
+
+fn invalid(msg: impl Into<String>) -> io::Error {
+    io::Error::new(io::ErrorKind::InvalidInput, format!("weft: {}", msg.into()))
+}
+
+/// One stack pool per distinct stack size, shared by all runtimes, living
+/// for the whole process (slots are never unmapped).
+fn pool_for(stack_size: usize) -> &'static StackPool {
+    static POOLS: Mutex<Vec<&'static StackPool>> = Mutex::new(Vec::new());
+    let page = crate::stack::page_size();
+    let rounded = stack_size.max(16 * 1024).div_ceil(page) * page;
+    let mut pools = POOLS.lock().unwrap_or_else(|e| e.into_inner());
+    if let Some(p) = pools.iter().find(|p| p.stack_size() == rounded) {
+        return p;
+    }
+    let p: &'static StackPool = Box::leak(Box::new(StackPool::new(rounded)));
+    pools.push(p);
+    p
+}
+
+impl Runtime {
+    /// A builder for a new runtime.
+    pub fn builder() -> RuntimeBuilder {
+        RuntimeBuilder::default()
+    }
+
+    /// A runtime with default settings.
+    pub fn new() -> io::Result<Runtime> {
+        Runtime::builder().build()
+    }
+
+    /// Spawns a virtual thread on this runtime.
+    ///
+    /// # Panics
+    /// If the thread cannot be created; see [`crate::Builder::spawn_on`].
+    pub fn spawn<F, T>(&self, f: F) -> JoinHandle<T>
+    where
+        F: FnOnce() -> T + Send + 'static,
+        T: Send + 'static,
+    {
+        crate::Builder::new()
+            .spawn_on(self, f)
+            .unwrap_or_else(|e| panic!("weft: spawn failed: {e}"))
+    }
+
+    /// Number of carriers running virtual threads at once.
+    pub fn parallelism(&self) -> usize {
+        self.handle.config.parallelism
+    }
+
+    /// Upper bound on carriers including spares.
+    pub fn max_pool_size(&self) -> usize {
+        self.handle.config.max_pool_size
+    }
+
+    /// Default reserved stack size of this runtime's threads.
+    pub fn stack_size(&self) -> usize {
+        self.handle.config.stack_size
+    }
+
+    /// Virtual threads started on this runtime and not yet finished.
+    pub fn live_threads(&self) -> usize {
+        self.handle.shared.live.load(Ordering::Relaxed)
+    }
+
+    pub(crate) fn shared(&self) -> &Arc<Shared> {
+        &self.handle.shared
+    }
+
+    pub(crate) fn schedule(&self, task: Task) {
+        self.handle.shared.schedule(task);
+    }
+
+    pub(crate) fn spawn_thread(&self, task: Task) {
+        Spawner(&self.handle.shared).spawn(task);
+    }
+
+    pub(crate) fn alloc_stack(&self, size: Option<usize>) -> io::Result<Stack> {
+        let shared = &self.handle.shared;
+        match size {
+            None => match crate::sched::carrier() {
+                Some(c) if c.owned_by(shared) => c.alloc_default_stack(),
+                _ => shared.stacks.alloc(),
+            },
+            Some(s) => {
+                if s > (1 << 30) {
+                    return Err(invalid(format!(
+                        "stack_size must be at most 1 GiB, got {s} bytes"
+                    )));
+                }
+                pool_for(s).alloc()
+            }
+        }
+    }
+}
+
+impl fmt::Debug for Runtime {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Runtime")
+            .field("parallelism", &self.parallelism())
+            .field("max_pool_size", &self.max_pool_size())
+            .field("stack_size", &self.stack_size())
+            .field("live_threads", &self.live_threads())
+            .finish()
+    }
+}
+
+/// The process-wide runtime used by [`crate::spawn`], started on first use
+/// and configured by `WEFT_PARALLELISM`, `WEFT_MAX_POOL_SIZE` and
+/// `WEFT_STACK_SIZE`. A bad value is an error naming the variable.
+pub fn default_runtime() -> io::Result<Runtime> {
+    static DEFAULT: OnceLock<Result<Runtime, (io::ErrorKind, String)>> = OnceLock::new();
+    match DEFAULT.get_or_init(|| build_default().map_err(|e| (e.kind(), e.to_string()))) {
+        Ok(rt) => Ok(rt.clone()),
+        Err((kind, msg)) => Err(io::Error::new(*kind, msg.clone())),
+    }
+}
+
+fn build_default() -> io::Result<Runtime> {
+    let mut b = Runtime::builder();
+    if let Some(n) = env_usize("WEFT_PARALLELISM")? {
+        b = b.parallelism(n);
+    }
+    if let Some(n) = env_usize("WEFT_MAX_POOL_SIZE")? {
+        b = b.max_pool_size(n);
+    }
+    if let Some(n) = env_size("WEFT_STACK_SIZE")? {
+        b = b.stack_size(n);
+    }
+    // Keep the implicit pool bound consistent with a large parallelism.
+    if b.max_pool_size.is_none()
+        && let Some(p) = b.parallelism
+    {
+        b = b.max_pool_size(p.max(DEFAULT_MAX_POOL_SIZE));
+    }
+    b.build().map_err(|e| {
+        io::Error::new(
+            e.kind(),
+            format!("{e} (default runtime, configured by WEFT_PARALLELISM / WEFT_MAX_POOL_SIZE / WEFT_STACK_SIZE)"),
+        )
+    })
+}
+
+fn env_usize(var: &str) -> io::Result<Option<usize>> {
+    match std::env::var(var) {
+        Err(std::env::VarError::NotPresent) => Ok(None),
+        Err(std::env::VarError::NotUnicode(_)) => {
+            Err(invalid(format!("{var} is not valid UTF-8")))
+        }
+        Ok(v) => match v.trim().parse::<usize>() {
+            Ok(n) if n > 0 => Ok(Some(n)),
+            _ => Err(invalid(format!(
+                "{var}={v:?} is not a positive integer"
+            ))),
+        },
+    }
+}
+
+/// Parses a byte size with an optional k/K/m/M/g/G suffix (binary units).
+fn env_size(var: &str) -> io::Result<Option<usize>> {
+    let v = match std::env::var(var) {
+        Err(std::env::VarError::NotPresent) => return Ok(None),
+        Err(std::env::VarError::NotUnicode(_)) => {
+            return Err(invalid(format!("{var} is not valid UTF-8")));
+        }
+        Ok(v) => v,
+    };
+    parse_size(&v).map(Some).ok_or_else(|| {
+        invalid(format!(
+            "{var}={v:?} is not a size (examples: 65536, 256k, 1m)"
+        ))
+    })
+}
+
+fn parse_size(v: &str) -> Option<usize> {
+    let t = v.trim();
+    let (num, mult) = match t.char_indices().last()? {
+        (i, 'k' | 'K') => (&t[..i], 1usize << 10),
+        (i, 'm' | 'M') => (&t[..i], 1 << 20),
+        (i, 'g' | 'G') => (&t[..i], 1 << 30),
+        _ => (t, 1),
+    };
+    let n: usize = num.trim().parse().ok()?;
+    n.checked_mul(mult).filter(|&b| b > 0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::parse_size;
+
+    #[test]
+    fn sizes_parse() {
+        assert_eq!(parse_size("65536"), Some(65536));
+        assert_eq!(parse_size("256k"), Some(256 << 10));
+        assert_eq!(parse_size("1M"), Some(1 << 20));
+        assert_eq!(parse_size("2g"), Some(2 << 30));
+        assert_eq!(parse_size(""), None);
+        assert_eq!(parse_size("0"), None);
+        assert_eq!(parse_size("12q"), None);
+        assert_eq!(parse_size("-1"), None);
+    }
+}

@@ -1,0 +1,435 @@
+//! Stacks for virtual threads: one reserved arena, guard pages without extra
+//! mappings, lazy commit, pooled reuse and trimming.
+//!
+//! # Why an arena
+//!
+//! One `mmap` per stack plus an `mprotect`ed guard page costs two kernel
+//! mappings per thread, and Linux's default `vm.max_map_count` (65530) then
+//! caps a process near 32k threads. Instead we reserve large *chunks* of
+//! address space (`MAP_NORESERVE`, nothing committed) and carve fixed-size
+//! *slots* out of them. Each slot is `[guard page | stack ...]`, growing down
+//! from the slot's top.
+//!
+//! On Linux ≥ 6.13 the guard page is installed with
+//! `madvise(MADV_GUARD_INSTALL)`, which marks page-table entries and does not
+//! split the mapping: a million threads live in a few hundred mappings. On
+//! older kernels we fall back to `mprotect(PROT_NONE)`, which splits the
+//! mapping (two mappings per live slot); when the kernel refuses we return an
+//! error that names `vm.max_map_count`.
+//!
+//! # Lifetime of a slot
+//!
+//! ```text
+//!   carve (new, guard installed once) ──► in use ──► hot pool (memory kept)
+//!                                           ▲             │ over bound / grew deep
+//!                                           │             ▼
+//!                                           └──── cold pool (MADV_DONTNEED'd)
+//! ```
+//!
+//! Guard markers survive `MADV_DONTNEED`, so a slot's guard is installed
+//! exactly once in the life of the process.
+
+use std::io;
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+
+use corosensei::stack::{Stack as CoroStack, StackPointer};
+
+/// `MADV_GUARD_INSTALL` (Linux 6.13+); not yet in every libc release.
+const MADV_GUARD_INSTALL: libc::c_int = 102;
+
+/// Slots reserved per chunk mapping. 1 MiB stacks × 1024 ≈ 1 GiB of address
+/// space per chunk; a million threads need ~1000 mappings, far below 65530.
+const SLOTS_PER_CHUNK: usize = 1024;
+
+/// Stacks kept committed ("hot") per pool before extra ones are trimmed.
+const HOT_POOL_BOUND: usize = 1024;
+
+/// How long the hot pool may stay above its bound before it is trimmed.
+pub(crate) const SCAVENGE_DELAY: Duration = Duration::from_secs(1);
+
+/// A stack that went deeper than this below its top is trimmed on release,
+/// so one deep recursion does not keep megabytes resident in the pool.
+pub(crate) const TRIM_DEPTH: usize = 64 * 1024;
+
+pub(crate) fn page_size() -> usize {
+    static PAGE: AtomicUsize = AtomicUsize::new(0);
+    let p = PAGE.load(Ordering::Relaxed);
+    if p != 0 {
+        return p;
+    }
+    // SAFETY: sysconf has no memory-safety preconditions.
+    let p = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
+    let p = if p > 0 { p as usize } else { 4096 };
+    PAGE.store(p, Ordering::Relaxed);
+    p
+}
+
+/// Whether `MADV_GUARD_INSTALL` works here; decided on first use.
+static GUARD_MADVISE_BROKEN: AtomicBool = AtomicBool::new(false);
+
+/// A pool of stacks of one size. Cheap to share; internally locked only on
+/// the slow paths (carving a new slot, pool overflow).
+pub(crate) struct StackPool {
+    /// Usable bytes per stack (excludes the guard page).
+    stack_size: usize,
+    /// Guard + stack.
+    slot_size: usize,
+    inner: Mutex<PoolInner>,
+    /// Live slots handed out and not returned (for metrics and dumps).
+    live: AtomicUsize,
+}
+
+struct PoolInner {
+    /// Committed stacks ready for reuse (memory still resident).
+    hot: Vec<usize>,
+    /// Trimmed stacks ready for reuse (no resident memory).
+    cold: Vec<usize>,
+    /// Bump allocator into the newest chunk: next slot base, end.
+    next: usize,
+    end: usize,
+    /// When `hot` first went over its bound (None: it is within it).
+    over_since: Option<Instant>,
+}
+
+impl StackPool {
+    pub(crate) fn new(stack_size: usize) -> StackPool {
+        let page = page_size();
+        let stack_size = stack_size.max(16 * 1024).div_ceil(page) * page;
+        StackPool {
+            stack_size,
+            slot_size: stack_size + page,
+            inner: Mutex::new(PoolInner {
+                hot: Vec::new(),
+                cold: Vec::new(),
+                next: 0,
+                end: 0,
+                over_since: None,
+            }),
+            live: AtomicUsize::new(0),
+        }
+    }
+
+    /// Usable size of each stack in this pool.
+    pub(crate) fn stack_size(&self) -> usize {
+        self.stack_size
+    }
+
+    /// Number of stacks currently handed out.
+    pub(crate) fn live(&self) -> usize {
+        self.live.load(Ordering::Relaxed)
+    }
+
+    /// Takes a stack: hot pool first, then cold, then a freshly carved slot.
+    pub(crate) fn alloc(&'static self) -> io::Result<Stack> {
+        let slot = {
+            let mut inner = self.inner.lock().unwrap_or_else(|e| e.into_inner());
+            if let Some(s) = inner.hot.pop() {
+                s
+            } else if let Some(s) = inner.cold.pop() {
+                s
+            } else {
+                self.carve(&mut inner)?
+            }
+        };
+        self.live.fetch_add(1, Ordering::Relaxed);
+        Ok(Stack { slot, pool: self })
+    }
+
+    /// Returns several stacks at once into `out` (used by carrier-local
+    /// caches to amortise the pool lock).
+    pub(crate) fn alloc_batch(&'static self, out: &mut Vec<usize>, n: usize) -> io::Result<()> {
+        let mut inner = self.inner.lock().unwrap_or_else(|e| e.into_inner());
+        while out.len() < n {
+            let s = if let Some(s) = inner.hot.pop() {
+                s
+            } else if let Some(s) = inner.cold.pop() {
+                s
+            } else {
+                match self.carve(&mut inner) {
+                    Ok(s) => s,
+                    Err(e) if out.is_empty() => return Err(e),
+                    Err(_) => break,
+                }
+            };
+            out.push(s);
+        }
+        Ok(())
+    }
+
+    /// Wraps a slot previously obtained from `alloc_batch`.
+    pub(crate) fn adopt(&'static self, slot: usize) -> Stack {
+        self.live.fetch_add(1, Ordering::Relaxed);
+        Stack { slot, pool: self }
+    }
+
+    /// Puts back slots from a carrier-local cache.
+    pub(crate) fn release_batch(&self, slots: &mut Vec<usize>) {
+        let mut inner = self.inner.lock().unwrap_or_else(|e| e.into_inner());
+        for s in slots.drain(..) {
+            self.put_locked(&mut inner, s, false);
+        }
+    }
+
+    fn put_locked(&self, inner: &mut PoolInner, slot: usize, deep: bool) {
+        if deep {
+            self.trim_run(slot, 1);
+            inner.cold.push(slot);
+            return;
+        }
+        inner.hot.push(slot);
+        if inner.hot.len() > HOT_POOL_BOUND && inner.over_since.is_none() {
+            inner.over_since = Some(Instant::now());
+        }
+    }
+
+    /// Trims the hot pool down to its bound once it has stayed above it for
+    /// [`SCAVENGE_DELAY`] (like Go's background scavenger: a burst of
+    /// threads followed by another burst reuses committed stacks; a burst
+    /// followed by quiet gives the memory back). Called by idle carriers.
+    /// Returns when to call again, if the pool is over its bound.
+    pub(crate) fn scavenge(&self, now: Instant) -> Option<Instant> {
+        let mut inner = self.inner.lock().unwrap_or_else(|e| e.into_inner());
+        let since = inner.over_since?;
+        if inner.hot.len() <= HOT_POOL_BOUND {
+            inner.over_since = None;
+            return None;
+        }
+        let due = since + SCAVENGE_DELAY;
+        if now < due {
+            return Some(due);
+        }
+        self.trim_excess(&mut inner);
+        inner.over_since = None;
+        None
+    }
+
+    /// Moves all but `HOT_POOL_BOUND` hot slots to the cold pool, trimming
+    /// them in runs of adjacent slots: one `madvise` (and one TLB shootdown)
+    /// per run instead of per slot. Guard markers survive `MADV_DONTNEED`.
+    fn trim_excess(&self, inner: &mut PoolInner) {
+        let keep = HOT_POOL_BOUND;
+        let mut excess: Vec<usize> = inner.hot.drain(..inner.hot.len() - keep).collect();
+        excess.sort_unstable();
+        let mut i = 0;
+        while i < excess.len() {
+            let mut j = i + 1;
+            while j < excess.len() && excess[j] == excess[j - 1] + self.slot_size {
+                j += 1;
+            }
+            self.trim_run(excess[i], j - i);
+            i = j;
+        }
+        inner.cold.extend(excess);
+    }
+
+    /// Releases the committed memory of `n` adjacent slots starting at
+    /// `slot`; the address space stays reserved and the guards stay.
+    fn trim_run(&self, slot: usize, n: usize) {
+        let page = page_size();
+        // SAFETY: the range covers whole slots of a private anonymous mapping
+        // we own, none of which is in a live Stack (nobody runs on them).
+        unsafe {
+            libc::madvise(
+                (slot + page) as *mut libc::c_void,
+                self.slot_size * n - page,
+                libc::MADV_DONTNEED,
+            );
+        }
+    }
+
+    fn carve(&self, inner: &mut PoolInner) -> io::Result<usize> {
+        if inner.next == inner.end {
+            let len = self.slot_size * SLOTS_PER_CHUNK;
+            // SAFETY: a fresh anonymous private mapping; no existing memory is
+            // affected. MAP_NORESERVE: nothing is committed until touched.
+            let p = unsafe {
+                libc::mmap(
+                    std::ptr::null_mut(),
+                    len,
+                    libc::PROT_READ | libc::PROT_WRITE,
+                    libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE,
+                    -1,
+                    0,
+                )
+            };
+            if p == libc::MAP_FAILED {
+                let e = io::Error::last_os_error();
+                return Err(io::Error::new(
+                    e.kind(),
+                    format!(
+                        "weft: cannot reserve {} MiB of address space for virtual-thread stacks: {e} \
+                         (check `ulimit -v` and vm.overcommit_memory; or lower the stack size with \
+                         WEFT_STACK_SIZE / Builder::stack_size)",
+                        len >> 20
+                    ),
+                ));
+            }
+            let p = p as usize;
+            register_chunk(p, len, self.stack_size);
+            inner.next = p;
+            inner.end = p + len;
+        }
+        let slot = inner.next;
+        install_guard(slot)?;
+        inner.next += self.slot_size;
+        Ok(slot)
+    }
+}
+
+/// Installs the guard page at the bottom of a slot.
+fn install_guard(slot: usize) -> io::Result<()> {
+    let page = page_size();
+    if !GUARD_MADVISE_BROKEN.load(Ordering::Relaxed) {
+        // SAFETY: `slot` is page-aligned and inside our private anonymous
+        // mapping; the page holds no data anyone can observe.
+        let r = unsafe { libc::madvise(slot as *mut libc::c_void, page, MADV_GUARD_INSTALL) };
+        if r == 0 {
+            return Ok(());
+        }
+        let e = io::Error::last_os_error();
+        if e.raw_os_error() != Some(libc::EINVAL) {
+            return Err(e);
+        }
+        // Kernel older than 6.13: fall back to mprotect from now on.
+        GUARD_MADVISE_BROKEN.store(true, Ordering::Relaxed);
+    }
+    // SAFETY: as above; PROT_NONE on one page of our own mapping.
+    let r = unsafe { libc::mprotect(slot as *mut libc::c_void, page, libc::PROT_NONE) };
+    if r == 0 {
+        return Ok(());
+    }
+    let e = io::Error::last_os_error();
+    if e.raw_os_error() == Some(libc::ENOMEM) {
+        return Err(io::Error::new(
+            io::ErrorKind::OutOfMemory,
+            "weft: the kernel refused another memory mapping for a stack guard page \
+             (vm.max_map_count reached; this kernel lacks MADV_GUARD_INSTALL, so every \
+             virtual thread costs two mappings). Raise vm.max_map_count or use Linux >= 6.13",
+        ));
+    }
+    Err(e)
+}
+
+/// Whether guard pages are installed without extra mappings on this kernel.
+pub fn guard_pages_in_place() -> bool {
+    !GUARD_MADVISE_BROKEN.load(Ordering::Relaxed)
+}
+
+/// A stack slot in use by one coroutine.
+pub(crate) struct Stack {
+    slot: usize,
+    pool: &'static StackPool,
+}
+
+impl Stack {
+    /// Address of the lowest usable byte (just above the guard page).
+    pub(crate) fn limit_addr(&self) -> usize {
+        self.slot + page_size()
+    }
+
+    /// One past the highest usable byte.
+    pub(crate) fn base_addr(&self) -> usize {
+        self.slot + self.pool.slot_size
+    }
+
+    /// The pool this stack came from.
+    pub(crate) fn pool(&self) -> &'static StackPool {
+        self.pool
+    }
+
+    /// Unwraps the raw slot (for a carrier-local cache of the same pool).
+    pub(crate) fn into_slot(self) -> usize {
+        let s = self.slot;
+        self.pool.live.fetch_sub(1, Ordering::Relaxed);
+        std::mem::forget(self);
+        s
+    }
+
+    /// Gives the slot back to its pool; `deep` trims it first.
+    pub(crate) fn release(self, deep: bool) {
+        let pool = self.pool;
+        let s = self.into_slot();
+        let mut inner = pool.inner.lock().unwrap_or_else(|e| e.into_inner());
+        pool.put_locked(&mut inner, s, deep);
+    }
+
+    /// Trims the slot in place (used before putting a deep stack in a cache).
+    pub(crate) fn trim(&self) {
+        self.pool.trim_run(self.slot, 1);
+    }
+}
+
+impl Drop for Stack {
+    fn drop(&mut self) {
+        let pool = self.pool;
+        pool.live.fetch_sub(1, Ordering::Relaxed);
+        let mut inner = pool.inner.lock().unwrap_or_else(|e| e.into_inner());
+        pool.put_locked(&mut inner, self.slot, false);
+    }
+}
+
+// SAFETY: base/limit describe memory that stays mapped and exclusively owned
+// by this Stack for its whole life (slots are never unmapped, and a slot is in
+// at most one Stack at a time).
+unsafe impl CoroStack for Stack {
+    fn base(&self) -> StackPointer {
+        StackPointer::new(self.base_addr()).expect("non-null stack base")
+    }
+    fn limit(&self) -> StackPointer {
+        StackPointer::new(self.limit_addr()).expect("non-null stack limit")
+    }
+}
+
+// ---------------------------------------------------------------------------
+// Chunk registry, read by the SIGSEGV handler to recognise a guard-page hit.
+// Append-only, lock-free for readers (a signal handler may not take locks).
+
+const MAX_CHUNKS: usize = 1 << 16;
+
+struct ChunkTable {
+    len: AtomicUsize,
+    starts: [AtomicUsize; MAX_CHUNKS],
+    lens: [AtomicUsize; MAX_CHUNKS],
+    stack_sizes: [AtomicUsize; MAX_CHUNKS],
+}
+
+#[allow(clippy::declare_interior_mutable_const)]
+const ZERO: AtomicUsize = AtomicUsize::new(0);
+static CHUNKS: ChunkTable = ChunkTable {
+    len: AtomicUsize::new(0),
+    starts: [ZERO; MAX_CHUNKS],
+    lens: [ZERO; MAX_CHUNKS],
+    stack_sizes: [ZERO; MAX_CHUNKS],
+};
+static CHUNK_LOCK: Mutex<()> = Mutex::new(());
+
+fn register_chunk(start: usize, len: usize, stack_size: usize) {
+    let _g = CHUNK_LOCK.lock().unwrap_or_else(|e| e.into_inner());
+    let i = CHUNKS.len.load(Ordering::Relaxed);
+    if i >= MAX_CHUNKS {
+        return; // overflow is then reported as a plain SIGSEGV
+    }
+    CHUNKS.starts[i].store(start, Ordering::Relaxed);
+    CHUNKS.lens[i].store(len, Ordering::Relaxed);
+    CHUNKS.stack_sizes[i].store(stack_size, Ordering::Relaxed);
+    CHUNKS.len.store(i + 1, Ordering::Release);
+}
+
+/// If `addr` lies in the guard page of some stack slot, returns that stack's
+/// usable size. Async-signal-safe: only atomic loads.
+pub(crate) fn guard_hit(addr: usize) -> Option<usize> {
+    let page = page_size();
+    let n = CHUNKS.len.load(Ordering::Acquire);
+    for i in 0..n {
+        let start = CHUNKS.starts[i].load(Ordering::Relaxed);
+        let len = CHUNKS.lens[i].load(Ordering::Relaxed);
+        if addr >= start && addr < start + len {
+            let ss = CHUNKS.stack_sizes[i].load(Ordering::Relaxed);
+            let off = (addr - start) % (ss + page);
+            return (off < page).then_some(ss);
+        }
+    }
+    None
+}

@@ -1,0 +1,717 @@
+//! Threads: the `Thread` handle, identity and state, spawning and joining,
+//! and the blocking primitives (`park`, `sleep`, `yield_now`) that every other
+//! weft API is built on.
+//!
+//! Every function here works on both kinds of thread. On a virtual thread it
+//! suspends the thread and frees its carrier; on an OS thread it behaves like
+//! its `std::thread` counterpart and really blocks.
+
+use std::any::Any;
+use std::cell::{Cell, UnsafeCell};
+use std::fmt;
+use std::io;
+use std::num::NonZeroU64;
+use std::panic::{AssertUnwindSafe, catch_unwind};
+use std::sync::{Arc, OnceLock};
+use std::sync::atomic::{AtomicBool, AtomicU8, AtomicU64, AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+
+use crate::park::ParkState;
+use crate::runtime::Runtime;
+use crate::sched::{self, Suspend};
+
+/// The lifecycle state of a thread, after the JDK's `Thread.State` for
+/// virtual threads.
+///
+/// ```text
+///  New ──spawn──► Started ──► Runnable ◄──────────────┐
+///                               │ mounted on a carrier │ unparked / timer fired / yielded
+///                               ▼                      │
+///                            Running ──park──► Parking ─► Parked
+///                             │   │ yield_now ──► Yielding ─┘
+///                             │   └─ blocks inside weft::pinned / a carrier-blocking call ─► Pinned
+///                             └─ returns or panics ──► Terminated
+/// ```
+///
+/// OS threads report `Running` while they run weft code and `Parked` while
+/// they block in a weft primitive.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[repr(u8)]
+pub enum State {
+    /// Created, not yet handed to the scheduler.
+    New = 0,
+    /// Handed to the scheduler, never run yet.
+    Started = 1,
+    /// In a run queue, waiting for a carrier.
+    Runnable = 2,
+    /// Mounted on a carrier (or an OS thread running).
+    Running = 3,
+    /// Deciding to park; about to leave its carrier.
+    Parking = 4,
+    /// Unmounted, waiting for `unpark`, a timer or I/O.
+    Parked = 5,
+    /// Blocked while holding its carrier (pinned).
+    Pinned = 6,
+    /// Gave up its carrier voluntarily and is about to be requeued.
+    Yielding = 7,
+    /// Finished (returned or panicked).
+    Terminated = 8,
+}
+
+impl State {
+    fn from_u8(v: u8) -> State {
+        match v {
+            0 => State::New,
+            1 => State::Started,
+            2 => State::Runnable,
+            3 => State::Running,
+            4 => State::Parking,
+            5 => State::Parked,
+            6 => State::Pinned,
+            7 => State::Yielding,
+            _ => State::Terminated,
+        }
+    }
+}
+
+/// A unique identifier for a weft thread (virtual or OS). Never reused.
+#[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct ThreadId(NonZeroU64);
+
+impl ThreadId {
+    fn next() -> ThreadId {
+        static NEXT: AtomicU64 = AtomicU64::new(1);
+        let id = NEXT.fetch_add(1, Ordering::Relaxed);
+        ThreadId(NonZeroU64::new(id).expect("thread id overflow"))
+    }
+
+    /// The id as a number (stable for the thread's life, unique in the process).
+    pub fn as_u64(&self) -> NonZeroU64 {
+        self.0
+    }
+}
+
+impl fmt::Debug for ThreadId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "ThreadId({})", self.0)
+    }
+}
+
+/// What a virtual thread runs: its coroutine, owned by whichever carrier has
+/// it mounted (exclusive by the scheduling protocol).
+pub(crate) type Coro = corosensei::Coroutine<(), Suspend, (), crate::stack::Stack>;
+
+pub(crate) enum Kind {
+    /// A virtual thread and the runtime it belongs to.
+    Virtual {
+        rt: Runtime,
+        /// SAFETY (field invariant): accessed only by the carrier that has
+        /// the thread mounted or is publishing its suspension; the park state
+        /// machine and run queues hand the thread to one carrier at a time.
+        coro: UnsafeCell<Option<Coro>>,
+    },
+    /// An OS thread (or a task of a fixed OS-thread pool, bound to its
+    /// worker when it starts); blocks with `std::thread::park`.
+    Os(OnceLock<std::thread::Thread>),
+}
+
+pub(crate) struct Inner {
+    id: ThreadId,
+    name: Option<Box<str>>,
+    pub(crate) kind: Kind,
+    state: AtomicU8,
+    pub(crate) park: ParkState,
+    interrupted: AtomicBool,
+    /// Bumped whenever a timed park ends, so a stale timer cannot unpark a
+    /// later park (it still may: that is a spurious wakeup, which is allowed).
+    pub(crate) timer_seq: AtomicU64,
+    /// Yielder of the coroutine (set once when it starts).
+    pub(crate) yielder: Cell<*const corosensei::Yielder<(), Suspend>>,
+    /// Lowest stack address seen at a suspension point (for trimming).
+    pub(crate) low_sp: AtomicUsize,
+    /// `weft::local!` storage.
+    pub(crate) locals: UnsafeCell<crate::local::Locals>,
+}
+
+// SAFETY: the non-Sync fields (`coro`, `yielder`, `locals`) are only touched
+// by the thread itself or the one carrier that owns it at that moment, as
+// documented on each field; everything else is atomic or immutable.
+unsafe impl Sync for Inner {}
+// SAFETY: same as above; the coroutine is moved between carriers only while
+// suspended, and weft documents that values on virtual-thread stacks migrate
+// (see the crate docs on thread-locals).
+unsafe impl Send for Inner {}
+
+/// A handle to a thread, virtual or OS. Cheap to clone.
+#[derive(Clone)]
+pub struct Thread {
+    pub(crate) inner: Arc<Inner>,
+}
+
+impl Thread {
+    pub(crate) fn new_virtual(name: Option<String>, rt: Runtime) -> Thread {
+        Thread::from_kind(
+            name,
+            Kind::Virtual {
+                rt,
+                coro: UnsafeCell::new(None),
+            },
+        )
+    }
+
+    fn from_kind(name: Option<String>, kind: Kind) -> Thread {
+        Thread {
+            inner: Arc::new(Inner {
+                id: ThreadId::next(),
+                name: name.map(String::into_boxed_str),
+                kind,
+                state: AtomicU8::new(State::New as u8),
+                park: ParkState::new(),
+                interrupted: AtomicBool::new(false),
+                timer_seq: AtomicU64::new(0),
+                yielder: Cell::new(std::ptr::null()),
+                low_sp: AtomicUsize::new(usize::MAX),
+                locals: UnsafeCell::new(crate::local::Locals::default()),
+            }),
+        }
+    }
+
+    /// The thread's unique id.
+    pub fn id(&self) -> ThreadId {
+        self.inner.id
+    }
+
+    /// The thread's name, if it has one.
+    pub fn name(&self) -> Option<&str> {
+        self.inner.name.as_deref()
+    }
+
+    /// Whether this is a virtual thread (as opposed to an OS thread).
+    pub fn is_virtual(&self) -> bool {
+        matches!(self.inner.kind, Kind::Virtual { .. })
+    }
+
+    /// The thread's current state. A snapshot: it may change at once.
+    pub fn state(&self) -> State {
+        State::from_u8(self.inner.state.load(Ordering::Relaxed))
+    }
+
+    pub(crate) fn set_state(&self, s: State) {
+        self.inner.state.store(s as u8, Ordering::Relaxed);
+    }
+
+    /// Makes the thread's permit available: its next (or current) `park`
+    /// returns. Like `std::thread::Thread::unpark`, unparks do not accumulate.
+    pub fn unpark(&self) {
+        match &self.inner.kind {
+            Kind::Os(t) => {
+                if let Some(t) = t.get() {
+                    t.unpark();
+                }
+            }
+            Kind::Virtual { rt, .. } => {
+                if self.inner.park.unpark() == crate::park::Unpark::Schedule {
+                    self.set_state(State::Runnable);
+                    rt.schedule(self.inner.clone());
+                }
+            }
+        }
+    }
+
+    /// Sets the thread's interrupt flag and wakes it: a weft blocking call it
+    /// is in (or makes next) returns `ErrorKind::Interrupted` (or the
+    /// `Interrupted` variant of its error type) and clears the flag; `park`
+    /// returns early and leaves the flag set, like Java's `LockSupport.park`.
+    pub fn interrupt(&self) {
+        self.inner.interrupted.store(true, Ordering::SeqCst);
+        self.unpark();
+    }
+
+    /// Whether the interrupt flag is set (does not clear it).
+    pub fn is_interrupted(&self) -> bool {
+        self.inner.interrupted.load(Ordering::SeqCst)
+    }
+
+    /// Sets the interrupt flag without waking (restoring a flag that an
+    /// uninterruptible wait had to clear).
+    pub(crate) fn interrupt_flag_restore(&self) {
+        self.inner.interrupted.store(true, Ordering::SeqCst);
+    }
+
+    pub(crate) fn clear_interrupt(&self) -> bool {
+        self.inner.interrupted.swap(false, Ordering::SeqCst)
+    }
+}
+
+impl PartialEq for Thread {
+    fn eq(&self, other: &Self) -> bool {
+        Arc::ptr_eq(&self.inner, &other.inner)
+    }
+}
+impl Eq for Thread {}
+
+impl fmt::Debug for Thread {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Thread")
+            .field("id", &self.id())
+            .field("name", &self.name())
+            .field("virtual", &self.is_virtual())
+            .field("state", &self.state())
+            .finish()
+    }
+}
+
+// ---------------------------------------------------------------------------
+// The current thread.
+
+std::thread_local! {
+    /// Handle for a plain OS thread, created on first use.
+    static OS_THREAD: Thread = {
+        let std = std::thread::current();
+        let t = Thread::from_kind(std.name().map(str::to_owned), Kind::Os(OnceLock::from(std)));
+        t.set_state(State::Running);
+        t
+    };
+    /// While a fixed-pool worker runs a task, the task's own identity.
+    static OS_TASK: std::cell::RefCell<Option<Thread>> = const { std::cell::RefCell::new(None) };
+}
+
+/// Runs `f` on this OS thread as the task `t` (fixed executors): `current()`
+/// returns `t`, and interrupts of `t` reach blocking calls made by `f`.
+pub(crate) fn run_as_os_task<R>(t: &Thread, f: impl FnOnce() -> R) -> R {
+    if let Kind::Os(slot) = &t.inner.kind {
+        let _ = slot.set(std::thread::current());
+    }
+    t.set_state(State::Running);
+    let prev = OS_TASK.with(|c| c.replace(Some(t.clone())));
+    struct Restore(Option<Thread>);
+    impl Drop for Restore {
+        fn drop(&mut self) {
+            let prev = self.0.take();
+            OS_TASK.with(|c| *c.borrow_mut() = prev);
+        }
+    }
+    let _restore = Restore(prev);
+    f()
+}
+
+/// A new identity for a task queued on a fixed OS-thread pool.
+pub(crate) fn new_os_task(name: Option<String>) -> Thread {
+    let t = Thread::from_kind(name, Kind::Os(OnceLock::new()));
+    t.set_state(State::Runnable);
+    t
+}
+
+/// The calling OS thread's handle (or the pool task it is running).
+fn with_os_thread<R>(f: impl FnOnce(&Thread) -> R) -> R {
+    let task = OS_TASK.with(|c| c.borrow().clone());
+    match task {
+        Some(t) => f(&t),
+        None => OS_THREAD.with(f),
+    }
+}
+
+/// The virtual thread mounted on this carrier, if any. Read through an
+/// `#[inline(never)]` accessor: a virtual thread may migrate between carriers
+/// at any suspension, and LLVM may otherwise cache this TLS address across
+/// the switch (llvm/llvm-project#98479).
+#[inline(never)]
+pub(crate) fn current_virtual() -> Option<&'static Inner> {
+    let p = sched::current_task_ptr();
+    // SAFETY: the carrier sets this pointer to the mounted thread's Inner for
+    // exactly as long as it runs that thread, and holds an Arc to it
+    // meanwhile; the reference is only used before the next suspension.
+    unsafe { p.as_ref() }
+}
+
+/// Returns a handle to the calling thread, virtual or OS.
+pub fn current() -> Thread {
+    match sched::current_task_arc() {
+        Some(inner) => Thread { inner },
+        None => with_os_thread(Thread::clone),
+    }
+}
+
+/// Whether the calling code runs on a virtual thread.
+pub fn is_virtual() -> bool {
+    current_virtual().is_some()
+}
+
+/// Blocks until the current thread's permit is available (then consumes
+/// it), it is interrupted, or spuriously. See `std::thread::park`.
+pub fn park() {
+    park_deadline(None)
+}
+
+/// Like [`park`], returning after at most `dur`.
+pub fn park_timeout(dur: Duration) {
+    park_deadline(Instant::now().checked_add(dur))
+}
+
+/// Parks until unparked, `deadline`, or interrupt; spurious wakeups possible.
+pub(crate) fn park_deadline(deadline: Option<Instant>) {
+    match current_virtual() {
+        Some(inner) => {
+            if inner.interrupted.load(Ordering::SeqCst) {
+                return;
+            }
+            if deadline.is_some_and(|d| d <= Instant::now()) {
+                return;
+            }
+            let begin = inner.park.begin_park();
+            if begin == crate::park::BeginPark::Consumed {
+                return;
+            }
+            inner.state.store(State::Parking as u8, Ordering::Relaxed);
+            let s = match deadline {
+                None => Suspend::Park,
+                Some(d) => Suspend::ParkUntil(d),
+            };
+            suspend(inner, s);
+            if deadline.is_some() {
+                inner.timer_seq.fetch_add(1, Ordering::Relaxed);
+            }
+        }
+        None => with_os_thread(|t| {
+            if t.is_interrupted() {
+                return;
+            }
+            t.set_state(State::Parked);
+            match deadline {
+                None => std::thread::park(),
+                Some(d) => {
+                    let now = Instant::now();
+                    if d > now {
+                        std::thread::park_timeout(d - now);
+                    }
+                }
+            }
+            t.set_state(State::Running);
+        }),
+    }
+}
+
+/// Switches from the virtual thread to its carrier, handing it `s`.
+#[inline(never)]
+pub(crate) fn suspend(inner: &Inner, s: Suspend) {
+    let marker = 0u8;
+    let sp = &marker as *const u8 as usize;
+    if sp < inner.low_sp.load(Ordering::Relaxed) {
+        inner.low_sp.store(sp, Ordering::Relaxed);
+    }
+    let y = inner.yielder.get();
+    // SAFETY: `yielder` was set when this coroutine started and points into
+    // its own stack, which is the stack we are running on now; it is valid
+    // for the coroutine's whole life.
+    unsafe { (*y).suspend(s) };
+}
+
+/// Whether the current thread's interrupt flag is set (not cleared).
+pub(crate) fn current_interrupted() -> bool {
+    match current_virtual() {
+        Some(inner) => inner.interrupted.load(Ordering::SeqCst),
+        None => with_os_thread(|t| t.is_interrupted()),
+    }
+}
+
+/// Clears the current thread's interrupt flag, returning whether it was set.
+pub(crate) fn take_interrupt() -> bool {
+    match current_virtual() {
+        Some(inner) => inner.interrupted.swap(false, Ordering::SeqCst),
+        None => with_os_thread(|t| t.clear_interrupt()),
+    }
+}
+
+/// Returns whether the current thread was interrupted, and clears the flag
+/// (Java's `Thread.interrupted()`).
+pub fn interrupted() -> bool {
+    take_interrupt()
+}
+
+/// Puts the current thread to sleep for at least `dur`.
+///
+/// Unlike `std::thread::sleep` this returns a `Result`: if the thread is
+/// interrupted (before or during the sleep) it returns
+/// `Err(ErrorKind::Interrupted)` and clears the flag.
+pub fn sleep(dur: Duration) -> io::Result<()> {
+    let Some(deadline) = Instant::now().checked_add(dur) else {
+        // Effectively forever.
+        loop {
+            park();
+            if take_interrupt() {
+                return Err(interrupted_error());
+            }
+        }
+    };
+    loop {
+        if take_interrupt() {
+            return Err(interrupted_error());
+        }
+        if Instant::now() >= deadline {
+            return Ok(());
+        }
+        park_deadline(Some(deadline));
+    }
+}
+
+/// Like [`sleep`], until `deadline`.
+pub fn sleep_until(deadline: Instant) -> io::Result<()> {
+    sleep(deadline.saturating_duration_since(Instant::now()))
+}
+
+pub(crate) fn interrupted_error() -> io::Error {
+    io::Error::new(io::ErrorKind::Interrupted, "weft: thread interrupted")
+}
+
+/// Gives up the carrier: the current virtual thread goes to the back of the
+/// run queue. On an OS thread, `std::thread::yield_now`.
+pub fn yield_now() {
+    match current_virtual() {
+        Some(inner) => {
+            inner.state.store(State::Yielding as u8, Ordering::Relaxed);
+            suspend(inner, Suspend::Yield);
+        }
+        None => std::thread::yield_now(),
+    }
+}
+
+// ---------------------------------------------------------------------------
+// Spawning and joining.
+
+/// Result slot shared by a thread and its `JoinHandle`.
+pub(crate) struct Packet<T> {
+    /// 0 = running, 1 = a joiner is registered, 2 = done.
+    state: AtomicU8,
+    result: UnsafeCell<Option<std::thread::Result<T>>>,
+    joiner: UnsafeCell<Option<Thread>>,
+}
+
+const P_RUNNING: u8 = 0;
+const P_WAITING: u8 = 1;
+const P_DONE: u8 = 2;
+
+// SAFETY: `result` is written once by the finishing thread before it
+// publishes P_DONE (release) and read only by the joiner after observing
+// P_DONE (acquire). `joiner` is written by the joiner before publishing
+// P_WAITING and read by the finisher only after observing P_WAITING.
+unsafe impl<T: Send> Sync for Packet<T> {}
+// SAFETY: as above; T: Send is required to move the result across threads.
+unsafe impl<T: Send> Send for Packet<T> {}
+
+impl<T> Packet<T> {
+    pub(crate) fn new() -> Arc<Packet<T>> {
+        Arc::new(Packet {
+            state: AtomicU8::new(P_RUNNING),
+            result: UnsafeCell::new(None),
+            joiner: UnsafeCell::new(None),
+        })
+    }
+
+    /// Stores the result and wakes the joiner. Called exactly once.
+    pub(crate) fn complete(&self, r: std::thread::Result<T>) {
+        // SAFETY: only the finishing thread writes `result`, once, before
+        // publishing P_DONE; nobody reads it before P_DONE.
+        unsafe { *self.result.get() = Some(r) };
+        if self.state.swap(P_DONE, Ordering::AcqRel) == P_WAITING {
+            // SAFETY: the joiner wrote `joiner` before its release CAS to
+            // P_WAITING, which our AcqRel swap observed; it no longer touches it.
+            if let Some(t) = unsafe { (*self.joiner.get()).take() } {
+                t.unpark();
+            }
+        }
+    }
+
+    pub(crate) fn is_done(&self) -> bool {
+        self.state.load(Ordering::Acquire) == P_DONE
+    }
+
+    /// Waits for the result. Called at most once.
+    pub(crate) fn wait(&self) -> std::thread::Result<T> {
+        if !self.is_done() {
+            // SAFETY: only the single joiner writes `joiner`, before
+            // publishing P_WAITING; the finisher reads it only after that.
+            unsafe { *self.joiner.get() = Some(current()) };
+            if self
+                .state
+                .compare_exchange(P_RUNNING, P_WAITING, Ordering::AcqRel, Ordering::Acquire)
+                .is_ok()
+            {
+                while !self.is_done() {
+                    // Join is not interruptible (like std); an interrupt
+                    // must not turn this into a spin, so we clear-and-restore.
+                    let was = take_interrupt();
+                    park();
+                    if was {
+                        current().interrupt_flag_restore();
+                    }
+                }
+            }
+        }
+        // SAFETY: P_DONE observed with acquire; the finisher wrote `result`
+        // before its release and never touches it again.
+        unsafe { (*self.result.get()).take() }.expect("weft: join result taken twice")
+    }
+}
+
+/// An owned permission to join a thread (virtual or an executor's OS
+/// thread). Dropping it detaches the thread.
+pub struct JoinHandle<T> {
+    pub(crate) packet: Arc<Packet<T>>,
+    pub(crate) thread: Thread,
+}
+
+impl<T> JoinHandle<T> {
+    /// Waits for the thread to finish. `Err` carries the panic payload if it
+    /// panicked. Not interruptible, like `std::thread::JoinHandle::join`.
+    pub fn join(self) -> std::thread::Result<T> {
+        self.packet.wait()
+    }
+
+    /// The thread's handle.
+    pub fn thread(&self) -> &Thread {
+        &self.thread
+    }
+
+    /// Whether the thread has finished running its closure.
+    pub fn is_finished(&self) -> bool {
+        self.packet.is_done()
+    }
+}
+
+impl<T> fmt::Debug for JoinHandle<T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("JoinHandle")
+            .field("thread", &self.thread)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Configures a new virtual thread: name, stack size, runtime.
+#[derive(Debug, Default)]
+#[must_use = "a Builder does nothing until `spawn` is called"]
+pub struct Builder {
+    name: Option<String>,
+    stack_size: Option<usize>,
+}
+
+impl Builder {
+    /// A builder with default settings.
+    pub fn new() -> Builder {
+        Builder::default()
+    }
+
+    /// Names the thread (shown in panics, dumps and events).
+    pub fn name(mut self, name: impl Into<String>) -> Builder {
+        self.name = Some(name.into());
+        self
+    }
+
+    /// Reserves `size` bytes of stack (rounded up to pages). Memory is
+    /// committed only as the stack grows.
+    pub fn stack_size(mut self, size: usize) -> Builder {
+        self.stack_size = Some(size);
+        self
+    }
+
+    /// Spawns a virtual thread on the default runtime.
+    ///
+    /// Returns an error, never aborts, when memory or address space for the
+    /// stack cannot be had, or the default runtime cannot start.
+    pub fn spawn<F, T>(self, f: F) -> io::Result<JoinHandle<T>>
+    where
+        F: FnOnce() -> T + Send + 'static,
+        T: Send + 'static,
+    {
+        let rt = crate::runtime::default_runtime()?;
+        self.spawn_on(&rt, f)
+    }
+
+    /// Spawns a virtual thread on `rt`.
+    pub fn spawn_on<F, T>(self, rt: &Runtime, f: F) -> io::Result<JoinHandle<T>>
+    where
+        F: FnOnce() -> T + Send + 'static,
+        T: Send + 'static,
+    {
+        // SAFETY: F and T are 'static, so nothing borrowed can dangle.
+        unsafe { self.spawn_unchecked(rt, f) }
+    }
+
+    /// Spawns without the `'static` bound.
+    ///
+    /// # Safety
+    /// Everything `f` borrows must outlive the thread: the caller must join
+    /// it (as `weft::scope` does) before those borrows end.
+    pub(crate) unsafe fn spawn_unchecked<'a, F, T>(
+        self,
+        rt: &Runtime,
+        f: F,
+    ) -> io::Result<JoinHandle<T>>
+    where
+        F: FnOnce() -> T + Send + 'a,
+        T: Send + 'a,
+    {
+        let stack = rt.alloc_stack(self.stack_size)?;
+        let thread = Thread::new_virtual(self.name, rt.clone());
+        let packet: Arc<Packet<T>> = Packet::new();
+        let their_packet = packet.clone();
+        let body = move |y: &corosensei::Yielder<(), Suspend>, (): ()| {
+            let me = current_virtual().expect("weft: coroutine started off its carrier");
+            me.yielder.set(y as *const _);
+            let r = catch_unwind(AssertUnwindSafe(f));
+            // Drop weft::local! values while still on this thread.
+            // SAFETY: locals are only touched by the running thread.
+            unsafe { (*me.locals.get()).clear() };
+            their_packet.complete(r);
+        };
+        // SAFETY: the caller guarantees that everything `body` borrows
+        // outlives the coroutine (see above); corosensei's only extra
+        // requirement is that the coroutine is run to completion or dropped
+        // before those borrows end, which joining guarantees.
+        let coro = unsafe { Coro::with_stack_unchecked(stack, body) };
+        if let Kind::Virtual { coro: slot, .. } = &thread.inner.kind {
+            // SAFETY: the thread is not yet visible to any carrier.
+            unsafe { *slot.get() = Some(coro) };
+        }
+        thread.set_state(State::Started);
+        rt.spawn_thread(thread.inner.clone());
+        Ok(JoinHandle { packet, thread })
+    }
+}
+
+/// Spawns a virtual thread on the default runtime and returns its handle.
+///
+/// # Panics
+/// If the thread cannot be created (out of memory or address space, or the
+/// default runtime failed to start, e.g. a bad `WEFT_*` variable); use
+/// [`Builder::spawn`] to get the error instead, as with `std::thread::spawn`.
+pub fn spawn<F, T>(f: F) -> JoinHandle<T>
+where
+    F: FnOnce() -> T + Send + 'static,
+    T: Send + 'static,
+{
+    Builder::new()
+        .spawn(f)
+        .unwrap_or_else(|e| panic!("weft::spawn failed: {e}"))
+}
+
+/// Downcasts a panic payload into a printable message.
+pub(crate) fn panic_message(p: &(dyn Any + Send)) -> &str {
+    if let Some(s) = p.downcast_ref::<&str>() {
+        s
+    } else if let Some(s) = p.downcast_ref::<String>() {
+        s
+    } else {
+        "Box<dyn Any>"
+    }
+}
+
+impl Thread {
+    /// Name and id of a thread, without allocating (for signal handlers).
+    pub(crate) fn peek_name_id(inner: &Inner) -> (Option<&str>, u64) {
+        (inner.name.as_deref(), inner.id.0.get())
+    }
+}
+
+pub(crate) fn set_inner_state(inner: &Inner, s: State) {
+    inner.state.store(s as u8, Ordering::Relaxed);
+}
