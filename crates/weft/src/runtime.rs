@@ -125,6 +125,13 @@ impl RuntimeBuilder {
                     io::Error::new(e.kind(), format!("weft: cannot start carrier thread: {e}"))
                 })?;
         }
+        let weak = Arc::downgrade(&shared);
+        std::thread::Builder::new()
+            .name(format!("{}-monitor", config.name))
+            .spawn(move || crate::sched::run_monitor(weak))
+            .map_err(|e| {
+                io::Error::new(e.kind(), format!("weft: cannot start monitor thread: {e}"))
+            })?;
         Ok(Runtime {
             handle: Arc::new(Handle { shared, config }),
         })
@@ -276,14 +283,10 @@ fn build_default() -> io::Result<Runtime> {
 fn env_usize(var: &str) -> io::Result<Option<usize>> {
     match std::env::var(var) {
         Err(std::env::VarError::NotPresent) => Ok(None),
-        Err(std::env::VarError::NotUnicode(_)) => {
-            Err(invalid(format!("{var} is not valid UTF-8")))
-        }
+        Err(std::env::VarError::NotUnicode(_)) => Err(invalid(format!("{var} is not valid UTF-8"))),
         Ok(v) => match v.trim().parse::<usize>() {
             Ok(n) if n > 0 => Ok(Some(n)),
-            _ => Err(invalid(format!(
-                "{var}={v:?} is not a positive integer"
-            ))),
+            _ => Err(invalid(format!("{var}={v:?} is not a positive integer"))),
         },
     }
 }

@@ -32,8 +32,9 @@
 
 use std::cell::{Cell, RefCell};
 use std::collections::BinaryHeap;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering, fence};
+use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU64, AtomicUsize, Ordering, fence};
 use std::sync::{Arc, Mutex, OnceLock};
+use std::time::Duration;
 use std::time::Instant;
 
 use corosensei::CoroutineResult;
@@ -78,12 +79,47 @@ pub(crate) struct Shared {
     pub(crate) started: AtomicUsize,
     /// Successful steals (batches).
     pub(crate) steals: AtomicUsize,
+    monitor: Monitor,
+}
+
+/// The monitor thread's parking spot (Go's sysmon sleeps the same way when
+/// every P is idle).
+struct Monitor {
+    thread: OnceLock<std::thread::Thread>,
+    /// Set while the monitor sleeps without a timeout because no carrier
+    /// was busy; the first carrier to mount a thread wakes it.
+    deep_sleep: AtomicBool,
 }
 
 struct WorkerShared {
     os_thread: OnceLock<std::thread::Thread>,
     /// Set by a notifier that removed this worker from the sleeper list.
     notified: AtomicBool,
+    /// The LIFO `next` slot: an `Arc<Inner>` turned into a raw pointer, or
+    /// null. Atomic so that a thief can take it from a carrier that is stuck
+    /// in one long-running thread (Go steals `runnext` the same way).
+    next: AtomicPtr<Inner>,
+    /// Count of threads this carrier has mounted (the monitor compares
+    /// snapshots to find a carrier stuck in one thread).
+    switches: AtomicU64,
+    /// Whether a thread is mounted right now.
+    busy: AtomicBool,
+}
+
+impl WorkerShared {
+    fn take_next(&self) -> Option<Task> {
+        if self.next.load(Ordering::Relaxed).is_null() {
+            return None;
+        }
+        let p = self.next.swap(std::ptr::null_mut(), Ordering::AcqRel);
+        // SAFETY: non-null values in `next` come from `Arc::into_raw` in
+        // `push_next`, and the swap gives us sole ownership of that count.
+        (!p.is_null()).then(|| unsafe { Arc::from_raw(p) })
+    }
+
+    fn has_next(&self) -> bool {
+        !self.next.load(Ordering::Relaxed).is_null()
+    }
 }
 
 /// Per-carrier state, reachable from the carrier's own thread only.
@@ -91,7 +127,6 @@ pub(crate) struct Carrier {
     index: usize,
     shared: Arc<Shared>,
     local: Worker<Task>,
-    next: RefCell<Option<Task>>,
     next_streak: Cell<u32>,
     tick: Cell<u32>,
     searching: Cell<bool>,
@@ -153,6 +188,9 @@ impl Shared {
             .map(|_| WorkerShared {
                 os_thread: OnceLock::new(),
                 notified: AtomicBool::new(false),
+                next: AtomicPtr::new(std::ptr::null_mut()),
+                switches: AtomicU64::new(0),
+                busy: AtomicBool::new(false),
             })
             .collect();
         let shared = Arc::new(Shared {
@@ -165,6 +203,10 @@ impl Shared {
             live: AtomicUsize::new(0),
             started: AtomicUsize::new(0),
             steals: AtomicUsize::new(0),
+            monitor: Monitor {
+                thread: OnceLock::new(),
+                deep_sleep: AtomicBool::new(false),
+            },
         });
         (shared, locals)
     }
@@ -213,9 +255,13 @@ impl Shared {
                 t.unpark();
             }
         }
+        self.monitor.deep_sleep.store(true, Ordering::SeqCst);
+        self.wake_monitor();
     }
 
     fn has_visible_work(&self) -> bool {
+        // `next` slots are not counted: their carriers are awake and will
+        // run them; one stuck in a long-running thread is the monitor's job.
         !self.injector.is_empty() || self.stealers.iter().any(|s| !s.is_empty())
     }
 
@@ -229,11 +275,17 @@ impl Shared {
 }
 
 impl Carrier {
+    fn me(&self) -> &WorkerShared {
+        &self.shared.workers[self.index]
+    }
+
     fn push_next(&self, task: Task) {
         task_state(&task, State::Runnable);
-        let old = self.next.borrow_mut().replace(task);
-        if let Some(old) = old {
-            self.local.push(old);
+        let new = Arc::into_raw(task).cast_mut();
+        let old = self.me().next.swap(new, Ordering::AcqRel);
+        if !old.is_null() {
+            // SAFETY: see `WorkerShared::take_next`.
+            self.local.push(unsafe { Arc::from_raw(old) });
             self.shared.notify_work();
         }
     }
@@ -291,8 +343,7 @@ impl Carrier {
             return Some(t);
         }
         self.fire_timers();
-        let next = self.next.borrow_mut().take();
-        if let Some(t) = next {
+        if let Some(t) = self.me().take_next() {
             let streak = self.next_streak.get();
             if streak < NEXT_STREAK_CAP {
                 self.next_streak.set(streak + 1);
@@ -314,8 +365,10 @@ impl Carrier {
         }
     }
 
-    /// Steals half of a random victim's queue, or from the injector.
-    fn steal(&self) -> Option<Task> {
+    /// Steals half of a random victim's queue, or from the injector; with
+    /// `take_next`, also a victim's `next` slot (only in the last spin
+    /// round, so a carrier about to run its own `next` usually gets to).
+    fn steal(&self, take_next: bool) -> Option<Task> {
         let n = self.shared.stealers.len();
         let start = (self.next_rand() % n as u64) as usize;
         for k in 0..n {
@@ -334,7 +387,21 @@ impl Carrier {
                 }
             }
         }
-        self.steal_injector()
+        if let Some(t) = self.steal_injector() {
+            return Some(t);
+        }
+        if take_next {
+            for k in 0..n {
+                let i = (start + k) % n;
+                if i != self.index
+                    && let Some(t) = self.shared.workers[i].take_next()
+                {
+                    self.shared.steals.fetch_add(1, Ordering::Relaxed);
+                    return Some(t);
+                }
+            }
+        }
+        None
     }
 
     fn fire_timers(&self) {
@@ -374,6 +441,12 @@ impl Carrier {
         };
         task_state(&task, State::Running);
         self.current.set(Arc::as_ptr(&task));
+        let me = self.me();
+        me.switches.fetch_add(1, Ordering::Relaxed);
+        me.busy.store(true, Ordering::SeqCst);
+        if self.shared.monitor.deep_sleep.load(Ordering::SeqCst) {
+            self.shared.wake_monitor();
+        }
         // SAFETY: this carrier owns the task exclusively (invariant 1), so no
         // one else touches its coroutine while it runs or until it is
         // published below.
@@ -383,6 +456,7 @@ impl Carrier {
             .expect("runnable thread without a coroutine")
             .resume(());
         self.current.set(std::ptr::null());
+        me.busy.store(false, Ordering::Relaxed);
         match result {
             CoroutineResult::Yield(Suspend::Park) => self.after_park(task),
             CoroutineResult::Yield(Suspend::ParkUntil(deadline)) => {
@@ -400,7 +474,9 @@ impl Carrier {
             }
             CoroutineResult::Return(()) => {
                 task_state(&task, State::Terminated);
-                let coro = coro_ref.take().expect("finished thread without a coroutine");
+                let coro = coro_ref
+                    .take()
+                    .expect("finished thread without a coroutine");
                 let stack = coro.into_stack();
                 let low_sp = task.low_sp.load(Ordering::Relaxed);
                 let deep = stack.base_addr().saturating_sub(low_sp) > TRIM_DEPTH;
@@ -461,7 +537,10 @@ impl Carrier {
                 }
                 None => std::thread::park(),
             }
-            if shared.workers[self.index].notified.swap(false, Ordering::SeqCst) {
+            if shared.workers[self.index]
+                .notified
+                .swap(false, Ordering::SeqCst)
+            {
                 self.searching.set(true);
                 return;
             }
@@ -479,19 +558,18 @@ fn task_state(task: &Inner, s: State) {
 
 /// Body of a carrier OS thread.
 pub(crate) fn run_carrier(shared: Arc<Shared>, index: usize, local: Worker<Task>) {
-    let _ = shared.workers[index]
-        .os_thread
-        .set(std::thread::current());
+    let _ = shared.workers[index].os_thread.set(std::thread::current());
     crate::overflow::ensure_altstack();
     let carrier = Carrier {
         index,
         shared,
         local,
-        next: RefCell::new(None),
         next_streak: Cell::new(0),
         tick: Cell::new(0),
         searching: Cell::new(false),
-        rng: Cell::new(0x9E37_79B9_7F4A_7C15 ^ (index as u64 + 1).wrapping_mul(0xD1B5_4A32_D192_ED03)),
+        rng: Cell::new(
+            0x9E37_79B9_7F4A_7C15 ^ (index as u64 + 1).wrapping_mul(0xD1B5_4A32_D192_ED03),
+        ),
         timers: RefCell::new(BinaryHeap::new()),
         current: Cell::new(std::ptr::null()),
         stack_cache: RefCell::new(Vec::new()),
@@ -514,7 +592,7 @@ impl Carrier {
             if self.become_searching() {
                 let mut found = None;
                 for round in 0..SPIN_ROUNDS {
-                    if let Some(t) = self.steal() {
+                    if let Some(t) = self.steal(round + 1 == SPIN_ROUNDS) {
                         found = Some(t);
                         break;
                     }
@@ -535,7 +613,7 @@ impl Carrier {
             if self.next_timer().is_some_and(|d| d <= Instant::now()) {
                 continue;
             }
-            if self.shared.shutdown.load(Ordering::SeqCst) && self.next.borrow().is_none() {
+            if self.shared.shutdown.load(Ordering::SeqCst) && !self.me().has_next() {
                 if self.local.is_empty() {
                     return;
                 }
@@ -670,5 +748,71 @@ impl Carrier {
     /// Whether this carrier belongs to the runtime owning `shared`.
     pub(crate) fn owned_by(&self, shared: &Arc<Shared>) -> bool {
         Arc::ptr_eq(&self.shared, shared)
+    }
+}
+
+// ---------------------------------------------------------------------------
+// The monitor (Go's sysmon, in small).
+
+/// How often the monitor looks at the carriers while any is busy.
+const MONITOR_TICK: Duration = Duration::from_millis(10);
+/// Quiet ticks (no carrier busy) before the monitor sleeps until woken.
+const MONITOR_QUIET_TICKS: u32 = 10;
+
+impl Shared {
+    fn wake_monitor(&self) {
+        if self.monitor.deep_sleep.swap(false, Ordering::SeqCst)
+            && let Some(t) = self.monitor.thread.get()
+        {
+            t.unpark();
+        }
+    }
+}
+
+/// Body of the monitor thread. It never runs virtual threads; it notices a
+/// carrier that has been running one thread for a whole tick while other
+/// work waits on it (in its `next` slot or queue), and wakes an idle
+/// carrier to steal that work. It holds only a `Weak` reference, so it ends
+/// with the runtime.
+pub(crate) fn run_monitor(weak: std::sync::Weak<Shared>) {
+    let mut last: Vec<u64> = Vec::new();
+    let mut quiet = 0u32;
+    loop {
+        let Some(shared) = weak.upgrade() else { return };
+        if shared.shutdown.load(Ordering::SeqCst) {
+            return;
+        }
+        let _ = shared.monitor.thread.set(std::thread::current());
+        let n = shared.workers.len();
+        last.resize(n, u64::MAX);
+        let mut any_busy = false;
+        for (i, w) in shared.workers.iter().enumerate() {
+            let sw = w.switches.load(Ordering::Relaxed);
+            let busy = w.busy.load(Ordering::Relaxed);
+            any_busy |= busy;
+            let stuck = busy && sw == last[i];
+            last[i] = sw;
+            if stuck && (w.has_next() || !shared.stealers[i].is_empty()) {
+                shared.notify_work();
+            }
+        }
+        quiet = if any_busy { 0 } else { quiet + 1 };
+        if quiet >= MONITOR_QUIET_TICKS {
+            shared.monitor.deep_sleep.store(true, Ordering::SeqCst);
+            // Re-check after announcing the deep sleep, so a carrier that
+            // became busy in between (and saw no deep sleep) is not missed.
+            let busy_now = shared.workers.iter().any(|w| w.busy.load(Ordering::SeqCst));
+            drop(shared);
+            if !busy_now {
+                std::thread::park();
+            }
+            quiet = 0;
+            if let Some(shared) = weak.upgrade() {
+                shared.monitor.deep_sleep.store(false, Ordering::SeqCst);
+            }
+            continue;
+        }
+        drop(shared);
+        std::thread::sleep(MONITOR_TICK);
     }
 }
