@@ -73,6 +73,7 @@ pub mod channel;
 mod executor;
 pub mod local;
 mod overflow;
+mod poll;
 #[doc(hidden)]
 pub mod park;
 mod runtime;
@@ -91,6 +92,6 @@ pub use runtime::{
 pub use scope::{Scope, ScopedJoinHandle, scope};
 pub use stack::guard_pages_in_place;
 pub use thread::{
-    Builder, JoinHandle, State, Thread, ThreadId, current, interrupted, is_virtual, park,
+    Blocker, Builder, JoinHandle, State, Thread, ThreadId, current, interrupted, is_virtual, park,
     park_timeout, sleep, sleep_until, spawn, yield_now,
 };

@@ -131,7 +131,66 @@ pub(crate) struct Inner {
     pub(crate) low_sp: AtomicUsize,
     /// `weft::local!` storage.
     pub(crate) locals: UnsafeCell<crate::local::Locals>,
+    /// What the thread is blocked on, for dumps (set around waits by the
+    /// primitive that parks).
+    pub(crate) blocker: std::sync::Mutex<Blocker>,
 }
+
+/// What a blocked thread waits for (shown in thread dumps).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Blocker {
+    /// Not blocked in a weft primitive (or not recorded).
+    #[default]
+    None,
+    /// `sleep` until the given instant.
+    Sleep(Instant),
+    /// `park` / `park_timeout` called directly.
+    Park,
+    /// A socket or other descriptor: fd and whether it waits to read.
+    Io {
+        /// The file descriptor.
+        fd: i32,
+        /// True for a read (or accept), false for a write (or connect).
+        read: bool,
+    },
+    /// A `weft::sync` primitive at this address, owned by this thread id
+    /// (when it has an owner).
+    Lock {
+        /// The kind of primitive (`"Mutex"`, `"RwLock"`, ...).
+        kind: &'static str,
+        /// Address of the primitive, to match waiters with owners.
+        addr: usize,
+        /// The owner's thread id, if known.
+        owner: Option<u64>,
+    },
+    /// A channel operation.
+    Channel {
+        /// True for `recv`, false for `send`.
+        recv: bool,
+    },
+    /// Joining the thread with this id.
+    Join(u64),
+    /// Anything else, described.
+    Other(&'static str),
+}
+
+/// Records `b` as the current thread's blocker while `f` runs.
+pub(crate) fn with_blocker<R>(b: Blocker, f: impl FnOnce() -> R) -> R {
+    fn set(b: Blocker) {
+        match current_virtual() {
+            Some(inner) => *inner.blocker.lock().unwrap_or_else(|e| e.into_inner()) = b,
+            None => with_os_thread(|t| {
+                *t.inner.blocker.lock().unwrap_or_else(|e| e.into_inner()) = b
+            }),
+        }
+    }
+    set(b);
+    let r = f();
+    set(Blocker::None);
+    r
+}
+
 
 // SAFETY: the non-Sync fields (`coro`, `yielder`, `locals`) are only touched
 // by the thread itself or the one carrier that owns it at that moment, as
@@ -172,6 +231,7 @@ impl Thread {
                 yielder: Cell::new(std::ptr::null()),
                 low_sp: AtomicUsize::new(usize::MAX),
                 locals: UnsafeCell::new(crate::local::Locals::default()),
+                blocker: std::sync::Mutex::new(Blocker::None),
             }),
         }
     }
@@ -189,6 +249,11 @@ impl Thread {
     /// Whether this is a virtual thread (as opposed to an OS thread).
     pub fn is_virtual(&self) -> bool {
         matches!(self.inner.kind, Kind::Virtual { .. })
+    }
+
+    /// What the thread is blocked on right now, if recorded. A snapshot.
+    pub fn blocker(&self) -> Blocker {
+        self.inner.blocker.lock().unwrap_or_else(|e| e.into_inner()).clone()
     }
 
     /// The thread's current state. A snapshot: it may change at once.
@@ -340,12 +405,12 @@ pub fn is_virtual() -> bool {
 /// Blocks until the current thread's permit is available (then consumes
 /// it), it is interrupted, or spuriously. See `std::thread::park`.
 pub fn park() {
-    park_deadline(None)
+    with_blocker(Blocker::Park, || park_deadline(None))
 }
 
 /// Like [`park`], returning after at most `dur`.
 pub fn park_timeout(dur: Duration) {
-    park_deadline(Instant::now().checked_add(dur))
+    with_blocker(Blocker::Park, || park_deadline(Instant::now().checked_add(dur)))
 }
 
 /// Parks until unparked, `deadline`, or interrupt; spurious wakeups possible.
@@ -450,7 +515,7 @@ pub fn sleep(dur: Duration) -> io::Result<()> {
         if Instant::now() >= deadline {
             return Ok(());
         }
-        park_deadline(Some(deadline));
+        with_blocker(Blocker::Sleep(deadline), || park_deadline(Some(deadline)));
     }
 }
 
@@ -540,7 +605,7 @@ impl<T> Packet<T> {
                     // Join is not interruptible (like std); an interrupt
                     // must not turn this into a spin, so we clear-and-restore.
                     let was = take_interrupt();
-                    park();
+                    park_deadline(None);
                     if was {
                         current().interrupt_flag_restore();
                     }
@@ -564,7 +629,8 @@ impl<T> JoinHandle<T> {
     /// Waits for the thread to finish. `Err` carries the panic payload if it
     /// panicked. Not interruptible, like `std::thread::JoinHandle::join`.
     pub fn join(self) -> std::thread::Result<T> {
-        self.packet.wait()
+        let id = self.thread.id().as_u64().get();
+        with_blocker(Blocker::Join(id), || self.packet.wait())
     }
 
     /// The thread's handle.

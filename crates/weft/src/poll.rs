@@ -1,0 +1,462 @@
+//! The I/O poller: readiness of non-blocking file descriptors, and the
+//! wait that turns "would block" into a parked thread.
+//!
+//! # Shape
+//!
+//! One `epoll` instance per process. Every socket is registered once, at
+//! creation, edge-triggered for both directions (`EPOLLIN | EPOLLOUT |
+//! EPOLLRDHUP | EPOLLET`). A dedicated thread, `weft-poller`, blocks in
+//! `epoll_wait` and, for each event, sets readiness bits on the socket's
+//! [`IoState`] and unparks the threads waiting on that direction. Woken
+//! virtual threads are scheduled like any other unpark (to the injector,
+//! waking a carrier only if none is searching).
+//!
+//! Why a dedicated thread rather than Go's "idle carriers poll" shape: it
+//! serves OS threads (the platform mode of `weft-http` blocks OS threads in
+//! socket reads) exactly like virtual ones, keeps the carriers' idle path
+//! a plain futex sleep, and measured on this 2-core machine (README, "TCP
+//! echo") it is not the bottleneck. See the I/O notes in the README.
+//!
+//! # Readiness protocol (no lost wake-ups)
+//!
+//! `readiness` packs direction bits and an event *tick*. An operation
+//! snapshots the word, tries the syscall, and on `EAGAIN` clears its bit
+//! only if the tick is unchanged (no event arrived since the snapshot).
+//! A waiter pushes itself on the direction's waiter list under the state's
+//! mutex and then re-reads readiness; the poller sets readiness *before*
+//! taking the same mutex to drain the list. So either the poller sees the
+//! waiter, or the waiter sees the readiness.
+//!
+//! # Freeing
+//!
+//! epoll hands back the raw `IoState` pointer. A deregistered state is not
+//! freed at once: it goes to a graveyard that the poller empties before its
+//! next `epoll_wait`, i.e. after it has finished with every event batch
+//! that could still name it.
+
+use std::io;
+use std::os::fd::RawFd;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, OnceLock};
+use std::task::{Context, Poll, Waker};
+use std::time::Instant;
+
+use crate::thread::{Thread, current, park_deadline, take_interrupt};
+
+/// Which direction an operation waits for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Interest {
+    Read,
+    Write,
+}
+
+const READABLE: usize = 1;
+const WRITABLE: usize = 2;
+const READ_CLOSED: usize = 4;
+const WRITE_CLOSED: usize = 8;
+const BITS: usize = 0xff;
+const TICK_ONE: usize = 0x100;
+
+impl Interest {
+    fn ready_mask(self) -> usize {
+        match self {
+            Interest::Read => READABLE | READ_CLOSED,
+            Interest::Write => WRITABLE | WRITE_CLOSED,
+        }
+    }
+    fn bit(self) -> usize {
+        match self {
+            Interest::Read => READABLE,
+            Interest::Write => WRITABLE,
+        }
+    }
+}
+
+enum Waiter {
+    Thread(Thread),
+    Waker(Waker),
+}
+
+impl Waiter {
+    fn wake(self) {
+        match self {
+            Waiter::Thread(t) => t.unpark(),
+            Waiter::Waker(w) => w.wake(),
+        }
+    }
+}
+
+#[derive(Default)]
+struct Waiters {
+    read: Vec<Waiter>,
+    write: Vec<Waiter>,
+}
+
+impl Waiters {
+    fn list(&mut self, i: Interest) -> &mut Vec<Waiter> {
+        match i {
+            Interest::Read => &mut self.read,
+            Interest::Write => &mut self.write,
+        }
+    }
+}
+
+/// Readiness and waiters of one registered descriptor.
+pub(crate) struct IoState {
+    readiness: AtomicUsize,
+    waiters: Mutex<Waiters>,
+    /// The descriptor (for dumps: what a parked thread waits on).
+    pub(crate) fd: RawFd,
+}
+
+impl IoState {
+    fn is_ready(&self, i: Interest) -> bool {
+        self.readiness.load(Ordering::SeqCst) & i.ready_mask() != 0
+    }
+
+    /// Clears `i`'s readiness if no event arrived since `snapshot`.
+    fn clear(&self, i: Interest, snapshot: usize) {
+        let mut cur = self.readiness.load(Ordering::SeqCst);
+        loop {
+            if cur & !BITS != snapshot & !BITS {
+                return; // a newer event: keep it
+            }
+            let new = cur & !i.bit();
+            match self
+                .readiness
+                .compare_exchange(cur, new, Ordering::SeqCst, Ordering::SeqCst)
+            {
+                Ok(_) => return,
+                Err(a) => cur = a,
+            }
+        }
+    }
+
+    /// Called by the poller: records an event and wakes its waiters.
+    fn set_ready(&self, bits: usize) {
+        let mut cur = self.readiness.load(Ordering::SeqCst);
+        loop {
+            let new = (cur & !BITS).wrapping_add(TICK_ONE) | (cur & BITS) | bits;
+            match self
+                .readiness
+                .compare_exchange(cur, new, Ordering::SeqCst, Ordering::SeqCst)
+            {
+                Ok(_) => break,
+                Err(a) => cur = a,
+            }
+        }
+        let (r, w) = {
+            let mut ws = self.waiters.lock().unwrap_or_else(|e| e.into_inner());
+            let r = if bits & Interest::Read.ready_mask() != 0 {
+                std::mem::take(&mut ws.read)
+            } else {
+                Vec::new()
+            };
+            let w = if bits & Interest::Write.ready_mask() != 0 {
+                std::mem::take(&mut ws.write)
+            } else {
+                Vec::new()
+            };
+            (r, w)
+        };
+        for x in r.into_iter().chain(w) {
+            x.wake();
+        }
+    }
+
+    /// Wakes every waiter of both directions (used when a socket is shut
+    /// down under a blocked thread).
+    pub(crate) fn wake_all(&self) {
+        self.set_ready(0);
+        let ws = std::mem::take(&mut *self.waiters.lock().unwrap_or_else(|e| e.into_inner()));
+        for x in ws.read.into_iter().chain(ws.write) {
+            x.wake();
+        }
+    }
+}
+
+/// Why a wait for readiness ended without readiness.
+pub(crate) enum WaitError {
+    TimedOut,
+    Interrupted,
+}
+
+/// A descriptor registered with the poller. Deregisters on drop (the
+/// descriptor itself is owned and closed by the caller, *after* this).
+pub(crate) struct Registration {
+    state: Arc<IoState>,
+}
+
+impl Registration {
+    /// Registers `fd` (which must be non-blocking) for both directions.
+    pub(crate) fn new(fd: RawFd) -> io::Result<Registration> {
+        let p = poller()?;
+        let state = Arc::new(IoState {
+            readiness: AtomicUsize::new(0),
+            waiters: Mutex::new(Waiters::default()),
+            fd,
+        });
+        let mut ev = libc::epoll_event {
+            events: (libc::EPOLLIN | libc::EPOLLOUT | libc::EPOLLRDHUP | libc::EPOLLET) as u32,
+            u64: Arc::as_ptr(&state) as u64,
+        };
+        // SAFETY: epoll_ctl with a valid epoll fd and event struct; the data
+        // pointer stays valid until the state leaves the graveyard (module
+        // docs), which happens only after EPOLL_CTL_DEL.
+        let r = unsafe { libc::epoll_ctl(p.epfd, libc::EPOLL_CTL_ADD, fd, &mut ev) };
+        if r < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        p.registered.fetch_add(1, Ordering::Relaxed);
+        Ok(Registration { state })
+    }
+
+    pub(crate) fn state(&self) -> &Arc<IoState> {
+        &self.state
+    }
+
+    /// Runs `op` until it does not return `WouldBlock`, parking between
+    /// attempts until the descriptor is ready in direction `i`.
+    ///
+    /// Errors: `TimedOut` past `deadline`; `Interrupted` (flag cleared) if
+    /// the thread is interrupted while it waits.
+    pub(crate) fn do_io<R>(
+        &self,
+        i: Interest,
+        deadline: Option<Instant>,
+        mut op: impl FnMut() -> io::Result<R>,
+    ) -> io::Result<R> {
+        loop {
+            let snap = self.state.readiness.load(Ordering::SeqCst);
+            match op() {
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
+                r => return r,
+            }
+            self.state.clear(i, snap);
+            match self.wait(i, deadline) {
+                Ok(()) => {}
+                Err(WaitError::TimedOut) => {
+                    return Err(io::Error::new(
+                        io::ErrorKind::TimedOut,
+                        "weft: socket operation timed out",
+                    ));
+                }
+                Err(WaitError::Interrupted) => return Err(crate::thread::interrupted_error()),
+            }
+        }
+    }
+
+    /// Parks until `i` is ready, the deadline passes, or an interrupt.
+    pub(crate) fn wait(&self, i: Interest, deadline: Option<Instant>) -> Result<(), WaitError> {
+        let st = &*self.state;
+        let mut me: Option<Thread> = None;
+        loop {
+            if st.is_ready(i) {
+                return Ok(());
+            }
+            if take_interrupt() {
+                return Err(WaitError::Interrupted);
+            }
+            if deadline.is_some_and(|d| Instant::now() >= d) {
+                return Err(WaitError::TimedOut);
+            }
+            let t = me.get_or_insert_with(current).clone();
+            let id = t.id();
+            st.waiters
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .list(i)
+                .push(Waiter::Thread(t));
+            if !st.is_ready(i) {
+                let b = crate::thread::Blocker::Io {
+                    fd: st.fd,
+                    read: i == Interest::Read,
+                };
+                crate::thread::with_blocker(b, || park_deadline(deadline));
+            }
+            // Leave the list if we are still on it (timeout, interrupt,
+            // spurious wake-up), so it cannot grow without bound.
+            let mut ws = st.waiters.lock().unwrap_or_else(|e| e.into_inner());
+            ws.list(i)
+                .retain(|w| !matches!(w, Waiter::Thread(t) if t.id() == id));
+        }
+    }
+
+    /// The async form of [`Registration::do_io`]: registers `cx`'s waker
+    /// instead of parking.
+    pub(crate) fn poll_io<R>(
+        &self,
+        cx: &mut Context<'_>,
+        i: Interest,
+        mut op: impl FnMut() -> io::Result<R>,
+    ) -> Poll<io::Result<R>> {
+        loop {
+            let snap = self.state.readiness.load(Ordering::SeqCst);
+            match op() {
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
+                r => return Poll::Ready(r),
+            }
+            self.state.clear(i, snap);
+            let mut ws = self.state.waiters.lock().unwrap_or_else(|e| e.into_inner());
+            let list = ws.list(i);
+            if !list
+                .iter()
+                .any(|w| matches!(w, Waiter::Waker(k) if k.will_wake(cx.waker())))
+            {
+                list.push(Waiter::Waker(cx.waker().clone()));
+            }
+            drop(ws);
+            if !self.state.is_ready(i) {
+                return Poll::Pending;
+            }
+        }
+    }
+}
+
+impl Drop for Registration {
+    fn drop(&mut self) {
+        let Some(p) = POLLER.get().and_then(|r| r.as_ref().ok()) else {
+            return;
+        };
+        // SAFETY: deleting a registration we added; a closed or invalid fd
+        // only makes the call fail, which is harmless here.
+        unsafe {
+            libc::epoll_ctl(p.epfd, libc::EPOLL_CTL_DEL, self.state.fd, std::ptr::null_mut());
+        }
+        p.registered.fetch_sub(1, Ordering::Relaxed);
+        let mut g = p.graveyard.lock().unwrap_or_else(|e| e.into_inner());
+        g.push(self.state.clone());
+        if g.len() >= 1024 {
+            drop(g);
+            p.wake();
+        }
+    }
+}
+
+/// The process-wide poller.
+pub(crate) struct Poller {
+    epfd: RawFd,
+    /// eventfd used to wake the poller thread.
+    wake_fd: RawFd,
+    graveyard: Mutex<Vec<Arc<IoState>>>,
+    /// Descriptors currently registered (metrics).
+    pub(crate) registered: AtomicUsize,
+    /// Events handled (metrics).
+    pub(crate) events: AtomicUsize,
+}
+
+static POLLER: OnceLock<Result<Poller, String>> = OnceLock::new();
+
+/// The poller, started on first use.
+pub(crate) fn poller() -> io::Result<&'static Poller> {
+    match POLLER.get_or_init(|| start().map_err(|e| e.to_string())) {
+        Ok(p) => Ok(p),
+        Err(e) => Err(io::Error::other(format!("weft: cannot start the I/O poller: {e}"))),
+    }
+}
+
+/// The poller if it has been started (for metrics).
+pub(crate) fn poller_if_started() -> Option<&'static Poller> {
+    POLLER.get().and_then(|r| r.as_ref().ok())
+}
+
+fn start() -> io::Result<Poller> {
+    // SAFETY: plain syscalls creating new descriptors.
+    let epfd = unsafe { libc::epoll_create1(libc::EPOLL_CLOEXEC) };
+    if epfd < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: as above.
+    let wake_fd = unsafe { libc::eventfd(0, libc::EFD_CLOEXEC | libc::EFD_NONBLOCK) };
+    if wake_fd < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    let mut ev = libc::epoll_event {
+        events: (libc::EPOLLIN | libc::EPOLLET) as u32,
+        u64: 0,
+    };
+    // SAFETY: registering our eventfd with token 0 (never a state pointer).
+    if unsafe { libc::epoll_ctl(epfd, libc::EPOLL_CTL_ADD, wake_fd, &mut ev) } < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    std::thread::Builder::new()
+        .name("weft-poller".into())
+        .spawn(move || run(epfd, wake_fd))?;
+    Ok(Poller {
+        epfd,
+        wake_fd,
+        graveyard: Mutex::new(Vec::new()),
+        registered: AtomicUsize::new(0),
+        events: AtomicUsize::new(0),
+    })
+}
+
+impl Poller {
+    fn wake(&self) {
+        let one: u64 = 1;
+        // SAFETY: writing 8 bytes to our eventfd.
+        unsafe {
+            libc::write(self.wake_fd, (&one as *const u64).cast(), 8);
+        }
+    }
+}
+
+fn run(epfd: RawFd, wake_fd: RawFd) {
+    const MAX_EVENTS: usize = 1024;
+    let mut events: Vec<libc::epoll_event> = Vec::with_capacity(MAX_EVENTS);
+    loop {
+        // Everything deregistered before this point can no longer appear
+        // in a batch we have yet to fetch: free it.
+        if let Some(p) = poller_if_started() {
+            let dead = std::mem::take(&mut *p.graveyard.lock().unwrap_or_else(|e| e.into_inner()));
+            drop(dead);
+        }
+        // SAFETY: the buffer has room for MAX_EVENTS entries; the kernel
+        // initialises the first `n` of them.
+        let n = unsafe { libc::epoll_wait(epfd, events.as_mut_ptr(), MAX_EVENTS as i32, -1) };
+        if n < 0 {
+            let e = io::Error::last_os_error();
+            if e.kind() == io::ErrorKind::Interrupted {
+                continue;
+            }
+            eprintln!("weft-poller: epoll_wait failed: {e}");
+            return;
+        }
+        // SAFETY: see above.
+        unsafe { events.set_len(n as usize) };
+        if let Some(p) = poller_if_started() {
+            p.events.fetch_add(n as usize, Ordering::Relaxed);
+        }
+        for ev in events.iter() {
+            let token = ev.u64;
+            if token == 0 {
+                let mut buf = 0u64;
+                // SAFETY: draining our eventfd into an 8-byte buffer.
+                unsafe {
+                    libc::read(wake_fd, (&mut buf as *mut u64).cast(), 8);
+                }
+                continue;
+            }
+            let e = ev.events as i32;
+            let mut bits = 0;
+            if e & (libc::EPOLLIN | libc::EPOLLPRI) != 0 {
+                bits |= READABLE;
+            }
+            if e & libc::EPOLLOUT != 0 {
+                bits |= WRITABLE;
+            }
+            if e & libc::EPOLLRDHUP != 0 {
+                bits |= READ_CLOSED;
+            }
+            if e & (libc::EPOLLHUP | libc::EPOLLERR) != 0 {
+                bits |= READ_CLOSED | WRITE_CLOSED;
+            }
+            // SAFETY: the token is `Arc::as_ptr` of a registered state,
+            // kept alive by its Registration or by the graveyard until the
+            // next loop iteration (module docs).
+            let st = unsafe { &*(token as *const IoState) };
+            st.set_ready(bits);
+        }
+        events.clear();
+    }
+}
