@@ -108,7 +108,10 @@ impl Executor {
             let h = std::thread::Builder::new()
                 .name(format!("pool-{id}-thread-{}", i + 1))
                 .spawn(move || p.work())?;
-            pool.workers.lock().unwrap_or_else(|e| e.into_inner()).push(h);
+            pool.workers
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .push(h);
         }
         Ok(Executor::from_kind(Kind::Fixed(pool)))
     }
@@ -162,7 +165,11 @@ impl Executor {
         if self.inner.closed.load(Ordering::SeqCst) {
             return Err(io::Error::other("weft: executor is closed"));
         }
-        *self.inner.outstanding.lock().unwrap_or_else(|e| e.into_inner()) += 1;
+        *self
+            .inner
+            .outstanding
+            .lock()
+            .unwrap_or_else(|e| e.into_inner()) += 1;
         self.inner.submitted.fetch_add(1, Ordering::Relaxed);
         let done = DoneGuard(self.inner.clone());
         match &self.inner.kind {
@@ -181,7 +188,8 @@ impl Executor {
                 let packet: Arc<Packet<T>> = Packet::new();
                 let (t2, p2) = (thread.clone(), packet.clone());
                 let job: Job = Box::new(move || {
-                    let r = crate::thread::run_as_os_task(&t2, || catch_unwind(AssertUnwindSafe(f)));
+                    let r =
+                        crate::thread::run_as_os_task(&t2, || catch_unwind(AssertUnwindSafe(f)));
                     t2.set_state(State::Terminated);
                     p2.complete(r);
                     drop(done);
@@ -204,9 +212,13 @@ impl Executor {
         self.inner.closed.store(true, Ordering::SeqCst);
         self.inner.wait_idle();
         if let Kind::Fixed(pool) = &self.inner.kind {
-            pool.queue.lock().unwrap_or_else(|e| e.into_inner()).shutdown = true;
+            pool.queue
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .shutdown = true;
             pool.available.notify_all();
-            let workers = std::mem::take(&mut *pool.workers.lock().unwrap_or_else(|e| e.into_inner()));
+            let workers =
+                std::mem::take(&mut *pool.workers.lock().unwrap_or_else(|e| e.into_inner()));
             for w in workers {
                 let _ = w.join();
             }
@@ -220,7 +232,11 @@ impl Executor {
 
     /// Tasks submitted and not yet finished.
     pub fn outstanding(&self) -> usize {
-        *self.inner.outstanding.lock().unwrap_or_else(|e| e.into_inner())
+        *self
+            .inner
+            .outstanding
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
     }
 }
 
@@ -251,7 +267,8 @@ impl Drop for DoneGuard {
         *n -= 1;
         if *n == 0 {
             drop(n);
-            let closers = std::mem::take(&mut *self.0.closers.lock().unwrap_or_else(|e| e.into_inner()));
+            let closers =
+                std::mem::take(&mut *self.0.closers.lock().unwrap_or_else(|e| e.into_inner()));
             for t in closers {
                 t.unpark();
             }
@@ -266,7 +283,10 @@ impl ExecInner {
             if *self.outstanding.lock().unwrap_or_else(|e| e.into_inner()) == 0 {
                 return;
             }
-            self.closers.lock().unwrap_or_else(|e| e.into_inner()).push(me.clone());
+            self.closers
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .push(me.clone());
             // Re-check after registering, so a finish in between is not lost.
             if *self.outstanding.lock().unwrap_or_else(|e| e.into_inner()) == 0 {
                 return;

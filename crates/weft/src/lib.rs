@@ -69,13 +69,19 @@
 
 #![warn(missing_docs)]
 
+mod blocking;
 pub mod channel;
+pub mod events;
 mod executor;
+mod future;
+#[cfg(any(feature = "futures-io", feature = "tokio"))]
+mod io_compat;
 pub mod local;
+pub mod net;
 mod overflow;
-mod poll;
 #[doc(hidden)]
 pub mod park;
+mod poll;
 mod runtime;
 mod sched;
 mod scope;
@@ -84,7 +90,9 @@ pub mod sync;
 mod thread;
 mod timer;
 
+pub use blocking::{DEFAULT_STALL_THRESHOLD, blocking, is_pinned, pinned};
 pub use executor::Executor;
+pub use future::block_on;
 pub use local::LocalKey;
 pub use runtime::{
     DEFAULT_MAX_POOL_SIZE, DEFAULT_STACK_SIZE, Runtime, RuntimeBuilder, default_runtime,

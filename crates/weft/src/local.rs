@@ -112,7 +112,9 @@ impl<T: 'static> LocalKey<T> {
         // SAFETY: the value is boxed, so it does not move when `slots` grows;
         // it is dropped only at thread exit, after `f` has returned.
         let any = unsafe { &*ptr };
-        f(any.downcast_ref::<T>().expect("weft::local! slot holds its own type"))
+        f(any
+            .downcast_ref::<T>()
+            .expect("weft::local! slot holds its own type"))
     }
 }
 

@@ -131,7 +131,11 @@ fn report_overflow(size: usize) {
 }
 
 fn chain(sig: libc::c_int, info: *mut libc::siginfo_t, ctx: *mut libc::c_void) {
-    let prev = if sig == libc::SIGSEGV { &PREV_SEGV } else { &PREV_BUS };
+    let prev = if sig == libc::SIGSEGV {
+        &PREV_SEGV
+    } else {
+        &PREV_BUS
+    };
     let p = prev.load(Ordering::Acquire) as *const libc::sigaction;
     // SAFETY: `p` is null or a leaked sigaction stored by `install`.
     let Some(old) = (unsafe { p.as_ref() }) else {

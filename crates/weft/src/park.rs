@@ -138,6 +138,14 @@ impl ParkState {
         }
     }
 
+    /// Consumes a pending permit, if any (used by waits that do not leave
+    /// the carrier: pinned sections).
+    pub fn try_consume(&self) -> bool {
+        self.0
+            .compare_exchange(NOTIFIED, RUNNING, Ordering::SeqCst, Ordering::SeqCst)
+            .is_ok()
+    }
+
     /// Whether the thread is parked off its carrier right now.
     pub fn is_parked(&self) -> bool {
         self.0.load(Ordering::Relaxed) == PARKED

@@ -321,7 +321,12 @@ impl Drop for Registration {
         // SAFETY: deleting a registration we added; a closed or invalid fd
         // only makes the call fail, which is harmless here.
         unsafe {
-            libc::epoll_ctl(p.epfd, libc::EPOLL_CTL_DEL, self.state.fd, std::ptr::null_mut());
+            libc::epoll_ctl(
+                p.epfd,
+                libc::EPOLL_CTL_DEL,
+                self.state.fd,
+                std::ptr::null_mut(),
+            );
         }
         p.registered.fetch_sub(1, Ordering::Relaxed);
         let mut g = p.graveyard.lock().unwrap_or_else(|e| e.into_inner());
@@ -351,7 +356,9 @@ static POLLER: OnceLock<Result<Poller, String>> = OnceLock::new();
 pub(crate) fn poller() -> io::Result<&'static Poller> {
     match POLLER.get_or_init(|| start().map_err(|e| e.to_string())) {
         Ok(p) => Ok(p),
-        Err(e) => Err(io::Error::other(format!("weft: cannot start the I/O poller: {e}"))),
+        Err(e) => Err(io::Error::other(format!(
+            "weft: cannot start the I/O poller: {e}"
+        ))),
     }
 }
 

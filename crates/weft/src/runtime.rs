@@ -5,9 +5,10 @@ use std::fmt;
 use std::io;
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex, OnceLock};
+use std::time::Duration;
 
 use crate::JoinHandle;
-use crate::sched::{Shared, Spawner, Task};
+use crate::sched::{SchedConfig, Shared, Spawner, Task};
 use crate::stack::{Stack, StackPool};
 
 /// Default reserved stack per virtual thread (like a Java thread).
@@ -42,7 +43,12 @@ struct Config {
     max_pool_size: usize,
     stack_size: usize,
     name: String,
+    stall_threshold: Duration,
+    spare_keepalive: Duration,
 }
+
+/// Default time an idle spare carrier waits for duty before it exits.
+pub const DEFAULT_SPARE_KEEPALIVE: Duration = Duration::from_secs(10);
 
 /// Configures and starts a [`Runtime`].
 #[derive(Debug, Default)]
@@ -52,6 +58,8 @@ pub struct RuntimeBuilder {
     max_pool_size: Option<usize>,
     stack_size: Option<usize>,
     name: Option<String>,
+    stall_threshold: Option<Duration>,
+    spare_keepalive: Option<Duration>,
 }
 
 impl RuntimeBuilder {
@@ -73,6 +81,21 @@ impl RuntimeBuilder {
     /// (default 1 MiB; committed lazily).
     pub fn stack_size(mut self, bytes: usize) -> Self {
         self.stack_size = Some(bytes);
+        self
+    }
+
+    /// How long one virtual thread may hold a carrier without yielding
+    /// before the monitor reports a stall and brings in a spare carrier
+    /// (default 20 ms, `WEFT_STALL_THRESHOLD` for the default runtime).
+    pub fn stall_threshold(mut self, d: Duration) -> Self {
+        self.stall_threshold = Some(d);
+        self
+    }
+
+    /// How long an idle spare carrier waits for duty before its OS thread
+    /// exits (default 10 s).
+    pub fn spare_keepalive(mut self, d: Duration) -> Self {
+        self.spare_keepalive = Some(d);
         self
     }
 
@@ -106,14 +129,34 @@ impl RuntimeBuilder {
                 "stack_size must be between 16 KiB and 1 GiB, got {stack_size} bytes"
             )));
         }
+        let stall_threshold = self
+            .stall_threshold
+            .unwrap_or(crate::blocking::DEFAULT_STALL_THRESHOLD);
+        if stall_threshold < Duration::from_millis(1) {
+            return Err(invalid("stall_threshold must be at least 1 ms"));
+        }
+        if max_pool_size > 32_767 {
+            return Err(invalid("max_pool_size must be at most 32767"));
+        }
         let config = Config {
             parallelism,
             max_pool_size,
             stack_size,
             name: self.name.unwrap_or_else(|| "weft-carrier".into()),
+            stall_threshold,
+            spare_keepalive: self.spare_keepalive.unwrap_or(DEFAULT_SPARE_KEEPALIVE),
         };
         crate::overflow::install();
-        let (shared, locals) = Shared::new(parallelism, pool_for(stack_size));
+        let (shared, locals) = Shared::new(
+            SchedConfig {
+                core: parallelism,
+                max: max_pool_size,
+                name: config.name.clone(),
+                stall_threshold: config.stall_threshold,
+                spare_keepalive: config.spare_keepalive,
+            },
+            pool_for(stack_size),
+        );
         for (i, local) in locals.into_iter().enumerate() {
             let s = shared.clone();
             std::thread::Builder::new()
@@ -197,6 +240,21 @@ impl Runtime {
         self.handle.config.stack_size
     }
 
+    /// The stall threshold of this runtime's monitor.
+    pub fn stall_threshold(&self) -> Duration {
+        self.handle.config.stall_threshold
+    }
+
+    /// Carriers running right now, including spares on duty.
+    pub fn active_carriers(&self) -> usize {
+        self.handle.shared.active_carriers()
+    }
+
+    /// Carriers blocked (in `weft::blocking`, pinned, or stalled) right now.
+    pub fn blocked_carriers(&self) -> usize {
+        self.handle.shared.blocked_carriers()
+    }
+
     /// Virtual threads started on this runtime and not yet finished.
     pub fn live_threads(&self) -> usize {
         self.handle.shared.live.load(Ordering::Relaxed)
@@ -266,6 +324,9 @@ fn build_default() -> io::Result<Runtime> {
     if let Some(n) = env_size("WEFT_STACK_SIZE")? {
         b = b.stack_size(n);
     }
+    if let Some(d) = env_duration("WEFT_STALL_THRESHOLD")? {
+        b = b.stall_threshold(d);
+    }
     // Keep the implicit pool bound consistent with a large parallelism.
     if b.max_pool_size.is_none()
         && let Some(p) = b.parallelism
@@ -307,6 +368,39 @@ fn env_size(var: &str) -> io::Result<Option<usize>> {
     })
 }
 
+/// Parses a duration: a number of milliseconds, or with a unit suffix
+/// (`us`, `ms`, `s`).
+fn env_duration(var: &str) -> io::Result<Option<Duration>> {
+    let v = match std::env::var(var) {
+        Err(std::env::VarError::NotPresent) => return Ok(None),
+        Err(std::env::VarError::NotUnicode(_)) => {
+            return Err(invalid(format!("{var} is not valid UTF-8")));
+        }
+        Ok(v) => v,
+    };
+    parse_duration(&v).map(Some).ok_or_else(|| {
+        invalid(format!(
+            "{var}={v:?} is not a duration (examples: 20, 20ms, 500us, 1s)"
+        ))
+    })
+}
+
+fn parse_duration(v: &str) -> Option<Duration> {
+    let t = v.trim();
+    let (num, unit) = if let Some(n) = t.strip_suffix("us") {
+        (n, 1u64)
+    } else if let Some(n) = t.strip_suffix("ms") {
+        (n, 1_000)
+    } else if let Some(n) = t.strip_suffix('s') {
+        (n, 1_000_000)
+    } else {
+        (t, 1_000)
+    };
+    let n: u64 = num.trim().parse().ok()?;
+    let us = n.checked_mul(unit)?;
+    (us > 0).then(|| Duration::from_micros(us))
+}
+
 fn parse_size(v: &str) -> Option<usize> {
     let t = v.trim();
     let (num, mult) = match t.char_indices().last()? {
@@ -321,7 +415,18 @@ fn parse_size(v: &str) -> Option<usize> {
 
 #[cfg(test)]
 mod tests {
-    use super::parse_size;
+    use super::{parse_duration, parse_size};
+    use std::time::Duration;
+
+    #[test]
+    fn durations_parse() {
+        assert_eq!(parse_duration("20"), Some(Duration::from_millis(20)));
+        assert_eq!(parse_duration("20ms"), Some(Duration::from_millis(20)));
+        assert_eq!(parse_duration("500us"), Some(Duration::from_micros(500)));
+        assert_eq!(parse_duration("2s"), Some(Duration::from_secs(2)));
+        assert_eq!(parse_duration("0"), None);
+        assert_eq!(parse_duration("fast"), None);
+    }
 
     #[test]
     fn sizes_parse() {

@@ -32,7 +32,9 @@
 
 use std::cell::{Cell, RefCell};
 use std::collections::BinaryHeap;
-use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU64, AtomicUsize, Ordering, fence};
+use std::sync::atomic::{
+    AtomicBool, AtomicI32, AtomicPtr, AtomicU64, AtomicUsize, Ordering, fence,
+};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 use std::time::Instant;
@@ -80,6 +82,39 @@ pub(crate) struct Shared {
     /// Successful steals (batches).
     pub(crate) steals: AtomicUsize,
     monitor: Monitor,
+    /// Carriers that always run (the runtime's parallelism).
+    core: usize,
+    /// Upper bound on carriers including spares (`max_pool_size`).
+    max: usize,
+    /// Carriers in their main loop (core + spares on duty).
+    active: AtomicUsize,
+    /// Carriers blocked in `weft::blocking`, a pinned wait, or flagged as
+    /// stalled by the monitor. `active - blocked` is what really runs.
+    blocked: AtomicUsize,
+    /// Run queues of slots without a thread (spares not started or retired).
+    free_slots: Mutex<Vec<(usize, Worker<Task>)>>,
+    /// Spare slots whose threads wait in keep-alive for duty.
+    idle_spares: Mutex<Vec<usize>>,
+    /// Carrier thread name prefix.
+    name: String,
+    /// How long one thread may hold a carrier before the monitor calls it a
+    /// stall (WEFT_STALL_THRESHOLD).
+    pub(crate) stall_threshold: Duration,
+    /// How long an idle spare carrier waits for duty before it exits.
+    spare_keepalive: Duration,
+    /// Spare carriers ever started (metrics).
+    pub(crate) spares_started: AtomicUsize,
+    /// Weak self-reference, so compensation can start carrier threads.
+    me_weak: OnceLock<std::sync::Weak<Shared>>,
+}
+
+/// Scheduler settings from the runtime builder.
+pub(crate) struct SchedConfig {
+    pub(crate) core: usize,
+    pub(crate) max: usize,
+    pub(crate) name: String,
+    pub(crate) stall_threshold: Duration,
+    pub(crate) spare_keepalive: Duration,
 }
 
 /// The monitor thread's parking spot (Go's sysmon sleeps the same way when
@@ -104,9 +139,95 @@ struct WorkerShared {
     switches: AtomicU64,
     /// Whether a thread is mounted right now.
     busy: AtomicBool,
+    /// Timers of threads that parked on this carrier. Locked by the owner
+    /// (uncontended) and, rarely, by the monitor when the owner is blocked.
+    timers: Mutex<BinaryHeap<TimerEntry>>,
+    /// The carrier is inside `weft::blocking` or a pinned wait.
+    in_blocking: AtomicBool,
+    /// The monitor counted this carrier as blocked (a stall); cleared, and
+    /// uncounted, by the carrier when its thread next leaves it.
+    stalled: AtomicBool,
+    /// When the mounted thread was mounted (ns since `epoch()`).
+    mounted_at: AtomicU64,
+    /// `switches` value for which a stall was already reported.
+    reported: AtomicU64,
+    /// Kernel thread id of the carrier (for /proc lookups).
+    tid: AtomicI32,
+    /// A spare in keep-alive was picked for duty.
+    spare_wake: AtomicBool,
+    /// The mounted thread, owning one strong count (`Arc::into_raw`), or
+    /// null. The monitor borrows it by swapping it out and back (see
+    /// `mounted_identity`); whoever swaps a pointer out owns its count.
+    mounted: AtomicPtr<Inner>,
+}
+
+/// Monotonic nanoseconds since the first call (a cheap, comparable clock
+/// for atomics).
+pub(crate) fn now_ns() -> u64 {
+    static EPOCH: OnceLock<Instant> = OnceLock::new();
+    EPOCH.get_or_init(Instant::now).elapsed().as_nanos() as u64
 }
 
 impl WorkerShared {
+    fn new() -> WorkerShared {
+        WorkerShared {
+            os_thread: OnceLock::new(),
+            notified: AtomicBool::new(false),
+            next: AtomicPtr::new(std::ptr::null_mut()),
+            switches: AtomicU64::new(0),
+            busy: AtomicBool::new(false),
+            timers: Mutex::new(BinaryHeap::new()),
+            in_blocking: AtomicBool::new(false),
+            stalled: AtomicBool::new(false),
+            mounted_at: AtomicU64::new(0),
+            reported: AtomicU64::new(u64::MAX),
+            tid: AtomicI32::new(0),
+            spare_wake: AtomicBool::new(false),
+            mounted: AtomicPtr::new(std::ptr::null_mut()),
+        }
+    }
+
+    /// Publishes `t` as mounted (or clears with None), dropping whatever
+    /// count the slot held.
+    fn set_mounted(&self, t: Option<&Task>) {
+        let new = t.map_or(std::ptr::null_mut(), |t| {
+            Arc::into_raw(t.clone()).cast_mut()
+        });
+        let old = self.mounted.swap(new, Ordering::AcqRel);
+        if !old.is_null() {
+            // SAFETY: non-null values in `mounted` own one strong count.
+            drop(unsafe { Arc::from_raw(old) });
+        }
+    }
+
+    /// Pops due timers, handing each woken thread to `wake`.
+    fn fire_timers(&self, now: Instant, mut wake: impl FnMut(Task)) -> usize {
+        let mut timers = self.timers.lock().unwrap_or_else(|e| e.into_inner());
+        let mut n = 0;
+        while let Some(t) = timers.peek() {
+            if t.deadline > now {
+                break;
+            }
+            let t = timers.pop().expect("peeked");
+            if t.task.timer_seq.load(Ordering::Relaxed) == t.seq
+                && t.task.park.unpark() == crate::park::Unpark::Schedule
+            {
+                task_state(&t.task, State::Runnable);
+                wake(t.task);
+                n += 1;
+            }
+        }
+        n
+    }
+
+    fn next_timer(&self) -> Option<Instant> {
+        self.timers
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .peek()
+            .map(|t| t.deadline)
+    }
+
     fn take_next(&self) -> Option<Task> {
         if self.next.load(Ordering::Relaxed).is_null() {
             return None;
@@ -120,6 +241,34 @@ impl WorkerShared {
     fn has_next(&self) -> bool {
         !self.next.load(Ordering::Relaxed).is_null()
     }
+
+    /// Id and name of the thread mounted here (for stall reports).
+    fn mounted_identity(&self) -> Option<(u64, Option<String>)> {
+        let p = self.mounted.swap(std::ptr::null_mut(), Ordering::AcqRel);
+        if p.is_null() {
+            return None;
+        }
+        // SAFETY: we swapped the pointer out, so we own its strong count.
+        let t = unsafe { Arc::from_raw(p) };
+        let (name, id) = crate::thread::Thread::peek_name_id(&t);
+        let out = (id, name.map(str::to_owned));
+        // Put it back unless the carrier has moved on (then drop our count).
+        let raw = Arc::into_raw(t).cast_mut();
+        if self
+            .mounted
+            .compare_exchange(
+                std::ptr::null_mut(),
+                raw,
+                Ordering::AcqRel,
+                Ordering::Acquire,
+            )
+            .is_err()
+        {
+            // SAFETY: still our count; nobody else saw `raw` again.
+            drop(unsafe { Arc::from_raw(raw) });
+        }
+        Some(out)
+    }
 }
 
 /// Per-carrier state, reachable from the carrier's own thread only.
@@ -131,7 +280,6 @@ pub(crate) struct Carrier {
     tick: Cell<u32>,
     searching: Cell<bool>,
     rng: Cell<u64>,
-    timers: RefCell<BinaryHeap<TimerEntry>>,
     /// The mounted thread, or null.
     current: Cell<*const Inner>,
     /// Free stack slots of the default pool, kept here to avoid its lock.
@@ -181,23 +329,34 @@ pub(crate) fn current_task_arc() -> Option<Task> {
 }
 
 impl Shared {
-    pub(crate) fn new(n: usize, stacks: &'static StackPool) -> (Arc<Shared>, Vec<Worker<Task>>) {
-        let locals: Vec<Worker<Task>> = (0..n).map(|_| Worker::new_fifo()).collect();
+    /// Creates the shared state for `core` carriers and up to `max` in all.
+    /// Returns the run queues of the core carriers.
+    pub(crate) fn new(
+        cfg: SchedConfig,
+        stacks: &'static StackPool,
+    ) -> (Arc<Shared>, Vec<Worker<Task>>) {
+        let SchedConfig {
+            core,
+            max,
+            name,
+            stall_threshold,
+            spare_keepalive,
+        } = cfg;
+        let mut locals: Vec<Worker<Task>> = (0..max).map(|_| Worker::new_fifo()).collect();
         let stealers = locals.iter().map(Worker::stealer).collect();
-        let workers = (0..n)
-            .map(|_| WorkerShared {
-                os_thread: OnceLock::new(),
-                notified: AtomicBool::new(false),
-                next: AtomicPtr::new(std::ptr::null_mut()),
-                switches: AtomicU64::new(0),
-                busy: AtomicBool::new(false),
-            })
+        let workers = (0..max).map(|_| WorkerShared::new()).collect();
+        let spare_locals: Vec<Worker<Task>> = locals.split_off(core);
+        let free_slots = spare_locals
+            .into_iter()
+            .enumerate()
+            .map(|(i, w)| (core + i, w))
+            .rev()
             .collect();
         let shared = Arc::new(Shared {
             injector: Injector::new(),
             stealers,
             workers,
-            idle: Idle::new(n),
+            idle: Idle::new(core),
             shutdown: AtomicBool::new(false),
             stacks,
             live: AtomicUsize::new(0),
@@ -207,12 +366,30 @@ impl Shared {
                 thread: OnceLock::new(),
                 deep_sleep: AtomicBool::new(false),
             },
+            core,
+            max,
+            active: AtomicUsize::new(core),
+            blocked: AtomicUsize::new(0),
+            free_slots: Mutex::new(free_slots),
+            idle_spares: Mutex::new(Vec::new()),
+            name,
+            stall_threshold,
+            spare_keepalive,
+            spares_started: AtomicUsize::new(0),
+            me_weak: OnceLock::new(),
         });
+        let _ = shared.me_weak.set(Arc::downgrade(&shared));
         (shared, locals)
     }
 
-    pub(crate) fn num_workers(&self) -> usize {
-        self.workers.len()
+    /// Carriers in their main loop right now (core + spares on duty).
+    pub(crate) fn active_carriers(&self) -> usize {
+        self.active.load(Ordering::Relaxed)
+    }
+
+    /// Carriers blocked or stalled right now.
+    pub(crate) fn blocked_carriers(&self) -> usize {
+        self.blocked.load(Ordering::Relaxed)
     }
 
     /// Makes `task` runnable. On one of this runtime's carriers it goes to
@@ -221,6 +398,7 @@ impl Shared {
     pub(crate) fn schedule(self: &Arc<Shared>, task: Task) {
         if let Some(c) = carrier()
             && Arc::ptr_eq(&c.shared, self)
+            && !c.me().in_blocking.load(Ordering::Relaxed)
         {
             c.push_next(task);
             return;
@@ -234,13 +412,96 @@ impl Shared {
         fence(Ordering::SeqCst);
         if let Some(i) = self.idle.worker_to_notify() {
             self.unpark_worker(i);
+        } else if self.blocked.load(Ordering::SeqCst) > 0 {
+            // Every awake carrier may be blocked: bring in a spare.
+            self.compensate();
         }
+    }
+
+    /// Puts one more carrier on duty if blocked carriers leave fewer than
+    /// `core` running, within `max`: wakes a spare in keep-alive or starts
+    /// a new one.
+    pub(crate) fn compensate(self: &Shared) {
+        let mut active = self.active.load(Ordering::SeqCst);
+        loop {
+            let blocked = self.blocked.load(Ordering::SeqCst);
+            if active.saturating_sub(blocked) >= self.core
+                || active >= self.max
+                || self.shutdown.load(Ordering::SeqCst)
+            {
+                return;
+            }
+            match self.active.compare_exchange(
+                active,
+                active + 1,
+                Ordering::SeqCst,
+                Ordering::SeqCst,
+            ) {
+                Ok(_) => break,
+                Err(a) => active = a,
+            }
+        }
+        let spare = self
+            .idle_spares
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .pop();
+        if let Some(i) = spare {
+            let w = &self.workers[i];
+            w.spare_wake.store(true, Ordering::SeqCst);
+            if let Some(t) = w.os_thread.get() {
+                t.unpark();
+            }
+            return;
+        }
+        let slot = self
+            .free_slots
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .pop();
+        let Some((i, local)) = slot else {
+            self.active.fetch_sub(1, Ordering::SeqCst);
+            return;
+        };
+        let Some(me) = self.self_arc() else {
+            self.return_slot(i, local);
+            self.active.fetch_sub(1, Ordering::SeqCst);
+            return;
+        };
+        self.spares_started.fetch_add(1, Ordering::Relaxed);
+        let spawned = std::thread::Builder::new()
+            .name(format!("{}-{i}", self.name))
+            .spawn(move || run_carrier(me, i, local));
+        if spawned.is_err() {
+            // The slot's queue went down with the closure; make a new one is
+            // impossible (its stealer is fixed), so the slot stays unused.
+            self.active.fetch_sub(1, Ordering::SeqCst);
+        }
+    }
+
+    fn return_slot(&self, i: usize, local: Worker<Task>) {
+        self.free_slots
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push((i, local));
+    }
+
+    /// An owning handle to this Shared, from the registry kept by the
+    /// monitor (compensation may run on any thread, holding only `&Shared`).
+    fn self_arc(&self) -> Option<Arc<Shared>> {
+        self.me_weak.get().and_then(std::sync::Weak::upgrade)
     }
 
     fn unpark_worker(&self, i: usize) {
         let w = &self.workers[i];
         w.notified.store(true, Ordering::SeqCst);
-        if let Some(t) = w.os_thread.get() {
+        self.unpark_worker_raw(i);
+    }
+
+    /// Unparks carrier `i`'s OS thread without claiming it for work (it
+    /// re-reads its timers and goes back to sleep if there is nothing).
+    fn unpark_worker_raw(&self, i: usize) {
+        if let Some(t) = self.workers[i].os_thread.get() {
             t.unpark();
         }
     }
@@ -251,6 +512,7 @@ impl Shared {
             self.unpark_worker(i);
         }
         for w in self.workers.iter() {
+            w.spare_wake.store(false, Ordering::SeqCst);
             if let Some(t) = w.os_thread.get() {
                 t.unpark();
             }
@@ -405,32 +667,15 @@ impl Carrier {
     }
 
     fn fire_timers(&self) {
-        let mut timers = self.timers.borrow_mut();
-        let Some(first) = timers.peek() else { return };
-        let now = Instant::now();
-        if first.deadline > now {
-            return;
-        }
-        while let Some(t) = timers.peek() {
-            if t.deadline > now {
-                break;
-            }
-            let t = timers.pop().expect("peeked");
-            if t.task.timer_seq.load(Ordering::Relaxed) == t.seq
-                && t.task.park.unpark() == crate::park::Unpark::Schedule
-            {
-                task_state(&t.task, State::Runnable);
-                self.local.push(t.task);
-            }
-        }
-        drop(timers);
-        if !self.local.is_empty() {
+        let me = self.me();
+        let n = me.fire_timers(Instant::now(), |t| self.local.push(t));
+        if n > 0 {
             self.shared.notify_work();
         }
     }
 
     fn next_timer(&self) -> Option<Instant> {
-        self.timers.borrow().peek().map(|t| t.deadline)
+        self.me().next_timer()
     }
 
     /// Runs `task` until it suspends or finishes, then carries out what it
@@ -442,6 +687,8 @@ impl Carrier {
         task_state(&task, State::Running);
         self.current.set(Arc::as_ptr(&task));
         let me = self.me();
+        me.mounted_at.store(now_ns(), Ordering::Relaxed);
+        me.set_mounted(Some(&task));
         me.switches.fetch_add(1, Ordering::Relaxed);
         me.busy.store(true, Ordering::SeqCst);
         if self.shared.monitor.deep_sleep.load(Ordering::SeqCst) {
@@ -457,15 +704,23 @@ impl Carrier {
             .resume(());
         self.current.set(std::ptr::null());
         me.busy.store(false, Ordering::Relaxed);
+        me.set_mounted(None);
+        if me.stalled.swap(false, Ordering::SeqCst) {
+            // The monitor counted us as blocked while the thread held us.
+            self.shared.blocked.fetch_sub(1, Ordering::SeqCst);
+        }
         match result {
             CoroutineResult::Yield(Suspend::Park) => self.after_park(task),
             CoroutineResult::Yield(Suspend::ParkUntil(deadline)) => {
                 let seq = task.timer_seq.load(Ordering::Relaxed);
-                self.timers.borrow_mut().push(TimerEntry {
-                    deadline,
-                    seq,
-                    task: task.clone(),
-                });
+                me.timers
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .push(TimerEntry {
+                        deadline,
+                        seq,
+                        task: task.clone(),
+                    });
                 self.after_park(task);
             }
             CoroutineResult::Yield(Suspend::Yield) => {
@@ -558,7 +813,10 @@ fn task_state(task: &Inner, s: State) {
 
 /// Body of a carrier OS thread.
 pub(crate) fn run_carrier(shared: Arc<Shared>, index: usize, local: Worker<Task>) {
-    let _ = shared.workers[index].os_thread.set(std::thread::current());
+    let w = &shared.workers[index];
+    let _ = w.os_thread.set(std::thread::current());
+    // SAFETY: gettid has no preconditions.
+    w.tid.store(unsafe { libc::gettid() }, Ordering::Relaxed);
     crate::overflow::ensure_altstack();
     let carrier = Carrier {
         index,
@@ -570,7 +828,6 @@ pub(crate) fn run_carrier(shared: Arc<Shared>, index: usize, local: Worker<Task>
         rng: Cell::new(
             0x9E37_79B9_7F4A_7C15 ^ (index as u64 + 1).wrapping_mul(0xD1B5_4A32_D192_ED03),
         ),
-        timers: RefCell::new(BinaryHeap::new()),
         current: Cell::new(std::ptr::null()),
         stack_cache: RefCell::new(Vec::new()),
     };
@@ -579,9 +836,17 @@ pub(crate) fn run_carrier(shared: Arc<Shared>, index: usize, local: Worker<Task>
     CARRIER.with(|c| c.set(std::ptr::null()));
     let mut cache = carrier.stack_cache.take();
     carrier.shared.stacks.release_batch(&mut cache);
+    if index >= carrier.shared.core {
+        let Carrier { shared, local, .. } = carrier;
+        shared.return_slot(index, local);
+    }
 }
 
 impl Carrier {
+    fn is_spare(&self) -> bool {
+        self.index >= self.shared.core
+    }
+
     fn main_loop(&self) {
         loop {
             if let Some(t) = self.find_local() {
@@ -615,11 +880,78 @@ impl Carrier {
             }
             if self.shared.shutdown.load(Ordering::SeqCst) && !self.me().has_next() {
                 if self.local.is_empty() {
+                    self.stop_searching();
                     return;
                 }
                 continue;
             }
+            if self.is_spare() && self.surplus() {
+                self.stop_searching();
+                if !self.retire() {
+                    return; // keep-alive expired: the thread exits
+                }
+                continue;
+            }
             self.sleep();
+        }
+    }
+
+    /// Whether more carriers run than the runtime's parallelism needs.
+    fn surplus(&self) -> bool {
+        let s = &self.shared;
+        s.active.load(Ordering::SeqCst) > s.core + s.blocked.load(Ordering::SeqCst)
+    }
+
+    /// Leaves duty: hands this carrier's timers to a core carrier, then
+    /// waits in keep-alive. Returns true if called back to duty (already
+    /// counted active again by the caller of `compensate`), false if the
+    /// keep-alive expired.
+    fn retire(&self) -> bool {
+        let shared = &*self.shared;
+        let me = self.me();
+        let timers = std::mem::take(&mut *me.timers.lock().unwrap_or_else(|e| e.into_inner()));
+        if !timers.is_empty() {
+            let heir = &shared.workers[0];
+            heir.timers
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .extend(timers);
+            // The heir may be asleep with a later deadline.
+            shared.unpark_worker_raw(0);
+        }
+        if let Some(t) = me.take_next() {
+            shared.injector.push(t);
+        }
+        me.spare_wake.store(false, Ordering::SeqCst);
+        shared.active.fetch_sub(1, Ordering::SeqCst);
+        shared
+            .idle_spares
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push(self.index);
+        // Work may have arrived while we were leaving; let a compensator see
+        // that we are available.
+        shared.notify_work();
+        let deadline = Instant::now() + shared.spare_keepalive;
+        loop {
+            if me.spare_wake.swap(false, Ordering::SeqCst) {
+                return true;
+            }
+            let now = Instant::now();
+            if now >= deadline || shared.shutdown.load(Ordering::SeqCst) {
+                let mut spares = shared.idle_spares.lock().unwrap_or_else(|e| e.into_inner());
+                if let Some(pos) = spares.iter().position(|&i| i == self.index) {
+                    spares.swap_remove(pos);
+                    return false;
+                }
+                // A compensator picked us concurrently; its wake is coming.
+                drop(spares);
+                while !me.spare_wake.swap(false, Ordering::SeqCst) {
+                    std::thread::park();
+                }
+                return true;
+            }
+            std::thread::park_timeout(deadline - now);
         }
     }
 }
@@ -627,74 +959,63 @@ impl Carrier {
 // ---------------------------------------------------------------------------
 // Idle protocol: who is searching, who sleeps.
 
-/// Counts packed in one word so that both change atomically:
-/// low half = carriers searching for work, high half = carriers awake.
+/// Core carriers only: spares never sleep in this list (they retire).
 struct Idle {
-    state: AtomicUsize,
+    searching: AtomicUsize,
+    num_sleepers: AtomicUsize,
     sleepers: Mutex<Vec<usize>>,
-    num_workers: usize,
+    core: usize,
 }
 
-const UNPARKED_SHIFT: u32 = usize::BITS / 2;
-const SEARCH_MASK: usize = (1 << UNPARKED_SHIFT) - 1;
-
 impl Idle {
-    fn new(n: usize) -> Idle {
+    fn new(core: usize) -> Idle {
         Idle {
-            state: AtomicUsize::new(n << UNPARKED_SHIFT),
-            sleepers: Mutex::new(Vec::with_capacity(n)),
-            num_workers: n,
+            searching: AtomicUsize::new(0),
+            num_sleepers: AtomicUsize::new(0),
+            sleepers: Mutex::new(Vec::with_capacity(core)),
+            core,
         }
-    }
-
-    fn searching(s: usize) -> usize {
-        s & SEARCH_MASK
-    }
-
-    fn unparked(s: usize) -> usize {
-        s >> UNPARKED_SHIFT
     }
 
     /// At most half the carriers search at once (each search costs a pass
     /// over every queue); the rest sleep.
     fn try_start_searching(&self) -> bool {
-        let s = self.state.load(Ordering::SeqCst);
-        if 2 * Self::searching(s) >= self.num_workers.max(2) {
+        let s = self.searching.load(Ordering::SeqCst);
+        if 2 * s >= self.core.max(2) {
             return false;
         }
-        self.state.fetch_add(1, Ordering::SeqCst);
+        self.searching.fetch_add(1, Ordering::SeqCst);
         true
     }
 
     /// Returns true if this was the last searcher.
     fn stop_searching(&self) -> bool {
-        let prev = self.state.fetch_sub(1, Ordering::SeqCst);
-        Self::searching(prev) == 1
+        self.searching.fetch_sub(1, Ordering::SeqCst) == 1
     }
 
-    /// A sleeper to wake for new work, already counted as awake and
-    /// searching; None if someone is searching or nobody sleeps.
+    /// A sleeper to wake for new work, already counted as searching; None
+    /// if someone is searching (it will find the work) or nobody sleeps.
     fn worker_to_notify(&self) -> Option<usize> {
-        let s = self.state.load(Ordering::SeqCst);
-        if Self::searching(s) != 0 || Self::unparked(s) >= self.num_workers {
+        if self.searching.load(Ordering::SeqCst) != 0
+            || self.num_sleepers.load(Ordering::SeqCst) == 0
+        {
             return None;
         }
         let mut sleepers = self.sleepers.lock().unwrap_or_else(|e| e.into_inner());
-        let s = self.state.load(Ordering::SeqCst);
-        if Self::searching(s) != 0 {
+        if self.searching.load(Ordering::SeqCst) != 0 {
             return None;
         }
         let i = sleepers.pop()?;
-        self.state
-            .fetch_add(1 | (1 << UNPARKED_SHIFT), Ordering::SeqCst);
+        self.num_sleepers.fetch_sub(1, Ordering::SeqCst);
+        self.searching.fetch_add(1, Ordering::SeqCst);
         Some(i)
     }
 
     fn pop_any_sleeper(&self) -> Option<usize> {
         let mut sleepers = self.sleepers.lock().unwrap_or_else(|e| e.into_inner());
         let i = sleepers.pop()?;
-        self.state
-            .fetch_add(1 | (1 << UNPARKED_SHIFT), Ordering::SeqCst);
+        self.num_sleepers.fetch_sub(1, Ordering::SeqCst);
+        self.searching.fetch_add(1, Ordering::SeqCst);
         Some(i)
     }
 
@@ -702,10 +1023,9 @@ impl Idle {
     /// last searcher (it must then re-check the queues).
     fn to_sleep(&self, i: usize, was_searching: bool) -> bool {
         let mut sleepers = self.sleepers.lock().unwrap_or_else(|e| e.into_inner());
-        let dec = (1 << UNPARKED_SHIFT) | usize::from(was_searching);
-        let prev = self.state.fetch_sub(dec, Ordering::SeqCst);
         sleepers.push(i);
-        was_searching && Self::searching(prev) == 1
+        self.num_sleepers.fetch_add(1, Ordering::SeqCst);
+        was_searching && self.searching.fetch_sub(1, Ordering::SeqCst) == 1
     }
 
     /// A sleeper woke by its own timer: take it off the list. False if a
@@ -716,7 +1036,7 @@ impl Idle {
             return false;
         };
         sleepers.swap_remove(pos);
-        self.state.fetch_add(1 << UNPARKED_SHIFT, Ordering::SeqCst);
+        self.num_sleepers.fetch_sub(1, Ordering::SeqCst);
         true
     }
 }
@@ -729,16 +1049,16 @@ impl Spawner<'_> {
         let shared = self.0;
         shared.live.fetch_add(1, Ordering::Relaxed);
         shared.started.fetch_add(1, Ordering::Relaxed);
+        task_state(&task, State::Runnable);
         if let Some(c) = carrier()
             && Arc::ptr_eq(&c.shared, shared)
+            && !c.me().in_blocking.load(Ordering::Relaxed)
         {
             // New threads go to the back of the local queue (stealable), so a
             // spawning loop keeps running and idle carriers help.
-            task_state(&task, State::Runnable);
             c.push_back(task);
             return;
         }
-        task_state(&task, State::Runnable);
         shared.injector.push(task);
         shared.notify_work();
     }
@@ -752,9 +1072,43 @@ impl Carrier {
 }
 
 // ---------------------------------------------------------------------------
+// Blocking sections.
+
+/// Marks the current carrier as blocked while alive (see `blocking.rs`).
+pub(crate) struct BlockingGuard {
+    shared: Arc<Shared>,
+    index: usize,
+}
+
+/// Marks the calling carrier blocked and brings in a spare if work is
+/// waiting. None when not called on a carrier.
+pub(crate) fn enter_blocking() -> Option<BlockingGuard> {
+    let c = carrier()?;
+    let me = c.me();
+    me.in_blocking.store(true, Ordering::SeqCst);
+    c.shared.blocked.fetch_add(1, Ordering::SeqCst);
+    if !c.local.is_empty() || me.has_next() || c.shared.has_visible_work() {
+        c.shared.compensate();
+    }
+    Some(BlockingGuard {
+        shared: c.shared.clone(),
+        index: c.index,
+    })
+}
+
+impl Drop for BlockingGuard {
+    fn drop(&mut self) {
+        self.shared.workers[self.index]
+            .in_blocking
+            .store(false, Ordering::SeqCst);
+        self.shared.blocked.fetch_sub(1, Ordering::SeqCst);
+    }
+}
+
+// ---------------------------------------------------------------------------
 // The monitor (Go's sysmon, in small).
 
-/// How often the monitor looks at the carriers while any is busy.
+/// Upper bound on the monitor's tick while any carrier is busy.
 const MONITOR_TICK: Duration = Duration::from_millis(10);
 /// Quiet ticks (no carrier busy) before the monitor sleeps until woken.
 const MONITOR_QUIET_TICKS: u32 = 10;
@@ -769,11 +1123,16 @@ impl Shared {
     }
 }
 
-/// Body of the monitor thread. It never runs virtual threads; it notices a
-/// carrier that has been running one thread for a whole tick while other
-/// work waits on it (in its `next` slot or queue), and wakes an idle
-/// carrier to steal that work. It holds only a `Weak` reference, so it ends
-/// with the runtime.
+/// Body of the monitor thread. It never runs virtual threads. Each tick it
+/// 1. fires due timers of carriers that are blocked (their owners cannot),
+/// 2. reports a stall when a carrier has run one thread past the stall
+///    threshold, counts that carrier as blocked and compensates,
+/// 3. wakes an idle carrier when a busy one has work waiting behind its
+///    running thread (in its `next` slot or queue), so it can be stolen.
+///
+/// It holds only a `Weak` reference, so it ends with the runtime, and it
+/// sleeps without a timeout while no carrier is busy (an idle runtime costs
+/// no CPU).
 pub(crate) fn run_monitor(weak: std::sync::Weak<Shared>) {
     let mut last: Vec<u64> = Vec::new();
     let mut quiet = 0u32;
@@ -783,16 +1142,43 @@ pub(crate) fn run_monitor(weak: std::sync::Weak<Shared>) {
             return;
         }
         let _ = shared.monitor.thread.set(std::thread::current());
+        let tick = MONITOR_TICK
+            .min(shared.stall_threshold / 2)
+            .max(Duration::from_millis(1));
         let n = shared.workers.len();
         last.resize(n, u64::MAX);
+        let now = Instant::now();
+        let now_n = now_ns();
+        let threshold_ns = shared.stall_threshold.as_nanos() as u64;
         let mut any_busy = false;
         for (i, w) in shared.workers.iter().enumerate() {
             let sw = w.switches.load(Ordering::Relaxed);
             let busy = w.busy.load(Ordering::Relaxed);
+            let in_blocking = w.in_blocking.load(Ordering::SeqCst);
             any_busy |= busy;
-            let stuck = busy && sw == last[i];
+            let same = busy && sw == last[i];
             last[i] = sw;
-            if stuck && (w.has_next() || !shared.stealers[i].is_empty()) {
+            if in_blocking || w.stalled.load(Ordering::SeqCst) {
+                let fired = w.fire_timers(now, |t| shared.injector.push(t));
+                if fired > 0 {
+                    shared.notify_work();
+                }
+            }
+            if same
+                && !in_blocking
+                && now_n.saturating_sub(w.mounted_at.load(Ordering::Relaxed)) >= threshold_ns
+                && w.reported.load(Ordering::Relaxed) != sw
+            {
+                w.reported.store(sw, Ordering::Relaxed);
+                report_stall(&shared, w, now_n);
+                if !w.stalled.swap(true, Ordering::SeqCst) {
+                    shared.blocked.fetch_add(1, Ordering::SeqCst);
+                    // The carrier may have moved on in between; it then
+                    // finds `stalled` set and uncounts itself.
+                    shared.compensate();
+                }
+            }
+            if same && (w.has_next() || !shared.stealers[i].is_empty()) {
                 shared.notify_work();
             }
         }
@@ -813,6 +1199,40 @@ pub(crate) fn run_monitor(weak: std::sync::Weak<Shared>) {
             continue;
         }
         drop(shared);
-        std::thread::sleep(MONITOR_TICK);
+        std::thread::sleep(tick);
     }
+}
+
+/// Records a stall of carrier `w`: which thread, for how long, and whether
+/// the OS thread is running (CPU) or sleeping in the kernel (blocked).
+fn report_stall(shared: &Shared, w: &WorkerShared, now_n: u64) {
+    let _ = shared;
+    let held = Duration::from_nanos(now_n.saturating_sub(w.mounted_at.load(Ordering::Relaxed)));
+    let cpu = kernel_state(w.tid.load(Ordering::Relaxed)) == Some('R');
+    let (id, name) = match w.mounted_identity() {
+        Some((id, name)) => (id, name),
+        None => (0, None),
+    };
+    crate::events::record(crate::events::Event {
+        kind: if cpu {
+            crate::events::EventKind::StallCpu
+        } else {
+            crate::events::EventKind::StallBlocked
+        },
+        thread_id: id,
+        thread_name: name,
+        duration: held,
+        at: std::time::SystemTime::now(),
+        stack: None,
+        detail: Some(format!("carrier tid {}", w.tid.load(Ordering::Relaxed))),
+    });
+}
+
+/// State letter of a kernel thread of this process (`R`, `S`, `D`, ...).
+fn kernel_state(tid: i32) -> Option<char> {
+    let stat = std::fs::read_to_string(format!("/proc/self/task/{tid}/stat")).ok()?;
+    // The state follows the parenthesised command name, which may itself
+    // contain spaces or parentheses: take the last ')'.
+    let rest = &stat[stat.rfind(')')? + 1..];
+    rest.trim_start().chars().next()
 }

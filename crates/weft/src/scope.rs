@@ -58,7 +58,11 @@ struct ScopedPacket<T> {
 
 impl<T> Drop for ScopedPacket<T> {
     fn drop(&mut self) {
-        let result = self.result.get_mut().unwrap_or_else(|e| e.into_inner()).take();
+        let result = self
+            .result
+            .get_mut()
+            .unwrap_or_else(|e| e.into_inner())
+            .take();
         let unhandled = matches!(result, Some(Err(_)));
         // Drop the value (which may borrow 'scope data) before the scope
         // can end.
@@ -166,7 +170,10 @@ impl<'scope> Scope<'scope, '_> {
         let their_packet = packet.clone();
         let body = move || {
             let r = catch_unwind(AssertUnwindSafe(f));
-            *their_packet.result.lock().unwrap_or_else(|e| e.into_inner()) = Some(r);
+            *their_packet
+                .result
+                .lock()
+                .unwrap_or_else(|e| e.into_inner()) = Some(r);
             // Our last touch of anything 'scope; if the handle is gone this
             // drop ends the thread's part in the scope.
             drop(their_packet);

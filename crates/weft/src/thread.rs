@@ -134,6 +134,14 @@ pub(crate) struct Inner {
     /// What the thread is blocked on, for dumps (set around waits by the
     /// primitive that parks).
     pub(crate) blocker: std::sync::Mutex<Blocker>,
+    /// Depth of `weft::pinned` sections (touched only by the thread).
+    pub(crate) pin_depth: Cell<u32>,
+    /// Depth of `weft::blocking` sections (touched only by the thread).
+    pub(crate) blocking_depth: Cell<u32>,
+    /// Set while the thread waits on its carrier's OS thread (pinned); the
+    /// OS thread to unpark is in `pinned_waiter`.
+    pub(crate) pinned_waiting: AtomicBool,
+    pub(crate) pinned_waiter: std::sync::Mutex<Option<std::thread::Thread>>,
 }
 
 /// What a blocked thread waits for (shown in thread dumps).
@@ -180,9 +188,9 @@ pub(crate) fn with_blocker<R>(b: Blocker, f: impl FnOnce() -> R) -> R {
     fn set(b: Blocker) {
         match current_virtual() {
             Some(inner) => *inner.blocker.lock().unwrap_or_else(|e| e.into_inner()) = b,
-            None => with_os_thread(|t| {
-                *t.inner.blocker.lock().unwrap_or_else(|e| e.into_inner()) = b
-            }),
+            None => {
+                with_os_thread(|t| *t.inner.blocker.lock().unwrap_or_else(|e| e.into_inner()) = b)
+            }
         }
     }
     set(b);
@@ -190,7 +198,6 @@ pub(crate) fn with_blocker<R>(b: Blocker, f: impl FnOnce() -> R) -> R {
     set(Blocker::None);
     r
 }
-
 
 // SAFETY: the non-Sync fields (`coro`, `yielder`, `locals`) are only touched
 // by the thread itself or the one carrier that owns it at that moment, as
@@ -232,6 +239,10 @@ impl Thread {
                 low_sp: AtomicUsize::new(usize::MAX),
                 locals: UnsafeCell::new(crate::local::Locals::default()),
                 blocker: std::sync::Mutex::new(Blocker::None),
+                pin_depth: Cell::new(0),
+                blocking_depth: Cell::new(0),
+                pinned_waiting: AtomicBool::new(false),
+                pinned_waiter: std::sync::Mutex::new(None),
             }),
         }
     }
@@ -253,7 +264,11 @@ impl Thread {
 
     /// What the thread is blocked on right now, if recorded. A snapshot.
     pub fn blocker(&self) -> Blocker {
-        self.inner.blocker.lock().unwrap_or_else(|e| e.into_inner()).clone()
+        self.inner
+            .blocker
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
     }
 
     /// The thread's current state. A snapshot: it may change at once.
@@ -278,6 +293,19 @@ impl Thread {
                 if self.inner.park.unpark() == crate::park::Unpark::Schedule {
                     self.set_state(State::Runnable);
                     rt.schedule(self.inner.clone());
+                } else {
+                    // Pairs with the fence in `crate::blocking::pinned_park`.
+                    std::sync::atomic::fence(Ordering::SeqCst);
+                    if self.inner.pinned_waiting.load(Ordering::SeqCst) {
+                        let w = self
+                            .inner
+                            .pinned_waiter
+                            .lock()
+                            .unwrap_or_else(|e| e.into_inner());
+                        if let Some(t) = &*w {
+                            t.unpark();
+                        }
+                    }
                 }
             }
         }
@@ -410,7 +438,9 @@ pub fn park() {
 
 /// Like [`park`], returning after at most `dur`.
 pub fn park_timeout(dur: Duration) {
-    with_blocker(Blocker::Park, || park_deadline(Instant::now().checked_add(dur)))
+    with_blocker(Blocker::Park, || {
+        park_deadline(Instant::now().checked_add(dur))
+    })
 }
 
 /// Parks until unparked, `deadline`, or interrupt; spurious wakeups possible.
@@ -421,6 +451,10 @@ pub(crate) fn park_deadline(deadline: Option<Instant>) {
                 return;
             }
             if deadline.is_some_and(|d| d <= Instant::now()) {
+                return;
+            }
+            if inner.pin_depth.get() + inner.blocking_depth.get() > 0 {
+                crate::blocking::pinned_park(inner, deadline);
                 return;
             }
             let begin = inner.park.begin_park();

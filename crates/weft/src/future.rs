@@ -1,0 +1,66 @@
+//! Futures from blocking code: [`block_on`].
+//!
+//! Inside a virtual thread, `block_on` parks the thread (freeing its
+//! carrier) until the future's waker fires; on an OS thread it blocks that
+//! thread. There is no nested-runtime check to trip over: weft has no
+//! "inside the runtime" context that forbids blocking, so an async library
+//! can be called from any virtual thread. Futures that need a specific
+//! reactor (e.g. Tokio's timers) still need that reactor running somewhere;
+//! weft's own sockets implement `futures-io`/`tokio` I/O traits driven by
+//! weft's poller (cargo features `futures-io`, `tokio`).
+//!
+//! ```
+//! let v = weft::spawn(|| {
+//!     weft::block_on(async {
+//!         let a = async { 20 };
+//!         a.await + 22
+//!     })
+//! })
+//! .join()
+//! .unwrap();
+//! assert_eq!(v, 42);
+//! ```
+
+use std::future::Future;
+use std::pin::pin;
+use std::sync::Arc;
+use std::task::{Context, Poll, Wake, Waker};
+
+use crate::thread::{Thread, current, park_deadline, take_interrupt};
+
+struct ThreadWaker(Thread);
+
+impl Wake for ThreadWaker {
+    fn wake(self: Arc<Self>) {
+        self.0.unpark();
+    }
+    fn wake_by_ref(self: &Arc<Self>) {
+        self.0.unpark();
+    }
+}
+
+/// Runs a future to completion on the current thread, parking it (virtual)
+/// or blocking it (OS) while the future is pending.
+///
+/// Not interruptible: an interrupt that arrives while waiting is kept (the
+/// flag stays set for the next interruptible call) and the wait goes on.
+pub fn block_on<F: Future>(fut: F) -> F::Output {
+    let me = current();
+    let waker = Waker::from(Arc::new(ThreadWaker(me.clone())));
+    let mut cx = Context::from_waker(&waker);
+    let mut fut = pin!(fut);
+    let mut interrupted = false;
+    let out = loop {
+        if let Poll::Ready(v) = fut.as_mut().poll(&mut cx) {
+            break v;
+        }
+        // Clear a pending interrupt so `park` cannot return at once in a
+        // loop; it is restored below.
+        interrupted |= take_interrupt();
+        crate::thread::with_blocker(crate::Blocker::Other("block_on"), || park_deadline(None));
+    };
+    if interrupted {
+        me.interrupt_flag_restore();
+    }
+    out
+}

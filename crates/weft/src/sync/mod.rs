@@ -1,0 +1,237 @@
+//! Blocking synchronization primitives for virtual threads.
+//!
+//! [`Mutex`], [`RwLock`], [`Condvar`], [`Semaphore`], [`Barrier`] and
+//! [`CountDownLatch`] have the APIs of their `std::sync` / `java.util.concurrent`
+//! namesakes, but a thread that has to wait **parks its virtual thread**:
+//! the carrier OS thread goes on running other virtual threads. Called from
+//! a plain OS thread, they really block that thread, so the same code runs
+//! in "platform" and "virtual" mode.
+//!
+//! # Interrupts
+//!
+//! [`Thread::interrupt`](crate::Thread::interrupt) ends the interruptible
+//! waits, which then clear the interrupt flag and report it (Java
+//! semantics):
+//!
+//! | call | on interrupt |
+//! |---|---|
+//! | [`Mutex::lock_interruptibly`] | `Err(LockError::Interrupted)` |
+//! | [`Condvar::wait_interruptibly`], [`Condvar::wait_timeout_interruptibly`] | `Err(WaitError::Interrupted(guard))`, mutex re-locked |
+//! | [`Semaphore::acquire`], [`Semaphore::acquire_timeout`] | `Err` of kind [`io::ErrorKind::Interrupted`] |
+//! | [`CountDownLatch::wait`], [`CountDownLatch::wait_timeout`] | `Err` of kind [`io::ErrorKind::Interrupted`] |
+//!
+//! The flag is looked at only when a call actually has to wait: locking a
+//! free mutex or waiting on an open latch succeeds even if it is set. When
+//! the thing waited for (the lock, a permit, a notification, the latch
+//! opening) arrives at the same moment as the interrupt, the call succeeds
+//! and the interrupt stays pending — nothing handed to a waiter is ever
+//! dropped. [`Mutex::lock`], [`RwLock`], [`Barrier::wait`] and the plain
+//! [`Condvar`] waits are *not* interruptible (like Java's `lock()` and
+//! `awaitUninterruptibly()`): they keep waiting and leave the flag set for
+//! the next interruptible call.
+//!
+//! # How waiting works
+//!
+//! Every primitive keeps a lock word for its fast path (one CAS when
+//! uncontended; no allocation, no system call) and, for the slow path, an
+//! intrusive FIFO of waiter nodes that live on the waiting threads' own
+//! stacks, protected by a short internal lock that is never held across a
+//! park. Wake-ups carry a token (and, where it matters, ownership: a lock, a
+//! permit, a message) directly to the chosen waiter. See [`Mutex`] for the
+//! fairness policy of the mutex.
+//!
+//! # Example
+//!
+//! ```
+//! use std::sync::Arc;
+//! use weft::sync::{Condvar, Mutex};
+//!
+//! // A tiny bounded buffer built from a mutex and two condition variables.
+//! struct Buffer {
+//!     items: Mutex<Vec<u32>>,
+//!     not_empty: Condvar,
+//!     not_full: Condvar,
+//! }
+//!
+//! let buf = Arc::new(Buffer {
+//!     items: Mutex::new(Vec::new()),
+//!     not_empty: Condvar::new(),
+//!     not_full: Condvar::new(),
+//! });
+//! let producer = {
+//!     let buf = Arc::clone(&buf);
+//!     weft::spawn(move || {
+//!         for i in 1..=100 {
+//!             let items = buf.items.lock().unwrap();
+//!             let mut items = buf.not_full.wait_while(items, |v| v.len() >= 4).unwrap();
+//!             items.push(i);
+//!             buf.not_empty.notify_one();
+//!         }
+//!     })
+//! };
+//! let mut sum = 0;
+//! for _ in 0..100 {
+//!     let items = buf.items.lock().unwrap();
+//!     let mut items = buf.not_empty.wait_while(items, |v| v.is_empty()).unwrap();
+//!     sum += items.remove(0);
+//!     buf.not_full.notify_one();
+//! }
+//! producer.join().unwrap();
+//! assert_eq!(sum, 5050);
+//! ```
+
+use std::error::Error;
+use std::fmt;
+use std::io;
+use std::sync::PoisonError;
+
+mod barrier;
+mod condvar;
+pub(crate) mod facade;
+mod latch;
+mod mutex;
+mod poison;
+mod rwlock;
+mod semaphore;
+pub(crate) mod waitq;
+
+pub use barrier::{Barrier, BarrierWaitResult};
+pub use condvar::{Condvar, WaitTimeoutResult};
+pub use latch::CountDownLatch;
+pub use mutex::{Mutex, MutexGuard};
+pub use rwlock::{RwLock, RwLockReadGuard, RwLockWriteGuard};
+pub use semaphore::{OwnedSemaphorePermit, Semaphore, SemaphorePermit};
+
+/// Error of [`Mutex::lock_interruptibly`].
+///
+/// Unlike `std`'s lock errors it has an `Interrupted` case, which carries no
+/// guard (the lock was not acquired). Converts into an [`io::Error`] (kind
+/// `Interrupted`, or `Other` for poisoning) for `?` in `io::Result` code.
+pub enum LockError<G> {
+    /// The thread was interrupted while waiting; the lock is not held and
+    /// the interrupt flag has been cleared.
+    Interrupted,
+    /// The lock was acquired but is poisoned; the guard is inside.
+    Poisoned(PoisonError<G>),
+}
+
+impl<G> LockError<G> {
+    /// `true` for [`LockError::Interrupted`].
+    pub fn is_interrupted(&self) -> bool {
+        matches!(self, LockError::Interrupted)
+    }
+}
+
+impl<G> From<PoisonError<G>> for LockError<G> {
+    fn from(e: PoisonError<G>) -> Self {
+        LockError::Poisoned(e)
+    }
+}
+
+impl<G> fmt::Debug for LockError<G> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            LockError::Interrupted => f.write_str("Interrupted"),
+            LockError::Poisoned(_) => f.write_str("Poisoned(..)"),
+        }
+    }
+}
+
+impl<G> fmt::Display for LockError<G> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            LockError::Interrupted => f.write_str("interrupted while waiting for a lock"),
+            LockError::Poisoned(_) => f.write_str("poisoned lock: another task failed inside"),
+        }
+    }
+}
+
+impl<G> Error for LockError<G> {}
+
+impl<G> From<LockError<G>> for io::Error {
+    fn from(e: LockError<G>) -> io::Error {
+        match e {
+            LockError::Interrupted => interrupted_error(),
+            LockError::Poisoned(_) => io::Error::other("poisoned lock: another task failed inside"),
+        }
+    }
+}
+
+/// Error of [`Condvar::wait_interruptibly`] and
+/// [`Condvar::wait_timeout_interruptibly`]. Either way the mutex has been
+/// re-acquired and its guard is inside.
+pub enum WaitError<G> {
+    /// The thread was interrupted while waiting (flag cleared).
+    Interrupted(G),
+    /// The mutex is poisoned.
+    Poisoned(PoisonError<G>),
+}
+
+impl<G> WaitError<G> {
+    /// The guard, whatever the error.
+    pub fn into_inner(self) -> G {
+        match self {
+            WaitError::Interrupted(g) => g,
+            WaitError::Poisoned(e) => e.into_inner(),
+        }
+    }
+
+    /// `true` for [`WaitError::Interrupted`].
+    pub fn is_interrupted(&self) -> bool {
+        matches!(self, WaitError::Interrupted(_))
+    }
+}
+
+impl<G> fmt::Debug for WaitError<G> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            WaitError::Interrupted(_) => f.write_str("Interrupted(..)"),
+            WaitError::Poisoned(_) => f.write_str("Poisoned(..)"),
+        }
+    }
+}
+
+impl<G> fmt::Display for WaitError<G> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            WaitError::Interrupted(_) => {
+                f.write_str("interrupted while waiting on a condition variable")
+            }
+            WaitError::Poisoned(_) => f.write_str("poisoned lock: another task failed inside"),
+        }
+    }
+}
+
+impl<G> Error for WaitError<G> {}
+
+/// The error blocking calls return when interrupted.
+pub(crate) fn interrupted_error() -> io::Error {
+    io::Error::new(io::ErrorKind::Interrupted, "interrupted")
+}
+
+/// Hooks for the loom model checks (`tests/loom_sync.rs`); only built with
+/// `--cfg loom`. Not part of the public API.
+#[cfg(loom)]
+#[doc(hidden)]
+pub mod __loom {
+    /// A modelled thread handle that can be interrupted.
+    #[derive(Clone)]
+    pub struct Handle(super::facade::Thread);
+
+    /// The current loom thread's handle.
+    pub fn current() -> Handle {
+        Handle(super::facade::current())
+    }
+
+    impl Handle {
+        /// Sets the thread's (modelled) interrupt flag and unparks it.
+        pub fn interrupt(&self) {
+            self.0.interrupt();
+        }
+    }
+
+    /// Is the current thread's interrupt flag set?
+    pub fn is_interrupted() -> bool {
+        super::facade::interrupt_pending()
+    }
+}
