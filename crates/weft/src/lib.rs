@@ -73,6 +73,7 @@ mod blocking;
 pub mod channel;
 pub mod events;
 mod executor;
+pub mod fs;
 mod future;
 #[cfg(any(feature = "futures-io", feature = "tokio"))]
 mod io_compat;

@@ -1,0 +1,210 @@
+//! Carriers that block: `weft::blocking`, the stall watchdog's
+//! compensation, pinned sections and their events, `block_on`, idleness.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+
+use weft::events::{self, EventKind};
+use weft::{Runtime, sync::CountDownLatch};
+
+fn one_carrier() -> Runtime {
+    Runtime::builder()
+        .parallelism(1)
+        .stall_threshold(Duration::from_millis(20))
+        .build()
+        .unwrap()
+}
+
+/// A virtual thread blocking its carrier in `std::thread::sleep` (not a weft
+/// call) must not stop the others: the watchdog compensates with a spare.
+#[test]
+fn std_sleep_on_one_carrier_is_compensated() {
+    let rt = one_carrier();
+    let stalls_before = events::counters().stalls;
+    let started = Arc::new(CountDownLatch::new(1));
+    let s2 = started.clone();
+    let blocker = rt.spawn(move || {
+        s2.count_down();
+        std::thread::sleep(Duration::from_millis(400));
+    });
+    started.wait().unwrap();
+    // While the only carrier is stuck, 20 short sleepers must still finish
+    // well before the blocker does.
+    let t0 = Instant::now();
+    let hs: Vec<_> = (0..20)
+        .map(|_| rt.spawn(|| weft::sleep(Duration::from_millis(5)).unwrap()))
+        .collect();
+    for h in hs {
+        h.join().unwrap();
+    }
+    let others = t0.elapsed();
+    blocker.join().unwrap();
+    assert!(
+        others < Duration::from_millis(300),
+        "other threads took {others:?} while one carrier was blocked for 400 ms"
+    );
+    assert!(events::counters().stalls > stalls_before, "no stall event recorded");
+    let ev = events::recent();
+    assert!(
+        ev.iter()
+            .any(|e| matches!(e.kind, EventKind::StallBlocked | EventKind::StallCpu)),
+        "stall missing from the ring: {ev:?}"
+    );
+}
+
+/// `weft::blocking` hands waiting work to a spare at once.
+#[test]
+fn blocking_section_lets_others_run() {
+    let rt = one_carrier();
+    let entered = Arc::new(CountDownLatch::new(1));
+    let release = Arc::new(AtomicBool::new(false));
+    let (e2, r2) = (entered.clone(), release.clone());
+    let blocker = rt.spawn(move || {
+        weft::blocking(|| {
+            e2.count_down();
+            // Really blocks the OS thread (std primitive), bounded.
+            let t0 = Instant::now();
+            while !r2.load(Ordering::SeqCst) && t0.elapsed() < Duration::from_secs(20) {
+                std::thread::sleep(Duration::from_millis(1));
+            }
+        })
+    });
+    entered.wait().unwrap();
+    let done = Arc::new(AtomicUsize::new(0));
+    let hs: Vec<_> = (0..50)
+        .map(|_| {
+            let d = done.clone();
+            rt.spawn(move || {
+                weft::yield_now();
+                d.fetch_add(1, Ordering::SeqCst);
+            })
+        })
+        .collect();
+    for h in hs {
+        h.join().unwrap();
+    }
+    assert_eq!(done.load(Ordering::SeqCst), 50);
+    assert!(rt.blocked_carriers() >= 1);
+    release.store(true, Ordering::SeqCst);
+    blocker.join().unwrap();
+    assert_eq!(rt.blocked_carriers(), 0);
+}
+
+#[test]
+fn pinned_wait_records_event_with_thread_name() {
+    let rt = one_carrier();
+    let h = weft::Builder::new()
+        .name("pinned-sleeper")
+        .spawn_on(&rt, || {
+            weft::pinned(|| {
+                assert!(weft::is_pinned());
+                let me = weft::current();
+                weft::sleep(Duration::from_millis(30)).unwrap();
+                me.state()
+            })
+        })
+        .unwrap();
+    h.join().unwrap();
+    let ev = events::recent();
+    let e = ev
+        .iter()
+        .rev()
+        .find(|e| e.kind == EventKind::Pinned && e.thread_name.as_deref() == Some("pinned-sleeper"))
+        .unwrap_or_else(|| panic!("no pinned event for the thread: {ev:?}"));
+    assert!(e.duration >= Duration::from_millis(25), "{e:?}");
+    let stack = e.stack.as_deref().expect("pinned event has a stack");
+    assert!(
+        stack.contains("pinned_wait_records_event_with_thread_name"),
+        "stack does not name the test function:\n{stack}"
+    );
+}
+
+#[test]
+fn pinned_thread_reports_pinned_state_and_unparks() {
+    let rt = one_carrier();
+    let h = rt.spawn(|| weft::pinned(weft::park));
+    let t = h.thread().clone();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while t.state() != weft::State::Pinned {
+        assert!(Instant::now() < deadline, "never pinned: {:?}", t.state());
+        std::thread::yield_now();
+    }
+    t.unpark();
+    h.join().unwrap();
+}
+
+#[test]
+fn block_on_future_completed_from_another_thread() {
+    use std::future::Future;
+    use std::pin::Pin;
+    use std::sync::Mutex;
+    use std::task::{Context, Poll, Waker};
+
+    #[derive(Default)]
+    struct Slot {
+        value: Option<u32>,
+        waker: Option<Waker>,
+    }
+    struct Fut(Arc<Mutex<Slot>>);
+    impl Future for Fut {
+        type Output = u32;
+        fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<u32> {
+            let mut s = self.0.lock().unwrap();
+            match s.value.take() {
+                Some(v) => Poll::Ready(v),
+                None => {
+                    s.waker = Some(cx.waker().clone());
+                    Poll::Pending
+                }
+            }
+        }
+    }
+    let rt = one_carrier();
+    for _ in 0..200 {
+        let slot = Arc::new(Mutex::new(Slot::default()));
+        let s2 = slot.clone();
+        let h = rt.spawn(move || weft::block_on(Fut(s2)));
+        // Completes from an OS thread, racing with the first poll.
+        let completer = std::thread::spawn(move || {
+            let w = {
+                let mut s = slot.lock().unwrap();
+                s.value = Some(7);
+                s.waker.take()
+            };
+            if let Some(w) = w {
+                w.wake();
+            }
+        });
+        completer.join().unwrap();
+        assert_eq!(h.join().unwrap(), 7);
+    }
+    // Also from an OS thread.
+    assert_eq!(weft::block_on(async { 5 }), 5);
+}
+
+/// A runtime with nothing to do burns (almost) no CPU: carriers and the
+/// monitor sleep in the kernel.
+#[test]
+fn idle_runtime_uses_no_cpu() {
+    fn cpu_time() -> Duration {
+        // SAFETY: getrusage fills the struct we pass.
+        let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
+        unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut ru) };
+        let tv = |t: libc::timeval| Duration::new(t.tv_sec as u64, t.tv_usec as u32 * 1000);
+        tv(ru.ru_utime) + tv(ru.ru_stime)
+    }
+    let rt = Runtime::builder().parallelism(2).build().unwrap();
+    let hs: Vec<_> = (0..100).map(|_| rt.spawn(weft::yield_now)).collect();
+    for h in hs {
+        h.join().unwrap();
+    }
+    // Let the monitor reach its deep sleep (10 quiet ticks).
+    std::thread::sleep(Duration::from_millis(300));
+    let before = cpu_time();
+    std::thread::sleep(Duration::from_secs(1));
+    let used = cpu_time() - before;
+    // Other tests run in parallel in this process: the bound is loose, but
+    // a spinning carrier would use ~1 s here.
+    assert!(used < Duration::from_millis(250), "idle runtime used {used:?} of CPU in 1 s");
+}
