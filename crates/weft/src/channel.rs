@@ -301,9 +301,10 @@ impl<T> Chan<T> {
             unsafe { self.inner.lock().recvq.remove(&node) }
         });
         match wake {
-            // SAFETY: `wait` returned: the node is ours alone again.
             Wake::Notified(DELIVERED) => {
-                Ok(unsafe { node.with_slot(Option::take) }.expect("delivered message"))
+                // SAFETY: `wait` returned: the node is ours alone again.
+                let value = unsafe { node.with_slot(Option::take) };
+                Ok(value.expect("delivered message"))
             }
             Wake::Notified(_) => Err(RecvFail::Disconnected),
             Wake::TimedOut => Err(RecvFail::Timeout),

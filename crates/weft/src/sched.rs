@@ -147,25 +147,43 @@ struct WorkerShared {
     /// The monitor counted this carrier as blocked (a stall); cleared, and
     /// uncounted, by the carrier when its thread next leaves it.
     stalled: AtomicBool,
-    /// When the mounted thread was mounted (ns since `epoch()`).
-    mounted_at: AtomicU64,
+    /// Earliest timer deadline (ns since `now_ns` epoch), `u64::MAX` if
+    /// none: lets `find_local` skip the heap (and the clock) when empty.
+    timer_next: AtomicU64,
     /// `switches` value for which a stall was already reported.
     reported: AtomicU64,
     /// Kernel thread id of the carrier (for /proc lookups).
     tid: AtomicI32,
     /// A spare in keep-alive was picked for duty.
     spare_wake: AtomicBool,
-    /// The mounted thread, owning one strong count (`Arc::into_raw`), or
-    /// null. The monitor borrows it by swapping it out and back (see
-    /// `mounted_identity`); whoever swaps a pointer out owns its count.
+    /// The mounted thread (a borrowed pointer, valid while `busy`; the
+    /// monitor reads through it only under the `inspect` handshake).
     mounted: AtomicPtr<Inner>,
+    /// Set by the monitor while it reads through `mounted`. A carrier that
+    /// finds it set after a thread left it waits before letting go of that
+    /// thread (see `mounted_identity`).
+    inspect: AtomicBool,
 }
 
-/// Monotonic nanoseconds since the first call (a cheap, comparable clock
-/// for atomics).
+static EPOCH: OnceLock<Instant> = OnceLock::new();
+
+fn epoch() -> Instant {
+    *EPOCH.get_or_init(Instant::now)
+}
+
+/// Monotonic nanoseconds since the runtime's epoch (comparable in atomics).
 pub(crate) fn now_ns() -> u64 {
-    static EPOCH: OnceLock<Instant> = OnceLock::new();
-    EPOCH.get_or_init(Instant::now).elapsed().as_nanos() as u64
+    epoch().elapsed().as_nanos() as u64
+}
+
+/// The instant `ns` nanoseconds after the epoch.
+pub(crate) fn instant_of(ns: u64) -> Instant {
+    epoch() + Duration::from_nanos(ns)
+}
+
+/// `t` as nanoseconds since the epoch (0 for instants before it).
+pub(crate) fn ns_of(t: Instant) -> u64 {
+    t.saturating_duration_since(epoch()).as_nanos() as u64
 }
 
 impl WorkerShared {
@@ -179,25 +197,29 @@ impl WorkerShared {
             timers: Mutex::new(BinaryHeap::new()),
             in_blocking: AtomicBool::new(false),
             stalled: AtomicBool::new(false),
-            mounted_at: AtomicU64::new(0),
+            timer_next: AtomicU64::new(u64::MAX),
             reported: AtomicU64::new(u64::MAX),
             tid: AtomicI32::new(0),
             spare_wake: AtomicBool::new(false),
             mounted: AtomicPtr::new(std::ptr::null_mut()),
+            inspect: AtomicBool::new(false),
         }
     }
 
-    /// Publishes `t` as mounted (or clears with None), dropping whatever
-    /// count the slot held.
-    fn set_mounted(&self, t: Option<&Task>) {
-        let new = t.map_or(std::ptr::null_mut(), |t| {
-            Arc::into_raw(t.clone()).cast_mut()
-        });
-        let old = self.mounted.swap(new, Ordering::AcqRel);
-        if !old.is_null() {
-            // SAFETY: non-null values in `mounted` own one strong count.
-            drop(unsafe { Arc::from_raw(old) });
-        }
+    fn push_timer(&self, e: TimerEntry) {
+        let mut timers = self.timers.lock().unwrap_or_else(|e| e.into_inner());
+        timers.push(e);
+        self.update_timer_next(&timers);
+    }
+
+    fn update_timer_next(&self, timers: &BinaryHeap<TimerEntry>) {
+        let next = timers.peek().map_or(u64::MAX, |t| ns_of(t.deadline));
+        self.timer_next.store(next, Ordering::Relaxed);
+    }
+
+    /// Whether a timer is due at `now` (ns), without locking.
+    fn timer_due(&self, now: u64) -> bool {
+        self.timer_next.load(Ordering::Relaxed) <= now
     }
 
     /// Pops due timers, handing each woken thread to `wake`.
@@ -217,6 +239,7 @@ impl WorkerShared {
                 n += 1;
             }
         }
+        self.update_timer_next(&timers);
         n
     }
 
@@ -242,32 +265,29 @@ impl WorkerShared {
         !self.next.load(Ordering::Relaxed).is_null()
     }
 
-    /// Id and name of the thread mounted here (for stall reports).
-    fn mounted_identity(&self) -> Option<(u64, Option<String>)> {
-        let p = self.mounted.swap(std::ptr::null_mut(), Ordering::AcqRel);
-        if p.is_null() {
-            return None;
+    /// Id and name of the thread mounted here (for stall reports), if it
+    /// is still the one mounted at switch count `sw`.
+    ///
+    /// Handshake: we raise `inspect`, then check `busy` and `switches`. The
+    /// carrier clears `busy` *before* it checks `inspect` after a thread
+    /// leaves it (both SeqCst), so if we still see it busy on switch `sw`,
+    /// the carrier has not yet passed that check and will wait for us
+    /// before it can drop the thread: `mounted` is valid until we lower
+    /// `inspect`.
+    fn mounted_identity(&self, sw: u64) -> Option<(u64, Option<String>)> {
+        self.inspect.store(true, Ordering::SeqCst);
+        let mut out = None;
+        if self.busy.load(Ordering::SeqCst) && self.switches.load(Ordering::SeqCst) == sw {
+            let p = self.mounted.load(Ordering::SeqCst);
+            // SAFETY: see the handshake above; the carrier holds the
+            // thread's Arc until it has seen `inspect` lowered.
+            if let Some(t) = unsafe { p.as_ref() } {
+                let (name, id) = crate::thread::Thread::peek_name_id(t);
+                out = Some((id, name.map(str::to_owned)));
+            }
         }
-        // SAFETY: we swapped the pointer out, so we own its strong count.
-        let t = unsafe { Arc::from_raw(p) };
-        let (name, id) = crate::thread::Thread::peek_name_id(&t);
-        let out = (id, name.map(str::to_owned));
-        // Put it back unless the carrier has moved on (then drop our count).
-        let raw = Arc::into_raw(t).cast_mut();
-        if self
-            .mounted
-            .compare_exchange(
-                std::ptr::null_mut(),
-                raw,
-                Ordering::AcqRel,
-                Ordering::Acquire,
-            )
-            .is_err()
-        {
-            // SAFETY: still our count; nobody else saw `raw` again.
-            drop(unsafe { Arc::from_raw(raw) });
-        }
-        Some(out)
+        self.inspect.store(false, Ordering::SeqCst);
+        out
     }
 }
 
@@ -668,7 +688,14 @@ impl Carrier {
 
     fn fire_timers(&self) {
         let me = self.me();
-        let n = me.fire_timers(Instant::now(), |t| self.local.push(t));
+        if me.timer_next.load(Ordering::Relaxed) == u64::MAX {
+            return;
+        }
+        let now = Instant::now();
+        if !me.timer_due(ns_of(now)) {
+            return;
+        }
+        let n = me.fire_timers(now, |t| self.local.push(t));
         if n > 0 {
             self.shared.notify_work();
         }
@@ -687,9 +714,13 @@ impl Carrier {
         task_state(&task, State::Running);
         self.current.set(Arc::as_ptr(&task));
         let me = self.me();
-        me.mounted_at.store(now_ns(), Ordering::Relaxed);
-        me.set_mounted(Some(&task));
-        me.switches.fetch_add(1, Ordering::Relaxed);
+        me.mounted
+            .store(Arc::as_ptr(&task).cast_mut(), Ordering::Relaxed);
+        // Single writer: a plain increment, no locked instruction.
+        me.switches.store(
+            me.switches.load(Ordering::Relaxed).wrapping_add(1),
+            Ordering::Relaxed,
+        );
         me.busy.store(true, Ordering::SeqCst);
         if self.shared.monitor.deep_sleep.load(Ordering::SeqCst) {
             self.shared.wake_monitor();
@@ -703,9 +734,13 @@ impl Carrier {
             .expect("runnable thread without a coroutine")
             .resume(());
         self.current.set(std::ptr::null());
-        me.busy.store(false, Ordering::Relaxed);
-        me.set_mounted(None);
-        if me.stalled.swap(false, Ordering::SeqCst) {
+        me.busy.store(false, Ordering::SeqCst);
+        // The monitor may be reading through `mounted`: keep the thread
+        // alive until it is done (see `WorkerShared::mounted_identity`).
+        while me.inspect.load(Ordering::SeqCst) {
+            std::hint::spin_loop();
+        }
+        if me.stalled.load(Ordering::Relaxed) && me.stalled.swap(false, Ordering::SeqCst) {
             // The monitor counted us as blocked while the thread held us.
             self.shared.blocked.fetch_sub(1, Ordering::SeqCst);
         }
@@ -713,14 +748,11 @@ impl Carrier {
             CoroutineResult::Yield(Suspend::Park) => self.after_park(task),
             CoroutineResult::Yield(Suspend::ParkUntil(deadline)) => {
                 let seq = task.timer_seq.load(Ordering::Relaxed);
-                me.timers
-                    .lock()
-                    .unwrap_or_else(|e| e.into_inner())
-                    .push(TimerEntry {
-                        deadline,
-                        seq,
-                        task: task.clone(),
-                    });
+                me.push_timer(TimerEntry {
+                    deadline,
+                    seq,
+                    task: task.clone(),
+                });
                 self.after_park(task);
             }
             CoroutineResult::Yield(Suspend::Yield) => {
@@ -909,13 +941,18 @@ impl Carrier {
     fn retire(&self) -> bool {
         let shared = &*self.shared;
         let me = self.me();
-        let timers = std::mem::take(&mut *me.timers.lock().unwrap_or_else(|e| e.into_inner()));
+        let timers = {
+            let mut mine = me.timers.lock().unwrap_or_else(|e| e.into_inner());
+            let t = std::mem::take(&mut *mine);
+            me.update_timer_next(&mine);
+            t
+        };
         if !timers.is_empty() {
             let heir = &shared.workers[0];
-            heir.timers
-                .lock()
-                .unwrap_or_else(|e| e.into_inner())
-                .extend(timers);
+            let mut h = heir.timers.lock().unwrap_or_else(|e| e.into_inner());
+            h.extend(timers);
+            heir.update_timer_next(&h);
+            drop(h);
             // The heir may be asleep with a later deadline.
             shared.unpark_worker_raw(0);
         }
@@ -1135,6 +1172,10 @@ impl Shared {
 /// no CPU).
 pub(crate) fn run_monitor(weak: std::sync::Weak<Shared>) {
     let mut last: Vec<u64> = Vec::new();
+    // When the monitor first saw each carrier on its current switch count:
+    // a carrier seen on the same count for `stall_threshold` is stalled.
+    // (Monitor-side clocks keep `Instant::now` off the carriers' hot path.)
+    let mut since: Vec<Instant> = Vec::new();
     let mut quiet = 0u32;
     loop {
         let Some(shared) = weak.upgrade() else { return };
@@ -1148,8 +1189,7 @@ pub(crate) fn run_monitor(weak: std::sync::Weak<Shared>) {
         let n = shared.workers.len();
         last.resize(n, u64::MAX);
         let now = Instant::now();
-        let now_n = now_ns();
-        let threshold_ns = shared.stall_threshold.as_nanos() as u64;
+        since.resize(n, now);
         let mut any_busy = false;
         for (i, w) in shared.workers.iter().enumerate() {
             let sw = w.switches.load(Ordering::Relaxed);
@@ -1157,6 +1197,9 @@ pub(crate) fn run_monitor(weak: std::sync::Weak<Shared>) {
             let in_blocking = w.in_blocking.load(Ordering::SeqCst);
             any_busy |= busy;
             let same = busy && sw == last[i];
+            if sw != last[i] || !busy {
+                since[i] = now;
+            }
             last[i] = sw;
             if in_blocking || w.stalled.load(Ordering::SeqCst) {
                 let fired = w.fire_timers(now, |t| shared.injector.push(t));
@@ -1164,13 +1207,14 @@ pub(crate) fn run_monitor(weak: std::sync::Weak<Shared>) {
                     shared.notify_work();
                 }
             }
+            let held = now.saturating_duration_since(since[i]);
             if same
                 && !in_blocking
-                && now_n.saturating_sub(w.mounted_at.load(Ordering::Relaxed)) >= threshold_ns
+                && held >= shared.stall_threshold
                 && w.reported.load(Ordering::Relaxed) != sw
             {
                 w.reported.store(sw, Ordering::Relaxed);
-                report_stall(&shared, w, now_n);
+                report_stall(w, sw, held);
                 if !w.stalled.swap(true, Ordering::SeqCst) {
                     shared.blocked.fetch_add(1, Ordering::SeqCst);
                     // The carrier may have moved on in between; it then
@@ -1205,11 +1249,9 @@ pub(crate) fn run_monitor(weak: std::sync::Weak<Shared>) {
 
 /// Records a stall of carrier `w`: which thread, for how long, and whether
 /// the OS thread is running (CPU) or sleeping in the kernel (blocked).
-fn report_stall(shared: &Shared, w: &WorkerShared, now_n: u64) {
-    let _ = shared;
-    let held = Duration::from_nanos(now_n.saturating_sub(w.mounted_at.load(Ordering::Relaxed)));
+fn report_stall(w: &WorkerShared, sw: u64, held: Duration) {
     let cpu = kernel_state(w.tid.load(Ordering::Relaxed)) == Some('R');
-    let (id, name) = match w.mounted_identity() {
+    let (id, name) = match w.mounted_identity(sw) {
         Some((id, name)) => (id, name),
         None => (0, None),
     };

@@ -5,9 +5,10 @@
 //! deadlines and the interrupt flag only through this module. In a normal
 //! build it maps onto `std` atomics, `std::sync::Mutex` and the weft core
 //! (`crate::thread::park_deadline` and friends). Under `--cfg loom` it maps
-//! onto loom's atomics, mutex, `park`/`unpark` and a model of the interrupt
-//! flag, so that `tests/loom_sync.rs` model-checks the *real* state machines
-//! of the primitives rather than a copy.
+//! onto loom's atomics and mutex, a permit-based parker built from loom
+//! primitives, and a model of the interrupt flag, so that
+//! `tests/loom_sync.rs` model-checks the *real* state machines of the
+//! primitives rather than a copy.
 //!
 //! Loom has no clock. Under loom a deadline is therefore always considered
 //! expired the first time a waiter checks it (after it has enqueued itself),

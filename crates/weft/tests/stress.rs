@@ -1,0 +1,626 @@
+//! Heavy tests: scale (100,000 sleepers, 200,000 parked threads in one
+//! stack arena) and lost-wake-up hunting (millions of park/unpark races
+//! across carriers, OS threads and virtual threads waking each other,
+//! interrupt and timer storms).
+//!
+//! A lost wake-up shows up as a hang, so every test runs under a watchdog
+//! that aborts the process with a message if it has not finished in time.
+//! The tests take turns (a global lock) so that their timings and memory
+//! peaks do not add up on a small CI machine.
+
+use std::io::{ErrorKind, Write};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock, PoisonError, mpsc};
+use std::time::{Duration, Instant};
+
+use weft::{Builder, Runtime, State, Thread};
+
+const WATCHDOG: Duration = Duration::from_secs(120);
+
+/// Aborts the whole process if still alive after `limit`: a hang must fail
+/// loudly instead of stalling CI.
+struct Watchdog {
+    done: Option<mpsc::Sender<()>>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl Watchdog {
+    fn new(what: &'static str) -> Watchdog {
+        let (done, rx) = mpsc::channel::<()>();
+        let thread = std::thread::Builder::new()
+            .name(format!("watchdog: {what}"))
+            .spawn(move || {
+                if let Err(mpsc::RecvTimeoutError::Timeout) = rx.recv_timeout(WATCHDOG) {
+                    // Straight to fd 2: eprintln! would be captured by the
+                    // test harness and lost in the abort.
+                    let _ = writeln!(
+                        std::io::stderr(),
+                        "\nWATCHDOG: test `{what}` not finished after {WATCHDOG:?} — \
+                         lost wake-up or deadlock in weft; aborting the process"
+                    );
+                    std::process::abort();
+                }
+            })
+            .expect("spawn watchdog");
+        Watchdog {
+            done: Some(done),
+            thread: Some(thread),
+        }
+    }
+}
+
+impl Drop for Watchdog {
+    fn drop(&mut self) {
+        drop(self.done.take());
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+/// Serialises the heavy tests of this file.
+fn heavy() -> MutexGuard<'static, ()> {
+    static HEAVY: Mutex<()> = Mutex::new(());
+    HEAVY.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+fn wait_until(what: &str, limit: Duration, mut cond: impl FnMut() -> bool) {
+    let deadline = Instant::now() + limit;
+    while !cond() {
+        assert!(
+            Instant::now() < deadline,
+            "timed out after {limit:?}: {what}"
+        );
+        std::thread::sleep(Duration::from_millis(1));
+    }
+}
+
+fn proc_maps_lines() -> usize {
+    std::fs::read_to_string("/proc/self/maps")
+        .expect("read /proc/self/maps")
+        .lines()
+        .count()
+}
+
+fn vm_rss_kib() -> Option<u64> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    let line = status.lines().find(|l| l.starts_with("VmRSS:"))?;
+    line.split_whitespace().nth(1)?.parse().ok()
+}
+
+// ------------------------------------------------------------------ scale
+
+#[test]
+fn hundred_thousand_sleepers_all_complete() {
+    const N: usize = 100_000;
+    let d = Duration::from_secs(1);
+    let _turn = heavy();
+    let _dog = Watchdog::new("hundred_thousand_sleepers_all_complete");
+    let done = Arc::new(AtomicUsize::new(0));
+    let early = Arc::new(AtomicUsize::new(0));
+    let failed = Arc::new(AtomicUsize::new(0));
+    let t0 = Instant::now();
+    let handles: Vec<_> = (0..N)
+        .map(|i| {
+            let (done, early, failed) = (done.clone(), early.clone(), failed.clone());
+            Builder::new()
+                .spawn(move || {
+                    let t = Instant::now();
+                    if weft::sleep(d).is_err() {
+                        failed.fetch_add(1, Ordering::Relaxed);
+                    }
+                    if t.elapsed() < d {
+                        early.fetch_add(1, Ordering::Relaxed);
+                    }
+                    done.fetch_add(1, Ordering::Relaxed);
+                })
+                .unwrap_or_else(|e| panic!("spawn #{i} of {N} failed: {e}"))
+        })
+        .collect();
+    let spawned = t0.elapsed();
+    for h in handles {
+        h.join().expect("sleeper panicked");
+    }
+    let elapsed = t0.elapsed();
+    eprintln!("{N} × sleep(1 s): spawned in {spawned:?}, all done after {elapsed:?}");
+    assert_eq!(done.load(Ordering::SeqCst), N);
+    assert_eq!(failed.load(Ordering::SeqCst), 0, "sleep returned Err");
+    assert_eq!(early.load(Ordering::SeqCst), 0, "sleep woke early");
+    assert!(elapsed >= d);
+    assert!(elapsed < Duration::from_secs(60), "took {elapsed:?}");
+}
+
+#[test]
+fn two_hundred_thousand_parked_threads_in_few_mappings() {
+    const N: usize = 200_000;
+    let _turn = heavy();
+    let _dog = Watchdog::new("two_hundred_thousand_parked_threads_in_few_mappings");
+    let go = Arc::new(AtomicBool::new(false));
+    let arrived = Arc::new(AtomicUsize::new(0));
+    let finished = Arc::new(AtomicUsize::new(0));
+    let maps_before = proc_maps_lines();
+    let t0 = Instant::now();
+    let handles: Vec<_> = (0..N)
+        .map(|i| {
+            let (go, arrived, finished) = (go.clone(), arrived.clone(), finished.clone());
+            Builder::new()
+                .spawn(move || {
+                    arrived.fetch_add(1, Ordering::SeqCst);
+                    while !go.load(Ordering::SeqCst) {
+                        weft::park();
+                    }
+                    finished.fetch_add(1, Ordering::SeqCst);
+                })
+                .unwrap_or_else(|e| panic!("spawn #{i} of {N} failed: {e}"))
+        })
+        .collect();
+    wait_until("all threads started", Duration::from_secs(60), || {
+        arrived.load(Ordering::SeqCst) == N
+    });
+    // Every one of them really parked (cursor: O(N) state reads in total).
+    let mut next = 0;
+    wait_until("all threads parked", Duration::from_secs(60), || {
+        while next < N && handles[next].thread().state() == State::Parked {
+            next += 1;
+        }
+        next == N
+    });
+    let parked_after = t0.elapsed();
+    let maps = proc_maps_lines();
+    eprintln!(
+        "{N} parked after {parked_after:?}; /proc/self/maps: {maps_before} lines before, \
+         {maps} with all parked; VmRSS {:?} KiB",
+        vm_rss_kib()
+    );
+    assert!(
+        maps < 10_000,
+        "{maps} mappings for {N} parked threads: stacks are not in one arena"
+    );
+    assert_eq!(finished.load(Ordering::SeqCst), 0, "woke without unpark");
+
+    go.store(true, Ordering::SeqCst);
+    for h in &handles {
+        h.thread().unpark();
+    }
+    for h in handles {
+        h.join().expect("parked thread panicked");
+    }
+    assert_eq!(finished.load(Ordering::SeqCst), N);
+    eprintln!("all {N} finished after {:?}", t0.elapsed());
+}
+
+// ------------------------------------------------- park/unpark ping-pong
+
+#[derive(Clone, Copy, Debug)]
+enum Side {
+    /// On the default runtime.
+    Virtual,
+    /// On the explicit runtime passed to `ping_pong`.
+    OnRuntime,
+    /// A plain OS thread using weft::park.
+    Os,
+}
+
+/// Runs `pairs` pairs that pass a token back and forth `handoffs` times
+/// each: side `s` may move when `token % 2 == s`, increments it and unparks
+/// its partner. Waiting is a pure `park` loop (or `park_timeout` with tiny
+/// timeouts when `timeouts`), so one lost wake-up hangs the pair.
+/// `Side::OnRuntime` threads of side `s` run on `rts[s]`.
+fn ping_pong(
+    rts: [Option<&Runtime>; 2],
+    sides: [Side; 2],
+    pairs: usize,
+    handoffs: u64,
+    timeouts: bool,
+) -> Duration {
+    let t0 = Instant::now();
+    let mut joins: Vec<Box<dyn FnOnce() -> u64>> = Vec::new();
+    for pair in 0..pairs {
+        let token = Arc::new(AtomicU64::new(0));
+        let slots: Arc<[OnceLock<Thread>; 2]> = Arc::new([OnceLock::new(), OnceLock::new()]);
+        for (s, side) in sides.into_iter().enumerate() {
+            let (token, slots) = (token.clone(), slots.clone());
+            // Odd pairs spin a random while before parking, so the partner's
+            // unpark lands in every phase of the park transition.
+            let spinning = pair % 2 == 1;
+            let body = move || {
+                slots[s].set(weft::current()).expect("slot set twice");
+                let partner = loop {
+                    if let Some(t) = slots[1 - s].get() {
+                        break t.clone();
+                    }
+                    weft::yield_now();
+                };
+                let mut moves = 0u64;
+                let mut rng = 0x9E37_79B9_7F4A_7C15u64 ^ (pair * 2 + s) as u64;
+                let mut n = 0u64;
+                loop {
+                    let mut spins = 0;
+                    let spin = if spinning {
+                        rng ^= rng << 13;
+                        rng ^= rng >> 7;
+                        rng ^= rng << 17;
+                        rng % 256
+                    } else {
+                        0
+                    };
+                    let v = loop {
+                        let v = token.load(Ordering::Acquire);
+                        if v >= handoffs || v % 2 == s as u64 {
+                            break v;
+                        }
+                        if spins < spin {
+                            spins += 1;
+                            std::hint::spin_loop();
+                        } else if timeouts {
+                            n += 1;
+                            weft::park_timeout(Duration::from_micros(n % 50));
+                        } else {
+                            weft::park();
+                        }
+                    };
+                    if v >= handoffs {
+                        break;
+                    }
+                    token.store(v + 1, Ordering::Release);
+                    moves += 1;
+                    partner.unpark();
+                }
+                moves
+            };
+            let join: Box<dyn FnOnce() -> u64> = match side {
+                Side::Virtual => {
+                    let h = weft::spawn(body);
+                    Box::new(move || h.join().expect("virtual side panicked"))
+                }
+                Side::OnRuntime => {
+                    let h = rts[s].expect("ping_pong needs a runtime").spawn(body);
+                    Box::new(move || h.join().expect("runtime side panicked"))
+                }
+                Side::Os => {
+                    let h = std::thread::spawn(body);
+                    Box::new(move || h.join().expect("OS side panicked"))
+                }
+            };
+            joins.push(join);
+        }
+    }
+    let total: u64 = joins.into_iter().map(|j| j()).sum();
+    assert_eq!(
+        total,
+        pairs as u64 * handoffs,
+        "handoffs lost or duplicated"
+    );
+    t0.elapsed()
+}
+
+#[test]
+fn ping_pong_two_million_handoffs_on_two_carriers() {
+    let _turn = heavy();
+    let _dog = Watchdog::new("ping_pong_two_million_handoffs_on_two_carriers");
+    let rt = Runtime::builder().parallelism(2).build().expect("runtime");
+    let pairs = 8;
+    let per_pair = 2_000_000 / pairs as u64;
+    let took = ping_pong(
+        [Some(&rt), Some(&rt)],
+        [Side::OnRuntime, Side::OnRuntime],
+        pairs,
+        per_pair,
+        false,
+    );
+    eprintln!("2,000,000 handoffs in {pairs} pairs on 2 carriers: {took:?}");
+}
+
+/// Each pair spans two single-carrier runtimes, so every handoff is a
+/// cross-carrier race between one side parking and the other unparking.
+#[test]
+fn ping_pong_one_million_cross_carrier_handoffs() {
+    let _turn = heavy();
+    let _dog = Watchdog::new("ping_pong_one_million_cross_carrier_handoffs");
+    let rt1 = Runtime::builder()
+        .parallelism(1)
+        .build()
+        .expect("runtime 1");
+    let rt2 = Runtime::builder()
+        .parallelism(1)
+        .build()
+        .expect("runtime 2");
+    let pairs = 4;
+    let took = ping_pong(
+        [Some(&rt1), Some(&rt2)],
+        [Side::OnRuntime, Side::OnRuntime],
+        pairs,
+        1_000_000 / pairs as u64,
+        false,
+    );
+    eprintln!("1,000,000 cross-carrier handoffs in {pairs} pairs: {took:?}");
+}
+
+#[test]
+fn ping_pong_with_racing_timeouts() {
+    let _turn = heavy();
+    let _dog = Watchdog::new("ping_pong_with_racing_timeouts");
+    let rt = Runtime::builder().parallelism(2).build().expect("runtime");
+    let rt2 = Runtime::builder().parallelism(1).build().expect("runtime");
+    let took = ping_pong(
+        [Some(&rt), Some(&rt2)],
+        [Side::OnRuntime, Side::OnRuntime],
+        4,
+        100_000,
+        true,
+    );
+    eprintln!("400,000 handoffs with park_timeout(0..50 µs): {took:?}");
+}
+
+#[test]
+fn ping_pong_between_os_and_virtual_threads() {
+    let _turn = heavy();
+    let _dog = Watchdog::new("ping_pong_between_os_and_virtual_threads");
+    let rt = Runtime::builder().parallelism(2).build().expect("runtime");
+    // OS thread <-> virtual thread, both directions of every wake-up.
+    let a = ping_pong(
+        [None, Some(&rt)],
+        [Side::Os, Side::OnRuntime],
+        2,
+        100_000,
+        false,
+    );
+    let b = ping_pong([None, None], [Side::Virtual, Side::Os], 2, 100_000, false);
+    // OS <-> OS through weft::park.
+    let c = ping_pong([None, None], [Side::Os, Side::Os], 1, 50_000, false);
+    // Default runtime <-> explicit runtime.
+    let d = ping_pong(
+        [None, Some(&rt)],
+        [Side::Virtual, Side::OnRuntime],
+        4,
+        100_000,
+        false,
+    );
+    eprintln!("os<->rt {a:?}, virtual<->os {b:?}, os<->os {c:?}, default<->rt {d:?}");
+}
+
+/// Many wakers, one sleeper: every producer hands over a value and waits
+/// until the consumer took it, so each of the consumer's wake-ups matters.
+#[test]
+fn many_mixed_wakers_one_parker() {
+    const PER_PRODUCER: u64 = 20_000;
+    let _turn = heavy();
+    let _dog = Watchdog::new("many_mixed_wakers_one_parker");
+    let rt = Runtime::builder().parallelism(2).build().expect("runtime");
+    let producers = 6;
+    // mailbox: 0 = empty, else the value; taken: count of consumed values.
+    let mailbox = Arc::new(AtomicU64::new(0));
+    let taken = Arc::new(AtomicU64::new(0));
+    let total = producers as u64 * PER_PRODUCER;
+    let waiting: Arc<Mutex<Vec<Thread>>> = Arc::new(Mutex::new(Vec::new()));
+    let consumer = {
+        let (mailbox, taken, waiting) = (mailbox.clone(), taken.clone(), waiting.clone());
+        rt.spawn(move || {
+            let mut sum = 0u64;
+            while taken.load(Ordering::SeqCst) < total {
+                let v = mailbox.swap(0, Ordering::SeqCst);
+                if v == 0 {
+                    weft::park();
+                    continue;
+                }
+                sum += v;
+                taken.fetch_add(1, Ordering::SeqCst);
+                // Wake every producer waiting for the mailbox to empty.
+                for t in waiting.lock().unwrap().iter() {
+                    t.unpark();
+                }
+            }
+            sum
+        })
+    };
+    let consumer_thread = consumer.thread().clone();
+    let producer_body = move |mailbox: Arc<AtomicU64>, waiting: Arc<Mutex<Vec<Thread>>>| {
+        let consumer_thread = consumer_thread.clone();
+        move || {
+            waiting.lock().unwrap().push(weft::current());
+            for _ in 0..PER_PRODUCER {
+                while mailbox
+                    .compare_exchange(0, 1, Ordering::SeqCst, Ordering::SeqCst)
+                    .is_err()
+                {
+                    consumer_thread.unpark();
+                    weft::park();
+                }
+                consumer_thread.unpark();
+            }
+        }
+    };
+    let mut joins: Vec<Box<dyn FnOnce()>> = Vec::new();
+    for p in 0..producers {
+        let body = producer_body(mailbox.clone(), waiting.clone());
+        joins.push(match p % 3 {
+            0 => {
+                let h = std::thread::spawn(body);
+                Box::new(move || h.join().expect("OS producer panicked"))
+            }
+            1 => {
+                let h = weft::spawn(body);
+                Box::new(move || h.join().expect("virtual producer panicked"))
+            }
+            _ => {
+                let h = rt.spawn(body);
+                Box::new(move || h.join().expect("runtime producer panicked"))
+            }
+        });
+    }
+    for j in joins {
+        j();
+    }
+    assert_eq!(consumer.join().expect("consumer panicked"), total);
+    assert_eq!(taken.load(Ordering::SeqCst), total);
+}
+
+/// The waker never parks: it spins until the target announces round `i`,
+/// then releases and unparks it at once, so the unpark lands while the
+/// target is on its way into `park` (the window a suspend protocol must
+/// get right). Waker and target run on different carriers.
+fn unpark_storm(target_rt: Option<&Runtime>, waker_rt: Option<&Runtime>, rounds: u64) {
+    let announced = Arc::new(AtomicU64::new(u64::MAX));
+    let released = Arc::new(AtomicU64::new(0));
+    let (tx, rx) = mpsc::channel();
+    let (a, r) = (announced.clone(), released.clone());
+    let target_body = move || {
+        tx.send(weft::current()).unwrap();
+        for i in 0..rounds {
+            a.store(i, Ordering::SeqCst);
+            while r.load(Ordering::SeqCst) <= i {
+                weft::park();
+            }
+        }
+    };
+    let target_join: Box<dyn FnOnce()> = match target_rt {
+        Some(rt) => {
+            let h = rt.spawn(target_body);
+            Box::new(move || h.join().expect("target panicked"))
+        }
+        None => {
+            let h = std::thread::spawn(target_body);
+            Box::new(move || h.join().expect("target panicked"))
+        }
+    };
+    let target = rx.recv().expect("target did not start");
+    let waker_body = move || {
+        for i in 0..rounds {
+            while announced.load(Ordering::SeqCst) != i {
+                std::hint::spin_loop();
+            }
+            released.store(i + 1, Ordering::SeqCst);
+            target.unpark();
+        }
+    };
+    match waker_rt {
+        Some(rt) => rt.spawn(waker_body).join().expect("waker panicked"),
+        None => std::thread::spawn(waker_body)
+            .join()
+            .expect("waker panicked"),
+    }
+    target_join();
+}
+
+#[test]
+fn unpark_storm_never_loses_a_wakeup() {
+    let _turn = heavy();
+    let _dog = Watchdog::new("unpark_storm_never_loses_a_wakeup");
+    // Each runtime has one carrier, so a spinning waker never starves the
+    // target of its carrier.
+    let rt1 = Runtime::builder()
+        .parallelism(1)
+        .build()
+        .expect("runtime 1");
+    let rt2 = Runtime::builder()
+        .parallelism(1)
+        .build()
+        .expect("runtime 2");
+    let t0 = Instant::now();
+    unpark_storm(Some(&rt1), Some(&rt2), 200_000);
+    unpark_storm(Some(&rt1), None, 200_000);
+    unpark_storm(None, Some(&rt2), 50_000);
+    eprintln!("unpark storms: {:?}", t0.elapsed());
+}
+
+// ----------------------------------------------------- interrupts, timers
+
+#[derive(Clone, Copy, Debug)]
+enum Kind {
+    Virtual,
+    Os,
+}
+
+/// One thread sleeps "forever" `rounds` times; another interrupts it once
+/// per round. Each interrupt must end exactly one sleep.
+fn interrupt_storm(sleeper: Kind, interrupter: Kind, rounds: u64) {
+    let progress = Arc::new(AtomicU64::new(u64::MAX));
+    let (tx, rx) = mpsc::channel();
+    let p = progress.clone();
+    let sleep_body = move || {
+        tx.send(weft::current()).unwrap();
+        for i in 0..rounds {
+            p.store(i, Ordering::SeqCst);
+            match weft::sleep(Duration::from_secs(3600)) {
+                Err(e) if e.kind() == ErrorKind::Interrupted => {}
+                other => panic!("round {i}: sleep returned {other:?}"),
+            }
+            assert!(!weft::current().is_interrupted(), "flag not cleared");
+        }
+    };
+    let sleeper_join: Box<dyn FnOnce()> = match sleeper {
+        Kind::Virtual => {
+            let h = weft::spawn(sleep_body);
+            Box::new(move || h.join().expect("sleeper panicked"))
+        }
+        Kind::Os => {
+            let h = std::thread::spawn(sleep_body);
+            Box::new(move || h.join().expect("sleeper panicked"))
+        }
+    };
+    let target = rx.recv().expect("sleeper did not start");
+    let interrupt_body = move || {
+        for i in 0..rounds {
+            while progress.load(Ordering::SeqCst) != i {
+                weft::yield_now();
+            }
+            target.interrupt();
+        }
+    };
+    match interrupter {
+        Kind::Virtual => weft::spawn(interrupt_body).join().expect("interrupter"),
+        Kind::Os => std::thread::spawn(interrupt_body)
+            .join()
+            .expect("interrupter"),
+    }
+    sleeper_join();
+}
+
+#[test]
+fn interrupt_storm_never_loses_an_interrupt() {
+    let _turn = heavy();
+    let _dog = Watchdog::new("interrupt_storm_never_loses_an_interrupt");
+    let t0 = Instant::now();
+    interrupt_storm(Kind::Virtual, Kind::Virtual, 20_000);
+    interrupt_storm(Kind::Virtual, Kind::Os, 20_000);
+    interrupt_storm(Kind::Os, Kind::Virtual, 5_000);
+    interrupt_storm(Kind::Os, Kind::Os, 5_000);
+    eprintln!("interrupt storms: {:?}", t0.elapsed());
+}
+
+#[test]
+fn timer_storm_sleeps_are_never_short() {
+    const THREADS: usize = 10_000;
+    const ROUNDS: u64 = 10;
+    let _turn = heavy();
+    let _dog = Watchdog::new("timer_storm_sleeps_are_never_short");
+    let early = Arc::new(AtomicUsize::new(0));
+    let t0 = Instant::now();
+    let handles: Vec<_> = (0..THREADS)
+        .map(|i| {
+            let early = early.clone();
+            weft::spawn(move || {
+                let mut x = (i as u64 + 1).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+                for _ in 0..ROUNDS {
+                    x ^= x << 13;
+                    x ^= x >> 7;
+                    x ^= x << 17;
+                    let d = Duration::from_micros(x % 5_000);
+                    let t = Instant::now();
+                    weft::sleep(d).expect("sleep");
+                    if t.elapsed() < d {
+                        early.fetch_add(1, Ordering::Relaxed);
+                    }
+                }
+            })
+        })
+        .collect();
+    for h in handles {
+        h.join().expect("sleeper panicked");
+    }
+    eprintln!(
+        "{THREADS} threads × {ROUNDS} random sleeps: {:?}",
+        t0.elapsed()
+    );
+    assert_eq!(early.load(Ordering::SeqCst), 0, "sleeps returned early");
+}
