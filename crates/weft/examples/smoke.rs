@@ -10,7 +10,10 @@ fn main() {
     assert_eq!(h.join().unwrap(), 42);
     let h = weft::spawn(|| panic!("boom"));
     assert!(h.join().is_err());
-    let n: usize = std::env::args().nth(1).map(|s| s.parse().unwrap()).unwrap_or(100_000);
+    let n: usize = std::env::args()
+        .nth(1)
+        .map(|s| s.parse().unwrap())
+        .unwrap_or(100_000);
     let t = Instant::now();
     let hs: Vec<_> = (0..n)
         .map(|_| weft::spawn(|| weft::sleep(Duration::from_secs(1)).unwrap()))
@@ -19,9 +22,16 @@ fn main() {
     for h in hs {
         h.join().unwrap();
     }
-    println!("{n} sleepers: spawned in {:?}, done in {:?}", spawned, t.elapsed());
+    println!(
+        "{n} sleepers: spawned in {:?}, done in {:?}",
+        spawned,
+        t.elapsed()
+    );
     let status = std::fs::read_to_string("/proc/self/status").unwrap();
-    for l in status.lines().filter(|l| l.starts_with("VmHWM") || l.starts_with("VmRSS")) {
+    for l in status
+        .lines()
+        .filter(|l| l.starts_with("VmHWM") || l.starts_with("VmRSS"))
+    {
         println!("{l}");
     }
     let t = Instant::now();
@@ -43,7 +53,10 @@ fn inner_spawn_bench() {
             for h in hs {
                 h.join().unwrap();
             }
-            println!("round {round}: in-vthread spawn+join: {:?}/thread", t.elapsed() / n);
+            println!(
+                "round {round}: in-vthread spawn+join: {:?}/thread",
+                t.elapsed() / n
+            );
         }
         let t = Instant::now();
         let n = 100_000u32;

@@ -137,8 +137,6 @@ struct WorkerShared {
     /// Count of threads this carrier has mounted (the monitor compares
     /// snapshots to find a carrier stuck in one thread).
     switches: AtomicU64,
-    /// Whether a thread is mounted right now.
-    busy: AtomicBool,
     /// Timers of threads that parked on this carrier. Locked by the owner
     /// (uncontended) and, rarely, by the monitor when the owner is blocked.
     timers: Mutex<BinaryHeap<TimerEntry>>,
@@ -156,8 +154,8 @@ struct WorkerShared {
     tid: AtomicI32,
     /// A spare in keep-alive was picked for duty.
     spare_wake: AtomicBool,
-    /// The mounted thread (a borrowed pointer, valid while `busy`; the
-    /// monitor reads through it only under the `inspect` handshake).
+    /// The mounted thread, null when none (a borrowed pointer; the monitor
+    /// reads through it only under the `inspect` handshake).
     mounted: AtomicPtr<Inner>,
     /// Set by the monitor while it reads through `mounted`. A carrier that
     /// finds it set after a thread left it waits before letting go of that
@@ -193,7 +191,6 @@ impl WorkerShared {
             notified: AtomicBool::new(false),
             next: AtomicPtr::new(std::ptr::null_mut()),
             switches: AtomicU64::new(0),
-            busy: AtomicBool::new(false),
             timers: Mutex::new(BinaryHeap::new()),
             in_blocking: AtomicBool::new(false),
             stalled: AtomicBool::new(false),
@@ -234,6 +231,10 @@ impl WorkerShared {
             if t.task.timer_seq.load(Ordering::Relaxed) == t.seq
                 && t.task.park.unpark() == crate::park::Unpark::Schedule
             {
+                // SAFETY: a PARKED thread carries one strong count leaked by
+                // its carrier (`after_park`); we moved it out of PARKED, so
+                // that count is ours. We run it with the entry's count.
+                unsafe { Arc::decrement_strong_count(Arc::as_ptr(&t.task)) };
                 task_state(&t.task, State::Runnable);
                 wake(t.task);
                 n += 1;
@@ -268,17 +269,17 @@ impl WorkerShared {
     /// Id and name of the thread mounted here (for stall reports), if it
     /// is still the one mounted at switch count `sw`.
     ///
-    /// Handshake: we raise `inspect`, then check `busy` and `switches`. The
-    /// carrier clears `busy` *before* it checks `inspect` after a thread
-    /// leaves it (both SeqCst), so if we still see it busy on switch `sw`,
-    /// the carrier has not yet passed that check and will wait for us
-    /// before it can drop the thread: `mounted` is valid until we lower
-    /// `inspect`.
+    /// Handshake: we raise `inspect`, then read `mounted` and `switches`.
+    /// The carrier swaps `mounted` to null *before* it checks `inspect`
+    /// after a thread leaves it (both SeqCst), so if we still see the thread
+    /// mounted on switch `sw`, the carrier has not yet passed that check and
+    /// will wait for us before it can let go of the thread: the pointer is
+    /// valid until we lower `inspect`.
     fn mounted_identity(&self, sw: u64) -> Option<(u64, Option<String>)> {
         self.inspect.store(true, Ordering::SeqCst);
         let mut out = None;
-        if self.busy.load(Ordering::SeqCst) && self.switches.load(Ordering::SeqCst) == sw {
-            let p = self.mounted.load(Ordering::SeqCst);
+        let p = self.mounted.load(Ordering::SeqCst);
+        if !p.is_null() && self.switches.load(Ordering::SeqCst) == sw {
             // SAFETY: see the handshake above; the carrier holds the
             // thread's Arc until it has seen `inspect` lowered.
             if let Some(t) = unsafe { p.as_ref() } {
@@ -721,10 +722,7 @@ impl Carrier {
             me.switches.load(Ordering::Relaxed).wrapping_add(1),
             Ordering::Relaxed,
         );
-        me.busy.store(true, Ordering::SeqCst);
-        if self.shared.monitor.deep_sleep.load(Ordering::SeqCst) {
-            self.shared.wake_monitor();
-        }
+
         // SAFETY: this carrier owns the task exclusively (invariant 1), so no
         // one else touches its coroutine while it runs or until it is
         // published below.
@@ -734,7 +732,7 @@ impl Carrier {
             .expect("runnable thread without a coroutine")
             .resume(());
         self.current.set(std::ptr::null());
-        me.busy.store(false, Ordering::SeqCst);
+        me.mounted.swap(std::ptr::null_mut(), Ordering::SeqCst);
         // The monitor may be reading through `mounted`: keep the thread
         // alive until it is done (see `WorkerShared::mounted_identity`).
         while me.inspect.load(Ordering::SeqCst) {
@@ -776,8 +774,10 @@ impl Carrier {
     fn after_park(&self, task: Task) {
         task_state(&task, State::Parked);
         match task.park.publish_parked() {
-            // Whoever unparks it owns it now; drop our reference.
-            AfterSwitch::Parked => {}
+            // Whoever unparks it owns it now: our strong count goes with it
+            // (taken back by `Thread::unpark` or the timer that fires), which
+            // saves a clone and a drop on every hand-off.
+            AfterSwitch::Parked => std::mem::forget(task),
             AfterSwitch::Reschedule => self.push_next(task),
         }
     }
@@ -829,12 +829,17 @@ impl Carrier {
                 .swap(false, Ordering::SeqCst)
             {
                 self.searching.set(true);
-                return;
+                break;
             }
             let timer_due = self.next_timer().is_some_and(|d| d <= Instant::now());
             if timer_due && shared.idle.wake_self(self.index) {
-                return;
+                break;
             }
+        }
+        // We left the sleeper count (SeqCst) before this load: a monitor
+        // that decided to sleep because every carrier slept is woken here.
+        if shared.monitor.deep_sleep.load(Ordering::SeqCst) {
+            shared.wake_monitor();
         }
     }
 }
@@ -1193,7 +1198,7 @@ pub(crate) fn run_monitor(weak: std::sync::Weak<Shared>) {
         let mut any_busy = false;
         for (i, w) in shared.workers.iter().enumerate() {
             let sw = w.switches.load(Ordering::Relaxed);
-            let busy = w.busy.load(Ordering::Relaxed);
+            let busy = !w.mounted.load(Ordering::Relaxed).is_null();
             let in_blocking = w.in_blocking.load(Ordering::SeqCst);
             any_busy |= busy;
             let same = busy && sw == last[i];
@@ -1226,14 +1231,22 @@ pub(crate) fn run_monitor(weak: std::sync::Weak<Shared>) {
                 shared.notify_work();
             }
         }
-        quiet = if any_busy { 0 } else { quiet + 1 };
+        let all_asleep =
+            shared.idle.num_sleepers.load(Ordering::SeqCst) >= shared.active.load(Ordering::SeqCst);
+        quiet = if any_busy || !all_asleep {
+            0
+        } else {
+            quiet + 1
+        };
         if quiet >= MONITOR_QUIET_TICKS {
             shared.monitor.deep_sleep.store(true, Ordering::SeqCst);
-            // Re-check after announcing the deep sleep, so a carrier that
-            // became busy in between (and saw no deep sleep) is not missed.
-            let busy_now = shared.workers.iter().any(|w| w.busy.load(Ordering::SeqCst));
+            // Re-check after announcing the deep sleep: a carrier that woke
+            // in between left the sleeper count first and checks
+            // `deep_sleep` after (both SeqCst), so one of us sees the other.
+            let all_asleep = shared.idle.num_sleepers.load(Ordering::SeqCst)
+                >= shared.active.load(Ordering::SeqCst);
             drop(shared);
-            if !busy_now {
+            if all_asleep {
                 std::thread::park();
             }
             quiet = 0;

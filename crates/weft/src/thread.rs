@@ -375,7 +375,11 @@ impl Thread {
             Kind::Virtual { rt, .. } => {
                 if self.inner.park.unpark() == crate::park::Unpark::Schedule {
                     self.set_state(State::Runnable);
-                    rt.schedule(self.inner.clone());
+                    // SAFETY: a PARKED thread carries one strong count leaked
+                    // by its carrier (`Carrier::after_park`); moving it out of
+                    // PARKED made that count ours.
+                    let task = unsafe { Arc::from_raw(Arc::as_ptr(&self.inner)) };
+                    rt.schedule(task);
                 } else {
                     // Pairs with the fence in `crate::blocking::pinned_park`.
                     std::sync::atomic::fence(Ordering::SeqCst);
@@ -516,7 +520,7 @@ pub fn is_virtual() -> bool {
 /// Blocks until the current thread's permit is available (then consumes
 /// it), it is interrupted, or spuriously. See `std::thread::park`.
 pub fn park() {
-    with_blocker(Blocker::Park, || park_deadline(None))
+    park_deadline(None)
 }
 
 /// Like [`park`], returning after at most `dur`.
