@@ -39,6 +39,8 @@ pub struct Executor {
 
 struct ExecInner {
     kind: Kind,
+    /// Dump container of this executor's threads.
+    container: u64,
     /// Tasks submitted and not finished.
     outstanding: Mutex<usize>,
     /// Threads waiting in `close` for `outstanding` to reach zero.
@@ -117,8 +119,13 @@ impl Executor {
     }
 
     fn from_kind(kind: Kind) -> Executor {
+        let name = match kind {
+            Kind::Virtual(_) => "VirtualPerTaskExecutor",
+            Kind::Fixed(_) => "FixedThreadPool",
+        };
         Executor {
             inner: Arc::new(ExecInner {
+                container: crate::dump::new_container(name, crate::dump::ROOT),
                 kind,
                 outstanding: Mutex::new(0),
                 closers: Mutex::new(Vec::new()),
@@ -178,10 +185,12 @@ impl Executor {
                     Some(rt) => rt.clone(),
                     None => crate::runtime::default_runtime()?,
                 };
-                crate::Builder::new().spawn_on(&rt, move || {
-                    let _done = done;
-                    f()
-                })
+                crate::Builder::new()
+                    .container(self.inner.container)
+                    .spawn_on(&rt, move || {
+                        let _done = done;
+                        f()
+                    })
             }
             Kind::Fixed(pool) => {
                 let thread = crate::thread::new_os_task(None);
@@ -211,6 +220,7 @@ impl Executor {
     pub fn close(&self) {
         self.inner.closed.store(true, Ordering::SeqCst);
         self.inner.wait_idle();
+        crate::dump::drop_container(self.inner.container);
         if let Kind::Fixed(pool) = &self.inner.kind {
             pool.queue
                 .lock()

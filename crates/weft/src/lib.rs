@@ -71,6 +71,7 @@
 
 mod blocking;
 pub mod channel;
+mod dump;
 pub mod events;
 mod executor;
 pub mod fs;
@@ -78,6 +79,7 @@ mod future;
 #[cfg(any(feature = "futures-io", feature = "tokio"))]
 mod io_compat;
 pub mod local;
+pub mod metrics;
 pub mod net;
 mod overflow;
 #[doc(hidden)]
@@ -92,6 +94,7 @@ mod thread;
 mod timer;
 
 pub use blocking::{DEFAULT_STALL_THRESHOLD, blocking, is_pinned, pinned};
+pub use dump::{Container, Dump, Frame, ThreadInfo, dump};
 pub use executor::Executor;
 pub use future::block_on;
 pub use local::LocalKey;

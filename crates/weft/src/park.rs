@@ -146,6 +146,15 @@ impl ParkState {
             .is_ok()
     }
 
+    /// Moves a PARKED thread to RUNNING without leaving a permit (a thread
+    /// dump borrowing it to record its stack; it parks again at once).
+    /// True if the caller now owns the thread and must schedule it.
+    pub fn borrow_parked(&self) -> bool {
+        self.0
+            .compare_exchange(PARKED, RUNNING, Ordering::AcqRel, Ordering::Relaxed)
+            .is_ok()
+    }
+
     /// Whether the thread is parked off its carrier right now.
     pub fn is_parked(&self) -> bool {
         self.0.load(Ordering::Relaxed) == PARKED

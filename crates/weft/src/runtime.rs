@@ -124,7 +124,7 @@ impl RuntimeBuilder {
         if parallelism > 32_767 {
             return Err(invalid("parallelism must be at most 32767"));
         }
-        if stack_size < 16 * 1024 || stack_size > (1 << 30) {
+        if !(16 * 1024..=(1 << 30)).contains(&stack_size) {
             return Err(invalid(format!(
                 "stack_size must be between 16 KiB and 1 GiB, got {stack_size} bytes"
             )));
@@ -147,6 +147,7 @@ impl RuntimeBuilder {
             spare_keepalive: self.spare_keepalive.unwrap_or(DEFAULT_SPARE_KEEPALIVE),
         };
         crate::overflow::install();
+        crate::dump::install_sigquit();
         let (shared, locals) = Shared::new(
             SchedConfig {
                 core: parallelism,
@@ -168,6 +169,7 @@ impl RuntimeBuilder {
                     io::Error::new(e.kind(), format!("weft: cannot start carrier thread: {e}"))
                 })?;
         }
+        crate::sched::register_runtime(&shared);
         let weak = Arc::downgrade(&shared);
         std::thread::Builder::new()
             .name(format!("{}-monitor", config.name))
@@ -187,8 +189,19 @@ fn invalid(msg: impl Into<String>) -> io::Error {
 
 /// One stack pool per distinct stack size, shared by all runtimes, living
 /// for the whole process (slots are never unmapped).
+static POOLS: Mutex<Vec<&'static StackPool>> = Mutex::new(Vec::new());
+
+/// Stacks in use across every pool.
+pub(crate) fn live_stacks() -> usize {
+    POOLS
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .iter()
+        .map(|p| p.live())
+        .sum()
+}
+
 fn pool_for(stack_size: usize) -> &'static StackPool {
-    static POOLS: Mutex<Vec<&'static StackPool>> = Mutex::new(Vec::new());
     let page = crate::stack::page_size();
     let rounded = stack_size.max(16 * 1024).div_ceil(page) * page;
     let mut pools = POOLS.lock().unwrap_or_else(|e| e.into_inner());
@@ -258,10 +271,6 @@ impl Runtime {
     /// Virtual threads started on this runtime and not yet finished.
     pub fn live_threads(&self) -> usize {
         self.handle.shared.live.load(Ordering::Relaxed)
-    }
-
-    pub(crate) fn shared(&self) -> &Arc<Shared> {
-        &self.handle.shared
     }
 
     pub(crate) fn schedule(&self, task: Task) {

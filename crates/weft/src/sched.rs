@@ -169,11 +169,6 @@ fn epoch() -> Instant {
     *EPOCH.get_or_init(Instant::now)
 }
 
-/// Monotonic nanoseconds since the runtime's epoch (comparable in atomics).
-pub(crate) fn now_ns() -> u64 {
-    epoch().elapsed().as_nanos() as u64
-}
-
 /// The instant `ns` nanoseconds after the epoch.
 pub(crate) fn instant_of(ns: u64) -> Instant {
     epoch() + Duration::from_nanos(ns)
@@ -548,12 +543,35 @@ impl Shared {
         !self.injector.is_empty() || self.stealers.iter().any(|s| !s.is_empty())
     }
 
-    /// Number of tasks in the global queue and each local queue.
-    pub(crate) fn queue_depths(&self) -> (usize, Vec<usize>) {
-        (
-            self.injector.len(),
-            self.stealers.iter().map(Stealer::len).collect(),
-        )
+    /// Adds this runtime's figures to a metrics snapshot.
+    pub(crate) fn add_metrics(&self, m: &mut crate::metrics::Metrics) {
+        let active = self.active.load(Ordering::Relaxed);
+        let busy = self
+            .workers
+            .iter()
+            .filter(|w| !w.mounted.load(Ordering::Relaxed).is_null())
+            .count();
+        m.carriers_total += active;
+        m.carriers_busy += busy;
+        m.carriers_idle += active.saturating_sub(busy);
+        m.carriers_spare += active.saturating_sub(self.core);
+        m.carriers_blocked += self.blocked.load(Ordering::Relaxed);
+        m.spares_started += self.spares_started.load(Ordering::Relaxed);
+        m.run_queue_global += self.injector.len();
+        m.run_queue_local.extend(
+            self.stealers
+                .iter()
+                .take(active.max(self.core))
+                .map(Stealer::len),
+        );
+        m.threads_live += self.live.load(Ordering::Relaxed);
+        m.threads_started += self.started.load(Ordering::Relaxed);
+        m.steals += self.steals.load(Ordering::Relaxed);
+        m.timers_pending += self
+            .workers
+            .iter()
+            .map(|w| w.timers.lock().unwrap_or_else(|e| e.into_inner()).len())
+            .sum::<usize>();
     }
 }
 
@@ -759,6 +777,7 @@ impl Carrier {
             }
             CoroutineResult::Return(()) => {
                 task_state(&task, State::Terminated);
+                crate::dump::unregister(&task);
                 let coro = coro_ref
                     .take()
                     .expect("finished thread without a coroutine");
@@ -1111,6 +1130,40 @@ impl Carrier {
     pub(crate) fn owned_by(&self, shared: &Arc<Shared>) -> bool {
         Arc::ptr_eq(&self.shared, shared)
     }
+}
+
+/// Every runtime in the process (for dumps and metrics).
+static RUNTIMES: Mutex<Vec<std::sync::Weak<Shared>>> = Mutex::new(Vec::new());
+
+/// Lists a new runtime.
+pub(crate) fn register_runtime(shared: &Arc<Shared>) {
+    let mut r = RUNTIMES.lock().unwrap_or_else(|e| e.into_inner());
+    r.retain(|w| w.strong_count() > 0);
+    r.push(Arc::downgrade(shared));
+}
+
+/// Live runtimes.
+pub(crate) fn runtimes() -> Vec<Arc<Shared>> {
+    RUNTIMES
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .iter()
+        .filter_map(std::sync::Weak::upgrade)
+        .collect()
+}
+
+/// Mounted threads (as `Inner` addresses) and the carrier index they run on.
+pub(crate) fn mounted_carriers() -> std::collections::HashMap<usize, usize> {
+    let mut m = std::collections::HashMap::new();
+    for rt in runtimes() {
+        for (i, w) in rt.workers.iter().enumerate() {
+            let p = w.mounted.load(Ordering::Relaxed);
+            if !p.is_null() {
+                m.insert(p as usize, i);
+            }
+        }
+    }
+    m
 }
 
 // ---------------------------------------------------------------------------

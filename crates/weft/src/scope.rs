@@ -31,6 +31,8 @@ pub struct Scope<'scope, 'env: 'scope> {
 }
 
 struct ScopeData {
+    /// Dump container of the scope's threads.
+    container: u64,
     running: AtomicUsize,
     /// A thread panicked and its handle was not joined (std's rule).
     a_thread_panicked: AtomicBool,
@@ -112,6 +114,7 @@ where
 {
     let scope = Scope {
         data: Arc::new(ScopeData {
+            container: crate::dump::new_container("Scope", crate::dump::ROOT),
             running: AtomicUsize::new(0),
             a_thread_panicked: AtomicBool::new(false),
             owner: current(),
@@ -128,6 +131,7 @@ where
             current().interrupt_flag_restore();
         }
     }
+    crate::dump::drop_container(scope.data.container);
     match result {
         Err(e) => resume_unwind(e),
         Ok(_) if scope.data.a_thread_panicked.load(Ordering::SeqCst) => {
@@ -181,7 +185,11 @@ impl<'scope> Scope<'scope, '_> {
         // SAFETY: `scope` does not return before `running` drops to zero,
         // which happens only when both `body` and the handle have released
         // the packet, i.e. after every borrow of 'scope data has ended.
-        let handle = unsafe { builder.spawn_unchecked(&rt, body) }?;
+        let handle = unsafe {
+            builder
+                .container(self.data.container)
+                .spawn_unchecked(&rt, body)
+        }?;
         // (On error `body` and its packet clone were dropped, which
         // decremented `running` again.)
         Ok(ScopedJoinHandle {

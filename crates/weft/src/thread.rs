@@ -6,7 +6,6 @@
 //! suspends the thread and frees its carrier; on an OS thread it behaves like
 //! its `std::thread` counterpart and really blocks.
 
-use std::any::Any;
 use std::cell::{Cell, UnsafeCell};
 use std::fmt;
 use std::io;
@@ -142,6 +141,13 @@ pub(crate) struct Inner {
     /// OS thread to unpark is in `pinned_waiter`.
     pub(crate) pinned_waiting: AtomicBool,
     pub(crate) pinned_waiter: std::sync::Mutex<Option<std::thread::Thread>>,
+    /// Slot in the dump registry.
+    pub(crate) reg_key: AtomicUsize,
+    /// Dump container (0 = root; an executor or a scope otherwise).
+    pub(crate) container: u64,
+    /// A thread dump's request to record this thread's stack (an
+    /// `Arc<CaptureJob>` as a raw pointer), or null.
+    pub(crate) capture_job: std::sync::atomic::AtomicPtr<()>,
 }
 
 /// What a blocked thread waits for (shown in thread dumps).
@@ -302,17 +308,18 @@ pub struct Thread {
 }
 
 impl Thread {
-    pub(crate) fn new_virtual(name: Option<String>, rt: Runtime) -> Thread {
+    pub(crate) fn new_virtual(name: Option<String>, rt: Runtime, container: u64) -> Thread {
         Thread::from_kind(
             name,
             Kind::Virtual {
                 rt,
                 coro: UnsafeCell::new(None),
             },
+            container,
         )
     }
 
-    fn from_kind(name: Option<String>, kind: Kind) -> Thread {
+    fn from_kind(name: Option<String>, kind: Kind, container: u64) -> Thread {
         Thread {
             inner: Arc::new(Inner {
                 id: ThreadId::next(),
@@ -330,6 +337,9 @@ impl Thread {
                 blocking_depth: Cell::new(0),
                 pinned_waiting: AtomicBool::new(false),
                 pinned_waiter: std::sync::Mutex::new(None),
+                reg_key: AtomicUsize::new(0),
+                container,
+                capture_job: std::sync::atomic::AtomicPtr::new(std::ptr::null_mut()),
             }),
         }
     }
@@ -448,7 +458,7 @@ std::thread_local! {
     /// Handle for a plain OS thread, created on first use.
     static OS_THREAD: Thread = {
         let std = std::thread::current();
-        let t = Thread::from_kind(std.name().map(str::to_owned), Kind::Os(OnceLock::from(std)));
+        let t = Thread::from_kind(std.name().map(str::to_owned), Kind::Os(OnceLock::from(std)), 0);
         t.set_state(State::Running);
         t
     };
@@ -477,7 +487,7 @@ pub(crate) fn run_as_os_task<R>(t: &Thread, f: impl FnOnce() -> R) -> R {
 
 /// A new identity for a task queued on a fixed OS-thread pool.
 pub(crate) fn new_os_task(name: Option<String>) -> Thread {
-    let t = Thread::from_kind(name, Kind::Os(OnceLock::new()));
+    let t = Thread::from_kind(name, Kind::Os(OnceLock::new()), 0);
     t.set_state(State::Runnable);
     t
 }
@@ -549,11 +559,25 @@ pub(crate) fn park_deadline(deadline: Option<Instant>) {
                 return;
             }
             inner.state.store(State::Parking as u8, Ordering::Relaxed);
-            let s = match deadline {
+            let mut s = match deadline {
                 None => Suspend::Park,
                 Some(d) => Suspend::ParkUntil(d),
             };
-            suspend(inner, s);
+            loop {
+                suspend(inner, s);
+                if inner.capture_job.load(Ordering::Acquire).is_null() {
+                    break;
+                }
+                // Borrowed by a thread dump: record the stack, park again
+                // (our timer, if any, is still pending), unless a real
+                // unpark arrived meanwhile.
+                crate::dump::capture_here(inner);
+                if inner.park.begin_park() == crate::park::BeginPark::Consumed {
+                    break;
+                }
+                inner.state.store(State::Parking as u8, Ordering::Relaxed);
+                s = Suspend::Park;
+            }
             if deadline.is_some() {
                 inner.timer_seq.fetch_add(1, Ordering::Relaxed);
             }
@@ -590,6 +614,31 @@ pub(crate) fn suspend(inner: &Inner, s: Suspend) {
     // its own stack, which is the stack we are running on now; it is valid
     // for the coroutine's whole life.
     unsafe { (*y).suspend(s) };
+}
+
+/// Takes a PARKED virtual thread off its park for a thread dump and
+/// schedules it; false if it was not parked (then nothing happened).
+pub(crate) fn borrow_parked(t: &Arc<Inner>) -> bool {
+    let Kind::Virtual { rt, .. } = &t.kind else {
+        return false;
+    };
+    if !t.park.borrow_parked() {
+        return false;
+    }
+    set_inner_state(t, State::Runnable);
+    // SAFETY: moving the thread out of PARKED made the count its carrier
+    // leaked at park ours (as in `Thread::unpark`).
+    let task = unsafe { Arc::from_raw(Arc::as_ptr(t)) };
+    rt.schedule(task);
+    true
+}
+
+/// The calling thread's id as a number (virtual or OS).
+pub(crate) fn current_id() -> u64 {
+    match current_virtual() {
+        Some(inner) => inner.id.0.get(),
+        None => with_os_thread(|t| t.inner.id.0.get()),
+    }
 }
 
 /// Whether the current thread's interrupt flag is set (not cleared).
@@ -779,6 +828,7 @@ impl<T> fmt::Debug for JoinHandle<T> {
 pub struct Builder {
     name: Option<String>,
     stack_size: Option<usize>,
+    container: u64,
 }
 
 impl Builder {
@@ -790,6 +840,12 @@ impl Builder {
     /// Names the thread (shown in panics, dumps and events).
     pub fn name(mut self, name: impl Into<String>) -> Builder {
         self.name = Some(name.into());
+        self
+    }
+
+    /// Puts the thread in a dump container (executor or scope).
+    pub(crate) fn container(mut self, id: u64) -> Builder {
+        self.container = id;
         self
     }
 
@@ -838,7 +894,7 @@ impl Builder {
         T: Send + 'a,
     {
         let stack = rt.alloc_stack(self.stack_size)?;
-        let thread = Thread::new_virtual(self.name, rt.clone());
+        let thread = Thread::new_virtual(self.name, rt.clone(), self.container);
         let packet: Arc<Packet<T>> = Packet::new();
         let their_packet = packet.clone();
         let body = move |y: &corosensei::Yielder<(), Suspend>, (): ()| {
@@ -860,6 +916,7 @@ impl Builder {
             unsafe { *slot.get() = Some(coro) };
         }
         thread.set_state(State::Started);
+        crate::dump::register(&thread.inner);
         rt.spawn_thread(thread.inner.clone());
         Ok(JoinHandle { packet, thread })
     }
@@ -881,22 +938,19 @@ where
         .unwrap_or_else(|e| panic!("weft::spawn failed: {e}"))
 }
 
-/// Downcasts a panic payload into a printable message.
-pub(crate) fn panic_message(p: &(dyn Any + Send)) -> &str {
-    if let Some(s) = p.downcast_ref::<&str>() {
-        s
-    } else if let Some(s) = p.downcast_ref::<String>() {
-        s
-    } else {
-        "Box<dyn Any>"
-    }
-}
-
 impl Thread {
     /// Name and id of a thread, without allocating (for signal handlers).
     pub(crate) fn peek_name_id(inner: &Inner) -> (Option<&str>, u64) {
         (inner.name.as_deref(), inner.id.0.get())
     }
+}
+
+pub(crate) fn inner_state(inner: &Inner) -> State {
+    State::from_u8(inner.state.load(Ordering::Relaxed))
+}
+
+pub(crate) fn inner_blocker(inner: &Inner) -> Blocker {
+    inner.blocker.get()
 }
 
 pub(crate) fn set_inner_state(inner: &Inner, s: State) {

@@ -111,6 +111,7 @@ impl Condvar {
         }
         // Queued before unlocking: a notifier that takes the mutex after us
         // is guaranteed to see us.
+        mutex.clear_owner();
         // SAFETY: the caller's guard proves the mutex is held.
         unsafe { mutex.raw().unlock() };
         let wake = node.as_ref().wait(deadline, intr, || {
@@ -123,6 +124,7 @@ impl Condvar {
             removed
         });
         mutex.raw().lock();
+        mutex.mark_owner();
         wake
     }
 

@@ -440,6 +440,9 @@ impl RawMutex {
 pub struct Mutex<T: ?Sized> {
     raw: RawMutex,
     poison: poison::Flag,
+    /// Id of the holding thread (0 if free), for thread dumps and
+    /// deadlock detection. Written by the holder only.
+    owner: std::sync::atomic::AtomicU64,
     data: UnsafeCell<T>,
 }
 
@@ -469,6 +472,7 @@ impl<T> Mutex<T> {
         Mutex {
             raw: RawMutex::new(),
             poison: poison::Flag::new(),
+            owner: std::sync::atomic::AtomicU64::new(0),
             data: UnsafeCell::new(t),
         }
     }
@@ -479,6 +483,7 @@ impl<T> Mutex<T> {
         Mutex {
             raw: RawMutex::new(),
             poison: poison::Flag::new(),
+            owner: std::sync::atomic::AtomicU64::new(0),
             data: UnsafeCell::new(t),
         }
     }
@@ -508,9 +513,40 @@ impl<T: ?Sized> Mutex<T> {
     /// panicked.
     #[inline]
     pub fn lock(&self) -> LockResult<MutexGuard<'_, T>> {
-        self.raw.lock();
+        if !self.raw.try_lock() {
+            crate::thread::with_blocker(self.blocker(), || self.raw.lock());
+        }
         // SAFETY: we hold the lock.
         unsafe { self.guard() }
+    }
+
+    /// What a thread waiting for this mutex is blocked on (for dumps).
+    fn blocker(&self) -> crate::Blocker {
+        let owner = self.owner.load(std::sync::atomic::Ordering::Relaxed);
+        crate::Blocker::Lock {
+            kind: "weft::sync::Mutex",
+            addr: self as *const Self as *const () as usize,
+            owner: (owner != 0).then_some(owner),
+        }
+    }
+
+    /// Id of the thread holding the mutex, if any (a snapshot).
+    pub fn owner_id(&self) -> Option<u64> {
+        let o = self.owner.load(std::sync::atomic::Ordering::Relaxed);
+        (o != 0).then_some(o)
+    }
+
+    /// Records the calling thread as the holder (after any acquisition).
+    pub(crate) fn mark_owner(&self) {
+        self.owner.store(
+            crate::thread::current_id(),
+            std::sync::atomic::Ordering::Relaxed,
+        );
+    }
+
+    /// Clears the holder (before any release).
+    pub(crate) fn clear_owner(&self) {
+        self.owner.store(0, std::sync::atomic::Ordering::Relaxed);
     }
 
     /// Acquires the mutex unless the thread is interrupted while it has to
@@ -526,7 +562,9 @@ impl<T: ?Sized> Mutex<T> {
     /// [`LockError::Interrupted`] (and the interrupt flag is cleared), or
     /// [`LockError::Poisoned`] holding the guard.
     pub fn lock_interruptibly(&self) -> Result<MutexGuard<'_, T>, LockError<MutexGuard<'_, T>>> {
-        if !self.raw.lock_interruptibly() {
+        if !self.raw.try_lock()
+            && !crate::thread::with_blocker(self.blocker(), || self.raw.lock_interruptibly())
+        {
             return Err(LockError::Interrupted);
         }
         // SAFETY: we hold the lock.
@@ -580,6 +618,7 @@ impl<T: ?Sized> Mutex<T> {
     ///
     /// The raw lock must be held by the caller.
     unsafe fn guard(&self) -> LockResult<MutexGuard<'_, T>> {
+        self.mark_owner();
         poison::map_result(self.poison.guard(), |poison| MutexGuard {
             lock: self,
             poison,
@@ -624,6 +663,7 @@ impl<T: ?Sized> Drop for MutexGuard<'_, T> {
     #[inline]
     fn drop(&mut self) {
         self.lock.poison.done(&self.poison);
+        self.lock.clear_owner();
         // SAFETY: the guard proves we hold the lock.
         unsafe { self.lock.raw.unlock() }
     }
