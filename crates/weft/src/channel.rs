@@ -233,9 +233,11 @@ impl<T> Chan<T> {
         unsafe { inner.sendq.push_back(node.as_ref()) };
         drop(inner);
         let mut intr = Interrupts::interruptible();
-        let wake = node.as_ref().wait(deadline, &mut intr, || {
-            // SAFETY: if queued, the node is in this channel's send queue.
-            unsafe { self.inner.lock().sendq.remove(&node) }
+        let wake = crate::thread::with_blocker(crate::Blocker::Channel { recv: false }, || {
+            node.as_ref().wait(deadline, &mut intr, || {
+                // SAFETY: if queued, the node is in this channel's send queue.
+                unsafe { self.inner.lock().sendq.remove(&node) }
+            })
         });
         // SAFETY: `wait` returned: the node is unqueued and nobody else
         // refers to it.
@@ -296,9 +298,11 @@ impl<T> Chan<T> {
         unsafe { inner.recvq.push_back(node.as_ref()) };
         drop(inner);
         let mut intr = Interrupts::interruptible();
-        let wake = node.as_ref().wait(deadline, &mut intr, || {
-            // SAFETY: if queued, the node is in this channel's receive queue.
-            unsafe { self.inner.lock().recvq.remove(&node) }
+        let wake = crate::thread::with_blocker(crate::Blocker::Channel { recv: true }, || {
+            node.as_ref().wait(deadline, &mut intr, || {
+                // SAFETY: if queued, the node is in this channel's receive queue.
+                unsafe { self.inner.lock().recvq.remove(&node) }
+            })
         });
         match wake {
             Wake::Notified(DELIVERED) => {

@@ -114,15 +114,18 @@ impl Condvar {
         mutex.clear_owner();
         // SAFETY: the caller's guard proves the mutex is held.
         unsafe { mutex.raw().unlock() };
-        let wake = node.as_ref().wait(deadline, intr, || {
-            let mut q = self.queue.lock();
-            // SAFETY: if queued, the node is in this condvar's list.
-            let removed = unsafe { q.remove(&node) };
-            if removed {
-                self.waiters.fetch_sub(1, Ordering::Relaxed);
-            }
-            removed
-        });
+        let wake =
+            crate::thread::with_blocker(crate::Blocker::Other("weft::sync::Condvar"), || {
+                node.as_ref().wait(deadline, intr, || {
+                    let mut q = self.queue.lock();
+                    // SAFETY: if queued, the node is in this condvar's list.
+                    let removed = unsafe { q.remove(&node) };
+                    if removed {
+                        self.waiters.fetch_sub(1, Ordering::Relaxed);
+                    }
+                    removed
+                })
+            });
         mutex.raw().lock();
         mutex.mark_owner();
         wake

@@ -135,10 +135,15 @@ impl CountDownLatch {
             unsafe { q.push_back(node.as_ref()) };
         }
         let mut intr = Interrupts::interruptible();
-        let wake = node.as_ref().wait(deadline, &mut intr, || {
-            // SAFETY: if queued, the node is in this latch's list.
-            unsafe { self.queue.lock().remove(&node) }
-        });
+        let wake = crate::thread::with_blocker(
+            crate::Blocker::Other("weft::sync::CountDownLatch"),
+            || {
+                node.as_ref().wait(deadline, &mut intr, || {
+                    // SAFETY: if queued, the node is in this latch's list.
+                    unsafe { self.queue.lock().remove(&node) }
+                })
+            },
+        );
         match wake {
             Wake::Notified(_) => Ok(true),
             Wake::TimedOut => Ok(false),

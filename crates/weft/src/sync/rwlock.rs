@@ -112,9 +112,18 @@ impl RawRwLock {
             unsafe { q.push_back(node.as_ref()) };
         }
         let mut intr = Interrupts::uninterruptible();
-        let wake = node.as_ref().wait(None, &mut intr, || {
-            unreachable!("no deadline, uninterruptible")
-        });
+        let wake = crate::thread::with_blocker(
+            crate::Blocker::Lock {
+                kind: "weft::sync::RwLock",
+                addr: self as *const Self as *const () as usize,
+                owner: None,
+            },
+            || {
+                node.as_ref().wait(None, &mut intr, || {
+                    unreachable!("no deadline, uninterruptible")
+                })
+            },
+        );
         debug_assert_eq!(wake, Wake::Notified(GRANTED));
     }
 

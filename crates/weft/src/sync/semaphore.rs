@@ -215,15 +215,18 @@ impl Semaphore {
             unsafe { q.push_back(node.as_ref()) };
         }
         let mut intr = Interrupts::interruptible();
-        let wake = node.as_ref().wait(deadline, &mut intr, || {
-            let mut q = self.queue.lock();
-            // SAFETY: if queued, the node is in this semaphore's list.
-            let removed = unsafe { q.remove(&node) };
-            if removed && q.is_empty() {
-                self.state.fetch_and(!QUEUED, Ordering::Relaxed);
-            }
-            removed
-        });
+        let wake =
+            crate::thread::with_blocker(crate::Blocker::Other("weft::sync::Semaphore"), || {
+                node.as_ref().wait(deadline, &mut intr, || {
+                    let mut q = self.queue.lock();
+                    // SAFETY: if queued, the node is in this semaphore's list.
+                    let removed = unsafe { q.remove(&node) };
+                    if removed && q.is_empty() {
+                        self.state.fetch_and(!QUEUED, Ordering::Relaxed);
+                    }
+                    removed
+                })
+            });
         match wake {
             Wake::Notified(_) => Ok(true),
             Wake::TimedOut => Ok(false),
