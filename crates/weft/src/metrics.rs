@@ -31,6 +31,10 @@ pub struct Metrics {
     pub carriers_spare: usize,
     /// Carriers blocked in `weft::blocking`, pinned, or stalled.
     pub carriers_blocked: usize,
+    /// Carriers looking for work (spinning) right now.
+    pub carriers_searching: usize,
+    /// Carriers asleep waiting for work.
+    pub carriers_sleeping: usize,
     /// Spare carrier threads ever started.
     pub spares_started: usize,
     /// Tasks in the global (injector) queues.

@@ -33,7 +33,7 @@
 use std::cell::{Cell, RefCell};
 use std::collections::BinaryHeap;
 use std::sync::atomic::{
-    AtomicBool, AtomicI32, AtomicPtr, AtomicU64, AtomicUsize, Ordering, fence,
+    AtomicBool, AtomicI32, AtomicPtr, AtomicU32, AtomicU64, AtomicUsize, Ordering, fence,
 };
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
@@ -63,7 +63,11 @@ pub(crate) enum Suspend {
 
 const NEXT_STREAK_CAP: u32 = 16;
 const GLOBAL_CHECK_INTERVAL: u32 = 61;
-const SPIN_ROUNDS: u32 = 4;
+/// How long a searching carrier keeps looking before it sleeps. Work
+/// often arrives in bursts (a spawning loop, a batch of I/O events); a
+/// carrier that stays awake this long absorbs the burst without a futex
+/// wake per item. Go's spinning Ms make the same trade.
+const SPIN_FOR: Duration = Duration::from_micros(50);
 /// Stacks a carrier keeps for itself before giving them back to the pool.
 const LOCAL_STACK_CACHE: usize = 64;
 
@@ -154,6 +158,11 @@ struct WorkerShared {
     tid: AtomicI32,
     /// A spare in keep-alive was picked for duty.
     spare_wake: AtomicBool,
+    /// Event count the carrier sleeps on (a futex word). Anyone who wants
+    /// a sleeping carrier to look again bumps it and wakes the futex. Its
+    /// own word, not the OS thread's park token: code running on the
+    /// carrier thread can never consume a wake-up meant for the scheduler.
+    wake_word: AtomicU32,
     /// The mounted thread, null when none (a borrowed pointer; the monitor
     /// reads through it only under the `inspect` handshake).
     mounted: AtomicPtr<Inner>,
@@ -180,6 +189,27 @@ pub(crate) fn ns_of(t: Instant) -> u64 {
 }
 
 impl WorkerShared {
+    /// Makes a sleeping carrier look again (see `wake_word`).
+    fn kick(&self) {
+        self.wake_word.fetch_add(1, Ordering::SeqCst);
+        futex_wake(&self.wake_word);
+    }
+
+    /// Sleeps while `wake_word` still equals `seen`, at most until `until`.
+    fn wait_kick(&self, seen: u32, until: Option<Instant>) {
+        let timeout = match until {
+            None => None,
+            Some(d) => {
+                let now = Instant::now();
+                if d <= now {
+                    return;
+                }
+                Some(d - now)
+            }
+        };
+        futex_wait(&self.wake_word, seen, timeout);
+    }
+
     fn new() -> WorkerShared {
         WorkerShared {
             os_thread: OnceLock::new(),
@@ -193,6 +223,7 @@ impl WorkerShared {
             reported: AtomicU64::new(u64::MAX),
             tid: AtomicI32::new(0),
             spare_wake: AtomicBool::new(false),
+            wake_word: AtomicU32::new(0),
             mounted: AtomicPtr::new(std::ptr::null_mut()),
             inspect: AtomicBool::new(false),
         }
@@ -465,9 +496,7 @@ impl Shared {
         if let Some(i) = spare {
             let w = &self.workers[i];
             w.spare_wake.store(true, Ordering::SeqCst);
-            if let Some(t) = w.os_thread.get() {
-                t.unpark();
-            }
+            w.kick();
             return;
         }
         let slot = self
@@ -517,9 +546,7 @@ impl Shared {
     /// Unparks carrier `i`'s OS thread without claiming it for work (it
     /// re-reads its timers and goes back to sleep if there is nothing).
     fn unpark_worker_raw(&self, i: usize) {
-        if let Some(t) = self.workers[i].os_thread.get() {
-            t.unpark();
-        }
+        self.workers[i].kick();
     }
 
     /// Wakes every carrier (shutdown).
@@ -529,9 +556,7 @@ impl Shared {
         }
         for w in self.workers.iter() {
             w.spare_wake.store(false, Ordering::SeqCst);
-            if let Some(t) = w.os_thread.get() {
-                t.unpark();
-            }
+            w.kick();
         }
         self.monitor.deep_sleep.store(true, Ordering::SeqCst);
         self.wake_monitor();
@@ -541,6 +566,17 @@ impl Shared {
         // `next` slots are not counted: their carriers are awake and will
         // run them; one stuck in a long-running thread is the monitor's job.
         !self.injector.is_empty() || self.stealers.iter().any(|s| !s.is_empty())
+    }
+
+    pub(crate) fn debug_state(&self) -> String {
+        format!(
+            "searching {} sleepers {:?} injector {} notified {:?} next {:?}",
+            self.idle.searching.load(Ordering::SeqCst),
+            self.idle.sleepers.lock().unwrap_or_else(|e| e.into_inner()),
+            self.injector.len(),
+            self.workers.iter().take(self.core).map(|w| w.notified.load(Ordering::SeqCst)).collect::<Vec<_>>(),
+            self.workers.iter().take(self.core).map(|w| w.has_next()).collect::<Vec<_>>(),
+        )
     }
 
     /// Adds this runtime's figures to a metrics snapshot.
@@ -556,6 +592,8 @@ impl Shared {
         m.carriers_idle += active.saturating_sub(busy);
         m.carriers_spare += active.saturating_sub(self.core);
         m.carriers_blocked += self.blocked.load(Ordering::Relaxed);
+        m.carriers_searching += self.idle.searching.load(Ordering::Relaxed);
+        m.carriers_sleeping += self.idle.num_sleepers.load(Ordering::Relaxed);
         m.spares_started += self.spares_started.load(Ordering::Relaxed);
         m.run_queue_global += self.injector.len();
         m.run_queue_local.extend(
@@ -745,10 +783,7 @@ impl Carrier {
         // one else touches its coroutine while it runs or until it is
         // published below.
         let coro_ref = unsafe { &mut *coro.get() };
-        let result = coro_ref
-            .as_mut()
-            .expect("runnable thread without a coroutine")
-            .resume(());
+        let result = coro_ref.get().resume(());
         self.current.set(std::ptr::null());
         me.mounted.swap(std::ptr::null_mut(), Ordering::SeqCst);
         // The monitor may be reading through `mounted`: keep the thread
@@ -778,9 +813,11 @@ impl Carrier {
             CoroutineResult::Return(()) => {
                 task_state(&task, State::Terminated);
                 crate::dump::unregister(&task);
-                let coro = coro_ref
-                    .take()
-                    .expect("finished thread without a coroutine");
+                let crate::thread::CoroSlot::Running(coro) =
+                    std::mem::replace(coro_ref, crate::thread::CoroSlot::Empty)
+                else {
+                    unreachable!("finished thread without a coroutine")
+                };
                 let stack = coro.into_stack();
                 let low_sp = task.low_sp.load(Ordering::Relaxed);
                 let deep = stack.base_addr().saturating_sub(low_sp) > TRIM_DEPTH;
@@ -825,28 +862,15 @@ impl Carrier {
         if last && shared.has_visible_work() {
             shared.notify_work();
         }
+        let me = &shared.workers[self.index];
         loop {
+            // Snapshot the event count *before* looking at the flags: a
+            // notifier sets its flag, then bumps the count.
+            let seen = me.wake_word.load(Ordering::SeqCst);
             if shared.shutdown.load(Ordering::SeqCst) {
                 return;
             }
-            let scavenge = shared.stacks.scavenge(Instant::now());
-            let wake_at = match (self.next_timer(), scavenge) {
-                (Some(a), Some(b)) => Some(a.min(b)),
-                (a, b) => a.or(b),
-            };
-            match wake_at {
-                Some(d) => {
-                    let now = Instant::now();
-                    if d > now {
-                        std::thread::park_timeout(d - now);
-                    }
-                }
-                None => std::thread::park(),
-            }
-            if shared.workers[self.index]
-                .notified
-                .swap(false, Ordering::SeqCst)
-            {
+            if me.notified.swap(false, Ordering::SeqCst) {
                 self.searching.set(true);
                 break;
             }
@@ -854,6 +878,12 @@ impl Carrier {
             if timer_due && shared.idle.wake_self(self.index) {
                 break;
             }
+            let scavenge = shared.stacks.scavenge(Instant::now());
+            let wake_at = match (self.next_timer(), scavenge) {
+                (Some(a), Some(b)) => Some(a.min(b)),
+                (a, b) => a.or(b),
+            };
+            me.wait_kick(seen, wake_at);
         }
         // We left the sleeper count (SeqCst) before this load: a monitor
         // that decided to sleep because every carrier slept is woken here.
@@ -912,13 +942,24 @@ impl Carrier {
             }
             if self.become_searching() {
                 let mut found = None;
-                for round in 0..SPIN_ROUNDS {
-                    if let Some(t) = self.steal(round + 1 == SPIN_ROUNDS) {
+                let start = Instant::now();
+                let mut round = 0u32;
+                loop {
+                    // Take another carrier's `next` only after a first pass,
+                    // so a carrier about to run its own usually gets to.
+                    if let Some(t) = self.steal(round > 0) {
                         found = Some(t);
                         break;
                     }
-                    if round + 1 < SPIN_ROUNDS {
-                        std::thread::yield_now();
+                    round += 1;
+                    if self.shared.shutdown.load(Ordering::Relaxed)
+                        || self.me().timer_due(ns_of(Instant::now()))
+                        || start.elapsed() >= SPIN_FOR
+                    {
+                        break;
+                    }
+                    for _ in 0..64 {
+                        std::hint::spin_loop();
                     }
                 }
                 if let Some(t) = found {
@@ -995,6 +1036,7 @@ impl Carrier {
         shared.notify_work();
         let deadline = Instant::now() + shared.spare_keepalive;
         loop {
+            let seen = me.wake_word.load(Ordering::SeqCst);
             if me.spare_wake.swap(false, Ordering::SeqCst) {
                 return true;
             }
@@ -1007,12 +1049,15 @@ impl Carrier {
                 }
                 // A compensator picked us concurrently; its wake is coming.
                 drop(spares);
-                while !me.spare_wake.swap(false, Ordering::SeqCst) {
-                    std::thread::park();
+                loop {
+                    let seen = me.wake_word.load(Ordering::SeqCst);
+                    if me.spare_wake.swap(false, Ordering::SeqCst) {
+                        return true;
+                    }
+                    me.wait_kick(seen, None);
                 }
-                return true;
             }
-            std::thread::park_timeout(deadline - now);
+            me.wait_kick(seen, Some(deadline));
         }
     }
 }
@@ -1343,4 +1388,40 @@ fn kernel_state(tid: i32) -> Option<char> {
     // contain spaces or parentheses: take the last ')'.
     let rest = &stat[stat.rfind(')')? + 1..];
     rest.trim_start().chars().next()
+}
+
+// ---------------------------------------------------------------------------
+// Futex on a carrier's event count.
+
+fn futex_wait(word: &AtomicU32, expected: u32, timeout: Option<Duration>) {
+    let ts = timeout.map(|d| libc::timespec {
+        tv_sec: d.as_secs().min(i64::MAX as u64) as libc::time_t,
+        tv_nsec: d.subsec_nanos() as libc::c_long,
+    });
+    let tsp = ts
+        .as_ref()
+        .map_or(std::ptr::null(), |t| t as *const libc::timespec);
+    // SAFETY: FUTEX_WAIT on a live, aligned u32 (an AtomicU32 we borrow for
+    // the call); the kernel only reads it and the optional timeout.
+    unsafe {
+        libc::syscall(
+            libc::SYS_futex,
+            word.as_ptr(),
+            libc::FUTEX_WAIT | libc::FUTEX_PRIVATE_FLAG,
+            expected,
+            tsp,
+        );
+    }
+}
+
+fn futex_wake(word: &AtomicU32) {
+    // SAFETY: FUTEX_WAKE on a live, aligned u32; wakes at most one waiter.
+    unsafe {
+        libc::syscall(
+            libc::SYS_futex,
+            word.as_ptr(),
+            libc::FUTEX_WAKE | libc::FUTEX_PRIVATE_FLAG,
+            1,
+        );
+    }
 }

@@ -100,6 +100,43 @@ impl fmt::Debug for ThreadId {
 /// it mounted (exclusive by the scheduling protocol).
 pub(crate) type Coro = corosensei::Coroutine<(), Suspend, (), crate::stack::Stack>;
 
+/// The body of a virtual thread as corosensei runs it.
+pub(crate) type Body = Box<dyn FnOnce(&corosensei::Yielder<(), Suspend>, ()) + Send + 'static>;
+
+/// A virtual thread's coroutine, created lazily: `spawn` reserves the stack
+/// (so running out of memory is an error *there*), and the carrier that
+/// first runs the thread builds the coroutine, which is what first touches
+/// the stack's memory. The page fault then lands on a carrier, in parallel
+/// with a spawning loop, instead of on the spawner.
+pub(crate) enum CoroSlot {
+    /// Finished (or not yet set up).
+    Empty,
+    /// Spawned, never run.
+    Pending(crate::stack::Stack, Body),
+    /// Started.
+    Running(Coro),
+}
+
+impl CoroSlot {
+    /// The coroutine, building it on first use.
+    pub(crate) fn get(&mut self) -> &mut Coro {
+        if let CoroSlot::Pending(..) = self {
+            let CoroSlot::Pending(stack, body) = std::mem::replace(self, CoroSlot::Empty) else {
+                unreachable!()
+            };
+            // SAFETY: `body`'s true lifetime was erased in `spawn_unchecked`,
+            // whose caller guarantees the borrows outlive the thread;
+            // corosensei's extra requirement (run to completion or drop
+            // before the borrows end) holds because joining waits for it.
+            *self = CoroSlot::Running(unsafe { Coro::with_stack_unchecked(stack, body) });
+        }
+        match self {
+            CoroSlot::Running(c) => c,
+            _ => panic!("weft: runnable thread without a coroutine"),
+        }
+    }
+}
+
 pub(crate) enum Kind {
     /// A virtual thread and the runtime it belongs to.
     Virtual {
@@ -107,7 +144,7 @@ pub(crate) enum Kind {
         /// SAFETY (field invariant): accessed only by the carrier that has
         /// the thread mounted or is publishing its suspension; the park state
         /// machine and run queues hand the thread to one carrier at a time.
-        coro: UnsafeCell<Option<Coro>>,
+        coro: UnsafeCell<CoroSlot>,
     },
     /// An OS thread (or a task of a fixed OS-thread pool, bound to its
     /// worker when it starts); blocks with `std::thread::park`.
@@ -313,7 +350,7 @@ impl Thread {
             name,
             Kind::Virtual {
                 rt,
-                coro: UnsafeCell::new(None),
+                coro: UnsafeCell::new(CoroSlot::Empty),
             },
             container,
         )
@@ -415,6 +452,11 @@ impl Thread {
     pub fn interrupt(&self) {
         self.inner.interrupted.store(true, Ordering::SeqCst);
         self.unpark();
+    }
+
+    #[doc(hidden)]
+    pub fn debug_parked(&self) -> bool {
+        self.inner.park.is_parked()
     }
 
     /// Whether the interrupt flag is set (does not clear it).
@@ -910,10 +952,14 @@ impl Builder {
         // outlives the coroutine (see above); corosensei's only extra
         // requirement is that the coroutine is run to completion or dropped
         // before those borrows end, which joining guarantees.
-        let coro = unsafe { Coro::with_stack_unchecked(stack, body) };
+        let body: Box<dyn FnOnce(&corosensei::Yielder<(), Suspend>, ()) + Send + 'a> =
+            Box::new(body);
+        // SAFETY: lifetime erasure only; see `CoroSlot::get` for why the
+        // borrows stay valid for as long as the coroutine runs.
+        let body: Body = unsafe { std::mem::transmute(body) };
         if let Kind::Virtual { coro: slot, .. } = &thread.inner.kind {
             // SAFETY: the thread is not yet visible to any carrier.
-            unsafe { *slot.get() = Some(coro) };
+            unsafe { *slot.get() = CoroSlot::Pending(stack, body) };
         }
         thread.set_state(State::Started);
         crate::dump::register(&thread.inner);

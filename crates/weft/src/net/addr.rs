@@ -121,7 +121,8 @@ impl ToSocketAddrs for String {
 impl sealed::Sealed for &[SocketAddr] {}
 impl ToSocketAddrs for &[SocketAddr] {
     fn weft_addrs(&self) -> io::Result<std::vec::IntoIter<SocketAddr>> {
-        Ok(self.to_vec().into_iter())
+        let v: Vec<SocketAddr> = self.to_vec();
+        Ok(v.into_iter())
     }
 }
 
