@@ -6,7 +6,13 @@ use std::time::{Duration, Instant};
 
 fn main() {
     let thr: u64 = std::env::args().nth(1).map_or(1, |s| s.parse().unwrap());
-    let mk = || weft::Runtime::builder().parallelism(1).stall_threshold(Duration::from_millis(thr)).build().unwrap();
+    let mk = || {
+        weft::Runtime::builder()
+            .parallelism(1)
+            .stall_threshold(Duration::from_millis(thr))
+            .build()
+            .unwrap()
+    };
     let (rt1, rt2) = (mk(), mk());
     let pairs = 4;
     let n = 200_000u64;
@@ -51,24 +57,53 @@ fn main() {
     while !waiter.is_finished() {
         if t0.elapsed() > Duration::from_secs(30) {
             let toks: Vec<u64> = tokens.iter().map(|t| t.load(Ordering::SeqCst)).collect();
-            eprintln!("HUNG: tokens {toks:?} carriers rt1 {} blocked {} rt2 {} blocked {}", rt1.active_carriers(), rt1.blocked_carriers(), rt2.active_carriers(), rt2.blocked_carriers());
+            eprintln!(
+                "HUNG: tokens {toks:?} carriers rt1 {} blocked {} rt2 {} blocked {}",
+                rt1.active_carriers(),
+                rt1.blocked_carriers(),
+                rt2.active_carriers(),
+                rt2.blocked_carriers()
+            );
             eprintln!("rt1: {}\nrt2: {}", rt1.debug_sched(), rt2.debug_sched());
             for (p, sl) in all_slots.iter().enumerate() {
                 let t0 = sl[0].get().unwrap();
                 let t1 = sl[1].get().unwrap();
-                eprintln!("pair {p}: token {} side0 {:?} parked={} side1 {:?} parked={}", tokens[p].load(Ordering::SeqCst), t0.state(), t0.debug_parked(), t1.state(), t1.debug_parked());
+                eprintln!(
+                    "pair {p}: token {} side0 {:?} parked={} side1 {:?} parked={}",
+                    tokens[p].load(Ordering::SeqCst),
+                    t0.state(),
+                    t0.debug_parked(),
+                    t1.state(),
+                    t1.debug_parked()
+                );
             }
-            for sl in all_slots.iter() { sl[0].get().unwrap().unpark(); sl[1].get().unwrap().unpark(); }
+            for sl in all_slots.iter() {
+                sl[0].get().unwrap().unpark();
+                sl[1].get().unwrap().unpark();
+            }
             std::thread::sleep(Duration::from_millis(500));
             let toks: Vec<u64> = tokens.iter().map(|t| t.load(Ordering::SeqCst)).collect();
             eprintln!("after manual unpark: tokens {toks:?}");
             if std::env::var("XRT_GDB").is_ok() {
-                let out = std::process::Command::new("gdb").args(["-p", &std::process::id().to_string(), "-batch", "-ex", "thread apply all bt 12"]).output().unwrap();
+                let out = std::process::Command::new("gdb")
+                    .args([
+                        "-p",
+                        &std::process::id().to_string(),
+                        "-batch",
+                        "-ex",
+                        "thread apply all bt 12",
+                    ])
+                    .output()
+                    .unwrap();
                 eprintln!("{}", String::from_utf8_lossy(&out.stdout));
             }
             std::process::exit(1);
         }
         std::thread::sleep(Duration::from_millis(10));
     }
-    println!("ok in {:?}; events {:?}", t0.elapsed(), weft::events::counters());
+    println!(
+        "ok in {:?}; events {:?}",
+        t0.elapsed(),
+        weft::events::counters()
+    );
 }

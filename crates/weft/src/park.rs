@@ -123,8 +123,14 @@ impl ParkState {
     pub fn unpark(&self) -> Unpark {
         let mut s = self.0.load(Ordering::Relaxed);
         loop {
+            // Even when a permit is already there, write it again with a
+            // release RMW: the permit must publish *this* unparker's prior
+            // writes (the condition the parker will re-check). Returning on
+            // a plain load of NOTIFIED would let the parker consume an older
+            // permit, read stale data and park for good (a lost wake-up
+            // found by the stress suite; `std` does a release swap too).
             let (next, out) = match s {
-                NOTIFIED => return Unpark::Noted,
+                NOTIFIED => (NOTIFIED, Unpark::Noted),
                 PARKED => (RUNNING, Unpark::Schedule),
                 _ => (NOTIFIED, Unpark::Noted), // RUNNING or PARKING
             };

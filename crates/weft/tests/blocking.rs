@@ -44,7 +44,10 @@ fn std_sleep_on_one_carrier_is_compensated() {
         others < Duration::from_millis(300),
         "other threads took {others:?} while one carrier was blocked for 400 ms"
     );
-    assert!(events::counters().stalls > stalls_before, "no stall event recorded");
+    assert!(
+        events::counters().stalls > stalls_before,
+        "no stall event recorded"
+    );
     let ev = events::recent();
     assert!(
         ev.iter()
@@ -206,5 +209,8 @@ fn idle_runtime_uses_no_cpu() {
     let used = cpu_time() - before;
     // Other tests run in parallel in this process: the bound is loose, but
     // a spinning carrier would use ~1 s here.
-    assert!(used < Duration::from_millis(250), "idle runtime used {used:?} of CPU in 1 s");
+    assert!(
+        used < Duration::from_millis(250),
+        "idle runtime used {used:?} of CPU in 1 s"
+    );
 }

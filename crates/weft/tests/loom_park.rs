@@ -100,3 +100,37 @@ fn permit_is_not_lost_across_two_parks() {
         assert!(waits <= 2);
     });
 }
+
+/// A stale permit must not hide a newer unpark's data: the parker that
+/// consumes a permit must see everything its latest unparker wrote before
+/// unparking (regression: `unpark` used to return on a plain load of
+/// NOTIFIED, so the parker could consume an older permit, read stale data
+/// and park for good).
+#[test]
+fn stale_permit_does_not_hide_new_data() {
+    loom::model(|| {
+        let s = Arc::new(ParkState::new());
+        let data = Arc::new(AtomicUsize::new(0));
+        let resumed = Arc::new(AtomicUsize::new(0));
+        // A permit left over from an earlier unpark.
+        assert_eq!(s.unpark(), Unpark::Noted);
+        let (s2, d2, r2) = (s.clone(), data.clone(), resumed.clone());
+        let t = loom::thread::spawn(move || {
+            d2.store(1, Ordering::Relaxed);
+            unpark(&s2, &r2);
+        });
+        loop {
+            if data.load(Ordering::Relaxed) == 1 {
+                break;
+            }
+            let before = resumed.load(Ordering::SeqCst);
+            if park_once(&s, &resumed) {
+                // PARKED: only the unparker can bring us back.
+                while resumed.load(Ordering::SeqCst) == before {
+                    loom::thread::yield_now();
+                }
+            }
+        }
+        t.join().unwrap();
+    });
+}

@@ -51,7 +51,10 @@ fn metrics_match_a_known_workload() {
     assert!(m.timers_pending >= 30, "{m:#?}");
     let text = weft::metrics::prometheus();
     assert!(text.contains("weft_virtual_threads_live 100"), "{text}");
-    assert!(text.contains("weft_virtual_threads_parked{reason=\"sleep\"} 30"), "{text}");
+    assert!(
+        text.contains("weft_virtual_threads_parked{reason=\"sleep\"} 30"),
+        "{text}"
+    );
     assert!(text.contains("# TYPE weft_carrier_hold_seconds histogram"));
 
     latch.count_down();

@@ -141,6 +141,10 @@ fn overflow_child() {
     let Ok(mode) = std::env::var(CHILD_VAR) else {
         return;
     };
+    if mode == "exhaust" {
+        exhaust_address_space();
+        return;
+    }
     let builder = match mode.as_str() {
         "named" => Builder::new().name("deep"),
         "named-small" => Builder::new().name("deep").stack_size(64 << 10),
@@ -159,6 +163,70 @@ fn overflow_child() {
         .expect("spawn");
     let r = h.join();
     println!("CHILD-SURVIVED-OVERFLOW {:?}", r.map_err(|_| "panic"));
+}
+
+fn vm_size_bytes() -> u64 {
+    let status = std::fs::read_to_string("/proc/self/status").expect("read /proc/self/status");
+    let line = status
+        .lines()
+        .find(|l| l.starts_with("VmSize:"))
+        .expect("VmSize in /proc/self/status");
+    let kib: u64 = line.split_whitespace().nth(1).unwrap().parse().unwrap();
+    kib * 1024
+}
+
+/// Child mode "exhaust": with the address space limited, spawning parked
+/// threads must eventually fail with an error from `Builder::spawn` (never
+/// an abort), and the runtime must recover once they are gone.
+fn exhaust_address_space() {
+    const MAX: usize = 200_000; // 200 GiB of 1 MiB stacks: must hit the limit
+    weft::spawn(|| ()).join().expect("warm-up"); // carriers exist now
+    let mut lim = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: plain syscalls on a properly initialised struct.
+    unsafe {
+        assert_eq!(libc::getrlimit(libc::RLIMIT_AS, &mut lim), 0);
+        lim.rlim_cur = vm_size_bytes() + (3 << 30);
+        assert_eq!(libc::setrlimit(libc::RLIMIT_AS, &lim), 0, "setrlimit");
+    }
+    let go = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let mut handles = Vec::with_capacity(MAX);
+    let mut error = None;
+    while handles.len() < MAX {
+        let go = go.clone();
+        match Builder::new().spawn(move || {
+            while !go.load(std::sync::atomic::Ordering::SeqCst) {
+                weft::park();
+            }
+        }) {
+            Ok(h) => handles.push(h),
+            Err(e) => {
+                error = Some(e);
+                break;
+            }
+        }
+    }
+    match error {
+        Some(e) => println!("SPAWN-ERR after {}: {e}", handles.len()),
+        None => println!("NO-ERROR after {MAX} spawns"),
+    }
+    go.store(true, std::sync::atomic::Ordering::SeqCst);
+    for h in &handles {
+        h.thread().unpark();
+    }
+    for h in handles {
+        h.join().expect("parked thread panicked");
+    }
+    // Stacks are back in the pool: spawning works again.
+    for i in 0..100 {
+        let h = Builder::new()
+            .spawn(move || i)
+            .unwrap_or_else(|e| panic!("spawn after recovery failed: {e}"));
+        assert_eq!(h.join().expect("join after recovery"), i);
+    }
+    println!("RECOVERED");
 }
 
 struct ChildOutput {
@@ -246,6 +314,24 @@ fn assert_overflow_reported(mode: &str, name: Option<&str>) {
             "message should say it was a virtual thread\n{report}"
         );
     }
+}
+
+#[test]
+fn exhausted_address_space_is_a_spawn_error_not_an_abort() {
+    let out = run_child("exhaust");
+    let report = format!(
+        "status {:?}\n--- stdout\n{}\n--- stderr\n{}",
+        out.status, out.stdout, out.stderr
+    );
+    assert!(
+        out.stdout.contains("SPAWN-ERR after"),
+        "Builder::spawn never returned an error under RLIMIT_AS\n{report}"
+    );
+    assert!(
+        out.stdout.contains("RECOVERED"),
+        "runtime did not recover\n{report}"
+    );
+    assert!(out.status.success(), "{report}");
 }
 
 #[test]

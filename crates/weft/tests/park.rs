@@ -147,6 +147,7 @@ on_both_kinds!(
     interrupt_before_sleep_fails_immediately,
     interrupt_before_park_makes_park_return_without_clearing,
     yield_now_returns,
+    sleep_until_waits_until_its_deadline,
 );
 
 // ------------------------------------------------------------------ checks
@@ -268,6 +269,19 @@ fn interrupt_before_park_makes_park_return_without_clearing() {
     let t0 = Instant::now();
     weft::park_timeout(d);
     assert_between(t0.elapsed(), d, "park_timeout after the flag was cleared");
+}
+
+fn sleep_until_waits_until_its_deadline() {
+    let t0 = Instant::now();
+    weft::sleep_until(t0).expect("sleep_until(now)");
+    let past = t0.checked_sub(Duration::from_millis(5)).unwrap_or(t0);
+    weft::sleep_until(past).expect("sleep_until(past)");
+    assert_prompt(t0.elapsed(), "sleep_until a past instant");
+    let deadline = Instant::now() + Duration::from_millis(30);
+    weft::sleep_until(deadline).expect("sleep_until");
+    let now = Instant::now();
+    assert!(now >= deadline, "sleep_until returned before its deadline");
+    assert!(now < deadline + SLACK, "sleep_until overslept");
 }
 
 fn yield_now_returns() {
@@ -445,6 +459,41 @@ fn sleep_is_not_cut_short_by_repeated_unparks() {
         let (ok, elapsed) = task.join();
         assert!(ok, "{sleeper:?}: sleep returned Err under unpark");
         assert_between(elapsed, d, &format!("{sleeper:?} sleep under unpark storm"));
+    }
+}
+
+/// An unpark or interrupt that arrives while the target is still being
+/// started (queued, not yet run) must not be lost.
+#[test]
+fn unpark_and_interrupt_right_after_spawn_are_not_lost() {
+    for round in 0..10 {
+        let parkers: Vec<_> = (0..1000)
+            .map(|_| {
+                let h = weft::spawn(weft::park);
+                h.thread().unpark();
+                h
+            })
+            .collect();
+        let sleepers: Vec<_> = (0..1000)
+            .map(|_| {
+                let h =
+                    weft::spawn(|| weft::sleep(Duration::from_secs(3600)).map_err(|e| e.kind()));
+                h.thread().interrupt();
+                h
+            })
+            .collect();
+        let results = run_on(Kind::Os, move || {
+            for h in parkers {
+                h.join().unwrap();
+            }
+            sleepers
+                .into_iter()
+                .map(|h| h.join().unwrap())
+                .collect::<Vec<_>>()
+        });
+        for r in results {
+            assert_eq!(r, Err(ErrorKind::Interrupted), "round {round}");
+        }
     }
 }
 
