@@ -263,11 +263,6 @@ impl Runtime {
         self.handle.shared.active_carriers()
     }
 
-    #[doc(hidden)]
-    pub fn debug_sched(&self) -> String {
-        self.handle.shared.debug_state()
-    }
-
     /// Carriers blocked (in `weft::blocking`, pinned, or stalled) right now.
     pub fn blocked_carriers(&self) -> usize {
         self.handle.shared.blocked_carriers()

@@ -568,25 +568,6 @@ impl Shared {
         !self.injector.is_empty() || self.stealers.iter().any(|s| !s.is_empty())
     }
 
-    pub(crate) fn debug_state(&self) -> String {
-        format!(
-            "searching {} sleepers {:?} injector {} notified {:?} next {:?}",
-            self.idle.searching.load(Ordering::SeqCst),
-            self.idle.sleepers.lock().unwrap_or_else(|e| e.into_inner()),
-            self.injector.len(),
-            self.workers
-                .iter()
-                .take(self.core)
-                .map(|w| w.notified.load(Ordering::SeqCst))
-                .collect::<Vec<_>>(),
-            self.workers
-                .iter()
-                .take(self.core)
-                .map(|w| w.has_next())
-                .collect::<Vec<_>>(),
-        )
-    }
-
     /// Adds this runtime's figures to a metrics snapshot.
     pub(crate) fn add_metrics(&self, m: &mut crate::metrics::Metrics) {
         let active = self.active.load(Ordering::Relaxed);

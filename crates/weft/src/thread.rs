@@ -100,8 +100,11 @@ impl fmt::Debug for ThreadId {
 /// it mounted (exclusive by the scheduling protocol).
 pub(crate) type Coro = corosensei::Coroutine<(), Suspend, (), crate::stack::Stack>;
 
-/// The body of a virtual thread as corosensei runs it.
-pub(crate) type Body = Box<dyn FnOnce(&corosensei::Yielder<(), Suspend>, ()) + Send + 'static>;
+/// The body of a virtual thread as corosensei runs it, for lifetime `'a`.
+pub(crate) type BodyFor<'a> = Box<dyn FnOnce(&corosensei::Yielder<(), Suspend>, ()) + Send + 'a>;
+
+/// [`BodyFor`] with its lifetime erased.
+pub(crate) type Body = BodyFor<'static>;
 
 /// A virtual thread's coroutine, created lazily: `spawn` reserves the stack
 /// (so running out of memory is an error *there*), and the carrier that
@@ -452,11 +455,6 @@ impl Thread {
     pub fn interrupt(&self) {
         self.inner.interrupted.store(true, Ordering::SeqCst);
         self.unpark();
-    }
-
-    #[doc(hidden)]
-    pub fn debug_parked(&self) -> bool {
-        self.inner.park.is_parked()
     }
 
     /// Whether the interrupt flag is set (does not clear it).
@@ -952,8 +950,7 @@ impl Builder {
         // outlives the coroutine (see above); corosensei's only extra
         // requirement is that the coroutine is run to completion or dropped
         // before those borrows end, which joining guarantees.
-        let body: Box<dyn FnOnce(&corosensei::Yielder<(), Suspend>, ()) + Send + 'a> =
-            Box::new(body);
+        let body: BodyFor<'a> = Box::new(body);
         // SAFETY: lifetime erasure only; see `CoroSlot::get` for why the
         // borrows stay valid for as long as the coroutine runs.
         let body: Body = unsafe { std::mem::transmute(body) };
