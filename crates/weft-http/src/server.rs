@@ -1,0 +1,1424 @@
+//! The server: configuration, accept loop, connection loop, statistics and
+//! graceful shutdown.
+
+use std::collections::HashMap;
+use std::fmt;
+use std::io::{self, Read, Write};
+use std::mem::MaybeUninit;
+use std::net::{Shutdown, SocketAddr, ToSocketAddrs};
+use std::panic::{AssertUnwindSafe, catch_unwind};
+use std::str::FromStr;
+use std::sync::atomic::{AtomicBool, AtomicU8, AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use weft::net::{TcpListener, TcpStream};
+use weft::sync::{Condvar, OwnedSemaphorePermit, Semaphore};
+
+use crate::date::push_date;
+use crate::request::{BodyError, Request, RequestBody, Version};
+use crate::response::{Body, Response, reason};
+use crate::router::Handler;
+use crate::wire::{
+    BufferedStream, ChunkedWriter, Framing, InBuf, LimitedWriter, has_token, parse_content_length,
+    push_u64, valid_header_name, valid_header_value, write_all_vectored,
+};
+
+/// Which threads run requests. One setting; the handler code is the same.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum ThreadMode {
+    /// One weft virtual thread per connection (Helidon 4 "Níma"): a
+    /// blocking handler parks only its own virtual thread.
+    #[default]
+    Virtual,
+    /// A fixed pool of `threads` OS threads (Tomcat's
+    /// `server.tomcat.threads.max`, default 200). A request occupies one of
+    /// them from its first handled byte until its response is written; a
+    /// blocking handler blocks that OS thread. Requests that find every
+    /// thread busy wait in a FIFO of [`ServerConfig::accept_queue`] entries
+    /// (and, when that is full, on their connection). Between keep-alive
+    /// requests a connection holds no OS thread: it waits, like Tomcat's
+    /// NIO poller, on a virtual thread that only reads request heads.
+    Platform {
+        /// Number of OS worker threads.
+        threads: usize,
+    },
+}
+
+impl ThreadMode {
+    /// Tomcat's default `threads.max`.
+    pub const DEFAULT_PLATFORM_THREADS: usize = 200;
+
+    /// `Platform` with the default 200 threads.
+    pub fn platform() -> ThreadMode {
+        ThreadMode::Platform {
+            threads: Self::DEFAULT_PLATFORM_THREADS,
+        }
+    }
+}
+
+impl fmt::Display for ThreadMode {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ThreadMode::Virtual => f.write_str("virtual"),
+            ThreadMode::Platform { threads } => write!(f, "platform:{threads}"),
+        }
+    }
+}
+
+impl FromStr for ThreadMode {
+    type Err = String;
+    /// `virtual`, `platform` (200 threads) or `platform:N`.
+    fn from_str(s: &str) -> Result<ThreadMode, String> {
+        match s {
+            "virtual" => Ok(ThreadMode::Virtual),
+            "platform" => Ok(ThreadMode::platform()),
+            _ => match s.strip_prefix("platform:").map(str::parse::<usize>) {
+                Some(Ok(n)) if n > 0 => Ok(ThreadMode::Platform { threads: n }),
+                _ => Err(format!(
+                    "invalid thread mode {s:?}: expected virtual, platform or platform:N (N > 0)"
+                )),
+            },
+        }
+    }
+}
+
+/// What happens to a new connection when [`ServerConfig::max_connections`]
+/// are open.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum WhenFull {
+    /// The server stops accepting until a connection closes: new
+    /// connections wait in the kernel's listen backlog
+    /// ([`ServerConfig::backlog`]), and the kernel refuses or drops them
+    /// when that is full too. Nothing is lost while the backlog has room.
+    #[default]
+    Wait,
+    /// The server accepts the connection, answers `503 Service
+    /// Unavailable` with `Retry-After: 1`, and closes it.
+    Reject,
+}
+
+/// Server settings. `ServerConfig::default()` gives the values listed on
+/// each field; the setters chain.
+///
+/// ```
+/// use std::time::Duration;
+/// use weft_http::{ServerConfig, ThreadMode};
+/// let cfg = ServerConfig::default()
+///     .thread_mode(ThreadMode::Platform { threads: 50 })
+///     .max_body_bytes(1 << 20)
+///     .idle_timeout(Duration::from_secs(5));
+/// assert_eq!(cfg.max_connections, 10_000);
+/// ```
+#[derive(Clone, Debug)]
+pub struct ServerConfig {
+    /// Virtual (default) or a fixed OS-thread pool.
+    pub thread_mode: ThreadMode,
+    /// The weft runtime for connection threads (and, in platform mode, for
+    /// the threads that wait for request heads). `None`: the default
+    /// runtime. Use e.g. `Runtime::builder().parallelism(1)` for a
+    /// one-carrier server.
+    pub runtime: Option<weft::Runtime>,
+    /// Connections open at once (default 10,000); see [`WhenFull`].
+    pub max_connections: usize,
+    /// Policy at `max_connections` (default [`WhenFull::Wait`]).
+    pub when_full: WhenFull,
+    /// Listen backlog passed to `listen(2)` by [`Server::bind`] (default
+    /// 1024; the kernel caps it at `net.core.somaxconn`).
+    pub backlog: u32,
+    /// Platform mode: requests waiting for a worker thread (default 100,
+    /// like Tomcat's `acceptCount`).
+    pub accept_queue: usize,
+    /// Largest request head (request line + headers) in bytes; larger gets
+    /// `431` and the connection is closed (default 16 KiB).
+    pub max_header_bytes: usize,
+    /// Most header fields in a request; more gets `431` (default 64, at
+    /// most 256).
+    pub max_headers: usize,
+    /// Largest request body in bytes; larger gets `413` and the connection
+    /// is closed (default 8 MiB). A `Content-Length` over the limit is
+    /// refused before the handler runs (without `100 Continue`); a chunked
+    /// body is cut off when it crosses the limit.
+    pub max_body_bytes: u64,
+    /// Time to receive a whole request head once its first byte arrived
+    /// (and, on a new connection, for the first byte). A client still
+    /// sending its head then gets `408` and is disconnected — slowloris
+    /// clients are cut off here however slowly they trickle bytes
+    /// (default 10 s).
+    pub header_read_timeout: Duration,
+    /// How long a keep-alive connection may sit idle between requests
+    /// before the server closes it, silently (default 60 s).
+    pub idle_timeout: Duration,
+    /// Longest wait for each read of a request body; on expiry the request
+    /// gets `408` and the connection is closed (default 30 s).
+    pub body_read_timeout: Duration,
+    /// Longest wait for each write of a response (default 30 s); on expiry
+    /// the connection is closed.
+    pub write_timeout: Duration,
+    /// Set `TCP_NODELAY` on accepted connections (default true).
+    pub nodelay: bool,
+}
+
+impl Default for ServerConfig {
+    fn default() -> ServerConfig {
+        ServerConfig {
+            thread_mode: ThreadMode::Virtual,
+            runtime: None,
+            max_connections: 10_000,
+            when_full: WhenFull::Wait,
+            backlog: 1024,
+            accept_queue: 100,
+            max_header_bytes: 16 * 1024,
+            max_headers: 64,
+            max_body_bytes: 8 << 20,
+            header_read_timeout: Duration::from_secs(10),
+            idle_timeout: Duration::from_secs(60),
+            body_read_timeout: Duration::from_secs(30),
+            write_timeout: Duration::from_secs(30),
+            nodelay: true,
+        }
+    }
+}
+
+macro_rules! setters {
+    ($($(#[$m:meta])* $name:ident: $t:ty),* $(,)?) => {$(
+        $(#[$m])*
+        pub fn $name(mut self, v: $t) -> ServerConfig {
+            self.$name = v;
+            self
+        }
+    )*};
+}
+
+impl ServerConfig {
+    setters! {
+        /// Sets [`ServerConfig::thread_mode`].
+        thread_mode: ThreadMode,
+        /// Sets [`ServerConfig::max_connections`].
+        max_connections: usize,
+        /// Sets [`ServerConfig::when_full`].
+        when_full: WhenFull,
+        /// Sets [`ServerConfig::backlog`].
+        backlog: u32,
+        /// Sets [`ServerConfig::accept_queue`].
+        accept_queue: usize,
+        /// Sets [`ServerConfig::max_header_bytes`].
+        max_header_bytes: usize,
+        /// Sets [`ServerConfig::max_headers`].
+        max_headers: usize,
+        /// Sets [`ServerConfig::max_body_bytes`].
+        max_body_bytes: u64,
+        /// Sets [`ServerConfig::header_read_timeout`].
+        header_read_timeout: Duration,
+        /// Sets [`ServerConfig::idle_timeout`].
+        idle_timeout: Duration,
+        /// Sets [`ServerConfig::body_read_timeout`].
+        body_read_timeout: Duration,
+        /// Sets [`ServerConfig::write_timeout`].
+        write_timeout: Duration,
+        /// Sets [`ServerConfig::nodelay`].
+        nodelay: bool,
+    }
+
+    /// Runs connection threads on `rt` (see [`ServerConfig::runtime`]).
+    pub fn runtime(mut self, rt: weft::Runtime) -> ServerConfig {
+        self.runtime = Some(rt);
+        self
+    }
+
+    fn validate(&self) -> io::Result<()> {
+        let bad = |m: &str| Err(io::Error::new(io::ErrorKind::InvalidInput, m.to_string()));
+        if self.max_connections == 0 {
+            return bad("weft-http: max_connections must be at least 1");
+        }
+        if let ThreadMode::Platform { threads: 0 } = self.thread_mode {
+            return bad("weft-http: ThreadMode::Platform needs at least one thread");
+        }
+        if self.accept_queue == 0 {
+            return bad("weft-http: accept_queue must be at least 1");
+        }
+        if self.max_header_bytes < 64 {
+            return bad("weft-http: max_header_bytes must be at least 64");
+        }
+        if self.max_headers == 0 || self.max_headers > MAX_HEADERS {
+            return bad("weft-http: max_headers must be between 1 and 256");
+        }
+        for d in [
+            self.header_read_timeout,
+            self.idle_timeout,
+            self.body_read_timeout,
+            self.write_timeout,
+        ] {
+            if d.is_zero() {
+                return bad("weft-http: timeouts must be greater than zero");
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Upper bound of `max_headers` (size of the parser's header array).
+const MAX_HEADERS: usize = 256;
+/// Initial input buffer per connection.
+const INPUT_BUF: usize = 4096;
+/// Response bodies up to this size are copied behind the head and sent with
+/// one `write`.
+const COPY_BODY: usize = 16 * 1024;
+
+// ---------------------------------------------------------------------------
+// Statistics
+
+/// Errors by class, counted since the server started.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ErrorStats {
+    /// Malformed requests answered `400` (connection closed).
+    pub bad_request: u64,
+    /// Request heads over the limits answered `431`.
+    pub header_too_large: u64,
+    /// Bodies over the limit answered `413`.
+    pub body_too_large: u64,
+    /// Header or body read timeouts answered `408` (includes slowloris).
+    pub timeout: u64,
+    /// Handler panics answered `500`.
+    pub handler_panic: u64,
+    /// Connections refused with `503` at `max_connections`
+    /// ([`WhenFull::Reject`]).
+    pub rejected: u64,
+    /// Connections that failed mid-request (reset, closed early, write
+    /// failure or timeout).
+    pub io: u64,
+    /// Failed `accept` calls (e.g. out of descriptors) and connection
+    /// threads that could not be started.
+    pub accept: u64,
+}
+
+/// A snapshot of the server's counters.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ServerStats {
+    /// Connections open now.
+    pub open_connections: u64,
+    /// Connections accepted since start.
+    pub accepted_connections: u64,
+    /// Requests whose head was parsed and whose response is not yet
+    /// written.
+    pub in_flight: u64,
+    /// Requests answered: parsed request heads whose response (any status)
+    /// has been started. Counted just before the response is written, so a
+    /// client that has its response sees it counted.
+    pub requests: u64,
+    /// Responses written by status class: index 0 is 1xx … index 4 is 5xx.
+    /// Includes error responses to unparseable input.
+    pub responses_by_class: [u64; 5],
+    /// Errors by class.
+    pub errors: ErrorStats,
+}
+
+#[derive(Default)]
+struct Counters {
+    open: AtomicU64,
+    accepted: AtomicU64,
+    started: AtomicU64,
+    finished: AtomicU64,
+    classes: [AtomicU64; 5],
+    bad_request: AtomicU64,
+    header_too_large: AtomicU64,
+    body_too_large: AtomicU64,
+    timeout: AtomicU64,
+    handler_panic: AtomicU64,
+    rejected: AtomicU64,
+    io: AtomicU64,
+    accept: AtomicU64,
+}
+
+fn inc(c: &AtomicU64) {
+    c.fetch_add(1, Ordering::Relaxed);
+}
+
+impl Counters {
+    fn snapshot(&self) -> ServerStats {
+        let get = |c: &AtomicU64| c.load(Ordering::Relaxed);
+        let finished = get(&self.finished);
+        let started = get(&self.started);
+        ServerStats {
+            open_connections: get(&self.open),
+            accepted_connections: get(&self.accepted),
+            in_flight: started.saturating_sub(finished),
+            requests: finished,
+            responses_by_class: std::array::from_fn(|i| get(&self.classes[i])),
+            errors: ErrorStats {
+                bad_request: get(&self.bad_request),
+                header_too_large: get(&self.header_too_large),
+                body_too_large: get(&self.body_too_large),
+                timeout: get(&self.timeout),
+                handler_panic: get(&self.handler_panic),
+                rejected: get(&self.rejected),
+                io: get(&self.io),
+                accept: get(&self.accept),
+            },
+        }
+    }
+
+    fn response(&self, status: u16) {
+        if (100..600).contains(&status) {
+            inc(&self.classes[(status / 100 - 1) as usize]);
+        }
+    }
+
+    fn error_status(&self, status: u16) {
+        match status {
+            400 => inc(&self.bad_request),
+            408 => inc(&self.timeout),
+            413 => inc(&self.body_too_large),
+            431 => inc(&self.header_too_large),
+            _ => {}
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------
+// Server and handle
+
+/// A bound HTTP server, ready to [`serve`](Server::serve).
+///
+/// ```
+/// use weft_http::{Response, Server, ServerConfig};
+/// let server = Server::bind("127.0.0.1:0", ServerConfig::default())?;
+/// let handle = server.serve(|_req: &mut weft_http::Request<'_>| Response::text("hi"))?;
+/// let addr = handle.local_addr();
+/// let resp = weft_http::Client::new().get(&format!("http://{addr}/")).send()?;
+/// assert_eq!(resp.text()?, "hi");
+/// handle.shutdown(std::time::Duration::from_secs(5));
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+pub struct Server {
+    listener: TcpListener,
+    config: ServerConfig,
+}
+
+impl Server {
+    /// Binds a listener on `addr` (with `SO_REUSEADDR` and
+    /// [`ServerConfig::backlog`]).
+    pub fn bind(addr: impl ToSocketAddrs, config: ServerConfig) -> io::Result<Server> {
+        config.validate()?;
+        let mut last = None;
+        for a in addr.to_socket_addrs()? {
+            match bind_one(a, config.backlog) {
+                Ok(l) => {
+                    return Ok(Server {
+                        listener: TcpListener::from_std(l)?,
+                        config,
+                    });
+                }
+                Err(e) => last = Some(e),
+            }
+        }
+        Err(last.unwrap_or_else(|| {
+            io::Error::new(io::ErrorKind::InvalidInput, "no address to bind to")
+        }))
+    }
+
+    /// Uses an already bound and listening `std` listener.
+    pub fn from_std(listener: std::net::TcpListener, config: ServerConfig) -> io::Result<Server> {
+        config.validate()?;
+        Ok(Server {
+            listener: TcpListener::from_std(listener)?,
+            config,
+        })
+    }
+
+    /// The bound address.
+    pub fn local_addr(&self) -> io::Result<SocketAddr> {
+        self.listener.local_addr()
+    }
+
+    /// Starts serving with `handler` and returns at once. The server runs
+    /// until [`ServerHandle::shutdown`] (or until the handle is dropped,
+    /// which shuts it down without a grace period).
+    pub fn serve(self, handler: impl Handler) -> io::Result<ServerHandle> {
+        let Server { listener, config } = self;
+        let addr = listener.local_addr()?;
+        let rt = match &config.runtime {
+            Some(rt) => rt.clone(),
+            None => weft::default_runtime()?,
+        };
+        let pool = match config.thread_mode {
+            ThreadMode::Virtual => None,
+            ThreadMode::Platform { threads } => Some(Pool::start(threads, config.accept_queue)?),
+        };
+        let shared = Arc::new(Shared {
+            limit: Arc::new(Semaphore::new(config.max_connections)),
+            config,
+            handler: Box::new(handler),
+            stats: Counters::default(),
+            shutting_down: AtomicBool::new(false),
+            conns: Mutex::new(HashMap::new()),
+            next_id: AtomicU64::new(1),
+            drain: weft::sync::Mutex::new(()),
+            drained: Condvar::new(),
+            pool,
+            rt: rt.clone(),
+        });
+        let s = shared.clone();
+        let acceptor = weft::Builder::new()
+            .name("weft-http-acceptor")
+            .spawn_on(&rt, move || accept_loop(s, listener))?;
+        Ok(ServerHandle {
+            shared,
+            addr,
+            acceptor: Mutex::new(Some(acceptor)),
+            shut_down: AtomicBool::new(false),
+        })
+    }
+}
+
+fn bind_one(addr: SocketAddr, backlog: u32) -> io::Result<std::net::TcpListener> {
+    use socket2::{Domain, Protocol, Socket, Type};
+    let s = Socket::new(Domain::for_address(addr), Type::STREAM, Some(Protocol::TCP))?;
+    s.set_reuse_address(true)?;
+    s.bind(&addr.into())?;
+    s.listen(i32::try_from(backlog).unwrap_or(i32::MAX))?;
+    Ok(s.into())
+}
+
+/// Starts a server with the default configuration on `addr`.
+///
+/// ```
+/// let h = weft_http::serve("127.0.0.1:0", |_req: &mut weft_http::Request<'_>| {
+///     weft_http::Response::text("hello")
+/// })?;
+/// assert_eq!(h.stats().requests, 0);
+/// # Ok::<(), std::io::Error>(())
+/// ```
+pub fn serve(addr: impl ToSocketAddrs, handler: impl Handler) -> io::Result<ServerHandle> {
+    Server::bind(addr, ServerConfig::default())?.serve(handler)
+}
+
+/// What [`ServerHandle::shutdown`] did.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ShutdownReport {
+    /// Every connection finished within the grace period.
+    pub drained: bool,
+    /// Connections still open at the deadline, which were interrupted
+    /// (their sockets shut down; a handler blocked in a weft call gets
+    /// `ErrorKind::Interrupted`).
+    pub forced: usize,
+    /// Connections still open after the interrupt (handlers that ignore
+    /// interrupts); they end on their own.
+    pub remaining: usize,
+}
+
+/// Controls a running server: address, statistics, shutdown.
+pub struct ServerHandle {
+    shared: Arc<Shared>,
+    addr: SocketAddr,
+    acceptor: Mutex<Option<weft::JoinHandle<()>>>,
+    shut_down: AtomicBool,
+}
+
+impl ServerHandle {
+    /// The address the server listens on.
+    pub fn local_addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    /// The thread mode the server runs in.
+    pub fn thread_mode(&self) -> ThreadMode {
+        self.shared.config.thread_mode
+    }
+
+    /// A snapshot of the counters.
+    pub fn stats(&self) -> ServerStats {
+        self.shared.stats.snapshot()
+    }
+
+    /// Graceful shutdown: stops accepting (the listener is closed), closes
+    /// idle keep-alive connections at once, lets in-flight requests finish
+    /// (their responses carry `Connection: close`), and waits up to `grace`
+    /// for every connection to end. Connections still open at the deadline
+    /// are interrupted. Idempotent; later calls return at once.
+    pub fn shutdown(&self, grace: Duration) -> ShutdownReport {
+        if self.shut_down.swap(true, Ordering::SeqCst) {
+            return ShutdownReport {
+                drained: self.shared.stats.open.load(Ordering::SeqCst) == 0,
+                forced: 0,
+                remaining: self.shared.stats.open.load(Ordering::SeqCst) as usize,
+            };
+        }
+        let shared = &self.shared;
+        let deadline = Instant::now() + grace;
+        shared.shutting_down.store(true, Ordering::SeqCst);
+        // Stop the acceptor: an interrupt makes its accept (or permit wait)
+        // fail and shuts the listener down.
+        if let Some(acceptor) = self
+            .acceptor
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .take()
+        {
+            acceptor.thread().interrupt();
+            let _ = acceptor.join();
+        }
+        // Close idle connections; busy ones see the flag when they finish.
+        for slot in shared.slots() {
+            if slot.state.load(Ordering::SeqCst) == IDLE {
+                slot.thread.interrupt();
+            }
+        }
+        let drained = shared.wait_closed(deadline);
+        let mut forced = 0;
+        let mut remaining = 0;
+        if !drained {
+            let slots = shared.slots();
+            forced = slots.len();
+            for slot in &slots {
+                slot.interrupt();
+            }
+            if !shared.wait_closed(Instant::now() + Duration::from_secs(1)) {
+                remaining = shared.stats.open.load(Ordering::SeqCst) as usize;
+            }
+        }
+        if let Some(pool) = &shared.pool {
+            pool.close();
+        }
+        ShutdownReport {
+            drained,
+            forced,
+            remaining,
+        }
+    }
+}
+
+impl Drop for ServerHandle {
+    fn drop(&mut self) {
+        self.shutdown(Duration::ZERO);
+    }
+}
+
+impl fmt::Debug for ServerHandle {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ServerHandle")
+            .field("addr", &self.addr)
+            .field("thread_mode", &self.shared.config.thread_mode)
+            .field("stats", &self.stats())
+            .finish()
+    }
+}
+
+// ---------------------------------------------------------------------------
+// Shared state
+
+const IDLE: u8 = 0;
+const ACTIVE: u8 = 1;
+
+/// Per-connection record for shutdown.
+struct ConnSlot {
+    /// The connection's virtual thread.
+    thread: weft::Thread,
+    /// `IDLE` while waiting for the first byte of a request.
+    state: AtomicU8,
+    /// Platform mode: the OS worker running this connection's request.
+    worker: Mutex<Option<weft::Thread>>,
+}
+
+impl ConnSlot {
+    fn interrupt(&self) {
+        self.thread.interrupt();
+        if let Some(w) = &*self.worker.lock().unwrap_or_else(|e| e.into_inner()) {
+            w.interrupt();
+        }
+    }
+}
+
+struct Shared {
+    config: ServerConfig,
+    handler: Box<dyn Handler>,
+    stats: Counters,
+    shutting_down: AtomicBool,
+    conns: Mutex<HashMap<u64, Arc<ConnSlot>>>,
+    next_id: AtomicU64,
+    drain: weft::sync::Mutex<()>,
+    drained: Condvar,
+    limit: Arc<Semaphore>,
+    pool: Option<Pool>,
+    rt: weft::Runtime,
+}
+
+impl Shared {
+    fn slots(&self) -> Vec<Arc<ConnSlot>> {
+        self.conns
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .values()
+            .cloned()
+            .collect()
+    }
+
+    /// Waits until no connection is open or `deadline` passes.
+    fn wait_closed(&self, deadline: Instant) -> bool {
+        let mut g = self.drain.lock().unwrap_or_else(|e| e.into_inner());
+        loop {
+            if self.stats.open.load(Ordering::SeqCst) == 0 {
+                return true;
+            }
+            let now = Instant::now();
+            if now >= deadline {
+                return false;
+            }
+            g = match self.drained.wait_timeout(g, deadline - now) {
+                Ok((g, _)) => g,
+                Err(e) => e.into_inner().0,
+            };
+        }
+    }
+
+    fn is_shutting_down(&self) -> bool {
+        self.shutting_down.load(Ordering::SeqCst)
+    }
+}
+
+// ---------------------------------------------------------------------------
+// Platform mode: a fixed pool of OS threads.
+
+type Job = Box<dyn FnOnce() + Send + 'static>;
+
+struct Pool {
+    tx: Mutex<Option<weft::channel::Sender<Job>>>,
+}
+
+impl Pool {
+    fn start(threads: usize, queue: usize) -> io::Result<Pool> {
+        let (tx, rx) = weft::channel::bounded::<Job>(queue);
+        static POOL_ID: AtomicUsize = AtomicUsize::new(1);
+        let id = POOL_ID.fetch_add(1, Ordering::Relaxed);
+        for i in 0..threads {
+            let rx = rx.clone();
+            std::thread::Builder::new()
+                .name(format!("http-{id}-worker-{i}"))
+                .stack_size(256 * 1024)
+                .spawn(move || {
+                    while let Ok(job) = rx.recv() {
+                        // A stale interrupt from a forced shutdown must not
+                        // hit the next request.
+                        let _ = weft::interrupted();
+                        job();
+                    }
+                })?;
+        }
+        Ok(Pool {
+            tx: Mutex::new(Some(tx)),
+        })
+    }
+
+    fn sender(&self) -> Option<weft::channel::Sender<Job>> {
+        self.tx.lock().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+
+    /// Lets the workers exit once the queue is empty.
+    fn close(&self) {
+        self.tx.lock().unwrap_or_else(|e| e.into_inner()).take();
+    }
+}
+
+// ---------------------------------------------------------------------------
+// Accepting
+
+fn accept_loop(shared: Arc<Shared>, listener: TcpListener) {
+    let cfg = &shared.config;
+    loop {
+        if shared.is_shutting_down() {
+            break;
+        }
+        let permit = match cfg.when_full {
+            WhenFull::Wait => match shared.limit.clone().acquire_owned() {
+                Ok(p) => Some(p),
+                Err(_) => break, // interrupted: shutting down
+            },
+            WhenFull::Reject => None,
+        };
+        let (stream, peer) = match listener.accept() {
+            Ok(x) => x,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => break,
+            Err(e) => {
+                inc(&shared.stats.accept);
+                if matches!(
+                    e.raw_os_error(),
+                    Some(libc::EMFILE | libc::ENFILE | libc::ENOBUFS | libc::ENOMEM)
+                ) {
+                    // Out of resources: back off instead of spinning.
+                    if weft::sleep(Duration::from_millis(20)).is_err() {
+                        break;
+                    }
+                }
+                continue;
+            }
+        };
+        let permit = match permit {
+            Some(p) => p,
+            None => match shared.limit.clone().try_acquire_owned() {
+                Some(p) => p,
+                None => {
+                    inc(&shared.stats.rejected);
+                    shared.stats.response(503);
+                    let _ = weft::Builder::new().spawn_on(&shared.rt, move || reject(stream));
+                    continue;
+                }
+            },
+        };
+        inc(&shared.stats.accepted);
+        shared.stats.open.fetch_add(1, Ordering::SeqCst);
+        let s = shared.clone();
+        let spawned = weft::Builder::new().spawn_on(&shared.rt, move || {
+            run_connection(&s, stream, peer, permit);
+        });
+        if spawned.is_err() {
+            inc(&shared.stats.accept);
+            connection_closed(&shared);
+        }
+    }
+}
+
+/// Answers 503 to a connection over the limit and closes it.
+fn reject(stream: TcpStream) {
+    let _ = stream.set_write_timeout(Some(Duration::from_secs(1)));
+    let _ = (&stream).write_all(
+        b"HTTP/1.1 503 Service Unavailable\r\nContent-Type: text/plain; charset=utf-8\r\n\
+          Content-Length: 20\r\nRetry-After: 1\r\nConnection: close\r\n\r\nService Unavailable\n",
+    );
+    linger_close(&stream);
+}
+
+/// Half-closes and discards what the client still sends for a short while,
+/// so that unread input does not turn our close into a reset that destroys
+/// the response we just wrote.
+fn linger_close(stream: &TcpStream) {
+    let _ = stream.shutdown(Shutdown::Write);
+    let _ = stream.set_read_timeout(Some(Duration::from_millis(500)));
+    let mut buf = [0u8; 4096];
+    let mut total = 0usize;
+    while total < (1 << 20) {
+        match (&*stream).read(&mut buf) {
+            Ok(0) | Err(_) => break,
+            Ok(n) => total += n,
+        }
+    }
+}
+
+fn connection_closed(shared: &Shared) {
+    if shared.stats.open.fetch_sub(1, Ordering::SeqCst) == 1 && shared.is_shutting_down() {
+        let _g = shared.drain.lock();
+        shared.drained.notify_all();
+    }
+}
+
+// ---------------------------------------------------------------------------
+// One connection
+
+struct Conn {
+    stream: TcpStream,
+    peer: SocketAddr,
+    input: InBuf,
+    head: Vec<u8>,
+    out: Vec<u8>,
+    scratch: Vec<u8>,
+    /// Close with `linger_close` (an error response may be followed by
+    /// unread input).
+    linger: bool,
+}
+
+/// Outcome of waiting for a request head.
+enum Head {
+    /// A complete head is in `conn.head`.
+    Ready,
+    /// Close without a response (EOF, idle timeout, shutdown, I/O error).
+    Close,
+    /// Answer with this error status and close.
+    Reject(u16),
+}
+
+fn run_connection(
+    shared: &Arc<Shared>,
+    stream: TcpStream,
+    peer: SocketAddr,
+    permit: OwnedSemaphorePermit,
+) {
+    let cfg = &shared.config;
+    let id = shared.next_id.fetch_add(1, Ordering::Relaxed);
+    let slot = Arc::new(ConnSlot {
+        thread: weft::current(),
+        state: AtomicU8::new(ACTIVE),
+        worker: Mutex::new(None),
+    });
+    shared
+        .conns
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .insert(id, slot.clone());
+
+    let _ = stream.set_nodelay(cfg.nodelay);
+    let _ = stream.set_write_timeout(Some(cfg.write_timeout));
+    let mut conn = Some(Conn {
+        stream,
+        peer,
+        input: InBuf::with_capacity(INPUT_BUF),
+        head: Vec::new(),
+        out: Vec::with_capacity(256),
+        scratch: Vec::new(),
+        linger: false,
+    });
+    // Platform mode: a one-slot channel to get the connection back from
+    // the worker that ran its request.
+    let back = shared
+        .pool
+        .as_ref()
+        .map(|_| weft::channel::bounded::<(Conn, bool)>(1));
+    let mut first = true;
+    while let Some(mut c) = conn.take() {
+        match read_head(&mut c, shared, &slot, first) {
+            Head::Ready => {}
+            Head::Close => {
+                conn = Some(c);
+                break;
+            }
+            Head::Reject(status) => {
+                shared.stats.error_status(status);
+                shared.stats.response(status);
+                let _ = write_error(&c.stream, &mut c.out, status);
+                c.linger = true;
+                conn = Some(c);
+                break;
+            }
+        }
+        first = false;
+        let keep = match (&shared.pool, &back) {
+            (Some(pool), Some((tx, rx))) => {
+                let Some(jobs) = pool.sender() else {
+                    conn = Some(c);
+                    break;
+                };
+                let (tx, s, sl) = (tx.clone(), shared.clone(), slot.clone());
+                let job: Job = Box::new(move || {
+                    *sl.worker.lock().unwrap_or_else(|e| e.into_inner()) = Some(weft::current());
+                    let keep = process(&mut c, &s);
+                    *sl.worker.lock().unwrap_or_else(|e| e.into_inner()) = None;
+                    let _ = tx.send((c, keep));
+                });
+                if jobs.send(job).is_err() {
+                    break;
+                }
+                match rx.recv() {
+                    Ok((c, keep)) => {
+                        conn = Some(c);
+                        keep
+                    }
+                    Err(_) => break,
+                }
+            }
+            _ => {
+                let keep = process(&mut c, shared);
+                conn = Some(c);
+                keep
+            }
+        };
+        if !keep || shared.is_shutting_down() {
+            break;
+        }
+    }
+    if let Some(c) = conn {
+        if c.linger {
+            linger_close(&c.stream);
+        }
+        drop(c);
+    }
+    shared
+        .conns
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .remove(&id);
+    drop(permit);
+    connection_closed(shared);
+}
+
+fn is_timeout(e: &io::Error) -> bool {
+    matches!(
+        e.kind(),
+        io::ErrorKind::TimedOut | io::ErrorKind::WouldBlock
+    )
+}
+
+/// Waits for a complete request head and moves it into `conn.head`.
+fn read_head(conn: &mut Conn, shared: &Shared, slot: &ConnSlot, first: bool) -> Head {
+    let cfg = &shared.config;
+    if conn.input.is_empty() {
+        conn.input.shrink_if_idle(INPUT_BUF);
+        // Idle: no request in progress. Shutdown closes us here.
+        slot.state.store(IDLE, Ordering::SeqCst);
+        if shared.is_shutting_down() {
+            return Head::Close;
+        }
+        let idle = if first {
+            cfg.header_read_timeout
+        } else {
+            cfg.idle_timeout
+        };
+        let _ = conn.stream.set_read_timeout(Some(idle));
+        let r = conn.input.fill(&conn.stream, cfg.max_header_bytes + 1);
+        slot.state.store(ACTIVE, Ordering::SeqCst);
+        match r {
+            Ok(0) | Err(_) => return Head::Close,
+            Ok(_) => {}
+        }
+        // An interrupt that raced with the data (shutdown) must not hit the
+        // handler; the shutting_down flag still closes the connection
+        // after this request.
+        let _ = weft::interrupted();
+    }
+    // The head deadline starts with its first byte; computed only when the
+    // head did not arrive in one piece.
+    let mut deadline: Option<Instant> = None;
+    let mut scanned = 0;
+    loop {
+        if let Some(end) = conn.input.find_head_end(scanned) {
+            if end > cfg.max_header_bytes {
+                return Head::Reject(431);
+            }
+            conn.head.clear();
+            conn.head.extend_from_slice(&conn.input.data()[..end]);
+            conn.input.consume(end);
+            return Head::Ready;
+        }
+        let len = conn.input.len();
+        if len > cfg.max_header_bytes {
+            return Head::Reject(431);
+        }
+        // Incomplete: reject garbage early rather than waiting for more.
+        let mut hdrs = [const { MaybeUninit::uninit() }; MAX_HEADERS];
+        let mut req = httparse::Request::new(&mut []);
+        match req.parse_with_uninit_headers(conn.input.data(), &mut hdrs[..cfg.max_headers]) {
+            Ok(_) => {}
+            Err(httparse::Error::TooManyHeaders) => return Head::Reject(431),
+            Err(_) => return Head::Reject(400),
+        }
+        scanned = len;
+        let now = Instant::now();
+        let deadline = *deadline.get_or_insert(now + cfg.header_read_timeout);
+        if now >= deadline {
+            return Head::Reject(408);
+        }
+        let _ = conn.stream.set_read_timeout(Some(deadline - now));
+        match conn.input.fill(&conn.stream, cfg.max_header_bytes + 1) {
+            Ok(0) => {
+                inc(&shared.stats.io);
+                return Head::Close;
+            }
+            Ok(_) => {}
+            Err(e) if is_timeout(&e) => return Head::Reject(408),
+            Err(e) if e.kind() == io::ErrorKind::OutOfMemory => return Head::Reject(431),
+            Err(_) => {
+                inc(&shared.stats.io);
+                return Head::Close;
+            }
+        }
+    }
+}
+
+/// Writes a plain error response that closes the connection.
+fn write_error(stream: &TcpStream, out: &mut Vec<u8>, status: u16) -> io::Result<()> {
+    out.clear();
+    out.extend_from_slice(b"HTTP/1.1 ");
+    push_u64(out, u64::from(status));
+    out.push(b' ');
+    out.extend_from_slice(reason(status).as_bytes());
+    out.extend_from_slice(b"\r\nDate: ");
+    push_date(out);
+    let body = reason(status);
+    out.extend_from_slice(b"\r\nContent-Type: text/plain; charset=utf-8\r\nContent-Length: ");
+    push_u64(out, body.len() as u64 + 1);
+    out.extend_from_slice(b"\r\nConnection: close\r\n\r\n");
+    out.extend_from_slice(body.as_bytes());
+    out.push(b'\n');
+    (&*stream).write_all(out)
+}
+
+/// Parses the head in `conn.head`, runs the handler, writes the response.
+/// Returns whether the connection may serve another request.
+fn process(conn: &mut Conn, shared: &Shared) -> bool {
+    let cfg = &shared.config;
+    let Conn {
+        stream,
+        peer,
+        input,
+        head,
+        out,
+        scratch,
+        linger,
+    } = conn;
+    let stream: &TcpStream = stream;
+    // Uninitialised: no 8 KiB memset per request.
+    let mut hdrs = [const { MaybeUninit::uninit() }; MAX_HEADERS];
+    let mut parsed = httparse::Request::new(&mut []);
+    let reject = |status: u16, out: &mut Vec<u8>, linger: &mut bool| {
+        shared.stats.error_status(status);
+        shared.stats.response(status);
+        let _ = write_error(stream, out, status);
+        *linger = true;
+        false
+    };
+    match parsed.parse_with_uninit_headers(head, &mut hdrs[..cfg.max_headers]) {
+        Ok(httparse::Status::Complete(_)) => {}
+        Ok(httparse::Status::Partial) => return reject(400, out, linger),
+        Err(httparse::Error::TooManyHeaders) => return reject(431, out, linger),
+        Err(_) => return reject(400, out, linger),
+    }
+    let (Some(method), Some(target), Some(v)) = (parsed.method, parsed.path, parsed.version) else {
+        return reject(400, out, linger);
+    };
+    let version = if v == 0 {
+        Version::Http10
+    } else {
+        Version::Http11
+    };
+    let headers: &[httparse::Header<'_>] = parsed.headers;
+
+    // Framing and connection semantics from the headers.
+    let mut content_length: Option<u64> = None;
+    let mut transfer_encoding: Option<&[u8]> = None;
+    let mut conn_close = false;
+    let mut conn_keep_alive = false;
+    let mut expect: Option<&[u8]> = None;
+    for h in headers {
+        let name = h.name;
+        if name.eq_ignore_ascii_case("content-length") {
+            match parse_content_length(h.value) {
+                Some(n) if content_length.is_none_or(|c| c == n) => content_length = Some(n),
+                _ => return reject(400, out, linger),
+            }
+        } else if name.eq_ignore_ascii_case("transfer-encoding") {
+            if transfer_encoding.is_some() {
+                return reject(400, out, linger);
+            }
+            transfer_encoding = Some(h.value);
+        } else if name.eq_ignore_ascii_case("connection") {
+            conn_close |= has_token(h.value, "close");
+            conn_keep_alive |= has_token(h.value, "keep-alive");
+        } else if name.eq_ignore_ascii_case("expect") {
+            expect = Some(h.value);
+        }
+    }
+    let framing = match (transfer_encoding, content_length) {
+        (Some(_), Some(_)) => return reject(400, out, linger), // smuggling risk
+        (Some(te), None) => {
+            let last = te.rsplit(|&b| b == b',').next().unwrap_or(b"").trim_ascii();
+            if version == Version::Http10 || !last.eq_ignore_ascii_case(b"chunked") {
+                return reject(400, out, linger);
+            }
+            Framing::Chunked(crate::wire::Chunk::Size)
+        }
+        (None, Some(0)) | (None, None) => Framing::Done,
+        (None, Some(n)) => {
+            if n > cfg.max_body_bytes {
+                return reject(413, out, linger);
+            }
+            Framing::Length(n)
+        }
+    };
+    let mut expect_continue = false;
+    if let Some(e) = expect {
+        if e.trim_ascii().eq_ignore_ascii_case(b"100-continue") {
+            expect_continue = version == Version::Http11 && framing != Framing::Done;
+        } else {
+            return reject(417, out, linger);
+        }
+    }
+    let (path, query) = split_target(target);
+
+    let mut keep_alive = match version {
+        Version::Http11 => !conn_close,
+        Version::Http10 => conn_keep_alive && !conn_close,
+    };
+    let head_only = method == "HEAD";
+    inc(&shared.stats.started);
+
+    let mut req = Request {
+        method,
+        path,
+        query,
+        version,
+        headers,
+        params: Vec::new(),
+        remote: *peer,
+        body: RequestBody {
+            framing,
+            input,
+            stream,
+            continue_sent: expect_continue.then_some(false),
+            declared_len: content_length,
+            read: 0,
+            limit: cfg.max_body_bytes,
+            error: None,
+            timeout: cfg.body_read_timeout,
+        },
+    };
+
+    let result = catch_unwind(AssertUnwindSafe(|| shared.handler.handle(&mut req)));
+    let mut resp = match result {
+        Ok(r) => r,
+        Err(_) => {
+            inc(&shared.stats.handler_panic);
+            keep_alive = false;
+            Response::error(500)
+        }
+    };
+    if let Some(err) = req.body.error {
+        keep_alive = false;
+        *linger = true;
+        let status = match err {
+            BodyError::TooLarge => 413,
+            BodyError::Malformed => 400,
+            BodyError::Timeout => 408,
+            BodyError::Io => {
+                inc(&shared.stats.io);
+                inc(&shared.stats.finished);
+                return false;
+            }
+        };
+        shared.stats.error_status(status);
+        resp = Response::error(status);
+    }
+    let body_done = req.body.framing == Framing::Done;
+    if !body_done && req.body.continue_sent == Some(false) {
+        // The client is waiting for 100 Continue and will not send the
+        // body: answer, then close rather than guess where the next request
+        // starts.
+        keep_alive = false;
+    }
+    if shared.is_shutting_down() {
+        keep_alive = false;
+    }
+    // Counted before the write, so that a client that has its response
+    // also sees it in the statistics.
+    shared.stats.response(resp.status);
+    inc(&shared.stats.finished);
+    let written = write_response(stream, out, scratch, resp, version, keep_alive, head_only);
+    keep_alive = match written {
+        Ok(k) => k,
+        Err(_) => {
+            inc(&shared.stats.io);
+            false
+        }
+    };
+    if keep_alive && !body_done {
+        // Drain what the handler left unread so the next request can be
+        // parsed; give up (close) on any problem.
+        let mut sink = [0u8; 4096];
+        loop {
+            match req.body.read(&mut sink) {
+                Ok(0) => break,
+                Ok(_) => {}
+                Err(_) => {
+                    keep_alive = false;
+                    break;
+                }
+            }
+        }
+    }
+    keep_alive
+}
+
+/// Splits a request target into path and query; an absolute-form target
+/// (`http://host/p?q`) yields its path.
+fn split_target(target: &str) -> (&str, Option<&str>) {
+    let mut t = target;
+    if let Some(rest) = t
+        .strip_prefix("http://")
+        .or_else(|| t.strip_prefix("https://"))
+    {
+        t = rest.find('/').map_or("/", |i| &rest[i..]);
+    }
+    match t.split_once('?') {
+        Some((p, q)) => (p, Some(q)),
+        None => (t, None),
+    }
+}
+
+/// Writes `resp`; returns whether the connection stays open.
+fn write_response(
+    stream: &TcpStream,
+    out: &mut Vec<u8>,
+    scratch: &mut Vec<u8>,
+    resp: Response,
+    version: Version,
+    mut keep_alive: bool,
+    head_only: bool,
+) -> io::Result<bool> {
+    let Response {
+        status,
+        headers,
+        body,
+    } = resp;
+    for (n, v) in &headers {
+        if n.eq_ignore_ascii_case("connection") && has_token(v.as_bytes(), "close") {
+            keep_alive = false;
+        }
+    }
+    let no_body = (100..200).contains(&status) || status == 204 || status == 304;
+    out.clear();
+    out.extend_from_slice(b"HTTP/1.1 ");
+    push_u64(out, u64::from(status));
+    out.push(b' ');
+    out.extend_from_slice(reason(status).as_bytes());
+    out.extend_from_slice(b"\r\nDate: ");
+    push_date(out);
+    out.extend_from_slice(b"\r\n");
+    for (n, v) in &headers {
+        if n.eq_ignore_ascii_case("content-length")
+            || n.eq_ignore_ascii_case("transfer-encoding")
+            || n.eq_ignore_ascii_case("date")
+            || n.eq_ignore_ascii_case("connection")
+            || !valid_header_name(n)
+            || !valid_header_value(v.as_bytes())
+        {
+            continue;
+        }
+        out.extend_from_slice(n.as_bytes());
+        out.extend_from_slice(b": ");
+        out.extend_from_slice(v.as_bytes());
+        out.extend_from_slice(b"\r\n");
+    }
+    let mut chunked = false;
+    if !no_body {
+        match &body {
+            Body::Empty => out.extend_from_slice(b"Content-Length: 0\r\n"),
+            Body::Bytes(b) => {
+                out.extend_from_slice(b"Content-Length: ");
+                push_u64(out, b.len() as u64);
+                out.extend_from_slice(b"\r\n");
+            }
+            Body::Stream { len: Some(n), .. } => {
+                out.extend_from_slice(b"Content-Length: ");
+                push_u64(out, *n);
+                out.extend_from_slice(b"\r\n");
+            }
+            Body::Stream { len: None, .. } => {
+                if version == Version::Http11 {
+                    out.extend_from_slice(b"Transfer-Encoding: chunked\r\n");
+                    chunked = true;
+                } else if !head_only {
+                    keep_alive = false; // close-delimited
+                }
+            }
+        }
+    }
+    if !keep_alive {
+        out.extend_from_slice(b"Connection: close\r\n");
+    } else if version == Version::Http10 {
+        out.extend_from_slice(b"Connection: keep-alive\r\n");
+    }
+    out.extend_from_slice(b"\r\n");
+    if head_only || no_body {
+        (&*stream).write_all(out)?;
+        return Ok(keep_alive);
+    }
+    match body {
+        Body::Empty => (&*stream).write_all(out)?,
+        Body::Bytes(b) => {
+            if b.len() <= COPY_BODY {
+                out.extend_from_slice(&b);
+                (&*stream).write_all(out)?;
+            } else {
+                write_all_vectored(stream, out, &b)?;
+            }
+        }
+        Body::Stream { len, writer } => {
+            let buffered = BufferedStream {
+                stream,
+                buf: out,
+                limit: COPY_BODY,
+            };
+            let r = catch_unwind(AssertUnwindSafe(move || -> io::Result<()> {
+                if chunked {
+                    let mut w = ChunkedWriter::new(buffered, scratch, 8 * 1024);
+                    writer(&mut w)?;
+                    w.finish()?.flush()
+                } else if let Some(n) = len {
+                    let mut w = LimitedWriter {
+                        inner: buffered,
+                        remaining: n,
+                    };
+                    writer(&mut w)?;
+                    if w.remaining != 0 {
+                        return Err(io::Error::new(
+                            io::ErrorKind::InvalidData,
+                            "streamed body is shorter than its declared length",
+                        ));
+                    }
+                    w.inner.flush()
+                } else {
+                    let mut w = buffered;
+                    writer(&mut w)?;
+                    w.flush()
+                }
+            }));
+            match r {
+                Ok(Ok(())) => {}
+                Ok(Err(e)) => return Err(e),
+                Err(_) => return Err(io::Error::other("response body writer panicked")),
+            }
+        }
+    }
+    Ok(keep_alive)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn targets() {
+        assert_eq!(split_target("/a?b=1"), ("/a", Some("b=1")));
+        assert_eq!(split_target("/a"), ("/a", None));
+        assert_eq!(split_target("http://h:1/x?y"), ("/x", Some("y")));
+        assert_eq!(split_target("http://h:1"), ("/", None));
+    }
+
+    #[test]
+    fn thread_mode_parse() {
+        assert_eq!("virtual".parse(), Ok(ThreadMode::Virtual));
+        assert_eq!(
+            "platform".parse(),
+            Ok(ThreadMode::Platform { threads: 200 })
+        );
+        assert_eq!(
+            "platform:3".parse(),
+            Ok(ThreadMode::Platform { threads: 3 })
+        );
+        assert!("platform:0".parse::<ThreadMode>().is_err());
+        assert!("green".parse::<ThreadMode>().is_err());
+        assert_eq!(
+            ThreadMode::Platform { threads: 3 }.to_string(),
+            "platform:3"
+        );
+    }
+
+    #[test]
+    fn config_validation() {
+        assert!(ServerConfig::default().validate().is_ok());
+        assert!(
+            ServerConfig::default()
+                .max_connections(0)
+                .validate()
+                .is_err()
+        );
+        assert!(
+            ServerConfig::default()
+                .max_headers(1000)
+                .validate()
+                .is_err()
+        );
+        assert!(
+            ServerConfig::default()
+                .idle_timeout(Duration::ZERO)
+                .validate()
+                .is_err()
+        );
+    }
+}

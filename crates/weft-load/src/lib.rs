@@ -1,0 +1,764 @@
+//! An HTTP load generator on weft virtual threads: one virtual thread per
+//! simulated user, each with its own keep-alive connection, latencies in an
+//! HDR histogram. The `weft-load` binary is a thin CLI over [`run`]; the lab
+//! calls [`run`] in-process and reads the [`Report`].
+//!
+//! ```
+//! use std::time::Duration;
+//! use weft_http::{Response, Server, ServerConfig};
+//!
+//! let server = Server::bind("127.0.0.1:0", ServerConfig::default())?
+//!     .serve(|_req: &mut weft_http::Request<'_>| Response::text("hello"))?;
+//!
+//! let report = weft_load::run(&weft_load::Config {
+//!     url: format!("http://{}/", server.local_addr()),
+//!     concurrency: 4,
+//!     requests: Some(200),
+//!     ..weft_load::Config::default()
+//! })?;
+//! assert_eq!(report.requests, 200);
+//! assert_eq!(report.failures, 0);
+//! assert_eq!(server.stats().requests, 200);
+//! println!("{}", report.table());
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+//!
+//! # Models
+//!
+//! - **Closed** (default): `concurrency` users, each sending its next
+//!   request as soon as the previous one is answered, until `requests`
+//!   have been sent or `duration` has passed. Latency is measured from the
+//!   moment each request is sent.
+//! - **Open** (`rate` set): requests are *scheduled* at `rate` per second
+//!   (request *i* at `start + i / rate`) and handed to whichever user is
+//!   free; latency is measured from the **intended** start time, so a
+//!   server that stalls is charged for the requests that could not even be
+//!   sent meanwhile (coordinated omission corrected, as in wrk2). The
+//!   report gives the achieved rate beside the target.
+
+#![warn(missing_docs)]
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+use std::io;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use hdrhistogram::Histogram;
+use serde::Serialize;
+use weft_http::client::{Connection, ErrorKind, Url, encode_request};
+
+/// What to run.
+#[derive(Clone, Debug)]
+pub struct Config {
+    /// Target URL (`http://host:port/path`).
+    pub url: String,
+    /// Request method (default `GET`).
+    pub method: String,
+    /// Extra request headers.
+    pub headers: Vec<(String, String)>,
+    /// Request body (sent with `Content-Length` when not empty).
+    pub body: Vec<u8>,
+    /// Simulated users = connections = virtual threads (default 10).
+    pub concurrency: usize,
+    /// Stop after this many measured requests.
+    pub requests: Option<u64>,
+    /// Stop after this long (measured phase). With neither `requests` nor
+    /// `duration`, runs for 10 s.
+    pub duration: Option<Duration>,
+    /// Open model: target requests per second (all users together).
+    pub rate: Option<f64>,
+    /// Connect timeout and per-read/write timeout of a request (default
+    /// 10 s).
+    pub timeout: Duration,
+    /// Run this long before measuring (requests are sent, not counted).
+    pub warmup: Duration,
+    /// Closed model: start the users evenly spread over this time instead
+    /// of all at once (JMeter's ramp-up), so that their requests do not
+    /// arrive in synchronized waves. Keep it within `warmup` to measure a
+    /// steady state.
+    pub ramp_up: Duration,
+    /// Reuse connections (default true).
+    pub keep_alive: bool,
+    /// Row name in the table (default `METHOD path`).
+    pub name: Option<String>,
+    /// Runtime for the users' virtual threads (default: weft's default
+    /// runtime).
+    pub runtime: Option<weft::Runtime>,
+    /// Show a live progress line on stderr when it is a terminal.
+    pub progress: bool,
+}
+
+impl Default for Config {
+    fn default() -> Config {
+        Config {
+            url: String::new(),
+            method: "GET".into(),
+            headers: Vec::new(),
+            body: Vec::new(),
+            concurrency: 10,
+            requests: None,
+            duration: None,
+            rate: None,
+            timeout: Duration::from_secs(10),
+            warmup: Duration::ZERO,
+            ramp_up: Duration::ZERO,
+            keep_alive: true,
+            name: None,
+            runtime: None,
+            progress: false,
+        }
+    }
+}
+
+/// Errors by class. A request fails either without a response (connect,
+/// read, write, timeout, protocol) or with a status `>= 400`.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct Errors {
+    /// Connections that could not be established.
+    pub connect: u64,
+    /// Failures receiving the response (reset, closed early).
+    pub read: u64,
+    /// Failures sending the request.
+    pub write: u64,
+    /// Connect/read/write timeouts.
+    pub timeout: u64,
+    /// Malformed responses.
+    pub protocol: u64,
+    /// Responses with status `>= 400`, by status.
+    pub status: BTreeMap<u16, u64>,
+}
+
+impl Errors {
+    /// All failures.
+    pub fn total(&self) -> u64 {
+        self.connect
+            + self.read
+            + self.write
+            + self.timeout
+            + self.protocol
+            + self.status.values().sum::<u64>()
+    }
+
+    fn merge(&mut self, o: &Errors) {
+        self.connect += o.connect;
+        self.read += o.read;
+        self.write += o.write;
+        self.timeout += o.timeout;
+        self.protocol += o.protocol;
+        for (k, v) in &o.status {
+            *self.status.entry(*k).or_default() += v;
+        }
+    }
+}
+
+/// Latency summary in milliseconds.
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+pub struct Latency {
+    /// Mean.
+    pub mean_ms: f64,
+    /// Minimum.
+    pub min_ms: f64,
+    /// Maximum.
+    pub max_ms: f64,
+    /// Standard deviation.
+    pub stdev_ms: f64,
+    /// Median.
+    pub p50_ms: f64,
+    /// 90th percentile.
+    pub p90_ms: f64,
+    /// 99th percentile.
+    pub p99_ms: f64,
+    /// 99.9th percentile.
+    pub p999_ms: f64,
+}
+
+/// The outcome of a run.
+#[derive(Clone, Debug, Serialize)]
+pub struct Report {
+    /// Row name.
+    pub name: String,
+    /// `"closed"` or `"open"`.
+    pub model: &'static str,
+    /// Users (connections).
+    pub concurrency: usize,
+    /// Measured requests completed (successes + failures).
+    pub requests: u64,
+    /// Requests answered with a status below 400.
+    pub successes: u64,
+    /// Failed requests (see [`Errors`]).
+    pub failures: u64,
+    /// Length of the measured phase, seconds.
+    pub duration_secs: f64,
+    /// Completed requests per second (the achieved rate).
+    pub throughput: f64,
+    /// Failures per second.
+    pub failures_per_sec: f64,
+    /// Open model: the target rate.
+    pub target_rate: Option<f64>,
+    /// Latency of answered requests (open model: from the intended start).
+    pub latency: Latency,
+    /// Errors by class.
+    pub errors: Errors,
+    /// Responses by status.
+    pub status_counts: BTreeMap<u16, u64>,
+    /// Response body bytes received.
+    pub body_bytes: u64,
+    /// The merged latency histogram, microseconds.
+    #[serde(skip)]
+    pub histogram: Histogram<u64>,
+}
+
+/// Why a run could not start.
+#[derive(Debug)]
+pub enum Error {
+    /// The configuration is invalid (bad URL, zero users, …).
+    Config(String),
+    /// The users' threads could not be started.
+    Io(io::Error),
+}
+
+impl std::fmt::Display for Error {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Error::Config(m) => write!(f, "invalid load configuration: {m}"),
+            Error::Io(e) => write!(f, "load generator: {e}"),
+        }
+    }
+}
+
+impl std::error::Error for Error {}
+
+impl From<io::Error> for Error {
+    fn from(e: io::Error) -> Error {
+        Error::Io(e)
+    }
+}
+
+/// Raises `RLIMIT_NOFILE` to its hard limit; returns the new soft limit.
+pub fn raise_fd_limit() -> io::Result<u64> {
+    let mut r = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: getrlimit writes into the struct we own.
+    if unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut r) } != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    if r.rlim_cur < r.rlim_max {
+        r.rlim_cur = r.rlim_max;
+        // SAFETY: setrlimit reads the struct we own.
+        if unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &r) } != 0 {
+            return Err(io::Error::last_os_error());
+        }
+    }
+    // `rlim_t` is not `u64` on every target.
+    #[allow(clippy::unnecessary_cast)]
+    Ok(r.rlim_cur as u64)
+}
+
+/// Per-user tallies, merged at the end.
+struct Tally {
+    hist: Histogram<u64>,
+    ok: u64,
+    errors: Errors,
+    status: BTreeMap<u16, u64>,
+    bytes: u64,
+}
+
+impl Tally {
+    fn new() -> Tally {
+        Tally {
+            hist: new_histogram(),
+            ok: 0,
+            errors: Errors::default(),
+            status: BTreeMap::new(),
+            bytes: 0,
+        }
+    }
+}
+
+fn new_histogram() -> Histogram<u64> {
+    // 1 µs .. 1 hour, 3 significant digits.
+    Histogram::new_with_bounds(1, 3_600_000_000, 3).expect("valid histogram bounds")
+}
+
+struct Plan {
+    request: Vec<u8>,
+    head: bool,
+    addr: std::net::SocketAddr,
+    timeout: Duration,
+    keep_alive: bool,
+    /// Warmup starts here; measuring starts at `measure`.
+    t0: Instant,
+    measure: Instant,
+    end: Option<Instant>,
+    limit: Option<u64>,
+    rate: Option<f64>,
+    claimed: AtomicU64,
+    ticket: AtomicU64,
+    done: AtomicU64,
+    failed: AtomicU64,
+    stop: AtomicBool,
+}
+
+/// Runs a load test and returns its report. Blocks the calling thread
+/// (virtual or OS) until the run ends.
+pub fn run(config: &Config) -> Result<Report, Error> {
+    if config.concurrency == 0 {
+        return Err(Error::Config("concurrency must be at least 1".into()));
+    }
+    if let Some(r) = config.rate
+        && !(r.is_finite() && r > 0.0)
+    {
+        return Err(Error::Config(format!("rate must be positive, got {r}")));
+    }
+    if config.timeout.is_zero() {
+        return Err(Error::Config("timeout must be greater than zero".into()));
+    }
+    let url = Url::parse(&config.url).map_err(|e| Error::Config(e.to_string()))?;
+    let addr = *url
+        .socket_addrs()
+        .map_err(|e| Error::Config(e.to_string()))?
+        .first()
+        .ok_or_else(|| Error::Config(format!("no address for {}", url.host())))?;
+    let _ = raise_fd_limit();
+    let headers: Vec<(&str, &str)> = config
+        .headers
+        .iter()
+        .map(|(n, v)| (n.as_str(), v.as_str()))
+        .collect();
+    let request = encode_request(
+        &config.method,
+        &url,
+        &headers,
+        &config.body,
+        config.keep_alive,
+    );
+    let duration = match (config.requests, config.duration) {
+        (None, None) => Some(Duration::from_secs(10)),
+        (_, d) => d,
+    };
+    let rt = match &config.runtime {
+        Some(rt) => rt.clone(),
+        None => weft::default_runtime()?,
+    };
+    let t0 = Instant::now();
+    let measure = t0 + config.warmup;
+    let plan = Arc::new(Plan {
+        request,
+        head: config.method.eq_ignore_ascii_case("HEAD"),
+        addr,
+        timeout: config.timeout,
+        keep_alive: config.keep_alive,
+        t0,
+        measure,
+        end: duration.map(|d| measure + d),
+        limit: config.requests,
+        rate: config.rate,
+        claimed: AtomicU64::new(0),
+        ticket: AtomicU64::new(0),
+        done: AtomicU64::new(0),
+        failed: AtomicU64::new(0),
+        stop: AtomicBool::new(false),
+    });
+    let mut users = Vec::with_capacity(config.concurrency);
+    for i in 0..config.concurrency {
+        let p = plan.clone();
+        let delay = config.ramp_up.mul_f64(i as f64 / config.concurrency as f64);
+        match weft::Builder::new().spawn_on(&rt, move || user(&p, delay)) {
+            Ok(h) => users.push(h),
+            Err(e) => {
+                plan.stop.store(true, Ordering::SeqCst);
+                for h in users {
+                    let _ = h.join();
+                }
+                return Err(Error::Io(e));
+            }
+        }
+    }
+    let progress = config.progress.then(|| Progress::start(plan.clone()));
+    let mut total = Tally::new();
+    for h in users {
+        match h.join() {
+            Ok(t) => {
+                let _ = total.hist.add(&t.hist);
+                total.ok += t.ok;
+                total.errors.merge(&t.errors);
+                for (k, v) in t.status {
+                    *total.status.entry(k).or_default() += v;
+                }
+                total.bytes += t.bytes;
+            }
+            Err(_) => total.errors.protocol += 1,
+        }
+    }
+    let finished = Instant::now();
+    if let Some(p) = progress {
+        p.finish();
+    }
+    let measured = match plan.end {
+        // A duration run is over at its end (late answers still count).
+        Some(end) => end
+            .max(measure)
+            .min(finished)
+            .max(measure + Duration::from_millis(1)),
+        None => finished,
+    }
+    .saturating_duration_since(measure)
+    .max(Duration::from_micros(1));
+    let failures = total.errors.total();
+    let requests = total.ok + failures;
+    let secs = measured.as_secs_f64();
+    let h = &total.hist;
+    let ms = |us: u64| us as f64 / 1000.0;
+    let latency = if h.is_empty() {
+        Latency::default()
+    } else {
+        Latency {
+            mean_ms: h.mean() / 1000.0,
+            min_ms: ms(h.min()),
+            max_ms: ms(h.max()),
+            stdev_ms: h.stdev() / 1000.0,
+            p50_ms: ms(h.value_at_quantile(0.5)),
+            p90_ms: ms(h.value_at_quantile(0.9)),
+            p99_ms: ms(h.value_at_quantile(0.99)),
+            p999_ms: ms(h.value_at_quantile(0.999)),
+        }
+    };
+    Ok(Report {
+        name: config
+            .name
+            .clone()
+            .unwrap_or_else(|| format!("{} {}", config.method, url.path_and_query())),
+        model: if config.rate.is_some() {
+            "open"
+        } else {
+            "closed"
+        },
+        concurrency: config.concurrency,
+        requests,
+        successes: total.ok,
+        failures,
+        duration_secs: secs,
+        throughput: requests as f64 / secs,
+        failures_per_sec: failures as f64 / secs,
+        target_rate: config.rate,
+        latency,
+        errors: total.errors,
+        status_counts: total.status,
+        body_bytes: total.bytes,
+        histogram: total.hist,
+    })
+}
+
+/// One simulated user, starting `delay` after the run.
+fn user(p: &Plan, delay: Duration) -> Tally {
+    let mut t = Tally::new();
+    let mut conn: Option<Connection> = None;
+    if !delay.is_zero() && weft::sleep_until(p.t0 + delay).is_err() {
+        return t;
+    }
+    loop {
+        if p.stop.load(Ordering::Relaxed) {
+            break;
+        }
+        // When this request should start (open model) or starts (closed).
+        let (start, measured) = match p.rate {
+            Some(rate) => {
+                let i = p.ticket.fetch_add(1, Ordering::Relaxed);
+                let at = p.t0 + Duration::from_secs_f64(i as f64 / rate);
+                if p.end.is_some_and(|e| at >= e) {
+                    break;
+                }
+                let measured = at >= p.measure;
+                if measured && !claim(p) {
+                    break;
+                }
+                if at > Instant::now() && weft::sleep_until(at).is_err() {
+                    break;
+                }
+                (at, measured)
+            }
+            None => {
+                let now = Instant::now();
+                if p.end.is_some_and(|e| now >= e) {
+                    break;
+                }
+                let measured = now >= p.measure;
+                if measured && !claim(p) {
+                    break;
+                }
+                (now, measured)
+            }
+        };
+        let result = match conn.as_mut() {
+            Some(c) => c.exchange(&p.request, p.head, Some(p.timeout)),
+            None => match Connection::connect(p.addr, p.timeout) {
+                Ok(c) => {
+                    let _ = c.set_nodelay(true);
+                    conn.insert(c).exchange(&p.request, p.head, Some(p.timeout))
+                }
+                Err(e) => Err(e),
+            },
+        };
+        let elapsed = start.elapsed();
+        match result {
+            Ok(ex) => {
+                if !ex.keep_alive || !p.keep_alive {
+                    conn = None;
+                }
+                if measured {
+                    let us = (elapsed.as_micros() as u64).max(1);
+                    let _ = t.hist.record(us.min(3_600_000_000));
+                    *t.status.entry(ex.status).or_default() += 1;
+                    t.bytes += ex.body_bytes;
+                    if ex.status >= 400 {
+                        *t.errors.status.entry(ex.status).or_default() += 1;
+                        p.failed.fetch_add(1, Ordering::Relaxed);
+                    } else {
+                        t.ok += 1;
+                    }
+                    p.done.fetch_add(1, Ordering::Relaxed);
+                }
+            }
+            Err(e) => {
+                conn = None;
+                if measured {
+                    match e.kind() {
+                        ErrorKind::Connect => t.errors.connect += 1,
+                        ErrorKind::Write => t.errors.write += 1,
+                        ErrorKind::Read => t.errors.read += 1,
+                        ErrorKind::Timeout => t.errors.timeout += 1,
+                        ErrorKind::Protocol | ErrorKind::InvalidUrl => t.errors.protocol += 1,
+                    }
+                    p.failed.fetch_add(1, Ordering::Relaxed);
+                    p.done.fetch_add(1, Ordering::Relaxed);
+                }
+                if e.kind() == ErrorKind::Connect {
+                    // Do not spin on a refused port: a short pause.
+                    let _ = weft::sleep(Duration::from_millis(1));
+                }
+            }
+        }
+    }
+    t
+}
+
+/// Claims one of the `limit` measured requests.
+fn claim(p: &Plan) -> bool {
+    match p.limit {
+        None => true,
+        Some(n) => p.claimed.fetch_add(1, Ordering::Relaxed) < n,
+    }
+}
+
+/// The live progress line (stderr, only on a terminal).
+struct Progress {
+    stop: Arc<AtomicBool>,
+    thread: std::thread::JoinHandle<()>,
+}
+
+impl Progress {
+    fn start(plan: Arc<Plan>) -> Progress {
+        use std::io::IsTerminal;
+        let stop = Arc::new(AtomicBool::new(false));
+        let s = stop.clone();
+        let tty = std::io::stderr().is_terminal();
+        let thread = std::thread::spawn(move || {
+            if !tty {
+                return;
+            }
+            let bar = indicatif::ProgressBar::new_spinner();
+            bar.set_style(
+                indicatif::ProgressStyle::with_template("{spinner} {elapsed_precise} {msg}")
+                    .unwrap_or_else(|_| indicatif::ProgressStyle::default_spinner()),
+            );
+            let mut last = (Instant::now(), 0u64);
+            while !s.load(Ordering::Relaxed) {
+                std::thread::sleep(Duration::from_millis(250));
+                let done = plan.done.load(Ordering::Relaxed);
+                let failed = plan.failed.load(Ordering::Relaxed);
+                let now = Instant::now();
+                let rps = (done - last.1) as f64 / now.duration_since(last.0).as_secs_f64();
+                last = (now, done);
+                let phase = if now < plan.measure { "warmup " } else { "" };
+                bar.set_message(format!(
+                    "{phase}{rps:>10.0} req/s  {done:>10} done  {failed:>6} errors"
+                ));
+                bar.tick();
+            }
+            bar.finish_and_clear();
+        });
+        Progress { stop, thread }
+    }
+
+    fn finish(self) {
+        self.stop.store(true, Ordering::Relaxed);
+        let _ = self.thread.join();
+    }
+}
+
+impl Report {
+    /// The result table: Name, # reqs, # fails, Avg, Min, Max, Median,
+    /// p90, p99, p99.9, req/s, failures/s (latencies in ms), then errors by
+    /// class and, in the open model, the achieved vs target rate.
+    pub fn table(&self) -> String {
+        Report::table_of(std::slice::from_ref(self))
+    }
+
+    /// One table with a row per report.
+    pub fn table_of(reports: &[Report]) -> String {
+        let w = reports
+            .iter()
+            .map(|r| r.name.len())
+            .max()
+            .unwrap_or(4)
+            .clamp(4, 48);
+        let mut s = String::new();
+        let _ = writeln!(
+            s,
+            "{:<w$} {:>9} {:>15} {:>8} {:>8} {:>8} {:>8} {:>8} {:>8} {:>8} {:>10} {:>10}",
+            "Name",
+            "# reqs",
+            "# fails",
+            "Avg",
+            "Min",
+            "Max",
+            "Median",
+            "p90",
+            "p99",
+            "p99.9",
+            "req/s",
+            "failures/s"
+        );
+        for r in reports {
+            let l = &r.latency;
+            let pct = if r.requests == 0 {
+                0.0
+            } else {
+                100.0 * r.failures as f64 / r.requests as f64
+            };
+            let _ = writeln!(
+                s,
+                "{:<w$} {:>9} {:>15} {:>8} {:>8} {:>8} {:>8} {:>8} {:>8} {:>8} {:>10.1} {:>10.1}",
+                r.name,
+                r.requests,
+                format!("{}({:.2}%)", r.failures, pct),
+                fmt_ms(l.mean_ms),
+                fmt_ms(l.min_ms),
+                fmt_ms(l.max_ms),
+                fmt_ms(l.p50_ms),
+                fmt_ms(l.p90_ms),
+                fmt_ms(l.p99_ms),
+                fmt_ms(l.p999_ms),
+                r.throughput,
+                r.failures_per_sec,
+            );
+        }
+        let _ = writeln!(s, "(latencies in ms)");
+        for r in reports {
+            let e = &r.errors;
+            if e.total() > 0 {
+                let _ = write!(
+                    s,
+                    "{}: errors: connect {}, read {}, write {}, timeout {}, protocol {}",
+                    r.name, e.connect, e.read, e.write, e.timeout, e.protocol
+                );
+                for (code, n) in &e.status {
+                    let _ = write!(s, ", status {code}: {n}");
+                }
+                s.push('\n');
+            }
+            if let Some(target) = r.target_rate {
+                let _ = writeln!(
+                    s,
+                    "{}: open model: target {:.1} req/s, achieved {:.1} req/s ({:.1}%)",
+                    r.name,
+                    target,
+                    r.throughput,
+                    100.0 * r.throughput / target
+                );
+            }
+        }
+        s
+    }
+
+    /// The report as JSON.
+    pub fn to_json(&self) -> String {
+        serde_json::to_string_pretty(self).unwrap_or_else(|e| format!("{{\"error\":\"{e}\"}}"))
+    }
+}
+
+fn fmt_ms(v: f64) -> String {
+    if v >= 100.0 {
+        format!("{v:.0}")
+    } else if v >= 10.0 {
+        format!("{v:.1}")
+    } else {
+        format!("{v:.2}")
+    }
+}
+
+/// Parses a duration like `10s`, `500ms`, `2m`, `1h`, `250us` or a plain
+/// number of seconds.
+pub fn parse_duration(s: &str) -> Result<Duration, String> {
+    let t = s.trim();
+    let split = t
+        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+        .unwrap_or(t.len());
+    let (num, unit) = t.split_at(split);
+    let v: f64 = num
+        .parse()
+        .map_err(|_| format!("invalid duration {s:?} (examples: 10s, 500ms, 2m)"))?;
+    let secs = match unit.trim() {
+        "" | "s" => v,
+        "ms" => v / 1e3,
+        "us" | "µs" => v / 1e6,
+        "m" | "min" => v * 60.0,
+        "h" => v * 3600.0,
+        u => return Err(format!("invalid duration unit {u:?} in {s:?}")),
+    };
+    if !secs.is_finite() || secs < 0.0 {
+        return Err(format!("invalid duration {s:?}"));
+    }
+    Ok(Duration::from_secs_f64(secs))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn durations() {
+        assert_eq!(parse_duration("10s"), Ok(Duration::from_secs(10)));
+        assert_eq!(parse_duration("10"), Ok(Duration::from_secs(10)));
+        assert_eq!(parse_duration("250ms"), Ok(Duration::from_millis(250)));
+        assert_eq!(parse_duration("2m"), Ok(Duration::from_secs(120)));
+        assert_eq!(parse_duration("1.5s"), Ok(Duration::from_millis(1500)));
+        assert!(parse_duration("fast").is_err());
+        assert!(parse_duration("3 parsecs").is_err());
+    }
+
+    #[test]
+    fn config_errors() {
+        let c = Config {
+            url: "http://127.0.0.1:1/".into(),
+            concurrency: 0,
+            ..Config::default()
+        };
+        assert!(matches!(run(&c), Err(Error::Config(_))));
+        let c = Config {
+            url: "https://x/".into(),
+            ..Config::default()
+        };
+        assert!(matches!(run(&c), Err(Error::Config(_))));
+        let c = Config {
+            url: "http://127.0.0.1:1/".into(),
+            rate: Some(0.0),
+            ..Config::default()
+        };
+        assert!(matches!(run(&c), Err(Error::Config(_))));
+    }
+}
