@@ -73,6 +73,7 @@
 
 pub mod client;
 mod date;
+pub mod debug;
 mod request;
 mod response;
 mod router;
