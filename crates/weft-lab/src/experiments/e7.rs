@@ -1,0 +1,145 @@
+//! E7 — pinning. Each request goes through a "driver" of 10 connections;
+//! a connection is guarded by a lock held across a 20 ms blocking call
+//! (`weft::sleep(20 ms)`, standing in for a socket read), like a JDBC
+//! driver's `synchronized` block around its socket.
+//!
+//! Three configurations, 50 users:
+//! - platform, 50 OS threads, driver on `std::sync::Mutex`;
+//! - virtual, driver on `std::sync::Mutex`: a virtual thread that waits
+//!   for the lock blocks its *carrier*, while the holder, parked in its
+//!   sleep, needs a carrier to finish — the runtime's watchdog must notice
+//!   and compensate (Java: the virtual thread is pinned by `synchronized`);
+//! - virtual, driver on `weft::sync::Mutex`: waiting parks the virtual
+//!   thread only.
+//!
+//! Little's law: 10 locks / 20 ms = 500 req/s. Article: 587 TPS, 56 ms
+//! (platform) vs 502 TPS, 67 ms (virtual, pinned). Each row notes the
+//! pinned/stall events `weft::events::counters()` recorded meanwhile.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
+
+use weft_http::{Response, Router, ThreadMode};
+
+use super::{Options, Serve, measure_http, window_load};
+use crate::progress::Progress;
+use crate::report::{Mode, Row};
+
+/// Concurrent users.
+pub const USERS: usize = 50;
+/// Platform pool size.
+pub const THREADS: usize = 50;
+/// Driver connections (locks).
+pub const CONNECTIONS: usize = 10;
+/// Blocking time under the lock.
+pub const HOLD: Duration = Duration::from_millis(20);
+
+/// Which lock the driver uses.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Lock {
+    /// `std::sync::Mutex`: blocks the OS thread (pins a virtual thread's carrier).
+    Std,
+    /// `weft::sync::Mutex`: parks a virtual thread.
+    Weft,
+}
+
+/// The driver: `CONNECTIONS` locks, used round-robin.
+pub fn router(lock: Lock) -> Router {
+    let next = Arc::new(AtomicUsize::new(0));
+    let std_locks: Arc<Vec<std::sync::Mutex<u64>>> =
+        Arc::new((0..CONNECTIONS).map(|_| std::sync::Mutex::new(0)).collect());
+    let weft_locks: Arc<Vec<weft::sync::Mutex<u64>>> = Arc::new(
+        (0..CONNECTIONS)
+            .map(|_| weft::sync::Mutex::new(0))
+            .collect(),
+    );
+    Router::new().get("/driver", move |_req| {
+        let i = next.fetch_add(1, Ordering::Relaxed) % CONNECTIONS;
+        let ok = match lock {
+            Lock::Std => {
+                let mut conn = std_locks[i].lock().unwrap_or_else(|e| e.into_inner());
+                *conn += 1;
+                weft::sleep(HOLD).is_ok()
+            }
+            Lock::Weft => match weft_locks[i].lock() {
+                Ok(mut conn) => {
+                    *conn += 1;
+                    weft::sleep(HOLD).is_ok()
+                }
+                Err(_) => false,
+            },
+        };
+        if ok {
+            Response::text("read")
+        } else {
+            Response::error(500)
+        }
+    })
+}
+
+/// Runs E7.
+pub fn run(options: &Options, progress: &Progress) -> Vec<Row> {
+    let configs = [
+        (
+            Mode::Platform,
+            Lock::Std,
+            format!("platform {THREADS}, std::sync::Mutex driver"),
+            "platform std",
+            "587 TPS, 56 ms",
+        ),
+        (
+            Mode::Virtual,
+            Lock::Std,
+            "virtual, std::sync::Mutex driver (pinned)".to_string(),
+            "virtual std (pinned)",
+            "502 TPS, 67 ms",
+        ),
+        (
+            Mode::Virtual,
+            Lock::Weft,
+            "virtual, weft::sync::Mutex driver".to_string(),
+            "virtual weft",
+            "-",
+        ),
+    ];
+    let window = options.window().min(if options.quick {
+        Duration::from_secs(3)
+    } else {
+        Duration::from_secs(8)
+    });
+    let mut rows = Vec::new();
+    for (mode, lock, label, short, article) in configs {
+        progress.start(&label);
+        let row = Row::new("E7", mode, label)
+            .short(short)
+            .ideal(
+                CONNECTIONS as f64 / HOLD.as_secs_f64(),
+                HOLD.as_secs_f64() * 1e3,
+            )
+            .article(article);
+        let serve = Serve {
+            mode: match mode {
+                Mode::Platform => ThreadMode::Platform { threads: THREADS },
+                Mode::Virtual => ThreadMode::Virtual,
+            },
+            runtime: None,
+            router: router(lock),
+        };
+        let mut load = window_load(options, "/driver", USERS);
+        load.window = Some(window);
+        let before = weft::events::counters();
+        let row = measure_http(serve, load, Duration::from_secs(2), row);
+        let after = weft::events::counters();
+        let row = row.note(format!(
+            "runtime events: {} pinned ({:.0} ms), {} stalls ({:.0} ms)",
+            after.pinned - before.pinned,
+            (after.pinned_us - before.pinned_us) as f64 / 1e3,
+            after.stalls - before.stalls,
+            (after.stall_us - before.stall_us) as f64 / 1e3,
+        ));
+        rows.push(row);
+        progress.step();
+    }
+    rows
+}

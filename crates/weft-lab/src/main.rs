@@ -1,0 +1,86 @@
+//! `weft-lab`: runs the experiments of `DESIGN.md` and writes a report.
+//! See the library documentation (`weft_lab`) for what each one does.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Duration;
+
+use clap::Parser;
+use weft_lab::experiments::{Experiment, Options};
+
+/// Command line of `weft-lab`.
+#[derive(Debug, Parser)]
+#[command(name = "weft-lab", version, about, long_about = None)]
+struct Cli {
+    /// Experiments to run, e.g. `E1 E2` (default: all of them).
+    #[arg(value_enum, ignore_case = true, value_name = "EXPERIMENT")]
+    experiments: Vec<Experiment>,
+    /// Short variants: all experiments in under 2 minutes.
+    #[arg(long)]
+    quick: bool,
+    /// Largest variants: E1 with 1,000,000 virtual threads, E6 with 1,000
+    /// requests per client.
+    #[arg(long)]
+    big: bool,
+    /// Measured window of each HTTP configuration, e.g. `10s`, `500ms`.
+    #[arg(long, value_parser = weft_load::parse_duration)]
+    duration: Option<Duration>,
+    /// Directory for `report.html` and `results.json` (default:
+    /// `<target dir>/weft-lab`).
+    #[arg(long, value_name = "DIR")]
+    out: Option<PathBuf>,
+    /// Print `results.json` to stdout instead of the tables.
+    #[arg(long)]
+    json: bool,
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let experiments = if cli.experiments.is_empty() {
+        Experiment::ALL.to_vec()
+    } else {
+        cli.experiments.clone()
+    };
+    let options = Options {
+        quick: cli.quick,
+        big: cli.big,
+        duration: cli.duration,
+        out: cli
+            .out
+            .clone()
+            .unwrap_or_else(weft_lab::report::default_output_dir),
+    };
+    let report = match weft_lab::run(&experiments, &options, cli.json) {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!(
+                "weft-lab: cannot write the report to {}: {e}",
+                options.out.display()
+            );
+            return ExitCode::FAILURE;
+        }
+    };
+    if cli.json {
+        println!("{}", report.to_json());
+    } else {
+        println!(
+            "\nideal = Little's law (concurrency / service time); % ideal = req/s / ideal req/s."
+        );
+        println!(
+            "report: {} and {}",
+            options.out.join("report.html").display(),
+            options.out.join("results.json").display()
+        );
+        println!("total: {:.1} s", report.total_seconds);
+    }
+    let failed = report
+        .experiments
+        .iter()
+        .flat_map(|e| &e.rows)
+        .any(|r| r.error.is_some());
+    if failed {
+        eprintln!("weft-lab: some measurements failed (see the tables)");
+        return ExitCode::FAILURE;
+    }
+    ExitCode::SUCCESS
+}
