@@ -1,0 +1,223 @@
+#!/usr/bin/env bash
+# A throwaway PostgreSQL cluster for weft-pg's tests, benches and the lab.
+#
+#   pg-test-cluster.sh start [DIR]    start (or reuse) a cluster in DIR; prints
+#                                     `export WEFT_PG_...=...` lines for eval
+#   pg-test-cluster.sh env [DIR]      print those lines for a running cluster
+#   pg-test-cluster.sh restart [DIR]  fast restart (sessions are terminated)
+#   pg-test-cluster.sh stop [DIR]     stop it (DIR is kept; `rm -rf` it after)
+#
+#   eval "$(crates/weft-pg/scripts/pg-test-cluster.sh start)"
+#
+# DIR defaults to $WEFT_PG_DIR, else /tmp/weft-pg-test-$UID. Binaries: $PG_BINDIR,
+# else `pg_config --bindir`, else the newest /usr/lib/postgresql/*/bin. Exit
+# status 3 means "no PostgreSQL binaries here" (tests then skip or, in CI, fail).
+#
+# PostgreSQL refuses to run as root: as root, initdb/pg_ctl run as the
+# `postgres` user (or a created `weftci` user). The server listens on a free
+# loopback port and on a Unix socket in DIR/sock, with password
+# authentication: role `weft` (SCRAM-SHA-256) and role `weft_md5` (MD5), both
+# on database `weft`, over TCP and the Unix socket. Tuned for tests
+# (fsync=off): never put data you want to keep in it.
+set -euo pipefail
+
+cmd=${1:-start}
+DIR=${2:-${WEFT_PG_DIR:-/tmp/weft-pg-test-$(id -u)}}
+DATA=$DIR/data
+SOCK=$DIR/sock
+LOG=$DIR/server.log
+ENVFILE=$DIR/env
+
+log() { printf 'pg-test-cluster: %s\n' "$*" >&2; }
+
+find_bindir() {
+    if [ -n "${PG_BINDIR:-}" ] && [ -x "$PG_BINDIR/initdb" ]; then
+        echo "$PG_BINDIR"
+        return 0
+    fi
+    if command -v pg_config >/dev/null 2>&1; then
+        local b
+        b=$(pg_config --bindir 2>/dev/null || true)
+        if [ -n "$b" ] && [ -x "$b/initdb" ]; then
+            echo "$b"
+            return 0
+        fi
+    fi
+    local d
+    for d in $(ls -d /usr/lib/postgresql/*/bin 2>/dev/null | sort -V -r); do
+        if [ -x "$d/initdb" ] && [ -x "$d/pg_ctl" ]; then
+            echo "$d"
+            return 0
+        fi
+    done
+    if command -v initdb >/dev/null 2>&1 && command -v pg_ctl >/dev/null 2>&1; then
+        dirname "$(command -v initdb)"
+        return 0
+    fi
+    return 1
+}
+
+# The user that owns and runs the cluster.
+cluster_owner() {
+    if [ "$(id -u)" != 0 ]; then
+        id -un
+        return
+    fi
+    if id postgres >/dev/null 2>&1; then
+        echo postgres
+        return
+    fi
+    if ! id weftci >/dev/null 2>&1; then
+        useradd --system --no-create-home --shell /bin/sh weftci >/dev/null
+    fi
+    echo weftci
+}
+
+as_owner() {
+    if [ "$(id -u)" = 0 ]; then
+        runuser -u "$OWNER" -- "$@"
+    else
+        "$@"
+    fi
+}
+
+port_free() {
+    ! (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null
+}
+
+running() {
+    [ -f "$DATA/PG_VERSION" ] && as_owner "$BINDIR/pg_ctl" -D "$DATA" status >/dev/null 2>&1
+}
+
+init_cluster() {
+    log "initdb in $DATA (owner $OWNER, binaries $BINDIR)"
+    rm -rf "$DATA" "$SOCK"
+    mkdir -p "$DATA" "$SOCK"
+    chmod 0755 "$DIR" "$SOCK"
+    chmod 0700 "$DATA"
+    printf 'weft_admin\n' >"$DIR/adminpw"
+    if [ "$(id -u)" = 0 ]; then
+        chown -R "$OWNER" "$DIR"
+    fi
+    as_owner "$BINDIR/initdb" -D "$DATA" -U weft_admin --pwfile="$DIR/adminpw" \
+        --auth-local=trust --auth-host=scram-sha-256 \
+        --locale=C --encoding=UTF8 --no-sync --no-instructions >"$DIR/initdb.log" 2>&1 || {
+        cat "$DIR/initdb.log" >&2
+        return 1
+    }
+    local port=$((54330 + RANDOM % 2000))
+    while ! port_free "$port"; do
+        port=$((port + 1))
+    done
+    cat >>"$DATA/postgresql.conf" <<EOF
+
+# --- weft-pg test cluster ---
+listen_addresses = '127.0.0.1'
+port = $port
+unix_socket_directories = '$SOCK'
+max_connections = 300
+password_encryption = 'scram-sha-256'
+fsync = off
+synchronous_commit = off
+full_page_writes = off
+log_min_messages = warning
+log_connections = off
+EOF
+    cat >"$DATA/pg_hba.conf" <<EOF
+# weft-pg test cluster: passwords everywhere except the admin's socket login.
+local all weft_admin             trust
+local all weft_md5               md5
+local all all                    scram-sha-256
+host  all weft_md5 127.0.0.1/32  md5
+host  all all      127.0.0.1/32  scram-sha-256
+EOF
+    if [ "$(id -u)" = 0 ]; then
+        chown "$OWNER" "$DATA/postgresql.conf" "$DATA/pg_hba.conf"
+    fi
+    echo "$port" >"$DIR/port"
+}
+
+start_server() {
+    # 9>&-: the server must not inherit the lock.
+    as_owner "$BINDIR/pg_ctl" -D "$DATA" -l "$LOG" -w -t 60 start >/dev/null 9>&- || {
+        tail -n 30 "$LOG" >&2 || true
+        return 1
+    }
+}
+
+psql_admin() {
+    "$BINDIR/psql" -X -q -v ON_ERROR_STOP=1 -h "$SOCK" -p "$(cat "$DIR/port")" -U weft_admin "$@"
+}
+
+create_roles() {
+    psql_admin -d postgres <<'EOF'
+CREATE ROLE weft LOGIN PASSWORD 'weft';
+SET password_encryption = 'md5';
+CREATE ROLE weft_md5 LOGIN PASSWORD 'weft_md5';
+CREATE DATABASE weft OWNER weft;
+GRANT ALL ON DATABASE weft TO weft_md5;
+EOF
+    psql_admin -d weft -c 'GRANT ALL ON SCHEMA public TO weft_md5;'
+}
+
+write_env() {
+    local port
+    port=$(cat "$DIR/port")
+    cat >"$ENVFILE" <<EOF
+export WEFT_PG_URL='postgres://weft:weft@127.0.0.1:$port/weft'
+export WEFT_PG_MD5_URL='postgres://weft_md5:weft_md5@127.0.0.1:$port/weft'
+export WEFT_PG_SOCKET_DIR='$SOCK'
+export WEFT_PG_PORT='$port'
+export WEFT_PG_DIR='$DIR'
+export WEFT_PG_BINDIR='$BINDIR'
+EOF
+}
+
+BINDIR=$(find_bindir) || {
+    log "no PostgreSQL binaries found (install postgresql, or set PG_BINDIR)"
+    exit 3
+}
+OWNER=$(cluster_owner)
+mkdir -p "$DIR"
+
+# One invocation at a time per DIR (parallel `cargo test` processes).
+exec 9>"$DIR.lock"
+flock 9 2>/dev/null || true
+
+case "$cmd" in
+start)
+    if running && [ -f "$ENVFILE" ]; then
+        cat "$ENVFILE"
+        exit 0
+    fi
+    if [ -f "$DATA/PG_VERSION" ] && [ -f "$ENVFILE" ] && [ -f "$DIR/port" ] && port_free "$(cat "$DIR/port")"; then
+        start_server
+    else
+        init_cluster
+        start_server
+        create_roles
+        write_env
+    fi
+    log "PostgreSQL $("$BINDIR/postgres" -V | awk '{print $3}') running, data in $DATA"
+    cat "$ENVFILE"
+    ;;
+env)
+    running || {
+        log "no cluster running in $DIR"
+        exit 1
+    }
+    cat "$ENVFILE"
+    ;;
+restart)
+    as_owner "$BINDIR/pg_ctl" -D "$DATA" -l "$LOG" -m fast -w -t 60 restart >/dev/null 9>&-
+    ;;
+stop)
+    if running; then
+        as_owner "$BINDIR/pg_ctl" -D "$DATA" -m fast -w stop >/dev/null
+    fi
+    ;;
+*)
+    echo "usage: $0 start|env|restart|stop [DIR]" >&2
+    exit 2
+    ;;
+esac

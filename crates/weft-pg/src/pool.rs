@@ -1,0 +1,868 @@
+//! [`Pool`]: a connection pool with HikariCP's semantics.
+//!
+//! # Shape
+//!
+//! One `weft::sync::Mutex` guards the pool's state: the idle connections
+//! (a stack: the most recently returned is handed out first, so surplus
+//! connections go idle long enough to be retired), the counts, the queue
+//! of waiting threads and the leases of connections in use. Nothing slow
+//! happens under it: connecting, validating and closing run outside.
+//!
+//! Fairness: waiting threads queue in FIFO order, each parked on its own
+//! `weft::sync::Condvar`. While anyone waits, a returned connection (or
+//! room to open a new one) is *granted* to the head of the queue, never
+//! taken by a newcomer: a newcomer that finds the queue non-empty queues
+//! behind it. A waiter wakes to find what it was granted.
+//!
+//! Opening a connection: a caller that finds no idle connection but room
+//! under `max_size` reserves a slot and opens the connection itself
+//! (retrying with backoff until its deadline while the server refuses);
+//! the housekeeper thread tops the pool up to `min_idle` in the
+//! background and retires idle and expired connections.
+
+use std::backtrace::Backtrace;
+use std::collections::{HashMap, VecDeque};
+use std::fmt;
+use std::ops::{Deref, DerefMut};
+use std::panic::Location;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use weft::sync::{Condvar, Mutex, MutexGuard, WaitError};
+
+use crate::config::Config;
+use crate::conn::Connection;
+use crate::error::{Error, PoolTimeout, Result};
+use crate::metrics::{Metrics, Timer};
+
+/// A pool of PostgreSQL connections (HikariCP's semantics, weft's
+/// blocking style). Cheap to clone: clones share one pool, which closes
+/// when the last clone is dropped (or on [`close`](Pool::close)).
+///
+/// Usable from virtual threads and OS threads alike: a thread waiting for
+/// a connection parks (virtual) or blocks (OS), in FIFO order.
+///
+/// ```no_run
+/// let pool = weft_pg::Pool::new(weft_pg::Config::from_url("postgres://app:pw@127.0.0.1/app")?)?;
+/// let mut conn = pool.get()?;
+/// let row = conn.query_one("SELECT $1::int4 * 2", &[&21i32])?;
+/// assert_eq!(row.get::<_, i32>(0), 42);
+/// # Ok::<(), weft_pg::Error>(())
+/// ```
+#[derive(Clone)]
+pub struct Pool {
+    handle: Arc<Handle>,
+}
+
+/// Closes the pool when the last `Pool` clone goes.
+struct Handle {
+    inner: Arc<Inner>,
+}
+
+impl Drop for Handle {
+    fn drop(&mut self) {
+        self.inner.close();
+    }
+}
+
+struct Inner {
+    cfg: Config,
+    min_idle: usize,
+    state: Mutex<State>,
+    /// Wakes the housekeeper early (leases with earlier leak deadlines,
+    /// a connection retired under `min_idle`, close).
+    hk_cv: Condvar,
+    acquire: Timer,
+    usage: Timer,
+    creation: Timer,
+    timeouts: AtomicU64,
+    created: AtomicU64,
+    closed: AtomicU64,
+    connect_errors: AtomicU64,
+    validation_failures: AtomicU64,
+    leaks: AtomicU64,
+    ids: AtomicU64,
+}
+
+/// A pooled connection and its history.
+struct Slot {
+    conn: Connection,
+    id: u64,
+    last_used: Instant,
+    retire_at: Option<Instant>,
+}
+
+/// Who holds a connection (kept only with leak detection on).
+struct Lease {
+    thread: String,
+    location: &'static Location<'static>,
+    since: Instant,
+    backtrace: Backtrace,
+    reported: bool,
+}
+
+// Grants move a connection between threads once per hand-off; boxing it
+// would add an allocation to every hand-off to save a memcpy.
+#[allow(clippy::large_enum_variant)]
+enum Grant {
+    Conn(Slot),
+    Create,
+    Closed,
+}
+
+struct Waiter {
+    id: u64,
+    cv: Arc<Condvar>,
+}
+
+#[derive(Default)]
+struct State {
+    /// Back = most recently returned.
+    idle: VecDeque<Slot>,
+    /// idle + active + creating.
+    total: usize,
+    active: usize,
+    creating: usize,
+    waiters: VecDeque<Waiter>,
+    grants: HashMap<u64, Grant>,
+    leases: HashMap<u64, Lease>,
+    closed: bool,
+    last_error: Option<String>,
+    /// When the housekeeper plans to wake (None: it is not waiting).
+    hk_wake: Option<Instant>,
+}
+
+impl Pool {
+    /// Starts a pool. Unless [`Config::fail_fast`] is off, opens one
+    /// connection first and fails if it cannot; the housekeeper thread
+    /// (a virtual thread named `<pool_name>-housekeeper`) then fills the
+    /// pool up to `min_idle` in the background.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Config`] for invalid settings; the connection error if the
+    /// first connection fails.
+    pub fn new(config: Config) -> Result<Pool> {
+        config.check()?;
+        let inner = Arc::new(Inner {
+            min_idle: config.effective_min_idle(),
+            cfg: config,
+            state: Mutex::new(State::default()),
+            hk_cv: Condvar::new(),
+            acquire: Timer::new(),
+            usage: Timer::new(),
+            creation: Timer::new(),
+            timeouts: AtomicU64::new(0),
+            created: AtomicU64::new(0),
+            closed: AtomicU64::new(0),
+            connect_errors: AtomicU64::new(0),
+            validation_failures: AtomicU64::new(0),
+            leaks: AtomicU64::new(0),
+            ids: AtomicU64::new(1),
+        });
+        if inner.cfg.fail_fast {
+            let deadline = deadline_after(inner.cfg.connection_timeout);
+            let slot = inner.open(deadline)?;
+            let mut st = inner.lock();
+            st.total += 1;
+            st.idle.push_back(slot);
+        }
+        let hk = Arc::clone(&inner);
+        weft::Builder::new()
+            .name(format!("{}-housekeeper", inner.cfg.pool_name))
+            .spawn(move || hk.housekeep())
+            .map_err(Error::Io)?;
+        Ok(Pool {
+            handle: Arc::new(Handle { inner }),
+        })
+    }
+
+    /// Takes a connection, waiting up to `connection_timeout` for one. The
+    /// connection goes back to the pool when dropped.
+    ///
+    /// A connection that sat idle for longer than `alive_bypass_window` is
+    /// validated first; one that fails is closed and replaced.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Timeout`] (with the pool's counts) when none became
+    /// available in time; [`Error::Interrupted`] if the thread was
+    /// interrupted while waiting; [`Error::PoolClosed`]; a connection error
+    /// that retrying cannot fix (e.g. wrong password).
+    #[track_caller]
+    pub fn get(&self) -> Result<PooledConnection> {
+        let inner = &self.handle.inner;
+        inner.get(inner.cfg.connection_timeout, Location::caller())
+    }
+
+    /// Like [`get`](Pool::get) with a timeout for this call only.
+    ///
+    /// # Errors
+    ///
+    /// As [`get`](Pool::get).
+    #[track_caller]
+    pub fn get_timeout(&self, timeout: Duration) -> Result<PooledConnection> {
+        self.handle.inner.get(timeout, Location::caller())
+    }
+
+    /// The pool's gauges and timings.
+    pub fn metrics(&self) -> Metrics {
+        let inner = &self.handle.inner;
+        let mut m = {
+            let st = inner.lock();
+            Metrics {
+                total: st.total,
+                active: st.active,
+                idle: st.idle.len(),
+                creating: st.creating,
+                pending: st.waiters.len(),
+                ..Metrics::default()
+            }
+        };
+        m.acquire = inner.acquire.snapshot();
+        m.usage = inner.usage.snapshot();
+        m.creation = inner.creation.snapshot();
+        m.timeouts = inner.timeouts.load(Ordering::Relaxed);
+        m.created = inner.created.load(Ordering::Relaxed);
+        m.closed = inner.closed.load(Ordering::Relaxed);
+        m.connect_errors = inner.connect_errors.load(Ordering::Relaxed);
+        m.validation_failures = inner.validation_failures.load(Ordering::Relaxed);
+        m.leaks = inner.leaks.load(Ordering::Relaxed);
+        m
+    }
+
+    /// The pool's settings.
+    pub fn config(&self) -> &Config {
+        &self.handle.inner.cfg
+    }
+
+    /// Closes the pool: idle connections are closed now, connections in
+    /// use when they are returned; waiting and later `get` calls fail with
+    /// [`Error::PoolClosed`]. Also done when the last clone is dropped.
+    pub fn close(&self) {
+        self.handle.inner.close();
+    }
+
+    /// Whether [`close`](Pool::close) was called.
+    pub fn is_closed(&self) -> bool {
+        self.handle.inner.lock().closed
+    }
+}
+
+impl fmt::Debug for Pool {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let m = self.metrics();
+        f.debug_struct("Pool")
+            .field("name", &self.handle.inner.cfg.pool_name)
+            .field("total", &m.total)
+            .field("active", &m.active)
+            .field("idle", &m.idle)
+            .field("pending", &m.pending)
+            .finish()
+    }
+}
+
+fn deadline_after(d: Duration) -> Instant {
+    let now = Instant::now();
+    now.checked_add(d)
+        .unwrap_or(now + Duration::from_secs(86400 * 365))
+}
+
+/// Server errors worth retrying a connection for: the server is starting
+/// or stopping, or out of connection slots.
+fn retryable(e: &Error) -> bool {
+    match e {
+        Error::Db(db) => match db.code() {
+            Some(code) => {
+                let c = code.code();
+                c.starts_with("57") || c.starts_with("08") || c.starts_with("53")
+            }
+            None => true,
+        },
+        Error::Interrupted | Error::Config(_) => false,
+        _ => true,
+    }
+}
+
+/// A cheap pseudo-random fraction in `[0, 1)` (max_lifetime variance).
+fn jitter(id: u64) -> f64 {
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.subsec_nanos() as u64);
+    let mut x = id.wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ nanos;
+    x ^= x >> 33;
+    x = x.wrapping_mul(0xff51_afd7_ed55_8ccd);
+    x ^= x >> 33;
+    (x >> 11) as f64 / (1u64 << 53) as f64
+}
+
+fn thread_label() -> String {
+    let t = weft::current();
+    let kind = if t.is_virtual() {
+        "virtual thread"
+    } else {
+        "thread"
+    };
+    match t.name() {
+        Some(n) => format!("{kind} '{n}' (#{})", t.id().as_u64()),
+        None => format!("unnamed {kind} #{}", t.id().as_u64()),
+    }
+}
+
+impl Inner {
+    fn lock(&self) -> MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn get(
+        self: &Arc<Self>,
+        timeout: Duration,
+        location: &'static Location<'static>,
+    ) -> Result<PooledConnection> {
+        let start = Instant::now();
+        let deadline = deadline_after(timeout);
+        let mut grant = {
+            let mut st = self.lock();
+            if st.closed {
+                return Err(Error::PoolClosed);
+            }
+            if !st.waiters.is_empty() {
+                self.wait(st, start, deadline)?
+            } else if let Some(slot) = st.idle.pop_back() {
+                st.active += 1;
+                Grant::Conn(slot)
+            } else if st.total < self.cfg.max_size {
+                st.total += 1;
+                st.creating += 1;
+                Grant::Create
+            } else {
+                self.wait(st, start, deadline)?
+            }
+        };
+        loop {
+            grant = match grant {
+                Grant::Closed => return Err(Error::PoolClosed),
+                Grant::Create => self.create_for_caller(start, deadline)?,
+                Grant::Conn(mut slot) => {
+                    let now = Instant::now();
+                    let expired = slot.retire_at.is_some_and(|t| now >= t);
+                    let usable = !expired
+                        && !slot.conn.is_broken()
+                        && (now.saturating_duration_since(slot.last_used)
+                            <= self.cfg.alive_bypass_window
+                            || self.validate(&mut slot));
+                    if usable {
+                        return Ok(self.lend(slot, start, location));
+                    }
+                    // Keep the slot: replace the connection in it.
+                    {
+                        let mut st = self.lock();
+                        st.active -= 1;
+                        st.creating += 1;
+                    }
+                    self.close_conn(slot);
+                    Grant::Create
+                }
+            };
+        }
+    }
+
+    fn validate(&self, slot: &mut Slot) -> bool {
+        let ok = slot
+            .conn
+            .validate(
+                self.cfg.validation_timeout,
+                self.cfg.connection_test_query.as_deref(),
+            )
+            .is_ok();
+        if !ok {
+            self.validation_failures.fetch_add(1, Ordering::Relaxed);
+        }
+        ok
+    }
+
+    /// Queues the caller and parks until it is granted something, the
+    /// deadline passes, or it is interrupted.
+    fn wait(
+        &self,
+        mut st: MutexGuard<'_, State>,
+        start: Instant,
+        deadline: Instant,
+    ) -> Result<Grant> {
+        let id = self.ids.fetch_add(1, Ordering::Relaxed);
+        let cv = Arc::new(Condvar::new());
+        st.waiters.push_back(Waiter {
+            id,
+            cv: Arc::clone(&cv),
+        });
+        loop {
+            if let Some(g) = st.grants.remove(&id) {
+                return Ok(g);
+            }
+            let now = Instant::now();
+            if now >= deadline {
+                let err = self.timeout_error(&st, start);
+                st.waiters.retain(|w| w.id != id);
+                return Err(err);
+            }
+            st = match cv.wait_timeout_interruptibly(st, deadline - now) {
+                Ok((g, _)) => g,
+                Err(WaitError::Interrupted(mut g)) => {
+                    if let Some(grant) = g.grants.remove(&id) {
+                        // Granted at the same moment: keep it, and the
+                        // interrupt stays pending.
+                        weft::current().interrupt();
+                        return Ok(grant);
+                    }
+                    g.waiters.retain(|w| w.id != id);
+                    return Err(Error::Interrupted);
+                }
+                Err(WaitError::Poisoned(p)) => p.into_inner(),
+            };
+        }
+    }
+
+    fn timeout_error(&self, st: &State, start: Instant) -> Error {
+        self.timeouts.fetch_add(1, Ordering::Relaxed);
+        Error::Timeout(Box::new(PoolTimeout {
+            pool: self.cfg.pool_name.clone(),
+            waited: start.elapsed(),
+            total: st.total,
+            active: st.active,
+            idle: st.idle.len(),
+            waiting: st.waiters.len().max(1),
+            last_connect_error: st.last_error.clone(),
+        }))
+    }
+
+    /// The caller holds a reserved slot (`creating`): open a connection
+    /// for it, retrying while the server refuses, until `deadline`.
+    /// Returns the connection as an active grant, or gives the slot back.
+    fn create_for_caller(&self, start: Instant, deadline: Instant) -> Result<Grant> {
+        let mut backoff = Duration::from_millis(10);
+        loop {
+            let err = match self.open(deadline) {
+                Ok(slot) => {
+                    let mut st = self.lock();
+                    st.creating -= 1;
+                    st.active += 1;
+                    return Ok(Grant::Conn(slot));
+                }
+                Err(e) => e,
+            };
+            let mut st = self.lock();
+            if st.closed {
+                self.release_reserved(&mut st);
+                return Err(Error::PoolClosed);
+            }
+            if !retryable(&err) {
+                self.release_reserved(&mut st);
+                return Err(err);
+            }
+            // Someone returned a connection meanwhile: take it instead.
+            if let Some(slot) = st.idle.pop_back() {
+                st.creating -= 1;
+                st.total -= 1;
+                st.active += 1;
+                return Ok(Grant::Conn(slot));
+            }
+            let now = Instant::now();
+            if now >= deadline {
+                let e = self.timeout_error(&st, start);
+                self.release_reserved(&mut st);
+                return Err(e);
+            }
+            drop(st);
+            if weft::sleep(backoff.min(deadline - now)).is_err() {
+                let mut st = self.lock();
+                self.release_reserved(&mut st);
+                return Err(Error::Interrupted);
+            }
+            backoff = (backoff * 2).min(Duration::from_millis(250));
+            if Instant::now() >= deadline {
+                // Out of time: report the last real failure rather than
+                // an attempt with no time left.
+                let mut st = self.lock();
+                let e = self.timeout_error(&st, start);
+                self.release_reserved(&mut st);
+                return Err(e);
+            }
+        }
+    }
+
+    /// Gives a reserved creation slot back.
+    fn release_reserved(&self, st: &mut State) {
+        st.creating -= 1;
+        st.total -= 1;
+        self.dispatch(st);
+    }
+
+    /// Opens a connection (not yet counted anywhere).
+    fn open(&self, deadline: Instant) -> Result<Slot> {
+        let t0 = Instant::now();
+        let connect_deadline = match self.cfg.pg.get_connect_timeout() {
+            Some(t) => deadline.min(deadline_after(*t)),
+            None => deadline,
+        };
+        let res =
+            Connection::connect_until(&self.cfg.pg, Some(connect_deadline)).and_then(|mut conn| {
+                if let Some(sql) = &self.cfg.connection_init_sql {
+                    if let Err(e) = conn.batch_execute(sql) {
+                        conn.close();
+                        return Err(e);
+                    }
+                }
+                Ok(conn)
+            });
+        match res {
+            Ok(conn) => {
+                let now = Instant::now();
+                self.creation.record(now - t0);
+                self.created.fetch_add(1, Ordering::Relaxed);
+                let id = self.ids.fetch_add(1, Ordering::Relaxed);
+                let retire_at = self.cfg.max_lifetime.map(|l| {
+                    let variance = l.mul_f64(0.025 * jitter(id));
+                    now + (l - variance)
+                });
+                Ok(Slot {
+                    conn,
+                    id,
+                    last_used: now,
+                    retire_at,
+                })
+            }
+            Err(e) => {
+                self.connect_errors.fetch_add(1, Ordering::Relaxed);
+                let text = e.to_string();
+                tracing::debug!(target: "weft_pg::pool", pool = %self.cfg.pool_name, "cannot open a connection: {text}");
+                self.lock().last_error = Some(text);
+                Err(e)
+            }
+        }
+    }
+
+    /// Hands waiting threads what is available, in FIFO order.
+    fn dispatch(&self, st: &mut State) {
+        while !st.waiters.is_empty() {
+            let g = if st.closed {
+                Grant::Closed
+            } else if let Some(slot) = st.idle.pop_back() {
+                st.active += 1;
+                Grant::Conn(slot)
+            } else if st.total < self.cfg.max_size {
+                st.total += 1;
+                st.creating += 1;
+                Grant::Create
+            } else {
+                break;
+            };
+            let w = st.waiters.pop_front().expect("checked non-empty");
+            st.grants.insert(w.id, g);
+            w.cv.notify_one();
+        }
+    }
+
+    fn lend(
+        self: &Arc<Self>,
+        slot: Slot,
+        start: Instant,
+        location: &'static Location<'static>,
+    ) -> PooledConnection {
+        let now = Instant::now();
+        self.acquire.record(now - start);
+        if let Some(threshold) = self.cfg.leak_detection_threshold {
+            let lease = Lease {
+                thread: thread_label(),
+                location,
+                since: now,
+                backtrace: Backtrace::force_capture(),
+                reported: false,
+            };
+            let mut st = self.lock();
+            st.leases.insert(slot.id, lease);
+            if st.hk_wake.is_some_and(|w| w > now + threshold) {
+                self.hk_cv.notify_one();
+            }
+        }
+        PooledConnection {
+            pool: Arc::clone(self),
+            slot: Some(slot),
+            taken: now,
+        }
+    }
+
+    fn give_back(&self, mut slot: Slot, taken: Instant) {
+        let now = Instant::now();
+        self.usage.record(now - taken);
+        let retire = slot.conn.is_broken() || slot.retire_at.is_some_and(|t| now >= t);
+        slot.last_used = now;
+        let (to_close, unleaked) = {
+            let mut st = self.lock();
+            let unleaked = st.leases.remove(&slot.id).filter(|l| l.reported);
+            st.active -= 1;
+            let to_close = if retire || st.closed {
+                st.total -= 1;
+                if st.total < self.min_idle && !st.closed {
+                    self.hk_cv.notify_one();
+                }
+                Some(slot)
+            } else {
+                st.idle.push_back(slot);
+                None
+            };
+            self.dispatch(&mut st);
+            (to_close, unleaked)
+        };
+        if let Some(l) = unleaked {
+            tracing::info!(
+                target: "weft_pg::leak",
+                pool = %self.cfg.pool_name,
+                "{} - previously reported leaked connection taken by {} at {} was returned after {} ms",
+                self.cfg.pool_name,
+                l.thread,
+                l.location,
+                l.since.elapsed().as_millis()
+            );
+        }
+        if let Some(slot) = to_close {
+            self.close_conn(slot);
+        }
+    }
+
+    fn close_conn(&self, slot: Slot) {
+        self.closed.fetch_add(1, Ordering::Relaxed);
+        slot.conn.close();
+    }
+
+    fn close(&self) {
+        let idle: Vec<Slot> = {
+            let mut st = self.lock();
+            if st.closed {
+                return;
+            }
+            st.closed = true;
+            let idle: Vec<Slot> = st.idle.drain(..).collect();
+            st.total -= idle.len();
+            self.dispatch(&mut st);
+            self.hk_cv.notify_all();
+            idle
+        };
+        for slot in idle {
+            self.close_conn(slot);
+        }
+    }
+
+    /// The housekeeper: retires idle and expired connections, tops the
+    /// pool up to `min_idle`, reports leaks. Ends when the pool closes.
+    fn housekeep(self: Arc<Self>) {
+        let period = self.cfg.housekeeping_period;
+        let mut next_tick = Instant::now();
+        // After a failed top-up, when to try again.
+        let mut fill_retry_at = Instant::now();
+        loop {
+            let mut to_close = Vec::new();
+            let mut leaks = Vec::new();
+            let fill;
+            {
+                let mut st = self.lock();
+                loop {
+                    if st.closed {
+                        return;
+                    }
+                    let now = Instant::now();
+                    let mut wake = next_tick;
+                    if let Some(t) = self.cfg.leak_detection_threshold {
+                        for l in st.leases.values().filter(|l| !l.reported) {
+                            wake = wake.min(l.since + t);
+                        }
+                    }
+                    for s in &st.idle {
+                        if let Some(r) = s.retire_at {
+                            wake = wake.min(r);
+                        }
+                    }
+                    let want = self.min_idle.saturating_sub(st.idle.len() + st.creating);
+                    let room = self.cfg.max_size - st.total;
+                    if want.min(room) > 0 {
+                        if now >= fill_retry_at {
+                            break;
+                        }
+                        wake = wake.min(fill_retry_at);
+                    }
+                    if now >= wake {
+                        break;
+                    }
+                    st.hk_wake = Some(wake);
+                    st = match self.hk_cv.wait_timeout(st, wake - now) {
+                        Ok((g, _)) => g,
+                        Err(p) => p.into_inner().0,
+                    };
+                    st.hk_wake = None;
+                }
+                let now = Instant::now();
+                // Retire expired connections (any time) and, on each tick,
+                // idle ones past idle_timeout above min_idle.
+                let tick = now >= next_tick;
+                if tick {
+                    next_tick = now + period;
+                }
+                let idle_cut = match self.cfg.idle_timeout {
+                    Some(t) if tick && self.min_idle < self.cfg.max_size => Some(t),
+                    _ => None,
+                };
+                let mut keep = VecDeque::with_capacity(st.idle.len());
+                let mut total = st.total;
+                // Front = least recently used.
+                while let Some(s) = st.idle.pop_front() {
+                    let expired = s.retire_at.is_some_and(|r| now >= r);
+                    let idle_long = idle_cut.is_some_and(|t| {
+                        total > self.min_idle && now.saturating_duration_since(s.last_used) >= t
+                    });
+                    if expired || idle_long {
+                        total -= 1;
+                        to_close.push(s);
+                    } else {
+                        keep.push_back(s);
+                    }
+                }
+                st.idle = keep;
+                st.total = total;
+                if let Some(t) = self.cfg.leak_detection_threshold {
+                    for (id, l) in st.leases.iter_mut() {
+                        if !l.reported && now.saturating_duration_since(l.since) >= t {
+                            l.reported = true;
+                            leaks.push(format!(
+                                "{} - connection leak detection triggered: connection #{id} taken by {} at {} \
+                                 has been out of the pool for {} ms (leak_detection_threshold {} ms); \
+                                 stack of the checkout:\n{}",
+                                self.cfg.pool_name,
+                                l.thread,
+                                l.location,
+                                now.saturating_duration_since(l.since).as_millis(),
+                                t.as_millis(),
+                                l.backtrace
+                            ));
+                        }
+                    }
+                }
+                let want = self.min_idle.saturating_sub(st.idle.len() + st.creating);
+                fill = if now >= fill_retry_at {
+                    want.min(self.cfg.max_size - st.total)
+                } else {
+                    0
+                };
+                st.total += fill;
+                st.creating += fill;
+            }
+            for msg in leaks {
+                self.leaks.fetch_add(1, Ordering::Relaxed);
+                tracing::warn!(target: "weft_pg::leak", pool = %self.cfg.pool_name, "{msg}");
+            }
+            for slot in to_close {
+                self.close_conn(slot);
+            }
+            for i in 0..fill {
+                match self.open(deadline_after(self.cfg.connection_timeout)) {
+                    Ok(slot) => {
+                        let mut st = self.lock();
+                        st.creating -= 1;
+                        if st.closed {
+                            st.total -= 1;
+                            drop(st);
+                            self.close_conn(slot);
+                            continue;
+                        }
+                        st.idle.push_back(slot);
+                        self.dispatch(&mut st);
+                    }
+                    Err(_) => {
+                        // Give back this and the remaining reservations;
+                        // try again next tick.
+                        let mut st = self.lock();
+                        let left = fill - i;
+                        st.creating -= left;
+                        st.total -= left;
+                        self.dispatch(&mut st);
+                        fill_retry_at = Instant::now() + period.min(Duration::from_millis(500));
+                        break;
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// A connection on loan from a [`Pool`]; it derefs to [`Connection`] and
+/// goes back to the pool when dropped — or is closed instead if it broke
+/// (lost connection, failed rollback) or outlived `max_lifetime`.
+pub struct PooledConnection {
+    pool: Arc<Inner>,
+    slot: Option<Slot>,
+    taken: Instant,
+}
+
+impl PooledConnection {
+    /// Closes this connection instead of returning it (HikariCP's
+    /// `evictConnection`): the pool opens a new one when needed.
+    pub fn discard(mut self) {
+        if let Some(s) = &mut self.slot {
+            s.conn.mark_broken();
+        }
+    }
+}
+
+impl Deref for PooledConnection {
+    type Target = Connection;
+    fn deref(&self) -> &Connection {
+        &self.slot.as_ref().expect("present until drop").conn
+    }
+}
+
+impl DerefMut for PooledConnection {
+    fn deref_mut(&mut self) -> &mut Connection {
+        &mut self.slot.as_mut().expect("present until drop").conn
+    }
+}
+
+impl fmt::Debug for PooledConnection {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("PooledConnection")
+            .field("pool", &self.pool.cfg.pool_name)
+            .field("id", &self.slot.as_ref().map(|s| s.id))
+            .finish_non_exhaustive()
+    }
+}
+
+impl Drop for PooledConnection {
+    fn drop(&mut self) {
+        if let Some(slot) = self.slot.take() {
+            self.pool.give_back(slot, self.taken);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tokio_postgres::error::SqlState;
+
+    #[test]
+    fn retryable_errors() {
+        assert!(retryable(&Error::Connect {
+            target: "x".into(),
+            source: std::io::Error::from(std::io::ErrorKind::ConnectionRefused)
+        }));
+        assert!(!retryable(&Error::Interrupted));
+        assert!(!retryable(&Error::Config("x".into())));
+        let _ = SqlState::ADMIN_SHUTDOWN;
+    }
+
+    #[test]
+    fn jitter_in_range() {
+        for i in 0..1000 {
+            let j = jitter(i);
+            assert!((0.0..1.0).contains(&j));
+        }
+    }
+}
