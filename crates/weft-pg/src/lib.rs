@@ -52,16 +52,20 @@
 //! opened with `connect_raw` over a weft [`TcpStream`](weft::net::TcpStream)
 //! or [`UnixStream`](weft::net::UnixStream), whose `tokio::io` traits are
 //! driven by weft's own poller. The thread that makes a call polls both the
-//! call's future and the connection's I/O future, parking in between;
-//! there is no per-connection driver thread and no hand-off between
-//! threads. Chosen by measurement (`cargo bench -p weft-pg --bench pg --
-//! driver`, `SELECT 1` from 64 virtual threads over 16 connections on
-//! this 2-core machine): see `README-section.md` beside this crate for the
-//! table. In short, polling inline was faster than a driver thread per
-//! connection, and as fast as a minimal synchronous client written
-//! directly on `postgres-protocol`, which would have had to re-implement
-//! everything `tokio-postgres` already does well (types, statement cache,
-//! error fields, pipelining, SCRAM).
+//! call's future and the connection's I/O future (each with its own waker,
+//! so only what was woken is polled), parking in between; there is no
+//! per-connection driver thread. The connection handshake is polled inside
+//! [`weft::blocking`], because SCRAM's key derivation is milliseconds of
+//! CPU.
+//!
+//! Chosen by measurement (`cargo bench -p weft-pg --bench pg -- driver`,
+//! `SELECT 1` from 64 virtual threads over 16 connections, 2-core machine;
+//! table in `README-section.md` beside this crate): polling inline ties
+//! with a driver thread per connection on throughput and has the lower
+//! single-query latency; a minimal synchronous client on
+//! `postgres-protocol` spent ~15–20% less client CPU per query, but would
+//! have had to re-implement everything `tokio-postgres` already does well
+//! (types, statements, error fields, notices, authentication variants).
 //!
 //! # Pool
 //!

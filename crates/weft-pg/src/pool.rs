@@ -8,11 +8,14 @@
 //! of waiting threads and the leases of connections in use. Nothing slow
 //! happens under it: connecting, validating and closing run outside.
 //!
-//! Fairness: waiting threads queue in FIFO order, each parked on its own
-//! `weft::sync::Condvar`. While anyone waits, a returned connection (or
-//! room to open a new one) is *granted* to the head of the queue, never
-//! taken by a newcomer: a newcomer that finds the queue non-empty queues
-//! behind it. A waiter wakes to find what it was granted.
+//! Fairness: waiting threads queue in FIFO order and park (`weft::park`:
+//! the virtual thread, never the carrier). While anyone waits, a returned
+//! connection (or room to open a new one) is *granted* to the head of the
+//! queue, never taken by a newcomer: a newcomer that finds the queue
+//! non-empty queues behind it. The grant is left in the waiter's own slot
+//! and the waiter unparked; it reads the slot without touching the pool's
+//! lock again, which matters when many threads contend for few
+//! connections.
 //!
 //! Opening a connection: a caller that finds no idle connection but room
 //! under `max_size` reserves a slot and opens the connection itself
@@ -26,10 +29,10 @@ use std::fmt;
 use std::ops::{Deref, DerefMut};
 use std::panic::Location;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-use weft::sync::{Condvar, Mutex, MutexGuard, WaitError};
+use weft::sync::{Condvar, Mutex, MutexGuard};
 
 use crate::config::Config;
 use crate::conn::Connection;
@@ -111,9 +114,23 @@ enum Grant {
     Closed,
 }
 
+/// A queued `get()`: the grant is put here under the pool lock, then the
+/// thread is unparked; it reads its grant without taking the pool lock
+/// again (only a timeout or an interrupt does).
 struct Waiter {
-    id: u64,
-    cv: Arc<Condvar>,
+    thread: weft::Thread,
+    granted: AtomicBool,
+    grant: Mutex<Option<Grant>>,
+}
+
+impl Waiter {
+    fn take(&self) -> Grant {
+        self.grant
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .take()
+            .expect("granted")
+    }
 }
 
 #[derive(Default)]
@@ -124,8 +141,7 @@ struct State {
     total: usize,
     active: usize,
     creating: usize,
-    waiters: VecDeque<Waiter>,
-    grants: HashMap<u64, Grant>,
+    waiters: VecDeque<Arc<Waiter>>,
     leases: HashMap<u64, Lease>,
     closed: bool,
     last_error: Option<String>,
@@ -390,36 +406,40 @@ impl Inner {
         start: Instant,
         deadline: Instant,
     ) -> Result<Grant> {
-        let id = self.ids.fetch_add(1, Ordering::Relaxed);
-        let cv = Arc::new(Condvar::new());
-        st.waiters.push_back(Waiter {
-            id,
-            cv: Arc::clone(&cv),
+        let me = Arc::new(Waiter {
+            thread: weft::current(),
+            granted: AtomicBool::new(false),
+            grant: Mutex::new(None),
         });
+        st.waiters.push_back(Arc::clone(&me));
+        drop(st);
         loop {
-            if let Some(g) = st.grants.remove(&id) {
-                return Ok(g);
+            if me.granted.load(Ordering::Acquire) {
+                return Ok(me.take());
             }
             let now = Instant::now();
-            if now >= deadline {
-                let err = self.timeout_error(&st, start);
-                st.waiters.retain(|w| w.id != id);
+            let timed_out = now >= deadline;
+            // Clears the flag (weft's convention for interrupted waits).
+            let interrupted = !timed_out && weft::interrupted();
+            if timed_out || interrupted {
+                let mut st = self.lock();
+                if me.granted.load(Ordering::Acquire) {
+                    // Granted at the same moment: keep it; an interrupt
+                    // stays pending.
+                    if interrupted {
+                        weft::current().interrupt();
+                    }
+                    return Ok(me.take());
+                }
+                let err = if interrupted {
+                    Error::Interrupted
+                } else {
+                    self.timeout_error(&st, start)
+                };
+                st.waiters.retain(|w| !Arc::ptr_eq(w, &me));
                 return Err(err);
             }
-            st = match cv.wait_timeout_interruptibly(st, deadline - now) {
-                Ok((g, _)) => g,
-                Err(WaitError::Interrupted(mut g)) => {
-                    if let Some(grant) = g.grants.remove(&id) {
-                        // Granted at the same moment: keep it, and the
-                        // interrupt stays pending.
-                        weft::current().interrupt();
-                        return Ok(grant);
-                    }
-                    g.waiters.retain(|w| w.id != id);
-                    return Err(Error::Interrupted);
-                }
-                Err(WaitError::Poisoned(p)) => p.into_inner(),
-            };
+            weft::park_timeout(deadline - now);
         }
     }
 
@@ -558,8 +578,9 @@ impl Inner {
                 break;
             };
             let w = st.waiters.pop_front().expect("checked non-empty");
-            st.grants.insert(w.id, g);
-            w.cv.notify_one();
+            *w.grant.lock().unwrap_or_else(|e| e.into_inner()) = Some(g);
+            w.granted.store(true, Ordering::Release);
+            w.thread.unpark();
         }
     }
 
