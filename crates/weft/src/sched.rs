@@ -1309,9 +1309,16 @@ pub(crate) fn run_monitor(weak: std::sync::Weak<Shared>) {
                 shared.notify_work();
             }
         }
+        // Safety net (Go's sysmon does the same): work queued while no
+        // carrier searches gets a carrier, whatever the wake-up protocol
+        // missed. Cheap: a few loads per tick.
+        let queued = shared.has_visible_work();
+        if queued && shared.idle.searching.load(Ordering::SeqCst) == 0 {
+            shared.notify_work();
+        }
         let all_asleep =
             shared.idle.num_sleepers.load(Ordering::SeqCst) >= shared.active.load(Ordering::SeqCst);
-        quiet = if any_busy || !all_asleep {
+        quiet = if any_busy || !all_asleep || queued {
             0
         } else {
             quiet + 1
