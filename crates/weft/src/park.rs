@@ -96,9 +96,11 @@ impl ParkState {
             // Only the thread itself leaves RUNNING for PARKING, and unpark
             // only moves RUNNING → NOTIFIED, so a failure means NOTIFIED.
             Err(_) => {
-                self.0.store(RUNNING, Ordering::Relaxed);
-                // Synchronise with the unparker's release.
-                crate::park::fence_acquire();
+                // Consume with an acquiring RMW, not a store: another
+                // unparker may re-publish the permit between our failed CAS
+                // and here, and we must see *its* writes too (a plain store
+                // would swallow its permit without synchronising with it).
+                self.0.swap(RUNNING, Ordering::Acquire);
                 BeginPark::Consumed
             }
         }
@@ -112,8 +114,9 @@ impl ParkState {
         {
             Ok(_) => AfterSwitch::Parked,
             Err(_) => {
-                // NOTIFIED: consume the permit and run the thread again.
-                self.0.store(RUNNING, Ordering::Relaxed);
+                // NOTIFIED: consume the permit (an acquiring RMW, for the
+                // same reason as in `begin_park`) and run the thread again.
+                self.0.swap(RUNNING, Ordering::Acquire);
                 AfterSwitch::Reschedule
             }
         }
@@ -165,12 +168,4 @@ impl ParkState {
     pub fn is_parked(&self) -> bool {
         self.0.load(Ordering::Relaxed) == PARKED
     }
-}
-
-#[inline]
-fn fence_acquire() {
-    #[cfg(loom)]
-    loom::sync::atomic::fence(Ordering::Acquire);
-    #[cfg(not(loom))]
-    std::sync::atomic::fence(Ordering::Acquire);
 }

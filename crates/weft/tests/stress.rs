@@ -406,15 +406,7 @@ fn ping_pong_with_racing_timeouts() {
     eprintln!("4 × 50,000 handoffs with park_timeout(0..50 µs): {took:?}");
 }
 
-// KNOWN OPEN BUG: this test stalls in roughly one run out of two on a loaded
-// 2-core machine (both sides parked, one hand-off lost) when an OS thread
-// and a virtual thread ping-pong through park/unpark. The cause is not yet
-// found (the stale-permit bug in `ParkState::unpark` is fixed and
-// loom-modelled; virtual<->virtual across runtimes and carriers passes).
-// Ignored so CI stays meaningful; run it with
-// `cargo test -p weft --release --test stress -- --ignored`.
 #[test]
-#[ignore = "known lost wake-up between OS and virtual threads, under investigation"]
 fn ping_pong_between_os_and_virtual_threads() {
     let _turn = heavy();
     let _dog = Watchdog::new("ping_pong_between_os_and_virtual_threads");
