@@ -134,3 +134,38 @@ fn stale_permit_does_not_hide_new_data() {
         t.join().unwrap();
     });
 }
+
+/// Two unparkers, each publishing its own data: the parker must end up
+/// seeing both (regression: consuming a permit with a plain store could
+/// swallow a permit re-published in between without synchronising with
+/// its unparker).
+#[test]
+fn two_unparkers_data_is_never_lost() {
+    loom::model(|| {
+        let s = Arc::new(ParkState::new());
+        let data = Arc::new([AtomicUsize::new(0), AtomicUsize::new(0)]);
+        let resumed = Arc::new(AtomicUsize::new(0));
+        let mut ts = Vec::new();
+        for i in 0..2 {
+            let (s2, d2, r2) = (s.clone(), data.clone(), resumed.clone());
+            ts.push(loom::thread::spawn(move || {
+                d2[i].store(1, Ordering::Relaxed);
+                unpark(&s2, &r2);
+            }));
+        }
+        loop {
+            if data[0].load(Ordering::Relaxed) == 1 && data[1].load(Ordering::Relaxed) == 1 {
+                break;
+            }
+            let before = resumed.load(Ordering::SeqCst);
+            if park_once(&s, &resumed) {
+                while resumed.load(Ordering::SeqCst) == before {
+                    loom::thread::yield_now();
+                }
+            }
+        }
+        for t in ts {
+            t.join().unwrap();
+        }
+    });
+}
