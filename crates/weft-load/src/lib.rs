@@ -28,7 +28,10 @@
 //! - **Closed** (default): `concurrency` users, each sending its next
 //!   request as soon as the previous one is answered, until `requests`
 //!   have been sent or `duration` has passed. Latency is measured from the
-//!   moment each request is sent.
+//!   moment each request is sent. In a `duration` run only answers that
+//!   arrive inside the window count (as in wrk): a request still in flight
+//!   at the end is finished but not counted, so that long requests (say a
+//!   1 s handler) do not inflate the rate by `concurrency / window`.
 //! - **Open** (`rate` set): requests are *scheduled* at `rate` per second
 //!   (request *i* at `start + i / rate`) and handed to whichever user is
 //!   free; latency is measured from the **intended** start time, so a
@@ -399,7 +402,8 @@ pub fn run(config: &Config) -> Result<Report, Error> {
         p.finish();
     }
     let measured = match plan.end {
-        // A duration run is over at its end (late answers still count).
+        // A duration run is over at its end (closed model: late answers are
+        // not counted; open model: every scheduled request counts).
         Some(end) => end
             .max(measure)
             .min(finished)
@@ -504,6 +508,10 @@ fn user(p: &Plan, delay: Duration) -> Tally {
             },
         };
         let elapsed = start.elapsed();
+        // Closed model: an answer after the window is not counted (see the
+        // module docs), and this user is done.
+        let late = p.rate.is_none() && p.end.is_some_and(|e| Instant::now() > e);
+        let measured = measured && !late;
         match result {
             Ok(ex) => {
                 if !ex.keep_alive || !p.keep_alive {

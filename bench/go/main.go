@@ -1,0 +1,431 @@
+// Command gobench is the Go worker of the weft-bench cross-runtime benchmark
+// suite. It mirrors the Rust and Java workers: the same workloads, the same
+// arguments and the same output, so that the orchestrator can run all three
+// side by side and compare them.
+//
+// Usage:
+//
+//	gobench <workload> <args...>
+//
+// Measuring workloads print exactly one line of JSON to stdout:
+//
+//	{"workload":"<name>","value":<float>,"unit":"<unit>"}
+//
+// and exit 0. The server workloads print "ready <port>" once they listen and
+// then serve until killed. Wrong arguments or a failed verification print a
+// message to stderr and exit 1. Peak RSS is measured by the orchestrator.
+//
+// Workloads:
+//
+//	spawn <n>                          start n empty goroutines, wait for all (ns/op)
+//	pingpong <n>                       n round trips over two unbuffered channels (ns/op)
+//	sleep <n> <ms>                     n goroutines each sleep ms milliseconds (ms)
+//	mutex <threads> <ops>              contended sync.Mutex counter increments (ns/op)
+//	channel <producers> <msgs> <cap>   many producers, one consumer, one channel (msg/s)
+//	echo-server                        TCP echo server on 127.0.0.1, kernel-chosen port
+//	http-server                        HTTP/1.1 server on 127.0.0.1, kernel-chosen port
+//
+// The CPU workloads (spawn, pingpong, mutex, channel) first run once untimed
+// with a tenth of the size as a warm-up. All goroutines run with the default
+// GOMAXPROCS.
+package main
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"strconv"
+	"sync"
+	"time"
+)
+
+// result is the single JSON line a measuring workload prints.
+type result struct {
+	Workload string  `json:"workload"`
+	Value    float64 `json:"value"`
+	Unit     string  `json:"unit"`
+}
+
+const usage = `usage: gobench <workload> <args...>
+workloads:
+  spawn <n>
+  pingpong <n>
+  sleep <n> <ms>
+  mutex <threads> <ops>
+  channel <producers> <msgs> <cap>
+  echo-server
+  http-server`
+
+func main() {
+	if len(os.Args) < 2 {
+		fail(usage)
+	}
+	name, args := os.Args[1], os.Args[2:]
+
+	switch name {
+	case "spawn":
+		expectArgs(name, args, "<n>")
+		n := parseInt("n", args[0], 1)
+		report(name, runSpawn(n), "ns/op")
+	case "pingpong":
+		expectArgs(name, args, "<n>")
+		n := parseInt("n", args[0], 1)
+		report(name, runPingPong(n), "ns/op")
+	case "sleep":
+		expectArgs(name, args, "<n>", "<ms>")
+		n := parseInt("n", args[0], 1)
+		ms := parseInt("ms", args[1], 0)
+		report(name, runSleep(n, ms), "ms")
+	case "mutex":
+		expectArgs(name, args, "<threads>", "<ops>")
+		threads := parseInt("threads", args[0], 1)
+		ops := parseInt("ops", args[1], 1)
+		report(name, runMutex(threads, ops), "ns/op")
+	case "channel":
+		expectArgs(name, args, "<producers>", "<msgs>", "<cap>")
+		producers := parseInt("producers", args[0], 1)
+		msgs := parseInt("msgs", args[1], 1)
+		capacity := parseInt("cap", args[2], 0)
+		report(name, runChannel(producers, msgs, capacity), "msg/s")
+	case "echo-server":
+		expectArgs(name, args)
+		runEchoServer()
+	case "http-server":
+		expectArgs(name, args)
+		runHTTPServer()
+	default:
+		fail(fmt.Sprintf("unknown workload %q\n%s", name, usage))
+	}
+}
+
+// ---------------------------------------------------------------------------
+// Helpers: argument parsing, output and errors.
+// ---------------------------------------------------------------------------
+
+// fail prints msg to stderr and exits with status 1.
+func fail(msg string) {
+	fmt.Fprintln(os.Stderr, "gobench:", msg)
+	os.Exit(1)
+}
+
+// expectArgs checks that args has exactly one entry per name in want.
+func expectArgs(workload string, args []string, want ...string) {
+	if len(args) != len(want) {
+		fail(fmt.Sprintf("%s: expected %d argument(s) %v, got %d\n%s",
+			workload, len(want), want, len(args), usage))
+	}
+}
+
+// parseInt parses a decimal integer argument and checks it is >= min.
+func parseInt(what, s string, min int) int {
+	v, err := strconv.Atoi(s)
+	if err != nil {
+		fail(fmt.Sprintf("argument %s: %q is not an integer", what, s))
+	}
+	if v < min {
+		fail(fmt.Sprintf("argument %s: %d must be >= %d", what, v, min))
+	}
+	return v
+}
+
+// report prints the single JSON result line to stdout.
+func report(workload string, value float64, unit string) {
+	line, err := json.Marshal(result{Workload: workload, Value: value, Unit: unit})
+	if err != nil {
+		fail("encoding result: " + err.Error())
+	}
+	fmt.Println(string(line))
+}
+
+// nsPerOp converts an elapsed time over ops operations into ns/op.
+func nsPerOp(elapsed time.Duration, ops int) float64 {
+	return float64(elapsed.Nanoseconds()) / float64(ops)
+}
+
+// ---------------------------------------------------------------------------
+// 1. spawn: start n goroutines that do nothing, wait for all of them.
+// ---------------------------------------------------------------------------
+
+func runSpawn(n int) float64 {
+	spawnOnce(n / 10) // untimed warm-up
+	start := time.Now()
+	spawnOnce(n)
+	return nsPerOp(time.Since(start), n)
+}
+
+func spawnOnce(n int) {
+	var wg sync.WaitGroup
+	wg.Add(n)
+	for i := 0; i < n; i++ {
+		go func() {
+			wg.Done()
+		}()
+	}
+	wg.Wait()
+}
+
+// ---------------------------------------------------------------------------
+// 2. pingpong: pass a token back and forth n times over two unbuffered
+// channels. The main goroutine is one side, a second goroutine the other.
+// One op is one full round trip.
+// ---------------------------------------------------------------------------
+
+func runPingPong(n int) float64 {
+	pingPongOnce(n / 10) // untimed warm-up
+	start := time.Now()
+	pingPongOnce(n)
+	return nsPerOp(time.Since(start), n)
+}
+
+func pingPongOnce(n int) {
+	ping := make(chan uint64)
+	pong := make(chan uint64)
+
+	// The other side: receive the token, increment it and send it back.
+	go func() {
+		for i := 0; i < n; i++ {
+			pong <- (<-ping) + 1
+		}
+	}()
+
+	var token uint64
+	for i := 0; i < n; i++ {
+		ping <- token
+		token = <-pong
+	}
+	// Every round trip increments the token exactly once.
+	if token != uint64(n) {
+		fail(fmt.Sprintf("pingpong: verification failed: token %d, expected %d", token, n))
+	}
+}
+
+// ---------------------------------------------------------------------------
+// 3. sleep: n goroutines each sleep ms milliseconds; measures the total
+// wall-clock time from before the first start until all are done. No warm-up.
+// ---------------------------------------------------------------------------
+
+func runSleep(n, ms int) float64 {
+	d := time.Duration(ms) * time.Millisecond
+	var wg sync.WaitGroup
+	wg.Add(n)
+
+	start := time.Now()
+	for i := 0; i < n; i++ {
+		go func() {
+			defer wg.Done()
+			time.Sleep(d)
+		}()
+	}
+	wg.Wait()
+	elapsed := time.Since(start)
+
+	return float64(elapsed.Nanoseconds()) / 1e6
+}
+
+// ---------------------------------------------------------------------------
+// 4. mutex: threads goroutines each increment a shared counter ops times
+// under a single shared sync.Mutex.
+// ---------------------------------------------------------------------------
+
+func runMutex(threads, ops int) float64 {
+	mutexOnce(threads, ops/10) // untimed warm-up
+	start := time.Now()
+	mutexOnce(threads, ops)
+	return nsPerOp(time.Since(start), threads*ops)
+}
+
+func mutexOnce(threads, ops int) {
+	var (
+		mu      sync.Mutex
+		counter uint64
+		wg      sync.WaitGroup
+	)
+	wg.Add(threads)
+	for t := 0; t < threads; t++ {
+		go func() {
+			defer wg.Done()
+			for i := 0; i < ops; i++ {
+				mu.Lock()
+				counter++
+				mu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+
+	if want := uint64(threads) * uint64(ops); counter != want {
+		fail(fmt.Sprintf("mutex: verification failed: counter %d, expected %d", counter, want))
+	}
+}
+
+// ---------------------------------------------------------------------------
+// 5. channel: producers goroutines together send msgs uint64 values into one
+// channel of capacity cap (0 = unbuffered); one consumer goroutine receives
+// exactly msgs values and sums them. Producer i sends msgs/producers values,
+// the first msgs%producers producers send one more; each producer sends
+// 1..=count, so the expected sum is the sum of count*(count+1)/2.
+// ---------------------------------------------------------------------------
+
+func runChannel(producers, msgs, capacity int) float64 {
+	channelOnce(producers, msgs/10, capacity) // untimed warm-up
+	start := time.Now()
+	channelOnce(producers, msgs, capacity)
+	elapsed := time.Since(start)
+	return float64(msgs) / elapsed.Seconds()
+}
+
+func channelOnce(producers, msgs, capacity int) {
+	ch := make(chan uint64, capacity)
+	sumCh := make(chan uint64)
+
+	// Consumer: receive exactly msgs values and report their sum.
+	go func() {
+		var sum uint64
+		for i := 0; i < msgs; i++ {
+			sum += <-ch
+		}
+		sumCh <- sum
+	}()
+
+	// Producers: split msgs as evenly as possible.
+	var (
+		wg       sync.WaitGroup
+		expected uint64
+	)
+	base, extra := msgs/producers, msgs%producers
+	wg.Add(producers)
+	for p := 0; p < producers; p++ {
+		count := uint64(base)
+		if p < extra {
+			count++
+		}
+		expected += count * (count + 1) / 2
+		go func(count uint64) {
+			defer wg.Done()
+			for v := uint64(1); v <= count; v++ {
+				ch <- v
+			}
+		}(count)
+	}
+
+	sum := <-sumCh
+	wg.Wait()
+
+	if sum != expected {
+		fail(fmt.Sprintf("channel: verification failed: sum %d, expected %d", sum, expected))
+	}
+}
+
+// ---------------------------------------------------------------------------
+// 6. echo-server: TCP echo on 127.0.0.1, one goroutine per connection.
+// ---------------------------------------------------------------------------
+
+func runEchoServer() {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		fail("echo-server: listen: " + err.Error())
+	}
+	announce(ln)
+
+	for {
+		conn, err := ln.Accept()
+		if err != nil {
+			// Temporary failures (e.g. too many open files) must not stop
+			// the server; back off briefly and keep accepting.
+			if errors.Is(err, net.ErrClosed) {
+				fail("echo-server: accept: " + err.Error())
+			}
+			fmt.Fprintln(os.Stderr, "gobench: echo-server: accept:", err)
+			time.Sleep(10 * time.Millisecond)
+			continue
+		}
+		go echo(conn)
+	}
+}
+
+// echo writes back every byte read from conn until EOF or an error.
+func echo(conn net.Conn) {
+	defer conn.Close()
+	if tcp, ok := conn.(*net.TCPConn); ok {
+		_ = tcp.SetNoDelay(true) // Go's default already, set explicitly.
+	}
+	buf := make([]byte, 4096)
+	for {
+		n, err := conn.Read(buf)
+		if n > 0 {
+			if _, werr := conn.Write(buf[:n]); werr != nil {
+				return
+			}
+		}
+		if err != nil {
+			return // io.EOF or a real error: either way, close.
+		}
+	}
+}
+
+// ---------------------------------------------------------------------------
+// 7. http-server: net/http HTTP/1.1 server on 127.0.0.1 with keep-alive.
+//
+//	GET /hello -> 200 "Hello, World!" (text/plain)
+//	GET /sleep -> sleep 1 s, then 200 "slept"
+//	otherwise  -> 404
+//
+// No read/write/idle timeouts are set, so thousands of keep-alive
+// connections each waiting a second are never cut off.
+// ---------------------------------------------------------------------------
+
+func runHTTPServer() {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		fail("http-server: listen: " + err.Error())
+	}
+
+	srv := &http.Server{Handler: http.HandlerFunc(handleHTTP)}
+	announce(ln)
+
+	if err := srv.Serve(ln); err != nil {
+		fail("http-server: serve: " + err.Error())
+	}
+}
+
+var (
+	helloBody = []byte("Hello, World!")
+	sleptBody = []byte("slept")
+)
+
+func handleHTTP(w http.ResponseWriter, r *http.Request) {
+	if r.Method != http.MethodGet {
+		http.NotFound(w, r)
+		return
+	}
+	switch r.URL.Path {
+	case "/hello":
+		writeText(w, helloBody)
+	case "/sleep":
+		time.Sleep(time.Second)
+		writeText(w, sleptBody)
+	default:
+		http.NotFound(w, r)
+	}
+}
+
+// writeText sends a 200 response with a text/plain body.
+func writeText(w http.ResponseWriter, body []byte) {
+	h := w.Header()
+	h.Set("Content-Type", "text/plain")
+	h.Set("Content-Length", strconv.Itoa(len(body)))
+	w.WriteHeader(http.StatusOK)
+	_, _ = w.Write(body)
+}
+
+// announce prints "ready <port>" on its own line. os.Stdout is unbuffered
+// in Go, so the line reaches the orchestrator immediately.
+func announce(ln net.Listener) {
+	port := ln.Addr().(*net.TCPAddr).Port
+	if _, err := fmt.Fprintf(os.Stdout, "ready %d\n", port); err != nil {
+		fail("writing ready line: " + err.Error())
+	}
+}

@@ -1,0 +1,137 @@
+//! The load side, the same for every server: a TCP echo client on a
+//! current-thread Tokio runtime, and `weft-load` for HTTP.
+//!
+//! Both run in the orchestrator's process, so the server process's peak
+//! RSS is the server's alone. On this 2-core machine client and server
+//! share the CPUs; that is the same for every runtime and the reason the
+//! client is kept on one OS thread.
+
+use std::time::{Duration, Instant};
+
+use hdrhistogram::Histogram;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+/// Bytes per echo message.
+pub const MSG: usize = 64;
+
+/// What one load window produced.
+#[derive(Clone, Debug)]
+pub struct Load {
+    /// Completed operations (echo round trips or HTTP responses) per second.
+    pub rate: f64,
+    /// 99th percentile latency in milliseconds.
+    pub p99_ms: f64,
+    /// Operations that failed (connection errors, non-2xx, timeouts).
+    pub errors: u64,
+}
+
+/// `conns` connections each write 64 bytes and read the echo back in a
+/// loop. After all are connected, `warmup` passes unmeasured, then round
+/// trips completed within `window` are counted and timed.
+pub fn echo(port: u16, conns: usize, warmup: Duration, window: Duration) -> Result<Load, String> {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| e.to_string())?;
+    rt.block_on(echo_async(port, conns, warmup, window))
+}
+
+async fn echo_async(
+    port: u16,
+    conns: usize,
+    warmup: Duration,
+    window: Duration,
+) -> Result<Load, String> {
+    let addr = std::net::SocketAddr::from(([127, 0, 0, 1], port));
+    // Connect in waves of 256 so that 10,000 SYNs never overflow the
+    // server's accept queue (a dropped SYN costs a 1 s retransmit).
+    let mut streams = Vec::with_capacity(conns);
+    for wave in (0..conns).collect::<Vec<_>>().chunks(256) {
+        let mut pending = Vec::with_capacity(wave.len());
+        for _ in wave {
+            pending.push(tokio::spawn(async move {
+                let s = tokio::net::TcpStream::connect(addr).await?;
+                s.set_nodelay(true)?;
+                // Reset on close, so repeated runs leave no TIME_WAIT.
+                socket2::SockRef::from(&s).set_linger(Some(Duration::ZERO))?;
+                Ok::<_, std::io::Error>(s)
+            }));
+        }
+        for p in pending {
+            let s = p
+                .await
+                .map_err(|e| e.to_string())?
+                .map_err(|e| format!("connect to {addr}: {e}"))?;
+            streams.push(s);
+        }
+    }
+    let start = Instant::now() + Duration::from_millis(50);
+    let measure = start + warmup;
+    let end = measure + window;
+    let mut tasks = Vec::with_capacity(conns);
+    for mut s in streams {
+        tasks.push(tokio::spawn(async move {
+            tokio::time::sleep_until(start.into()).await;
+            let out = [7u8; MSG];
+            let mut back = [0u8; MSG];
+            let mut lat_us: Vec<u32> = Vec::new();
+            let mut errors = 0u64;
+            loop {
+                let t = Instant::now();
+                if t >= end {
+                    break;
+                }
+                let ok = s.write_all(&out).await.is_ok() && s.read_exact(&mut back).await.is_ok();
+                let done = Instant::now();
+                if !ok || back != out {
+                    errors += 1;
+                    break;
+                }
+                if t >= measure && done <= end {
+                    lat_us.push(done.duration_since(t).as_micros().min(u32::MAX as u128) as u32);
+                }
+            }
+            (lat_us, errors)
+        }));
+    }
+    let mut hist = Histogram::<u64>::new_with_bounds(1, 60_000_000, 3).map_err(|e| e.to_string())?;
+    let mut errors = 0;
+    for t in tasks {
+        let (lat, e) = t.await.map_err(|e| e.to_string())?;
+        errors += e;
+        for us in lat {
+            let _ = hist.record(u64::from(us).max(1));
+        }
+    }
+    Ok(Load {
+        rate: hist.len() as f64 / window.as_secs_f64(),
+        p99_ms: hist.value_at_quantile(0.99) as f64 / 1000.0,
+        errors,
+    })
+}
+
+/// HTTP load with `weft-load`'s closed model: `conns` keep-alive users on
+/// `path`, ramped up over the first half of `warmup`.
+pub fn http(
+    port: u16,
+    path: &str,
+    conns: usize,
+    warmup: Duration,
+    window: Duration,
+) -> Result<Load, String> {
+    let config = weft_load::Config {
+        url: format!("http://127.0.0.1:{port}{path}"),
+        concurrency: conns,
+        duration: Some(window),
+        warmup,
+        ramp_up: warmup / 2,
+        timeout: Duration::from_secs(30),
+        ..weft_load::Config::default()
+    };
+    let r = weft_load::run(&config).map_err(|e| e.to_string())?;
+    Ok(Load {
+        rate: r.successes as f64 / r.duration_secs,
+        p99_ms: r.latency.p99_ms,
+        errors: r.failures,
+    })
+}

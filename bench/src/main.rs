@@ -1,0 +1,718 @@
+//! `weft-bench`: the same workloads on Weft, Tokio, `std` OS threads, Go
+//! goroutines and Java virtual threads, on this machine, in one table.
+//!
+//! ```text
+//! cargo run --release -p weft-bench                  # full run (~15 min), medians of 3-5 runs
+//! cargo run --release -p weft-bench -- --quick       # smaller sizes, under 3 minutes
+//! cargo run --release -p weft-bench -- --only echo,http --runtimes weft,go
+//! cargo run --release -p weft-bench -- --update-readme   # also rewrites README.md's table
+//! cargo run --release -p weft-bench -- --list        # the workloads and columns
+//! ```
+//!
+//! Every measurement is a fresh process (`weft-bench worker …`, the Go
+//! binary built from `bench/go`, or `java Bench` compiled from
+//! `bench/java`), so each figure's peak RSS (`wait4`'s `ru_maxrss`) is that
+//! run's alone. Servers are driven from this process: TCP echo by a Tokio
+//! current-thread client, HTTP by `weft-load` — the same load for every
+//! server. A missing Go or JDK (≥ 21) skips its column with a note.
+//!
+//! Results go to `target/weft-bench/`: `results.json`, `report.md` and one
+//! SVG chart per workload.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use clap::{Parser, Subcommand};
+
+mod client;
+mod proc;
+mod report;
+mod worker;
+
+use proc::Launcher;
+use report::{Cell, Column, Row, Run, Unit, WorkloadResult};
+
+#[derive(Parser, Debug)]
+#[command(version, about = "Weft vs Tokio, std threads, Go and Java virtual threads: one table")]
+struct Cli {
+    #[command(subcommand)]
+    cmd: Option<Cmd>,
+    /// Smaller sizes and fewer runs: under 3 minutes.
+    #[arg(long)]
+    quick: bool,
+    /// Runs per figure (default: 5 for CPU workloads, 3 for the rest; 3/1
+    /// with --quick).
+    #[arg(long)]
+    runs: Option<usize>,
+    /// Only workloads whose id contains one of these (comma-separated).
+    #[arg(long, value_delimiter = ',')]
+    only: Vec<String>,
+    /// Only these columns (comma-separated ids: weft, tokio-mt, tokio-ct,
+    /// std, go, java).
+    #[arg(long, value_delimiter = ',')]
+    runtimes: Vec<String>,
+    /// Output directory (default: target/weft-bench in the workspace).
+    #[arg(long)]
+    out: Option<PathBuf>,
+    /// Rewrite the table between the weft-bench markers in README.md.
+    #[arg(long)]
+    update_readme: bool,
+    /// Print the workloads and columns and exit.
+    #[arg(long)]
+    list: bool,
+}
+
+#[derive(Subcommand, Debug)]
+enum Cmd {
+    /// Runs one workload in this process (used by the suite itself).
+    #[command(hide = true)]
+    Worker {
+        #[arg(value_enum)]
+        rt: worker::Rt,
+        workload: String,
+        args: Vec<u64>,
+    },
+}
+
+/// How a workload is driven.
+#[derive(Clone, Copy, Debug)]
+enum Drive {
+    /// The worker measures itself and prints the figure.
+    Own,
+    /// Echo server; `conns` client connections.
+    Echo { conns: usize },
+    /// HTTP server; `conns` keep-alive users on `path`.
+    Http { path: &'static str, conns: usize },
+}
+
+/// One workload of the plan.
+struct Spec {
+    id: &'static str,
+    title: &'static str,
+    what: &'static str,
+    unit: Unit,
+    drive: Drive,
+    /// Arguments for the worker (`Own`) — per column, or why it is skipped.
+    args: Vec<u64>,
+    overrides: Vec<(&'static str, Result<Vec<u64>, String>)>,
+    runs: usize,
+    warmup: Duration,
+    window: Duration,
+    ideal: Option<f64>,
+    ideal_p99_ms: Option<f64>,
+    rss_row: bool,
+}
+
+const COLUMNS: [(&str, &str); 6] = [
+    ("weft", "Weft"),
+    ("tokio-mt", "Tokio (multi-thread)"),
+    ("tokio-ct", "Tokio (current-thread)"),
+    ("std", "std threads"),
+    ("go", "Go goroutines"),
+    ("java", "Java 25 virtual threads"),
+];
+
+fn plan(quick: bool, runs: Option<usize>) -> Vec<Spec> {
+    let q = |full: u64, quick_v: u64| if quick { quick_v } else { full };
+    let cpu_runs = runs.unwrap_or(if quick { 3 } else { 5 });
+    let other_runs = runs.unwrap_or(if quick { 1 } else { 3 });
+    let map_count = max_map_count();
+    let std_cap = map_count / 2;
+    let too_many_threads = |n: u64| -> Result<Vec<u64>, String> {
+        Err(format!(
+            "{n} OS threads need ~{} memory mappings; vm.max_map_count is {map_count}",
+            2 * n
+        ))
+    };
+    let no_ct = || ("tokio-ct", Err("servers: multi-thread runtime only".to_string()));
+    let own = |id, title, what, unit, args: Vec<u64>| Spec {
+        id,
+        title,
+        what,
+        unit,
+        drive: Drive::Own,
+        args,
+        overrides: Vec::new(),
+        runs: cpu_runs,
+        warmup: Duration::ZERO,
+        window: Duration::ZERO,
+        ideal: None,
+        ideal_p99_ms: None,
+        rss_row: false,
+    };
+    let (srv_warmup, srv_window) = if quick {
+        (Duration::from_millis(500), Duration::from_secs(2))
+    } else {
+        (Duration::from_secs(1), Duration::from_secs(5))
+    };
+    let server = |id, title, what, unit, drive| Spec {
+        id,
+        title,
+        what,
+        unit,
+        drive,
+        args: Vec::new(),
+        overrides: vec![no_ct()],
+        runs: other_runs,
+        warmup: srv_warmup,
+        window: srv_window,
+        ideal: None,
+        ideal_p99_ms: None,
+        rss_row: false,
+    };
+    let mut v = Vec::new();
+
+    let mut s = own(
+        "spawn",
+        "spawn + join",
+        "start N empty threads/tasks, then join them all; wall time / N",
+        Unit::Ns,
+        vec![q(100_000, 20_000)],
+    );
+    s.overrides.push(("std", Ok(vec![q(10_000, 2_000)])));
+    v.push(s);
+
+    let mut s = own(
+        "pingpong",
+        "ping-pong round trip",
+        "two threads hand a turn back and forth (park/unpark; Tokio: Notify; Go: unbuffered channels); time / round trip",
+        Unit::Ns,
+        vec![q(1_000_000, 200_000)],
+    );
+    s.overrides.push(("std", Ok(vec![q(100_000, 20_000)])));
+    v.push(s);
+
+    v.push(own(
+        "mutex",
+        "contended lock, 100 threads",
+        "100 threads each increment one counter under one lock (Weft: weft::sync::Mutex, Tokio: tokio::sync::Mutex, Go: sync.Mutex, Java: ReentrantLock); time / increment",
+        Unit::Ns,
+        vec![100, q(10_000, 2_000)],
+    ));
+
+    v.push(own(
+        "channel-1",
+        "channel 1 → 1",
+        "one producer sends N u64 to one consumer over a bounded channel of 1,024; messages / s",
+        Unit::PerSec("msg/s"),
+        vec![1, q(2_000_000, 400_000), 1024],
+    ));
+
+    v.push(own(
+        "channel-100",
+        "channel 100 → 1",
+        "100 producers send N u64 in all to one consumer over a bounded channel of 1,024; messages / s",
+        Unit::PerSec("msg/s"),
+        vec![100, q(2_000_000, 400_000), 1024],
+    ));
+
+    let sleepers = |id, n: u64| {
+        let mut s = own(
+            id,
+            if n >= 1_000_000 {
+                "1M × sleep(1 s)"
+            } else {
+                "100k × sleep(1 s)"
+            },
+            "start N threads that each sleep 1 s; wall time until all are joined, and the process's peak RSS",
+            Unit::Ms,
+            vec![n, 1000],
+        );
+        s.runs = other_runs;
+        s.ideal = Some(1000.0);
+        s.rss_row = true;
+        if n > std_cap {
+            s.overrides.push(("std", too_many_threads(n)));
+        }
+        s
+    };
+    v.push(sleepers("sleep-100k", 100_000));
+    if !quick {
+        v.push(sleepers("sleep-1m", 1_000_000));
+    }
+
+    v.push(server(
+        "echo-100",
+        "TCP echo, 100 connections",
+        "100 client connections each write 64 B and read the echo in a loop; round trips / s (and p99 latency)",
+        Unit::PerSec("msg/s"),
+        Drive::Echo { conns: 100 },
+    ));
+    let mut s = server(
+        "echo-10k",
+        "TCP echo, 10,000 connections",
+        "as above with 10,000 connections; round trips / s, p99, server peak RSS",
+        Unit::PerSec("msg/s"),
+        Drive::Echo { conns: 10_000 },
+    );
+    s.rss_row = true;
+    v.push(s);
+
+    v.push(server(
+        "http-hello-100",
+        "HTTP hello, 100 connections",
+        "weft-load, 100 keep-alive users on GET /hello (13-byte body); responses / s (and p99)",
+        Unit::PerSec("req/s"),
+        Drive::Http {
+            path: "/hello",
+            conns: 100,
+        },
+    ));
+    if !quick {
+        let mut s = server(
+            "http-hello-10k",
+            "HTTP hello, 10,000 connections",
+            "weft-load, 10,000 keep-alive users on GET /hello; responses / s, p99, server peak RSS",
+            Unit::PerSec("req/s"),
+            Drive::Http {
+                path: "/hello",
+                conns: 10_000,
+            },
+        );
+        s.rss_row = true;
+        v.push(s);
+    }
+    let mut s = server(
+        "http-sleep-10k",
+        "HTTP sleep(1 s), 10,000 connections",
+        "weft-load, 10,000 keep-alive users on GET /sleep (the handler sleeps 1 s); responses / s (ideal 10,000), p99 (ideal 1 s), server peak RSS",
+        Unit::PerSec("req/s"),
+        Drive::Http {
+            path: "/sleep",
+            conns: 10_000,
+        },
+    );
+    s.warmup = Duration::from_secs(3);
+    s.window = if quick {
+        Duration::from_secs(4)
+    } else {
+        Duration::from_secs(10)
+    };
+    s.ideal = Some(10_000.0);
+    s.ideal_p99_ms = Some(1000.0);
+    s.rss_row = true;
+    v.push(s);
+    v
+}
+
+/// `vm.max_map_count` (65,530 when unreadable: the kernel default).
+fn max_map_count() -> u64 {
+    std::fs::read_to_string("/proc/sys/vm/max_map_count")
+        .ok()
+        .and_then(|s| s.trim().parse().ok())
+        .unwrap_or(65_530)
+}
+
+fn workspace_dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .expect("bench/ has a parent")
+        .to_path_buf()
+}
+
+// ---------------------------------------------------------------------------
+// Toolchains: this binary, Go, a JDK >= 21
+// ---------------------------------------------------------------------------
+
+/// Finds `go` and builds the Go worker into `out`.
+fn build_go(out: &Path) -> Result<(Launcher, String), String> {
+    let go = std::env::var_os("WEFT_BENCH_GO")
+        .map(PathBuf::from)
+        .or_else(|| which("go"))
+        .or_else(|| Some(PathBuf::from("/usr/local/go/bin/go")).filter(|p| p.exists()))
+        .ok_or("`go` not found on PATH (or set WEFT_BENCH_GO)")?;
+    let version = output(Command::new(&go).arg("version"))?;
+    let bin = out.join("gobench");
+    let status = Command::new(&go)
+        .args(["build", "-o"])
+        .arg(&bin)
+        .arg(".")
+        .current_dir(workspace_dir().join("bench/go"))
+        .status()
+        .map_err(|e| format!("go build: {e}"))?;
+    if !status.success() {
+        return Err(format!("go build failed ({status})"));
+    }
+    Ok((
+        Launcher {
+            program: bin,
+            prefix: Vec::new(),
+        },
+        version.trim().to_string(),
+    ))
+}
+
+/// Finds a JDK >= 21 (`WEFT_BENCH_JAVA_HOME`, `JAVA_HOME`, `java` on PATH,
+/// then `/usr/lib/jvm/*`, newest first) and compiles the Java worker.
+fn build_java(out: &Path) -> Result<(Launcher, String), String> {
+    let mut homes: Vec<PathBuf> = Vec::new();
+    for var in ["WEFT_BENCH_JAVA_HOME", "JAVA_HOME"] {
+        if let Some(h) = std::env::var_os(var) {
+            homes.push(h.into());
+        }
+    }
+    if let Some(java) = which("java").and_then(|p| p.canonicalize().ok()) {
+        if let Some(home) = java.parent().and_then(Path::parent) {
+            homes.push(home.to_path_buf());
+        }
+    }
+    if let Ok(rd) = std::fs::read_dir("/usr/lib/jvm") {
+        let mut more: Vec<PathBuf> = rd.flatten().map(|e| e.path()).collect();
+        more.sort();
+        homes.extend(more);
+    }
+    let mut best: Option<(u32, PathBuf, String)> = None;
+    for home in homes {
+        let (java, javac) = (home.join("bin/java"), home.join("bin/javac"));
+        if !java.exists() || !javac.exists() {
+            continue;
+        }
+        let Ok(v) = output(Command::new(&java).arg("-version")) else {
+            continue;
+        };
+        let Some(major) = java_major(&v) else {
+            continue;
+        };
+        if major >= 21 && best.as_ref().is_none_or(|b| major > b.0) {
+            let first = v.lines().next().unwrap_or_default().to_string();
+            best = Some((major, home, first));
+        }
+    }
+    let (_, home, version) =
+        best.ok_or("no JDK >= 21 found (JAVA_HOME, PATH, /usr/lib/jvm; or set WEFT_BENCH_JAVA_HOME)")?;
+    let classes = out.join("java");
+    let status = Command::new(home.join("bin/javac"))
+        .arg("-d")
+        .arg(&classes)
+        .arg(workspace_dir().join("bench/java/Bench.java"))
+        .status()
+        .map_err(|e| format!("javac: {e}"))?;
+    if !status.success() {
+        return Err(format!("javac failed ({status})"));
+    }
+    Ok((
+        Launcher {
+            program: home.join("bin/java"),
+            prefix: vec!["-cp".into(), classes.display().to_string(), "Bench".into()],
+        },
+        version,
+    ))
+}
+
+/// The major version in `java -version` output (`"25.0.3"` → 25,
+/// `"1.8.0_402"` → 8).
+fn java_major(version_output: &str) -> Option<u32> {
+    let q = version_output.split('"').nth(1)?;
+    let mut parts = q.split(['.', '-', '+', '_']);
+    let first: u32 = parts.next()?.parse().ok()?;
+    if first == 1 {
+        parts.next()?.parse().ok()
+    } else {
+        Some(first)
+    }
+}
+
+fn which(name: &str) -> Option<PathBuf> {
+    std::env::var_os("PATH")?
+        .to_str()?
+        .split(':')
+        .map(|d| Path::new(d).join(name))
+        .find(|p| p.is_file())
+}
+
+/// stdout + stderr of a command that must succeed.
+fn output(cmd: &mut Command) -> Result<String, String> {
+    let o = cmd.output().map_err(|e| e.to_string())?;
+    if !o.status.success() {
+        return Err(format!("{:?} failed: {}", cmd, o.status));
+    }
+    Ok(String::from_utf8_lossy(&o.stdout).into_owned() + &String::from_utf8_lossy(&o.stderr))
+}
+
+// ---------------------------------------------------------------------------
+// Running the plan
+// ---------------------------------------------------------------------------
+
+/// Runs one measurement of `spec` on `launcher`.
+fn run_once(spec: &Spec, launcher: &Launcher, args: &[u64]) -> Result<Run, String> {
+    match spec.drive {
+        Drive::Own => {
+            let limit = Duration::from_secs(300);
+            let m = proc::measure(launcher, spec.id.split('-').next().unwrap(), args, limit)?;
+            Ok(Run {
+                value: m.value,
+                p99_ms: None,
+                rss_kib: m.rss_kib,
+                errors: 0,
+            })
+        }
+        Drive::Echo { conns } => {
+            let limit = spec.warmup + spec.window + Duration::from_secs(120);
+            let server = proc::Server::start(launcher, "echo-server", limit)?;
+            let load = client::echo(server.port, conns, spec.warmup, spec.window);
+            let rss = server.stop()?;
+            let load = load?;
+            Ok(Run {
+                value: load.rate,
+                p99_ms: Some(load.p99_ms),
+                rss_kib: rss,
+                errors: load.errors,
+            })
+        }
+        Drive::Http { path, conns } => {
+            let limit = spec.warmup + spec.window + Duration::from_secs(120);
+            let server = proc::Server::start(launcher, "http-server", limit)?;
+            let load = client::http(server.port, path, conns, spec.warmup, spec.window);
+            let rss = server.stop()?;
+            let load = load?;
+            Ok(Run {
+                value: load.rate,
+                p99_ms: Some(load.p99_ms),
+                rss_kib: rss,
+                errors: load.errors,
+            })
+        }
+    }
+}
+
+fn main() {
+    let cli = Cli::parse();
+    if let Some(Cmd::Worker { rt, workload, args }) = &cli.cmd {
+        if let Err(e) = worker::run(*rt, workload, args) {
+            eprintln!("weft-bench worker: {e}");
+            std::process::exit(1);
+        }
+        return;
+    }
+    if let Err(e) = suite(&cli) {
+        eprintln!("weft-bench: {e}");
+        std::process::exit(1);
+    }
+}
+
+fn suite(cli: &Cli) -> Result<(), String> {
+    let started = Instant::now();
+    let specs: Vec<Spec> = plan(cli.quick, cli.runs)
+        .into_iter()
+        .filter(|s| cli.only.is_empty() || cli.only.iter().any(|o| s.id.contains(o.as_str())))
+        .collect();
+    if specs.is_empty() {
+        return Err(format!("no workload matches --only {:?}", cli.only));
+    }
+    for r in &cli.runtimes {
+        if !COLUMNS.iter().any(|c| c.0 == r) {
+            return Err(format!(
+                "unknown runtime {r:?} (expected one of: {})",
+                COLUMNS.map(|c| c.0).join(", ")
+            ));
+        }
+    }
+    if cli.list {
+        for s in &specs {
+            println!("{:<16} {}\n{:<16} {}", s.id, s.title, "", s.what);
+        }
+        println!("\ncolumns: {}", COLUMNS.map(|c| c.0).join(", "));
+        return Ok(());
+    }
+    let out = cli
+        .out
+        .clone()
+        .unwrap_or_else(|| workspace_dir().join("target/weft-bench"));
+    std::fs::create_dir_all(out.join("charts"))
+        .map_err(|e| format!("cannot create {}: {e}", out.display()))?;
+    let _ = weft_load::raise_fd_limit();
+    let machine = report::Machine::probe();
+
+    // The columns: this binary for the Rust ones, then Go and Java.
+    let exe = std::env::current_exe().map_err(|e| e.to_string())?;
+    let mut columns = Vec::new();
+    for (id, label) in COLUMNS {
+        let wanted = cli.runtimes.is_empty() || cli.runtimes.iter().any(|r| r == id);
+        let built = if !wanted {
+            Err("not selected (--runtimes)".to_string())
+        } else {
+            match id {
+                "go" => build_go(&out),
+                "java" => build_java(&out),
+                rust => Ok((
+                    Launcher {
+                        program: exe.clone(),
+                        prefix: vec!["worker".into(), rust.into()],
+                    },
+                    String::new(),
+                )),
+            }
+        };
+        if let Err(e) = &built {
+            if wanted {
+                eprintln!("note: column {label} skipped: {e}");
+            }
+        }
+        columns.push(Column {
+            id: id.into(),
+            label: label.into(),
+            version: built.as_ref().map(|b| b.1.clone()).unwrap_or_default(),
+            skipped: built.as_ref().err().cloned(),
+            launcher: built.ok().map(|b| b.0),
+        });
+    }
+
+    // Interleave the columns within each run so that a noisy stretch of
+    // time hits every runtime alike.
+    let total: usize = specs
+        .iter()
+        .map(|s| s.runs * columns.iter().filter(|c| c.launcher.is_some()).count())
+        .sum();
+    let mut step = 0;
+    let mut results = Vec::new();
+    for spec in &specs {
+        let mut cells: Vec<Cell> = columns
+            .iter()
+            .map(|c| {
+                let args = spec
+                    .overrides
+                    .iter()
+                    .find(|o| o.0 == c.id)
+                    .map(|o| o.1.clone())
+                    .unwrap_or_else(|| Ok(spec.args.clone()));
+                Cell {
+                    column: c.id.clone(),
+                    args: args.clone().unwrap_or_default(),
+                    runs: Vec::new(),
+                    skipped: c
+                        .skipped
+                        .as_ref()
+                        .map(|_| "column skipped".to_string())
+                        .or(args.err()),
+                    error: None,
+                }
+            })
+            .collect();
+        for run in 0..spec.runs {
+            for (cell, col) in cells.iter_mut().zip(&columns) {
+                let Some(launcher) = &col.launcher else {
+                    continue;
+                };
+                step += 1;
+                if cell.skipped.is_some() || cell.error.is_some() {
+                    continue;
+                }
+                eprint!(
+                    "[{step:>3}/{total}] {:<15} {:<9} run {}/{}  ",
+                    spec.id,
+                    col.id,
+                    run + 1,
+                    spec.runs
+                );
+                match run_once(spec, launcher, &cell.args) {
+                    Ok(r) => {
+                        eprintln!(
+                            "{}{}  rss {}{}",
+                            spec.unit.format(r.value),
+                            r.p99_ms
+                                .map(|p| format!("  p99 {}", Unit::Ms.format(p)))
+                                .unwrap_or_default(),
+                            report::format_kib(r.rss_kib),
+                            if r.errors > 0 {
+                                format!("  {} errors", r.errors)
+                            } else {
+                                String::new()
+                            }
+                        );
+                        cell.runs.push(r);
+                    }
+                    Err(e) => {
+                        eprintln!("FAILED: {e}");
+                        cell.error = Some(e);
+                    }
+                }
+            }
+        }
+        results.push(WorkloadResult {
+            id: spec.id.into(),
+            title: spec.title.into(),
+            what: spec.what.into(),
+            unit: spec.unit,
+            ideal: spec.ideal,
+            ideal_p99_ms: spec.ideal_p99_ms,
+            rss_row: spec.rss_row,
+            cells,
+        });
+    }
+
+    let duration = started.elapsed();
+    let command = std::env::args().collect::<Vec<_>>().join(" ");
+    let rep = report::Report {
+        command: if cli.quick {
+            "cargo run --release -p weft-bench -- --quick".into()
+        } else {
+            "cargo run --release -p weft-bench".into()
+        },
+        invoked_as: command,
+        quick: cli.quick,
+        machine: machine.finish(),
+        duration_secs: duration.as_secs_f64(),
+        columns: columns.iter().map(Column::summary).collect(),
+        workloads: results,
+    };
+    let rows: Vec<Row> = rep.rows();
+    println!("\n{}", report::text_table(&rep, &rows));
+    let json = serde_json::to_string_pretty(&rep).map_err(|e| e.to_string())?;
+    write(&out.join("results.json"), &json)?;
+    let md = report::markdown(&rep, &rows);
+    write(&out.join("report.md"), &md)?;
+    for w in &rep.workloads {
+        write(
+            &out.join("charts").join(format!("{}.svg", w.id)),
+            &report::svg(w, &rep.columns),
+        )?;
+    }
+    println!(
+        "wrote {} (results.json, report.md, charts/*.svg) in {:.0} s",
+        out.display(),
+        duration.as_secs_f64()
+    );
+    if cli.update_readme {
+        let readme = workspace_dir().join("README.md");
+        let text = std::fs::read_to_string(&readme).map_err(|e| e.to_string())?;
+        let new = report::splice_readme(&text, &md)?;
+        write(&readme, &new)?;
+        println!("updated {}", readme.display());
+    }
+    Ok(())
+}
+
+fn write(path: &Path, text: &str) -> Result<(), String> {
+    std::fs::write(path, text).map_err(|e| format!("cannot write {}: {e}", path.display()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn java_versions_parse() {
+        assert_eq!(java_major("openjdk version \"25.0.3\" 2026-04-21 LTS"), Some(25));
+        assert_eq!(java_major("openjdk version \"17.0.9\" 2023-10-17"), Some(17));
+        assert_eq!(java_major("java version \"1.8.0_402\""), Some(8));
+        assert_eq!(java_major("openjdk version \"21-ea\""), Some(21));
+        assert_eq!(java_major("garbage"), None);
+    }
+
+    #[test]
+    fn plans_have_unique_ids_and_quick_is_smaller() {
+        let full = plan(false, None);
+        let quick = plan(true, None);
+        let mut ids: Vec<_> = full.iter().map(|s| s.id).collect();
+        ids.sort();
+        ids.dedup();
+        assert_eq!(ids.len(), full.len());
+        assert!(quick.len() < full.len());
+        for q in &quick {
+            let f = full.iter().find(|f| f.id == q.id).unwrap();
+            assert!(q.args.iter().product::<u64>() <= f.args.iter().product::<u64>());
+            assert!(q.window <= f.window);
+        }
+    }
+}

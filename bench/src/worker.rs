@@ -1,0 +1,667 @@
+//! The Rust workers: every workload on Weft virtual threads, Tokio tasks
+//! (multi-thread and current-thread runtimes) and `std` OS threads.
+//!
+//! A worker is this binary re-executed as `weft-bench worker <runtime>
+//! <workload> <args…>`, one process per measurement, so that the peak RSS
+//! the orchestrator reads from `wait4` belongs to that run alone. The Go
+//! (`bench/go/main.go`) and Java (`bench/java/Bench.java`) workers take the
+//! same arguments and print the same line:
+//!
+//! ```text
+//! {"workload":"spawn","value":265.3,"unit":"ns/op"}
+//! ```
+//!
+//! Servers (`echo-server`, `http-server`) instead print `ready <port>` once
+//! they listen on `127.0.0.1:<port>` and serve until killed.
+//!
+//! CPU workloads (spawn, pingpong, mutex, channel) first run once untimed
+//! at a tenth of their size, in every language (Java's JIT needs it most).
+
+use std::io::{Read, Write};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU8, Ordering};
+use std::time::{Duration, Instant};
+
+/// The Rust runtimes a worker can run on.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum Rt {
+    /// Weft virtual threads on the default runtime (one carrier per CPU).
+    Weft,
+    /// Tokio multi-thread runtime (one worker per CPU).
+    TokioMt,
+    /// Tokio current-thread runtime.
+    TokioCt,
+    /// One OS thread per thread of the workload.
+    Std,
+}
+
+/// Runs `workload` with `args` on `rt`; prints its result line.
+pub fn run(rt: Rt, workload: &str, args: &[u64]) -> Result<(), String> {
+    let arg = |i: usize| -> Result<u64, String> {
+        args.get(i)
+            .copied()
+            .ok_or_else(|| format!("{workload}: missing argument {}", i + 1))
+    };
+    let (value, unit) = match workload {
+        "spawn" => {
+            let n = arg(0)?;
+            spawn(rt, (n / 10).max(1));
+            (ns_per(spawn(rt, n), n), "ns/op")
+        }
+        "pingpong" => {
+            let n = arg(0)?;
+            pingpong(rt, (n / 10).max(1));
+            (ns_per(pingpong(rt, n), n), "ns/op")
+        }
+        "sleep" => {
+            let took = sleep(rt, arg(0)?, Duration::from_millis(arg(1)?));
+            (took.as_secs_f64() * 1e3, "ms")
+        }
+        "mutex" => {
+            let (t, ops) = (arg(0)?, arg(1)?);
+            mutex(rt, t, (ops / 10).max(1))?;
+            (ns_per(mutex(rt, t, ops)?, t * ops), "ns/op")
+        }
+        "channel" => {
+            let (p, msgs, cap) = (arg(0)?, arg(1)?, arg(2)?);
+            channel(rt, p, (msgs / 10).max(p), cap)?;
+            let took = channel(rt, p, msgs, cap)?;
+            (msgs as f64 / took.as_secs_f64(), "msg/s")
+        }
+        "echo-server" => return echo_server(rt),
+        "http-server" => return http_server(rt),
+        other => return Err(format!("unknown workload {other:?}")),
+    };
+    println!("{{\"workload\":\"{workload}\",\"value\":{value:.3},\"unit\":\"{unit}\"}}");
+    Ok(())
+}
+
+fn ns_per(took: Duration, n: u64) -> f64 {
+    took.as_nanos() as f64 / n.max(1) as f64
+}
+
+/// Runs `f` where the runtime's own threads run: a virtual thread, a Tokio
+/// task (spawned, so that it runs on a worker), or the main OS thread.
+fn on<T: Send + 'static>(rt: Rt, f: impl FnOnce() -> T + Send + 'static) -> T {
+    match rt {
+        Rt::Weft => weft::spawn(f).join().expect("driver thread panicked"),
+        Rt::Std => f(),
+        Rt::TokioMt | Rt::TokioCt => unreachable!("tokio workloads are async"),
+    }
+}
+
+fn tokio_rt(rt: Rt) -> tokio::runtime::Runtime {
+    let mut b = match rt {
+        Rt::TokioCt => tokio::runtime::Builder::new_current_thread(),
+        _ => tokio::runtime::Builder::new_multi_thread(),
+    };
+    b.enable_all().build().expect("tokio runtime")
+}
+
+/// Runs an async workload on a Tokio runtime of `rt`'s flavour, inside a
+/// spawned task (on the multi-thread runtime `block_on`'s own future runs on
+/// the calling thread, not on a worker).
+fn tokio_on<T: Send + 'static>(
+    rt: Rt,
+    fut: impl std::future::Future<Output = T> + Send + 'static,
+) -> T {
+    let r = tokio_rt(rt);
+    r.block_on(async move { tokio::spawn(fut).await.expect("driver task panicked") })
+}
+
+// ---------------------------------------------------------------------------
+// spawn: N empty threads, all started, then all joined
+// ---------------------------------------------------------------------------
+
+fn spawn(rt: Rt, n: u64) -> Duration {
+    match rt {
+        Rt::Weft => on(rt, move || {
+            let t = Instant::now();
+            let hs: Vec<_> = (0..n).map(|_| weft::spawn(|| {})).collect();
+            for h in hs {
+                h.join().unwrap();
+            }
+            t.elapsed()
+        }),
+        Rt::Std => {
+            let t = Instant::now();
+            let hs: Vec<_> = (0..n).map(|_| std::thread::spawn(|| {})).collect();
+            for h in hs {
+                h.join().unwrap();
+            }
+            t.elapsed()
+        }
+        Rt::TokioMt | Rt::TokioCt => tokio_on(rt, async move {
+            let t = Instant::now();
+            let hs: Vec<_> = (0..n).map(|_| tokio::spawn(async {})).collect();
+            for h in hs {
+                h.await.unwrap();
+            }
+            t.elapsed()
+        }),
+    }
+}
+
+// ---------------------------------------------------------------------------
+// pingpong: N round trips between two threads (park/unpark; Tokio: Notify)
+// ---------------------------------------------------------------------------
+
+/// Whose turn it is: 0 = ping, 1 = pong.
+struct Turn(AtomicU8);
+
+fn pingpong(rt: Rt, n: u64) -> Duration {
+    match rt {
+        Rt::Weft => on(rt, move || {
+            let turn = Arc::new(Turn(AtomicU8::new(0)));
+            let ping = weft::current();
+            let t2 = turn.clone();
+            let pong = weft::spawn(move || {
+                for _ in 0..n {
+                    while t2.0.load(Ordering::Acquire) != 1 {
+                        weft::park();
+                    }
+                    t2.0.store(0, Ordering::Release);
+                    ping.unpark();
+                }
+            });
+            let pong_t = pong.thread().clone();
+            let t = Instant::now();
+            for _ in 0..n {
+                turn.0.store(1, Ordering::Release);
+                pong_t.unpark();
+                while turn.0.load(Ordering::Acquire) != 0 {
+                    weft::park();
+                }
+            }
+            let took = t.elapsed();
+            pong.join().unwrap();
+            took
+        }),
+        Rt::Std => {
+            let turn = Arc::new(Turn(AtomicU8::new(0)));
+            let ping = std::thread::current();
+            let t2 = turn.clone();
+            let pong = std::thread::spawn(move || {
+                for _ in 0..n {
+                    while t2.0.load(Ordering::Acquire) != 1 {
+                        std::thread::park();
+                    }
+                    t2.0.store(0, Ordering::Release);
+                    ping.unpark();
+                }
+            });
+            let pong_t = pong.thread().clone();
+            let t = Instant::now();
+            for _ in 0..n {
+                turn.0.store(1, Ordering::Release);
+                pong_t.unpark();
+                while turn.0.load(Ordering::Acquire) != 0 {
+                    std::thread::park();
+                }
+            }
+            let took = t.elapsed();
+            pong.join().unwrap();
+            took
+        }
+        Rt::TokioMt | Rt::TokioCt => tokio_on(rt, async move {
+            use tokio::sync::Notify;
+            let (to_pong, to_ping) = (Arc::new(Notify::new()), Arc::new(Notify::new()));
+            let (a, b) = (to_pong.clone(), to_ping.clone());
+            let pong = tokio::spawn(async move {
+                for _ in 0..n {
+                    a.notified().await;
+                    b.notify_one();
+                }
+            });
+            let t = Instant::now();
+            for _ in 0..n {
+                to_pong.notify_one();
+                to_ping.notified().await;
+            }
+            let took = t.elapsed();
+            pong.await.unwrap();
+            took
+        }),
+    }
+}
+
+// ---------------------------------------------------------------------------
+// sleep: N threads each sleep, wall time until all have finished
+// ---------------------------------------------------------------------------
+
+fn sleep(rt: Rt, n: u64, d: Duration) -> Duration {
+    match rt {
+        Rt::Weft => on(rt, move || {
+            let t = Instant::now();
+            let hs: Vec<_> = (0..n)
+                .map(|_| weft::spawn(move || weft::sleep(d).unwrap()))
+                .collect();
+            for h in hs {
+                h.join().unwrap();
+            }
+            t.elapsed()
+        }),
+        Rt::Std => {
+            let t = Instant::now();
+            let hs: Vec<_> = (0..n)
+                .map(|_| std::thread::spawn(move || std::thread::sleep(d)))
+                .collect();
+            for h in hs {
+                h.join().unwrap();
+            }
+            t.elapsed()
+        }
+        Rt::TokioMt | Rt::TokioCt => tokio_on(rt, async move {
+            let t = Instant::now();
+            let hs: Vec<_> = (0..n)
+                .map(|_| tokio::spawn(tokio::time::sleep(d)))
+                .collect();
+            for h in hs {
+                h.await.unwrap();
+            }
+            t.elapsed()
+        }),
+    }
+}
+
+// ---------------------------------------------------------------------------
+// mutex: T threads each increment one counter under a lock `ops` times
+// ---------------------------------------------------------------------------
+
+fn check_total(got: u64, want: u64) -> Result<(), String> {
+    if got == want {
+        Ok(())
+    } else {
+        Err(format!("lost updates: counter {got}, expected {want}"))
+    }
+}
+
+fn mutex(rt: Rt, threads: u64, ops: u64) -> Result<Duration, String> {
+    let (took, total) = match rt {
+        Rt::Weft => on(rt, move || {
+            let m = Arc::new(weft::sync::Mutex::new(0u64));
+            let t = Instant::now();
+            let hs: Vec<_> = (0..threads)
+                .map(|_| {
+                    let m = m.clone();
+                    weft::spawn(move || {
+                        for _ in 0..ops {
+                            *m.lock().unwrap() += 1;
+                        }
+                    })
+                })
+                .collect();
+            for h in hs {
+                h.join().unwrap();
+            }
+            let took = t.elapsed();
+            (took, *m.lock().unwrap())
+        }),
+        Rt::Std => {
+            let m = Arc::new(std::sync::Mutex::new(0u64));
+            let t = Instant::now();
+            let hs: Vec<_> = (0..threads)
+                .map(|_| {
+                    let m = m.clone();
+                    std::thread::spawn(move || {
+                        for _ in 0..ops {
+                            *m.lock().unwrap() += 1;
+                        }
+                    })
+                })
+                .collect();
+            for h in hs {
+                h.join().unwrap();
+            }
+            let took = t.elapsed();
+            (took, *m.lock().unwrap())
+        }
+        // tokio::sync::Mutex: the lock that parks the task (the analogue of
+        // a blocking lock in a virtual thread), FIFO-fair.
+        Rt::TokioMt | Rt::TokioCt => tokio_on(rt, async move {
+            let m = Arc::new(tokio::sync::Mutex::new(0u64));
+            let t = Instant::now();
+            let hs: Vec<_> = (0..threads)
+                .map(|_| {
+                    let m = m.clone();
+                    tokio::spawn(async move {
+                        for _ in 0..ops {
+                            *m.lock().await += 1;
+                        }
+                    })
+                })
+                .collect();
+            for h in hs {
+                h.await.unwrap();
+            }
+            let took = t.elapsed();
+            let total = *m.lock().await;
+            (took, total)
+        }),
+    };
+    check_total(total, threads * ops)?;
+    Ok(took)
+}
+
+// ---------------------------------------------------------------------------
+// channel: P producers send `msgs` values in all to one consumer
+// ---------------------------------------------------------------------------
+
+/// How many values producer `i` of `p` sends so that they total `msgs`.
+fn share(i: u64, p: u64, msgs: u64) -> u64 {
+    msgs / p + u64::from(i < msgs % p)
+}
+
+fn channel(rt: Rt, p: u64, msgs: u64, cap: u64) -> Result<Duration, String> {
+    if p == 0 {
+        return Err("channel: at least one producer".into());
+    }
+    let cap = cap as usize;
+    // Producer i sends 1..=share(i); the consumer checks count and sum.
+    let want: u64 = (0..p).map(|i| share(i, p, msgs)).map(|k| k * (k + 1) / 2).sum();
+    let (took, got) = match rt {
+        Rt::Weft => on(rt, move || {
+            let (tx, rx) = weft::channel::bounded::<u64>(cap);
+            let t = Instant::now();
+            for i in 0..p {
+                let tx = tx.clone();
+                weft::spawn(move || {
+                    for v in 1..=share(i, p, msgs) {
+                        tx.send(v).unwrap();
+                    }
+                });
+            }
+            drop(tx);
+            let consumer = weft::spawn(move || rx.iter().take(msgs as usize).sum::<u64>());
+            let sum = consumer.join().unwrap();
+            (t.elapsed(), sum)
+        }),
+        Rt::Std => {
+            let (tx, rx) = std::sync::mpsc::sync_channel::<u64>(cap);
+            let t = Instant::now();
+            for i in 0..p {
+                let tx = tx.clone();
+                std::thread::spawn(move || {
+                    for v in 1..=share(i, p, msgs) {
+                        tx.send(v).unwrap();
+                    }
+                });
+            }
+            drop(tx);
+            let consumer =
+                std::thread::spawn(move || rx.iter().take(msgs as usize).sum::<u64>());
+            let sum = consumer.join().unwrap();
+            (t.elapsed(), sum)
+        }
+        Rt::TokioMt | Rt::TokioCt => tokio_on(rt, async move {
+            let (tx, mut rx) = tokio::sync::mpsc::channel::<u64>(cap.max(1));
+            let t = Instant::now();
+            for i in 0..p {
+                let tx = tx.clone();
+                tokio::spawn(async move {
+                    for v in 1..=share(i, p, msgs) {
+                        tx.send(v).await.unwrap();
+                    }
+                });
+            }
+            drop(tx);
+            let consumer = tokio::spawn(async move {
+                let mut sum = 0u64;
+                for _ in 0..msgs {
+                    sum += rx.recv().await.unwrap();
+                }
+                sum
+            });
+            let sum = consumer.await.unwrap();
+            (t.elapsed(), sum)
+        }),
+    };
+    check_total(got, want)?;
+    Ok(took)
+}
+
+// ---------------------------------------------------------------------------
+// Servers
+// ---------------------------------------------------------------------------
+
+fn ready(port: u16) {
+    println!("ready {port}");
+    let _ = std::io::stdout().flush();
+}
+
+/// Connections the servers accept: more than the 10,000 the suite opens.
+const BACKLOG: i32 = 4096;
+
+/// Serves TCP echo on `127.0.0.1`: one thread/task per connection copies
+/// what it reads (up to 4 KiB at a time) back until EOF.
+fn echo_server(rt: Rt) -> Result<(), String> {
+    let _ = weft_load::raise_fd_limit();
+    match rt {
+        Rt::Weft => on(rt, || {
+            let l = weft::net::TcpListener::bind("127.0.0.1:0").map_err(|e| e.to_string())?;
+            ready(l.local_addr().map_err(|e| e.to_string())?.port());
+            loop {
+                let Ok((mut s, _)) = l.accept() else { continue };
+                let _ = s.set_nodelay(true);
+                weft::spawn(move || {
+                    let mut buf = [0u8; 4096];
+                    while let Ok(n @ 1..) = s.read(&mut buf) {
+                        if s.write_all(&buf[..n]).is_err() {
+                            break;
+                        }
+                    }
+                });
+            }
+        }),
+        Rt::Std => {
+            let l = std::net::TcpListener::bind("127.0.0.1:0").map_err(|e| e.to_string())?;
+            ready(l.local_addr().map_err(|e| e.to_string())?.port());
+            loop {
+                let Ok((mut s, _)) = l.accept() else { continue };
+                let _ = s.set_nodelay(true);
+                std::thread::spawn(move || {
+                    let mut buf = [0u8; 4096];
+                    while let Ok(n @ 1..) = s.read(&mut buf) {
+                        if s.write_all(&buf[..n]).is_err() {
+                            break;
+                        }
+                    }
+                });
+            }
+        }
+        Rt::TokioMt | Rt::TokioCt => tokio_rt(rt).block_on(async {
+            use tokio::io::{AsyncReadExt, AsyncWriteExt};
+            let sock = tokio::net::TcpSocket::new_v4().map_err(|e| e.to_string())?;
+            sock.set_reuseaddr(true).map_err(|e| e.to_string())?;
+            sock.bind("127.0.0.1:0".parse().unwrap())
+                .map_err(|e| e.to_string())?;
+            let l = sock.listen(BACKLOG as u32).map_err(|e| e.to_string())?;
+            ready(l.local_addr().map_err(|e| e.to_string())?.port());
+            loop {
+                let Ok((mut s, _)) = l.accept().await else {
+                    continue;
+                };
+                let _ = s.set_nodelay(true);
+                tokio::spawn(async move {
+                    let mut buf = [0u8; 4096];
+                    while let Ok(n @ 1..) = s.read(&mut buf).await {
+                        if s.write_all(&buf[..n]).await.is_err() {
+                            break;
+                        }
+                    }
+                });
+            }
+        }),
+    }
+}
+
+const HELLO: &str = "Hello, World!";
+const SLEEP: Duration = Duration::from_secs(1);
+
+/// Serves `GET /hello` (`Hello, World!`) and `GET /sleep` (sleeps 1 s, then
+/// `slept`) over HTTP/1.1 keep-alive: weft-http in virtual mode, hyper 1 on
+/// Tokio, or a thread-per-connection server on `std`.
+fn http_server(rt: Rt) -> Result<(), String> {
+    let _ = weft_load::raise_fd_limit();
+    match rt {
+        Rt::Weft => {
+            use weft_http::{Response, Router, Server, ServerConfig};
+            let router = Router::new()
+                .get("/hello", |_| Response::text(HELLO))
+                .get("/sleep", |_| {
+                    let _ = weft::sleep(SLEEP);
+                    Response::text("slept")
+                });
+            let config = ServerConfig::default()
+                .max_connections(1 << 20)
+                .backlog(BACKLOG as u32);
+            let server = Server::bind("127.0.0.1:0", config)
+                .and_then(|s| s.serve(Arc::new(router)))
+                .map_err(|e| e.to_string())?;
+            ready(server.local_addr().port());
+            loop {
+                std::thread::park();
+            }
+        }
+        Rt::Std => std_http(),
+        Rt::TokioMt | Rt::TokioCt => tokio_rt(rt).block_on(hyper_http()),
+    }
+}
+
+async fn hyper_http() -> Result<(), String> {
+    use http_body_util::Full;
+    use hyper::body::Bytes;
+    use hyper::server::conn::http1;
+    use hyper::service::service_fn;
+    use hyper_util::rt::TokioIo;
+
+    let sock = tokio::net::TcpSocket::new_v4().map_err(|e| e.to_string())?;
+    sock.set_reuseaddr(true).map_err(|e| e.to_string())?;
+    sock.bind("127.0.0.1:0".parse().unwrap())
+        .map_err(|e| e.to_string())?;
+    let l = sock.listen(BACKLOG as u32).map_err(|e| e.to_string())?;
+    ready(l.local_addr().map_err(|e| e.to_string())?.port());
+    loop {
+        let Ok((stream, _)) = l.accept().await else {
+            continue;
+        };
+        let _ = stream.set_nodelay(true);
+        tokio::spawn(async move {
+            let svc = service_fn(|req: hyper::Request<hyper::body::Incoming>| async move {
+                let (status, body) = match req.uri().path() {
+                    "/hello" => (200, HELLO),
+                    "/sleep" => {
+                        tokio::time::sleep(SLEEP).await;
+                        (200, "slept")
+                    }
+                    _ => (404, "not found"),
+                };
+                hyper::Response::builder()
+                    .status(status)
+                    .header("content-type", "text/plain")
+                    .body(Full::new(Bytes::from_static(body.as_bytes())))
+            });
+            let _ = http1::Builder::new()
+                .serve_connection(TokioIo::new(stream), svc)
+                .await;
+        });
+    }
+}
+
+/// A minimal HTTP/1.1 keep-alive server, one OS thread per connection
+/// (64 KiB stacks so that 10,000 of them fit comfortably): what a `std`
+/// user writes without a framework. Requests have no body in this suite;
+/// one with a body is answered `400` and the connection closed.
+fn std_http() -> Result<(), String> {
+    let l = std::net::TcpListener::bind("127.0.0.1:0").map_err(|e| e.to_string())?;
+    ready(l.local_addr().map_err(|e| e.to_string())?.port());
+    loop {
+        let Ok((s, _)) = l.accept() else { continue };
+        let _ = s.set_nodelay(true);
+        let _ = std::thread::Builder::new()
+            .stack_size(64 << 10)
+            .spawn(move || std_http_conn(s));
+    }
+}
+
+fn std_http_conn(mut s: std::net::TcpStream) {
+    let mut buf = vec![0u8; 8192];
+    let mut filled = 0;
+    loop {
+        // Parse what we have; read more when the head is incomplete.
+        let mut headers = [httparse::EMPTY_HEADER; 32];
+        let mut req = httparse::Request::new(&mut headers);
+        let parsed = req.parse(&buf[..filled]);
+        match parsed {
+            Ok(httparse::Status::Complete(len)) => {
+                let has_body = req.headers.iter().any(|h| {
+                    h.name.eq_ignore_ascii_case("transfer-encoding")
+                        || (h.name.eq_ignore_ascii_case("content-length") && h.value != b"0")
+                });
+                let close = req.version == Some(0)
+                    || req.headers.iter().any(|h| {
+                        h.name.eq_ignore_ascii_case("connection")
+                            && h.value.eq_ignore_ascii_case(b"close")
+                    });
+                let (status, body) = match (req.method, req.path) {
+                    _ if has_body => ("400 Bad Request", "bodies are not supported"),
+                    (Some("GET"), Some("/hello")) => ("200 OK", HELLO),
+                    (Some("GET"), Some("/sleep")) => {
+                        std::thread::sleep(SLEEP);
+                        ("200 OK", "slept")
+                    }
+                    _ => ("404 Not Found", "not found"),
+                };
+                let resp = format!(
+                    "HTTP/1.1 {status}\r\nContent-Type: text/plain\r\nContent-Length: {}\r\n\r\n{body}",
+                    body.len()
+                );
+                if s.write_all(resp.as_bytes()).is_err() || close || has_body {
+                    return;
+                }
+                buf.copy_within(len..filled, 0);
+                filled -= len;
+            }
+            Ok(httparse::Status::Partial) => {
+                if filled == buf.len() {
+                    let _ = s.write_all(b"HTTP/1.1 431 Request Header Fields Too Large\r\nContent-Length: 0\r\nConnection: close\r\n\r\n");
+                    return;
+                }
+                match s.read(&mut buf[filled..]) {
+                    Ok(0) | Err(_) => return,
+                    Ok(n) => filled += n,
+                }
+            }
+            Err(_) => {
+                let _ = s.write_all(
+                    b"HTTP/1.1 400 Bad Request\r\nContent-Length: 0\r\nConnection: close\r\n\r\n",
+                );
+                return;
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn shares_add_up() {
+        for (p, msgs) in [(1, 10), (3, 10), (100, 1_000_001), (7, 3)] {
+            assert_eq!((0..p).map(|i| share(i, p, msgs)).sum::<u64>(), msgs);
+        }
+    }
+
+    #[test]
+    fn every_rust_workload_runs_on_every_runtime() {
+        for rt in [Rt::Weft, Rt::TokioMt, Rt::TokioCt, Rt::Std] {
+            assert!(spawn(rt, 100) > Duration::ZERO);
+            assert!(pingpong(rt, 100) > Duration::ZERO);
+            assert!(sleep(rt, 50, Duration::from_millis(20)) >= Duration::from_millis(20));
+            mutex(rt, 8, 500).unwrap();
+            channel(rt, 1, 1000, 16).unwrap();
+            channel(rt, 7, 1000, 0.max(1)).unwrap();
+        }
+    }
+}
