@@ -38,6 +38,7 @@ import (
 	"net/http"
 	"os"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 )
@@ -47,6 +48,28 @@ type result struct {
 	Workload string  `json:"workload"`
 	Value    float64 `json:"value"`
 	Unit     string  `json:"unit"`
+	// HwmKiB is this process's peak RSS (VmHWM) at the end of the run: the
+	// orchestrator cannot use wait4's ru_maxrss, which keeps the parent's
+	// high-water mark across fork+exec.
+	HwmKiB uint64 `json:"hwm_kib"`
+}
+
+// peakRSSKiB reads VmHWM from /proc/self/status (0 if unavailable).
+func peakRSSKiB() uint64 {
+	data, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		return 0
+	}
+	for _, line := range strings.Split(string(data), "\n") {
+		if rest, ok := strings.CutPrefix(line, "VmHWM:"); ok {
+			fields := strings.Fields(rest)
+			if len(fields) > 0 {
+				v, _ := strconv.ParseUint(fields[0], 10, 64)
+				return v
+			}
+		}
+	}
+	return 0
 }
 
 const usage = `usage: gobench <workload> <args...>
@@ -133,7 +156,7 @@ func parseInt(what, s string, min int) int {
 
 // report prints the single JSON result line to stdout.
 func report(workload string, value float64, unit string) {
-	line, err := json.Marshal(result{Workload: workload, Value: value, Unit: unit})
+	line, err := json.Marshal(result{Workload: workload, Value: value, Unit: unit, HwmKiB: peakRSSKiB()})
 	if err != nil {
 		fail("encoding result: " + err.Error())
 	}

@@ -479,6 +479,24 @@ public final class Bench {
         return Math.max(1, n / WARMUP_DIVISOR);
     }
 
+    /**
+     * This process's peak RSS (VmHWM from /proc/self/status) in KiB, 0 if unavailable. The
+     * orchestrator cannot use wait4's ru_maxrss: it keeps the parent's high-water mark across
+     * fork+exec.
+     */
+    private static long peakRssKib() {
+        try {
+            for (String line : java.nio.file.Files.readAllLines(java.nio.file.Path.of("/proc/self/status"))) {
+                if (line.startsWith("VmHWM:")) {
+                    return Long.parseLong(line.substring(6).trim().split("\\s+")[0]);
+                }
+            }
+        } catch (IOException | RuntimeException e) {
+            // Not Linux or not readable: report 0, the orchestrator falls back to wait4.
+        }
+        return 0;
+    }
+
     /** Prints the single result line as JSON and flushes. */
     private static void report(String workload, double value, String unit) {
         if (!Double.isFinite(value)) {
@@ -488,7 +506,8 @@ public final class Bench {
         // double, without an exponent (like Go's encoding/json for ordinary magnitudes).
         String number = new BigDecimal(Double.toString(value)).toPlainString();
         PrintStream out = System.out;
-        out.println("{\"workload\":\"" + workload + "\",\"value\":" + number + ",\"unit\":\"" + unit + "\"}");
+        out.println("{\"workload\":\"" + workload + "\",\"value\":" + number + ",\"unit\":\"" + unit
+                + "\",\"hwm_kib\":" + peakRssKib() + "}");
         out.flush();
     }
 

@@ -1,5 +1,13 @@
-//! Child processes: the workers of every runtime, with their peak RSS from
-//! `wait4` and a watchdog so that a stuck worker can never hang the suite.
+//! Child processes: the workers of every runtime, with their peak RSS and a
+//! watchdog so that a stuck worker can never hang the suite.
+//!
+//! Peak RSS is `VmHWM` from `/proc/<pid>/status`: reported by the worker
+//! itself at the end of a run, or read by us just before a server is
+//! stopped. `wait4`'s `ru_maxrss` is not usable: Linux keeps the parent's
+//! high-water mark across fork+exec (`setmax_mm_hiwater_rss` in
+//! `exec_mmap`), so every child of a suite that has grown to 2 GB while
+//! driving 10,000 HTTP users would report at least 2 GB. It is only the
+//! fallback when the worker does not report.
 
 use std::io::{BufRead, BufReader, Read};
 use std::path::PathBuf;
@@ -158,6 +166,18 @@ impl Worker {
     }
 }
 
+/// `VmHWM` (peak RSS) in KiB of `/proc/<pid>/status` (`pid` may be `self`).
+pub fn vm_hwm_kib(pid: &str) -> Option<u64> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmHWM:"))?
+        .split_whitespace()
+        .next()?
+        .parse()
+        .ok()
+}
+
 /// One measured run of a workload that prints its own result.
 pub struct Measured {
     /// The worker's figure (unit per workload).
@@ -181,10 +201,11 @@ pub fn measure(
     let value = v["value"]
         .as_f64()
         .ok_or_else(|| format!("no numeric \"value\" in {line:?}"))?;
-    Ok(Measured {
-        value,
-        rss_kib: exit.max_rss_kib,
-    })
+    let rss_kib = v["hwm_kib"]
+        .as_u64()
+        .filter(|&k| k > 0)
+        .unwrap_or(exit.max_rss_kib);
+    Ok(Measured { value, rss_kib })
 }
 
 /// A server worker, listening.
@@ -217,7 +238,9 @@ impl Server {
 
     /// Stops the server; returns its peak RSS in KiB.
     pub fn stop(self) -> Result<u64, String> {
+        let hwm = vm_hwm_kib(&self.worker.child.id().to_string());
         self.worker.terminate();
-        Ok(self.worker.finish()?.max_rss_kib)
+        let exit = self.worker.finish()?;
+        Ok(hwm.unwrap_or(exit.max_rss_kib))
     }
 }

@@ -8,8 +8,12 @@
 //! same arguments and print the same line:
 //!
 //! ```text
-//! {"workload":"spawn","value":265.3,"unit":"ns/op"}
+//! {"workload":"spawn","value":265.3,"unit":"ns/op","hwm_kib":4096}
 //! ```
+//!
+//! `hwm_kib` is the process's own peak RSS (`VmHWM`) at the end: `wait4`'s
+//! `ru_maxrss` cannot be used, because Linux carries the parent's
+//! high-water mark across fork+exec into the child's.
 //!
 //! Servers (`echo-server`, `http-server`) instead print `ready <port>` once
 //! they listen on `127.0.0.1:<port>` and serve until killed.
@@ -72,7 +76,10 @@ pub fn run(rt: Rt, workload: &str, args: &[u64]) -> Result<(), String> {
         "http-server" => return http_server(rt),
         other => return Err(format!("unknown workload {other:?}")),
     };
-    println!("{{\"workload\":\"{workload}\",\"value\":{value:.3},\"unit\":\"{unit}\"}}");
+    let hwm = crate::proc::vm_hwm_kib("self").unwrap_or(0);
+    println!(
+        "{{\"workload\":\"{workload}\",\"value\":{value:.3},\"unit\":\"{unit}\",\"hwm_kib\":{hwm}}}"
+    );
     Ok(())
 }
 

@@ -28,10 +28,12 @@
 //! - **Closed** (default): `concurrency` users, each sending its next
 //!   request as soon as the previous one is answered, until `requests`
 //!   have been sent or `duration` has passed. Latency is measured from the
-//!   moment each request is sent. In a `duration` run only answers that
-//!   arrive inside the window count (as in wrk): a request still in flight
-//!   at the end is finished but not counted, so that long requests (say a
-//!   1 s handler) do not inflate the rate by `concurrency / window`.
+//!   moment each request is sent. In a `duration` run a request counts
+//!   when its answer arrives inside the measured window (as in wrk): one
+//!   sent during warmup and answered inside counts, one still in flight at
+//!   the end is finished but not counted — so that long requests (say a
+//!   1 s handler) neither inflate nor deflate the rate by
+//!   `concurrency / window`.
 //! - **Open** (`rate` set): requests are *scheduled* at `rate` per second
 //!   (request *i* at `start + i / rate`) and handed to whichever user is
 //!   free; latency is measured from the **intended** start time, so a
@@ -263,7 +265,6 @@ pub fn raise_fd_limit() -> io::Result<u64> {
 
 /// Per-user tallies, merged at the end.
 struct Tally {
-    hist: Histogram<u64>,
     ok: u64,
     errors: Errors,
     status: BTreeMap<u16, u64>,
@@ -273,7 +274,6 @@ struct Tally {
 impl Tally {
     fn new() -> Tally {
         Tally {
-            hist: new_histogram(),
             ok: 0,
             errors: Errors::default(),
             status: BTreeMap::new(),
@@ -304,7 +304,13 @@ struct Plan {
     done: AtomicU64,
     failed: AtomicU64,
     stop: AtomicBool,
+    /// Latency histograms, one per group of users: a histogram is ~270 KB,
+    /// so one per user would cost gigabytes at 10,000 users.
+    hists: Box<[weft::sync::Mutex<Histogram<u64>>]>,
 }
+
+/// Users per latency histogram shard is `concurrency / HIST_SHARDS`.
+const HIST_SHARDS: usize = 16;
 
 /// Runs a load test and returns its report. Blocks the calling thread
 /// (virtual or OS) until the run ends.
@@ -365,12 +371,15 @@ pub fn run(config: &Config) -> Result<Report, Error> {
         done: AtomicU64::new(0),
         failed: AtomicU64::new(0),
         stop: AtomicBool::new(false),
+        hists: (0..HIST_SHARDS.min(config.concurrency))
+            .map(|_| weft::sync::Mutex::new(new_histogram()))
+            .collect(),
     });
     let mut users = Vec::with_capacity(config.concurrency);
     for i in 0..config.concurrency {
         let p = plan.clone();
         let delay = config.ramp_up.mul_f64(i as f64 / config.concurrency as f64);
-        match weft::Builder::new().spawn_on(&rt, move || user(&p, delay)) {
+        match weft::Builder::new().spawn_on(&rt, move || user(&p, i, delay)) {
             Ok(h) => users.push(h),
             Err(e) => {
                 plan.stop.store(true, Ordering::SeqCst);
@@ -386,7 +395,6 @@ pub fn run(config: &Config) -> Result<Report, Error> {
     for h in users {
         match h.join() {
             Ok(t) => {
-                let _ = total.hist.add(&t.hist);
                 total.ok += t.ok;
                 total.errors.merge(&t.errors);
                 for (k, v) in t.status {
@@ -400,6 +408,10 @@ pub fn run(config: &Config) -> Result<Report, Error> {
     let finished = Instant::now();
     if let Some(p) = progress {
         p.finish();
+    }
+    let mut hist = new_histogram();
+    for h in plan.hists.iter() {
+        let _ = hist.add(&*h.lock().unwrap_or_else(|e| e.into_inner()));
     }
     let measured = match plan.end {
         // A duration run is over at its end (closed model: late answers are
@@ -415,7 +427,7 @@ pub fn run(config: &Config) -> Result<Report, Error> {
     let failures = total.errors.total();
     let requests = total.ok + failures;
     let secs = measured.as_secs_f64();
-    let h = &total.hist;
+    let h = &hist;
     let ms = |us: u64| us as f64 / 1000.0;
     let latency = if h.is_empty() {
         Latency::default()
@@ -453,13 +465,14 @@ pub fn run(config: &Config) -> Result<Report, Error> {
         errors: total.errors,
         status_counts: total.status,
         body_bytes: total.bytes,
-        histogram: total.hist,
+        histogram: hist,
     })
 }
 
 /// One simulated user, starting `delay` after the run.
-fn user(p: &Plan, delay: Duration) -> Tally {
+fn user(p: &Plan, index: usize, delay: Duration) -> Tally {
     let mut t = Tally::new();
+    let hist = &p.hists[index % p.hists.len()];
     let mut conn: Option<Connection> = None;
     if !delay.is_zero() && weft::sleep_until(p.t0 + delay).is_err() {
         return t;
@@ -507,11 +520,20 @@ fn user(p: &Plan, delay: Duration) -> Tally {
                 Err(e) => Err(e),
             },
         };
-        let elapsed = start.elapsed();
-        // Closed model: an answer after the window is not counted (see the
-        // module docs), and this user is done.
-        let late = p.rate.is_none() && p.end.is_some_and(|e| Instant::now() > e);
-        let measured = measured && !late;
+        let finished = Instant::now();
+        let elapsed = finished.saturating_duration_since(start);
+        // Closed model: an answer after the window is not counted; in a
+        // duration run (no request limit to claim from) an answer inside
+        // the window counts even when its request was sent in warmup.
+        let measured = if p.rate.is_some() {
+            measured
+        } else {
+            let before_end = p.end.is_none_or(|e| finished <= e);
+            match p.limit {
+                Some(_) => measured && before_end,
+                None => finished >= p.measure && before_end,
+            }
+        };
         match result {
             Ok(ex) => {
                 if !ex.keep_alive || !p.keep_alive {
@@ -519,7 +541,10 @@ fn user(p: &Plan, delay: Duration) -> Tally {
                 }
                 if measured {
                     let us = (elapsed.as_micros() as u64).max(1);
-                    let _ = t.hist.record(us.min(3_600_000_000));
+                    let _ = hist
+                        .lock()
+                        .unwrap_or_else(|e| e.into_inner())
+                        .record(us.min(3_600_000_000));
                     *t.status.entry(ex.status).or_default() += 1;
                     t.bytes += ex.body_bytes;
                     if ex.status >= 400 {
