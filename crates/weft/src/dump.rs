@@ -276,6 +276,14 @@ const CAPTURE_TIMEOUT: Duration = Duration::from_secs(5);
 /// Parked threads are briefly resumed to record their stacks (see the
 /// module docs); everything else is read without stopping anyone.
 pub fn dump() -> Dump {
+    // One dump at a time: a thread holds one capture request at a time, so
+    // a second, concurrent dump would find it taken and list it without a
+    // stack. A weft mutex: a virtual thread waiting here parks.
+    // (Loom builds model the primitives, whose `new` is not `const`.)
+    #[cfg(not(loom))]
+    static ONE_AT_A_TIME: crate::sync::Mutex<()> = crate::sync::Mutex::new(());
+    #[cfg(not(loom))]
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
     let t0 = Instant::now();
     let threads = all_threads();
     // Read states, blockers and carriers before borrowing anyone for a

@@ -268,9 +268,16 @@ impl Runtime {
         self.handle.shared.blocked_carriers()
     }
 
-    /// Virtual threads started on this runtime and not yet finished.
+    /// Virtual threads started on this runtime and not yet finished. A
+    /// thread stops counting before its `join` can return.
     pub fn live_threads(&self) -> usize {
         self.handle.shared.live.load(Ordering::Relaxed)
+    }
+
+    /// Called by a finishing thread just before it completes its join
+    /// packet, so that whoever joins it never still counts it live.
+    pub(crate) fn thread_finished(&self) {
+        self.handle.shared.live.fetch_sub(1, Ordering::Relaxed);
     }
 
     pub(crate) fn schedule(&self, task: Task) {
@@ -279,6 +286,11 @@ impl Runtime {
 
     pub(crate) fn spawn_thread(&self, task: Task) {
         Spawner(&self.handle.shared).spawn(task);
+    }
+
+    /// Promises a default-size stack to a thread that takes it at first run.
+    pub(crate) fn promise_stack(&self) -> io::Result<()> {
+        self.handle.shared.stacks.promise()
     }
 
     pub(crate) fn alloc_stack(&self, size: Option<usize>) -> io::Result<Stack> {

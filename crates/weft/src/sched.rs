@@ -757,6 +757,19 @@ impl Carrier {
         let Kind::Virtual { coro, .. } = &task.kind else {
             unreachable!("OS thread in a run queue")
         };
+        // SAFETY: this carrier owns the task exclusively (invariant 1), so no
+        // one else touches its coroutine while it runs or until it is
+        // published below.
+        let coro_ref = unsafe { &mut *coro.get() };
+        // First run: take a stack from this carrier's cache (see `CoroSlot`).
+        let first_stack = || {
+            self.shared.stacks.fulfil();
+            self.alloc_default_stack()
+        };
+        if let Err(e) = coro_ref.get(first_stack) {
+            self.fail_start(&task, coro_ref, e);
+            return;
+        }
         task_state(&task, State::Running);
         self.current.set(Arc::as_ptr(&task));
         let me = self.me();
@@ -768,11 +781,10 @@ impl Carrier {
             Ordering::Relaxed,
         );
 
-        // SAFETY: this carrier owns the task exclusively (invariant 1), so no
-        // one else touches its coroutine while it runs or until it is
-        // published below.
-        let coro_ref = unsafe { &mut *coro.get() };
-        let result = coro_ref.get().resume(());
+        let result = match coro_ref {
+            crate::thread::CoroSlot::Running(c) => c.resume(()),
+            _ => unreachable!("started above"),
+        };
         self.current.set(std::ptr::null());
         me.mounted.swap(std::ptr::null_mut(), Ordering::SeqCst);
         // The monitor may be reading through `mounted`: keep the thread
@@ -811,9 +823,26 @@ impl Carrier {
                 let low_sp = task.low_sp.load(Ordering::Relaxed);
                 let deep = stack.base_addr().saturating_sub(low_sp) > TRIM_DEPTH;
                 self.recycle_stack(stack, deep);
-                self.shared.live.fetch_sub(1, Ordering::Relaxed);
+                // `live` was decremented by the thread itself, before it
+                // completed its join packet (`Runtime::thread_finished`).
             }
         }
+    }
+
+    /// A thread that cannot get a stack ends without running: its body is
+    /// dropped, which completes its join packet with `Err(why)`.
+    #[cold]
+    fn fail_start(&self, task: &Task, slot: &mut crate::thread::CoroSlot, e: std::io::Error) {
+        let why = format!(
+            "weft: virtual thread #{} could not start: no stack: {e}",
+            crate::thread::Thread::peek_name_id(task).1
+        );
+        eprintln!("{why}");
+        task_state(task, State::Terminated);
+        crate::dump::unregister(task);
+        crate::thread::set_never_ran_reason(why);
+        *slot = crate::thread::CoroSlot::Empty;
+        self.shared.live.fetch_sub(1, Ordering::Relaxed);
     }
 
     fn after_park(&self, task: Task) {

@@ -28,6 +28,20 @@
 //!
 //! Guard markers survive `MADV_DONTNEED`, so a slot's guard is installed
 //! exactly once in the life of the process.
+//!
+//! # Promises
+//!
+//! A thread with the default stack takes its slot when it first runs, not
+//! when it is spawned (see `thread::CoroSlot` for why). So that running out
+//! of address space is still an error of `spawn`, spawning *promises* a
+//! slot: [`StackPool::promise`] makes sure the pool could hand out one more
+//! slot than it has promised — free slots plus the uncarved rest of the
+//! chunks it has mapped — mapping another chunk ahead of need when not, and
+//! failing there when the kernel refuses. The check is a counter decrement
+//! on the fast path (`headroom`), recomputed under the lock once it runs
+//! out. Slots sitting in carrier caches are not counted, so the estimate
+//! errs towards mapping a chunk early (address space only, nothing
+//! committed).
 
 use std::io;
 use std::sync::Mutex;
@@ -79,6 +93,10 @@ pub(crate) struct StackPool {
     inner: Mutex<PoolInner>,
     /// Live slots handed out and not returned (for metrics and dumps).
     live: AtomicUsize,
+    /// Promises that may be made without taking the lock (see "Promises").
+    headroom: AtomicUsize,
+    /// Promised slots not yet taken.
+    outstanding: AtomicUsize,
 }
 
 struct PoolInner {
@@ -93,7 +111,12 @@ struct PoolInner {
     guarded: usize,
     /// When `hot` first went over its bound (None: it is within it).
     over_since: Option<Instant>,
+    /// Chunks mapped ahead of need by `promise`, not yet carved from.
+    spare_chunks: Vec<usize>,
 }
+
+/// Promises granted per recount under the lock (at least).
+const PROMISE_BATCH: usize = 256;
 
 impl StackPool {
     pub(crate) fn new(stack_size: usize) -> StackPool {
@@ -109,8 +132,11 @@ impl StackPool {
                 end: 0,
                 guarded: 0,
                 over_since: None,
+                spare_chunks: Vec::new(),
             }),
             live: AtomicUsize::new(0),
+            headroom: AtomicUsize::new(0),
+            outstanding: AtomicUsize::new(0),
         }
     }
 
@@ -122,6 +148,48 @@ impl StackPool {
     /// Number of stacks currently handed out.
     pub(crate) fn live(&self) -> usize {
         self.live.load(Ordering::Relaxed)
+    }
+
+    /// Promises a slot to a thread that will take it when it first runs
+    /// (see "Promises"); fails when no address space can be had for it.
+    pub(crate) fn promise(&self) -> io::Result<()> {
+        self.outstanding.fetch_add(1, Ordering::Relaxed);
+        if self
+            .headroom
+            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |h| h.checked_sub(1))
+            .is_ok()
+        {
+            return Ok(());
+        }
+        let mut inner = self.inner.lock().unwrap_or_else(|e| e.into_inner());
+        let want = self.outstanding.load(Ordering::Relaxed) + PROMISE_BATCH;
+        let mut supply = inner.hot.len()
+            + inner.cold.len()
+            + (inner.end - inner.next) / self.slot_size
+            + inner.spare_chunks.len() * SLOTS_PER_CHUNK;
+        while supply < want {
+            match self.map_chunk() {
+                Ok(c) => {
+                    inner.spare_chunks.push(c);
+                    supply += SLOTS_PER_CHUNK;
+                }
+                // Enough for this promise, if not for the batch: go on.
+                Err(_) if supply > self.outstanding.load(Ordering::Relaxed) => break,
+                Err(e) => {
+                    self.outstanding.fetch_sub(1, Ordering::Relaxed);
+                    return Err(e);
+                }
+            }
+        }
+        let outstanding = self.outstanding.load(Ordering::Relaxed);
+        self.headroom
+            .store(supply.saturating_sub(outstanding), Ordering::Relaxed);
+        Ok(())
+    }
+
+    /// A promised slot was taken (or will never be).
+    pub(crate) fn fulfil(&self) {
+        self.outstanding.fetch_sub(1, Ordering::Relaxed);
     }
 
     /// Takes a stack: hot pool first, then cold, then a freshly carved slot.
@@ -244,6 +312,33 @@ impl StackPool {
 
     fn carve(&self, inner: &mut PoolInner) -> io::Result<usize> {
         if inner.next == inner.end {
+            let p = match inner.spare_chunks.pop() {
+                Some(p) => p,
+                None => self.map_chunk()?,
+            };
+            inner.next = p;
+            inner.end = p + self.slot_size * SLOTS_PER_CHUNK;
+            inner.guarded = p;
+        }
+        let slot = inner.next;
+        if slot >= inner.guarded {
+            // Guard the next batch of slots with one syscall when the kernel
+            // allows it (process_madvise on ourselves, Linux >= 6.13).
+            let n = GUARD_BATCH.min((inner.end - slot) / self.slot_size);
+            if n > 1 && install_guards_batch(slot, self.slot_size, n) {
+                inner.guarded = slot + n * self.slot_size;
+            } else {
+                install_guard(slot)?;
+                inner.guarded = slot + self.slot_size;
+            }
+        }
+        inner.next += self.slot_size;
+        Ok(slot)
+    }
+
+    /// Reserves a new chunk of address space (nothing committed).
+    fn map_chunk(&self) -> io::Result<usize> {
+        {
             let len = self.slot_size * SLOTS_PER_CHUNK;
             // SAFETY: a fresh anonymous private mapping; no existing memory is
             // affected. MAP_NORESERVE: nothing is committed until touched.
@@ -271,24 +366,8 @@ impl StackPool {
             }
             let p = p as usize;
             register_chunk(p, len, self.stack_size);
-            inner.next = p;
-            inner.end = p + len;
-            inner.guarded = p;
+            Ok(p)
         }
-        let slot = inner.next;
-        if slot >= inner.guarded {
-            // Guard the next batch of slots with one syscall when the kernel
-            // allows it (process_madvise on ourselves, Linux >= 6.13).
-            let n = GUARD_BATCH.min((inner.end - slot) / self.slot_size);
-            if n > 1 && install_guards_batch(slot, self.slot_size, n) {
-                inner.guarded = slot + n * self.slot_size;
-            } else {
-                install_guard(slot)?;
-                inner.guarded = slot + self.slot_size;
-            }
-        }
-        inner.next += self.slot_size;
-        Ok(slot)
     }
 }
 

@@ -106,25 +106,44 @@ pub(crate) type BodyFor<'a> = Box<dyn FnOnce(&corosensei::Yielder<(), Suspend>, 
 /// [`BodyFor`] with its lifetime erased.
 pub(crate) type Body = BodyFor<'static>;
 
-/// A virtual thread's coroutine, created lazily: `spawn` reserves the stack
-/// (so running out of memory is an error *there*), and the carrier that
-/// first runs the thread builds the coroutine, which is what first touches
-/// the stack's memory. The page fault then lands on a carrier, in parallel
-/// with a spawning loop, instead of on the spawner.
+/// A virtual thread's coroutine, created lazily by the carrier that first
+/// runs the thread.
+///
+/// Why lazily, stack included: a thread with the default stack size takes
+/// its stack from that carrier's cache only when it first runs, not when it
+/// is spawned. A loop that spawns 100,000 short threads then needs only as
+/// many stacks as run at once — the cache hands the same few, already
+/// resident stacks round — instead of 100,000 fresh ones, each costing a
+/// page fault and a page of RSS (Go's `gfget` reuses dead goroutines'
+/// stacks the same way). Building the coroutine is what first touches the
+/// stack, so that fault, when there is one, lands on a carrier in parallel
+/// with the spawner. Running out of address space is still a `spawn` error:
+/// spawning promises a slot (`StackPool::promise`). Should taking the slot
+/// fail anyway (the kernel refusing a guard page), the thread ends without
+/// running and `join` returns `Err` with the reason (see [`Completer`]).
 pub(crate) enum CoroSlot {
     /// Finished (or not yet set up).
     Empty,
-    /// Spawned, never run.
-    Pending(crate::stack::Stack, Body),
+    /// Spawned, never run; `None`: take a default-size stack at first run.
+    Pending(Option<crate::stack::Stack>, Body),
     /// Started.
     Running(Coro),
 }
 
 impl CoroSlot {
-    /// The coroutine, building it on first use.
-    pub(crate) fn get(&mut self) -> &mut Coro {
-        if let CoroSlot::Pending(..) = self {
-            let CoroSlot::Pending(stack, body) = std::mem::replace(self, CoroSlot::Empty) else {
+    /// The coroutine, building it on first use with the reserved stack or,
+    /// if none was reserved, one from `alloc`. On error the slot is left
+    /// `Pending`.
+    pub(crate) fn get(
+        &mut self,
+        alloc: impl FnOnce() -> io::Result<crate::stack::Stack>,
+    ) -> io::Result<&mut Coro> {
+        if let CoroSlot::Pending(stack, _) = self {
+            let stack = match stack.take() {
+                Some(s) => s,
+                None => alloc()?,
+            };
+            let CoroSlot::Pending(_, body) = std::mem::replace(self, CoroSlot::Empty) else {
                 unreachable!()
             };
             // SAFETY: `body`'s true lifetime was erased in `spawn_unchecked`,
@@ -134,10 +153,48 @@ impl CoroSlot {
             *self = CoroSlot::Running(unsafe { Coro::with_stack_unchecked(stack, body) });
         }
         match self {
-            CoroSlot::Running(c) => c,
+            CoroSlot::Running(c) => Ok(c),
             _ => panic!("weft: runnable thread without a coroutine"),
         }
     }
+}
+
+/// The spawned body's end of a join [`Packet`]: completes it exactly once —
+/// with the body's result, or, if the body is dropped without having run
+/// (no stack could be had at first run, or its runtime went away first),
+/// with an `Err` naming why, so that `join` never waits forever.
+struct Completer<T> {
+    packet: Option<Arc<Packet<T>>>,
+}
+
+impl<T> Completer<T> {
+    fn complete(mut self, r: std::thread::Result<T>) {
+        if let Some(p) = self.packet.take() {
+            p.complete(r);
+        }
+    }
+}
+
+impl<T> Drop for Completer<T> {
+    fn drop(&mut self) {
+        if let Some(p) = self.packet.take() {
+            let why = NEVER_RAN
+                .with(|w| w.borrow_mut().take())
+                .unwrap_or_else(|| "weft: the virtual thread was dropped before it ran".into());
+            p.complete(Err(Box::new(why)));
+        }
+    }
+}
+
+std::thread_local! {
+    /// Why the body being dropped on this OS thread never ran (set by the
+    /// carrier just before it drops a thread it could not start).
+    static NEVER_RAN: std::cell::RefCell<Option<String>> = const { std::cell::RefCell::new(None) };
+}
+
+/// Records why the next body dropped on this OS thread never ran.
+pub(crate) fn set_never_ran_reason(why: String) {
+    NEVER_RAN.with(|w| *w.borrow_mut() = Some(why));
 }
 
 pub(crate) enum Kind {
@@ -933,10 +990,20 @@ impl Builder {
         F: FnOnce() -> T + Send + 'a,
         T: Send + 'a,
     {
-        let stack = rt.alloc_stack(self.stack_size)?;
+        // An explicit size is reserved now (rare; its own pool); the default
+        // stack is taken at first run (see `CoroSlot`).
+        let stack = match self.stack_size {
+            Some(_) => Some(rt.alloc_stack(self.stack_size)?),
+            None => {
+                rt.promise_stack()?;
+                None
+            }
+        };
         let thread = Thread::new_virtual(self.name, rt.clone(), self.container);
         let packet: Arc<Packet<T>> = Packet::new();
-        let their_packet = packet.clone();
+        let their_packet = Completer {
+            packet: Some(packet.clone()),
+        };
         let body = move |y: &corosensei::Yielder<(), Suspend>, (): ()| {
             let me = current_virtual().expect("weft: coroutine started off its carrier");
             me.yielder.set(y as *const _);
@@ -944,6 +1011,9 @@ impl Builder {
             // Drop weft::local! values while still on this thread.
             // SAFETY: locals are only touched by the running thread.
             unsafe { (*me.locals.get()).clear() };
+            if let Kind::Virtual { rt, .. } = &me.kind {
+                rt.thread_finished();
+            }
             their_packet.complete(r);
         };
         // SAFETY: the caller guarantees that everything `body` borrows
