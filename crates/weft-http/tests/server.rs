@@ -433,6 +433,25 @@ fn header_too_large_gets_431() {
 }
 
 #[test]
+fn many_headers_up_to_the_limit_are_accepted() {
+    // Above 64 the header slots come from the heap instead of the stack:
+    // both sides of that limit, and one past max_headers.
+    for mode in modes() {
+        let h = start(cfg(mode).max_headers(200), app());
+        for (n, want) in [(60, 200), (150, 200), (199, 200), (260, 431)] {
+            let mut c = connect(h.local_addr());
+            let mut req = String::from("GET /hello HTTP/1.1\r\nHost: t\r\n");
+            for i in 0..n {
+                req.push_str(&format!("X-{i}: v\r\n"));
+            }
+            req.push_str("\r\n");
+            c.send(req.as_bytes());
+            assert_eq!(c.response().status, want, "{mode}: {n} headers");
+        }
+    }
+}
+
+#[test]
 fn body_too_large_gets_413() {
     for mode in modes() {
         let h = start(cfg(mode).max_body_bytes(16), app());
