@@ -20,8 +20,13 @@
 //! # Readiness protocol (no lost wake-ups)
 //!
 //! `readiness` packs direction bits and an event *tick*. An operation
-//! snapshots the word, tries the syscall, and on `EAGAIN` clears its bit
-//! only if the tick is unchanged (no event arrived since the snapshot).
+//! snapshots the word and, only if its direction's bit is set, tries the
+//! syscall; on `EAGAIN` it clears its bit only if the tick is unchanged (no
+//! event arrived since the snapshot). A stream read or write that moved
+//! fewer bytes than asked drained the socket at that moment, so it clears
+//! the bit the same way: the next call parks at once instead of paying a
+//! syscall for the `EAGAIN` it would get (Tokio does the same). Both bits
+//! start set, so a new socket's first operation is tried at once.
 //! A waiter pushes itself on the direction's waiter list under the state's
 //! mutex and then re-reads readiness; the poller sets readiness *before*
 //! taking the same mutex to drain the list. So either the poller sees the
@@ -86,6 +91,23 @@ impl Waiter {
     }
 }
 
+/// Waiters taken off a list by an event, woken outside the lock.
+enum Woken {
+    None,
+    One(Waiter),
+    Many(Vec<Waiter>),
+}
+
+impl Woken {
+    fn wake(self) {
+        match self {
+            Woken::None => {}
+            Woken::One(w) => w.wake(),
+            Woken::Many(v) => v.into_iter().for_each(Waiter::wake),
+        }
+    }
+}
+
 #[derive(Default)]
 struct Waiters {
     read: Vec<Waiter>,
@@ -134,6 +156,15 @@ impl IoState {
 
     /// Called by the poller: records an event and wakes its waiters.
     fn set_ready(&self, bits: usize) {
+        // Usually one waiter per direction: pop it without giving up the
+        // list's allocation (a `take` would cost a malloc per wait).
+        fn drain(list: &mut Vec<Waiter>) -> Woken {
+            match list.len() {
+                0 => Woken::None,
+                1 => Woken::One(list.pop().expect("len 1")),
+                _ => Woken::Many(std::mem::take(list)),
+            }
+        }
         let mut cur = self.readiness.load(Ordering::SeqCst);
         loop {
             let new = (cur & !BITS).wrapping_add(TICK_ONE) | (cur & BITS) | bits;
@@ -148,20 +179,19 @@ impl IoState {
         let (r, w) = {
             let mut ws = self.waiters.lock().unwrap_or_else(|e| e.into_inner());
             let r = if bits & Interest::Read.ready_mask() != 0 {
-                std::mem::take(&mut ws.read)
+                drain(&mut ws.read)
             } else {
-                Vec::new()
+                Woken::None
             };
             let w = if bits & Interest::Write.ready_mask() != 0 {
-                std::mem::take(&mut ws.write)
+                drain(&mut ws.write)
             } else {
-                Vec::new()
+                Woken::None
             };
             (r, w)
         };
-        for x in r.into_iter().chain(w) {
-            x.wake();
-        }
+        r.wake();
+        w.wake();
     }
 
     /// Wakes every waiter of both directions (used when a socket is shut
@@ -192,7 +222,8 @@ impl Registration {
     pub(crate) fn new(fd: RawFd) -> io::Result<Registration> {
         let p = poller()?;
         let state = Arc::new(IoState {
-            readiness: AtomicUsize::new(0),
+            // Optimistic: the first operation in each direction is tried.
+            readiness: AtomicUsize::new(READABLE | WRITABLE),
             waiters: Mutex::new(Waiters::default()),
             fd,
         });
@@ -224,15 +255,45 @@ impl Registration {
         &self,
         i: Interest,
         deadline: Option<Instant>,
+        op: impl FnMut() -> io::Result<R>,
+    ) -> io::Result<R> {
+        self.do_io_then(i, deadline, op, |_| false)
+    }
+
+    /// [`Registration::do_io`] for a stream read or write of `want` bytes:
+    /// a short transfer means the socket was drained (or filled), so the
+    /// direction's readiness is cleared (see "Readiness protocol").
+    pub(crate) fn do_stream_io(
+        &self,
+        i: Interest,
+        deadline: Option<Instant>,
+        want: usize,
+        op: impl FnMut() -> io::Result<usize>,
+    ) -> io::Result<usize> {
+        self.do_io_then(i, deadline, op, |&n| n > 0 && n < want)
+    }
+
+    fn do_io_then<R>(
+        &self,
+        i: Interest,
+        deadline: Option<Instant>,
         mut op: impl FnMut() -> io::Result<R>,
+        drained: impl Fn(&R) -> bool,
     ) -> io::Result<R> {
         loop {
             let snap = self.state.readiness.load(Ordering::SeqCst);
-            match op() {
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
-                r => return r,
+            if snap & i.ready_mask() != 0 {
+                match op() {
+                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => self.state.clear(i, snap),
+                    Ok(r) => {
+                        if drained(&r) {
+                            self.state.clear(i, snap);
+                        }
+                        return Ok(r);
+                    }
+                    Err(e) => return Err(e),
+                }
             }
-            self.state.clear(i, snap);
             match self.wait(i, deadline) {
                 Ok(()) => {}
                 Err(WaitError::TimedOut) => {

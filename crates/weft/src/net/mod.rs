@@ -257,6 +257,46 @@ impl<S: AsRawFd> Io<S> {
         r
     }
 
+    /// A stream read or write of `want` bytes (see
+    /// `Registration::do_stream_io`).
+    fn stream_op(
+        &self,
+        i: Interest,
+        want: usize,
+        mut op: impl FnMut(&S) -> io::Result<usize>,
+    ) -> io::Result<usize> {
+        let sock = &self.sock;
+        let deadline = match i {
+            Interest::Read => self.read_timeout.deadline(),
+            Interest::Write => self.write_timeout.deadline(),
+        };
+        let r = self.reg.do_stream_io(i, deadline, want, || {
+            loop {
+                match op(sock) {
+                    // EINTR: retry at once (as in `op`).
+                    Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                    r => return r,
+                }
+            }
+        });
+        if let Err(e) = &r {
+            if e.kind() == io::ErrorKind::Interrupted {
+                self.shutdown_after_interrupt();
+            }
+        }
+        r
+    }
+
+    /// A stream read into `want` bytes under the read timeout.
+    fn read_stream(&self, want: usize, op: impl FnMut(&S) -> io::Result<usize>) -> io::Result<usize> {
+        self.stream_op(Interest::Read, want, op)
+    }
+
+    /// A stream write of `want` bytes under the write timeout.
+    fn write_stream(&self, want: usize, op: impl FnMut(&S) -> io::Result<usize>) -> io::Result<usize> {
+        self.stream_op(Interest::Write, want, op)
+    }
+
     /// A read-direction operation under the read timeout.
     fn read<R>(&self, op: impl FnMut(&S) -> io::Result<R>) -> io::Result<R> {
         self.op(Interest::Read, self.read_timeout.deadline(), op)
