@@ -152,6 +152,9 @@ struct WorkerShared {
     /// Earliest timer deadline (ns since `now_ns` epoch), `u64::MAX` if
     /// none: lets `find_local` skip the heap (and the clock) when empty.
     timer_next: AtomicU64,
+    /// Heap size at which `push_timer` next looks for stale entries
+    /// (written under the `timers` lock).
+    timer_scan_at: AtomicUsize,
     /// `switches` value for which a stall was already reported.
     reported: AtomicU64,
     /// Kernel thread id of the carrier (for /proc lookups).
@@ -220,6 +223,7 @@ impl WorkerShared {
             in_blocking: AtomicBool::new(false),
             stalled: AtomicBool::new(false),
             timer_next: AtomicU64::new(u64::MAX),
+            timer_scan_at: AtomicUsize::new(crate::timer::SCAN_MIN),
             reported: AtomicU64::new(u64::MAX),
             tid: AtomicI32::new(0),
             spare_wake: AtomicBool::new(false),
@@ -232,6 +236,13 @@ impl WorkerShared {
     fn push_timer(&self, e: TimerEntry) {
         let mut timers = self.timers.lock().unwrap_or_else(|e| e.into_inner());
         timers.push(e);
+        if timers.len() >= self.timer_scan_at.load(Ordering::Relaxed) {
+            crate::timer::compact(&mut timers);
+            self.timer_scan_at.store(
+                (2 * timers.len()).max(crate::timer::SCAN_MIN),
+                Ordering::Relaxed,
+            );
+        }
         self.update_timer_next(&timers);
     }
 
