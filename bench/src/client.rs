@@ -94,7 +94,8 @@ async fn echo_async(
             (lat_us, errors)
         }));
     }
-    let mut hist = Histogram::<u64>::new_with_bounds(1, 60_000_000, 3).map_err(|e| e.to_string())?;
+    let mut hist =
+        Histogram::<u64>::new_with_bounds(1, 60_000_000, 3).map_err(|e| e.to_string())?;
     let mut errors = 0;
     for t in tasks {
         let (lat, e) = t.await.map_err(|e| e.to_string())?;

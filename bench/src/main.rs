@@ -34,7 +34,10 @@ use proc::Launcher;
 use report::{Cell, Column, Row, Run, Unit, WorkloadResult};
 
 #[derive(Parser, Debug)]
-#[command(version, about = "Weft vs Tokio, std threads, Go and Java virtual threads: one table")]
+#[command(
+    version,
+    about = "Weft vs Tokio, std threads, Go and Java virtual threads: one table"
+)]
 struct Cli {
     #[command(subcommand)]
     cmd: Option<Cmd>,
@@ -125,7 +128,12 @@ fn plan(quick: bool, runs: Option<usize>) -> Vec<Spec> {
             2 * n
         ))
     };
-    let no_ct = || ("tokio-ct", Err("servers: multi-thread runtime only".to_string()));
+    let no_ct = || {
+        (
+            "tokio-ct",
+            Err("servers: multi-thread runtime only".to_string()),
+        )
+    };
     let own = |id, title, what, unit, args: Vec<u64>| Spec {
         id,
         title,
@@ -379,8 +387,8 @@ fn build_java(out: &Path) -> Result<(Launcher, String), String> {
             best = Some((major, home, first));
         }
     }
-    let (_, home, version) =
-        best.ok_or("no JDK >= 21 found (JAVA_HOME, PATH, /usr/lib/jvm; or set WEFT_BENCH_JAVA_HOME)")?;
+    let (_, home, version) = best
+        .ok_or("no JDK >= 21 found (JAVA_HOME, PATH, /usr/lib/jvm; or set WEFT_BENCH_JAVA_HOME)")?;
     let classes = out.join("java");
     let status = Command::new(home.join("bin/javac"))
         .arg("-d")
@@ -693,8 +701,14 @@ mod tests {
 
     #[test]
     fn java_versions_parse() {
-        assert_eq!(java_major("openjdk version \"25.0.3\" 2026-04-21 LTS"), Some(25));
-        assert_eq!(java_major("openjdk version \"17.0.9\" 2023-10-17"), Some(17));
+        assert_eq!(
+            java_major("openjdk version \"25.0.3\" 2026-04-21 LTS"),
+            Some(25)
+        );
+        assert_eq!(
+            java_major("openjdk version \"17.0.9\" 2023-10-17"),
+            Some(17)
+        );
         assert_eq!(java_major("java version \"1.8.0_402\""), Some(8));
         assert_eq!(java_major("openjdk version \"21-ea\""), Some(21));
         assert_eq!(java_major("garbage"), None);

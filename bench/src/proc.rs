@@ -140,14 +140,7 @@ impl Worker {
         // SAFETY: wait4 on our own child with valid out-pointers; the Child
         // is never waited on again (it is dropped without wait, which does
         // not reap or kill).
-        let r = unsafe {
-            libc::wait4(
-                self.child.id() as libc::pid_t,
-                &mut status,
-                0,
-                &mut usage,
-            )
-        };
+        let r = unsafe { libc::wait4(self.child.id() as libc::pid_t, &mut status, 0, &mut usage) };
         let _ = self.watchdog.send(());
         let stderr = self.stderr.join().unwrap_or_default();
         if r < 0 {
@@ -231,7 +224,9 @@ impl Server {
                     Ok(e) => e.stderr,
                     Err(e) => e,
                 };
-                Err(format!("server did not say `ready <port>` (got {line:?}): {why}"))
+                Err(format!(
+                    "server did not say `ready <port>` (got {line:?}): {why}"
+                ))
             }
         }
     }

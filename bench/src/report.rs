@@ -325,7 +325,10 @@ impl Report {
                 workload: i,
                 metric: Metric::Value,
             });
-            if w.cells.iter().any(|c| c.runs.iter().any(|r| r.p99_ms.is_some())) {
+            if w.cells
+                .iter()
+                .any(|c| c.runs.iter().any(|r| r.p99_ms.is_some()))
+            {
                 rows.push(Row {
                     workload: i,
                     metric: Metric::P99,
@@ -534,7 +537,7 @@ pub fn markdown(rep: &Report, rows: &[Row]) -> String {
         let v: Vec<String> = rep
             .columns
             .iter()
-            .filter(|c| c.skipped.is_none() && c.id != "weft")
+            .filter(|c| c.skipped.is_none() && !c.version.is_empty())
             .map(|c| format!("{}: {}", c.label, c.version))
             .collect();
         v.join("; ")
@@ -596,7 +599,10 @@ pub fn svg(w: &WorkloadResult, columns: &[ColumnSummary]) -> String {
         Metric::Value,
         w.ideal,
     )];
-    if w.cells.iter().any(|c| c.runs.iter().any(|r| r.p99_ms.is_some())) {
+    if w.cells
+        .iter()
+        .any(|c| c.runs.iter().any(|r| r.p99_ms.is_some()))
+    {
         panels.push(("p99 latency, ms".into(), Metric::P99, w.ideal_p99_ms));
     }
     if w.rss_row {
@@ -769,7 +775,10 @@ mod tests {
         assert!(t.contains("200 ns"), "{t}");
         assert!(t.contains("400 ns (×2.00)"), "{t}");
         let md = markdown(&rep, &rows);
-        assert!(md.contains("| spawn + join |  | **200 ns** | 400 ns (×2.00) |"), "{md}");
+        assert!(
+            md.contains("| spawn + join |  | **200 ns** | 400 ns (×2.00) |"),
+            "{md}"
+        );
         let readme = "a\n<!-- weft-bench:begin -->\nold\n<!-- weft-bench:end -->\nb\n";
         let new = splice_readme(readme, "NEW\n").unwrap();
         assert_eq!(

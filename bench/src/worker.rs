@@ -365,7 +365,10 @@ fn channel(rt: Rt, p: u64, msgs: u64, cap: u64) -> Result<Duration, String> {
     }
     let cap = cap as usize;
     // Producer i sends 1..=share(i); the consumer checks count and sum.
-    let want: u64 = (0..p).map(|i| share(i, p, msgs)).map(|k| k * (k + 1) / 2).sum();
+    let want: u64 = (0..p)
+        .map(|i| share(i, p, msgs))
+        .map(|k| k * (k + 1) / 2)
+        .sum();
     let (took, got) = match rt {
         Rt::Weft => on(rt, move || {
             let (tx, rx) = weft::channel::bounded::<u64>(cap);
@@ -395,8 +398,7 @@ fn channel(rt: Rt, p: u64, msgs: u64, cap: u64) -> Result<Duration, String> {
                 });
             }
             drop(tx);
-            let consumer =
-                std::thread::spawn(move || rx.iter().take(msgs as usize).sum::<u64>());
+            let consumer = std::thread::spawn(move || rx.iter().take(msgs as usize).sum::<u64>());
             let sum = consumer.join().unwrap();
             (t.elapsed(), sum)
         }
@@ -513,12 +515,13 @@ fn http_server(rt: Rt) -> Result<(), String> {
     match rt {
         Rt::Weft => {
             use weft_http::{Response, Router, Server, ServerConfig};
-            let router = Router::new()
-                .get("/hello", |_| Response::text(HELLO))
-                .get("/sleep", |_| {
-                    let _ = weft::sleep(SLEEP);
-                    Response::text("slept")
-                });
+            let router =
+                Router::new()
+                    .get("/hello", |_| Response::text(HELLO))
+                    .get("/sleep", |_| {
+                        let _ = weft::sleep(SLEEP);
+                        Response::text("slept")
+                    });
             let config = ServerConfig::default()
                 .max_connections(1 << 20)
                 .backlog(BACKLOG as u32);
@@ -668,7 +671,7 @@ mod tests {
             assert!(sleep(rt, 50, Duration::from_millis(20)) >= Duration::from_millis(20));
             mutex(rt, 8, 500).unwrap();
             channel(rt, 1, 1000, 16).unwrap();
-            channel(rt, 7, 1000, 0.max(1)).unwrap();
+            channel(rt, 7, 1000, 0).unwrap();
         }
     }
 }

@@ -55,7 +55,10 @@ pub(crate) const SCAN_MIN: usize = 1024;
 impl TimerEntry {
     /// Whether the park this entry would end has already ended.
     fn is_stale(&self) -> bool {
-        self.task.timer_seq.load(std::sync::atomic::Ordering::Relaxed) != self.seq
+        self.task
+            .timer_seq
+            .load(std::sync::atomic::Ordering::Relaxed)
+            != self.seq
     }
 }
 

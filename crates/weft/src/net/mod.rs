@@ -288,12 +288,20 @@ impl<S: AsRawFd> Io<S> {
     }
 
     /// A stream read into `want` bytes under the read timeout.
-    fn read_stream(&self, want: usize, op: impl FnMut(&S) -> io::Result<usize>) -> io::Result<usize> {
+    fn read_stream(
+        &self,
+        want: usize,
+        op: impl FnMut(&S) -> io::Result<usize>,
+    ) -> io::Result<usize> {
         self.stream_op(Interest::Read, want, op)
     }
 
     /// A stream write of `want` bytes under the write timeout.
-    fn write_stream(&self, want: usize, op: impl FnMut(&S) -> io::Result<usize>) -> io::Result<usize> {
+    fn write_stream(
+        &self,
+        want: usize,
+        op: impl FnMut(&S) -> io::Result<usize>,
+    ) -> io::Result<usize> {
         self.stream_op(Interest::Write, want, op)
     }
 
