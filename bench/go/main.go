@@ -9,11 +9,12 @@
 //
 // Measuring workloads print exactly one line of JSON to stdout:
 //
-//	{"workload":"<name>","value":<float>,"unit":"<unit>"}
+//	{"workload":"<name>","value":<float>,"unit":"<unit>","hwm_kib":<peak RSS>}
 //
-// and exit 0. The server workloads print "ready <port>" once they listen and
-// then serve until killed. Wrong arguments or a failed verification print a
-// message to stderr and exit 1. Peak RSS is measured by the orchestrator.
+// and exit 0 (hwm_kib: this process's VmHWM at the end of the run). The
+// server workloads print "ready <port>" once they listen and then serve
+// until killed (the orchestrator reads their peak RSS from /proc). Wrong
+// arguments or a failed verification print a message to stderr and exit 1.
 //
 // Workloads:
 //

@@ -20,11 +20,12 @@
  *   http-server                        HTTP server, /hello and /sleep              (until killed)
  *
  * Output contract: a measuring workload prints exactly one JSON line to stdout,
- *   {"workload":"<name>","value":<double>,"unit":"<unit>"}
- * and exits 0. The servers print exactly "ready <port>" and then serve until
- * SIGTERM. Wrong arguments or a failed verification: message on stderr, exit 1.
- * Nothing else is ever written to stdout. Peak RSS is measured by the
- * orchestrator, not here.
+ *   {"workload":"<name>","value":<double>,"unit":"<unit>","hwm_kib":<peak RSS>}
+ * and exits 0 (hwm_kib: this process's VmHWM at the end of the run). The
+ * servers print exactly "ready <port>" and then serve until SIGTERM (their
+ * peak RSS is read by the orchestrator from /proc). Wrong arguments or a
+ * failed verification: message on stderr, exit 1. Nothing else is ever
+ * written to stdout.
  *
  * Timing: the driver (the main thread) takes System.nanoTime() immediately
  * before the first virtual thread is started and immediately after the last one
