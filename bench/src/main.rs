@@ -91,7 +91,11 @@ enum Drive {
 
 /// One workload of the plan.
 struct Spec {
+    /// Row id (`channel-100`); unique.
     id: &'static str,
+    /// The worker's workload name (`channel`) for `Drive::Own` rows;
+    /// several rows may share one. Servers: unused (`Drive` names them).
+    worker: &'static str,
     title: &'static str,
     what: &'static str,
     unit: Unit,
@@ -134,8 +138,9 @@ fn plan(quick: bool, runs: Option<usize>) -> Vec<Spec> {
             Err("servers: multi-thread runtime only".to_string()),
         )
     };
-    let own = |id, title, what, unit, args: Vec<u64>| Spec {
+    let own = |id: &'static str, title, what, unit, args: Vec<u64>| Spec {
         id,
+        worker: id.split('-').next().unwrap_or(id),
         title,
         what,
         unit,
@@ -156,6 +161,7 @@ fn plan(quick: bool, runs: Option<usize>) -> Vec<Spec> {
     };
     let server = |id, title, what, unit, drive| Spec {
         id,
+        worker: "",
         title,
         what,
         unit,
@@ -447,7 +453,7 @@ fn run_once(spec: &Spec, launcher: &Launcher, args: &[u64]) -> Result<Run, Strin
     match spec.drive {
         Drive::Own => {
             let limit = Duration::from_secs(300);
-            let m = proc::measure(launcher, spec.id.split('-').next().unwrap(), args, limit)?;
+            let m = proc::measure(launcher, spec.worker, args, limit)?;
             Ok(Run {
                 value: m.value,
                 p99_ms: None,
@@ -723,6 +729,12 @@ mod tests {
         ids.dedup();
         assert_eq!(ids.len(), full.len());
         assert!(quick.len() < full.len());
+        for s in &full {
+            if matches!(s.drive, Drive::Own) {
+                let known = ["spawn", "pingpong", "mutex", "channel", "sleep"];
+                assert!(known.contains(&s.worker), "{}: {}", s.id, s.worker);
+            }
+        }
         for q in &quick {
             let f = full.iter().find(|f| f.id == q.id).unwrap();
             assert!(q.args.iter().product::<u64>() <= f.args.iter().product::<u64>());
