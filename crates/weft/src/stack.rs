@@ -338,36 +338,34 @@ impl StackPool {
 
     /// Reserves a new chunk of address space (nothing committed).
     fn map_chunk(&self) -> io::Result<usize> {
-        {
-            let len = self.slot_size * SLOTS_PER_CHUNK;
-            // SAFETY: a fresh anonymous private mapping; no existing memory is
-            // affected. MAP_NORESERVE: nothing is committed until touched.
-            let p = unsafe {
-                libc::mmap(
-                    std::ptr::null_mut(),
-                    len,
-                    libc::PROT_READ | libc::PROT_WRITE,
-                    libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE,
-                    -1,
-                    0,
-                )
-            };
-            if p == libc::MAP_FAILED {
-                let e = io::Error::last_os_error();
-                return Err(io::Error::new(
-                    e.kind(),
-                    format!(
-                        "weft: cannot reserve {} MiB of address space for virtual-thread stacks: {e} \
-                         (check `ulimit -v` and vm.overcommit_memory; or lower the stack size with \
-                         WEFT_STACK_SIZE / Builder::stack_size)",
-                        len >> 20
-                    ),
-                ));
-            }
-            let p = p as usize;
-            register_chunk(p, len, self.stack_size);
-            Ok(p)
+        let len = self.slot_size * SLOTS_PER_CHUNK;
+        // SAFETY: a fresh anonymous private mapping; no existing memory is
+        // affected. MAP_NORESERVE: nothing is committed until touched.
+        let p = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                len,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE,
+                -1,
+                0,
+            )
+        };
+        if p == libc::MAP_FAILED {
+            let e = io::Error::last_os_error();
+            return Err(io::Error::new(
+                e.kind(),
+                format!(
+                    "weft: cannot reserve {} MiB of address space for virtual-thread stacks: {e} \
+                     (check `ulimit -v` and vm.overcommit_memory; or lower the stack size with \
+                     WEFT_STACK_SIZE / Builder::stack_size)",
+                    len >> 20
+                ),
+            ));
         }
+        let p = p as usize;
+        register_chunk(p, len, self.stack_size);
+        Ok(p)
     }
 }
 
