@@ -87,16 +87,6 @@ fn ns_per(took: Duration, n: u64) -> f64 {
     took.as_nanos() as f64 / n.max(1) as f64
 }
 
-/// Runs `f` where the runtime's own threads run: a virtual thread, a Tokio
-/// task (spawned, so that it runs on a worker), or the main OS thread.
-fn on<T: Send + 'static>(rt: Rt, f: impl FnOnce() -> T + Send + 'static) -> T {
-    match rt {
-        Rt::Weft => weft::spawn(f).join().expect("driver thread panicked"),
-        Rt::Std => f(),
-        Rt::TokioMt | Rt::TokioCt => unreachable!("tokio workloads are async"),
-    }
-}
-
 fn tokio_rt(rt: Rt) -> tokio::runtime::Runtime {
     let mut b = match rt {
         Rt::TokioCt => tokio::runtime::Builder::new_current_thread(),
@@ -117,27 +107,165 @@ fn tokio_on<T: Send + 'static>(
 }
 
 // ---------------------------------------------------------------------------
+// Blocking threads: Weft's virtual threads and std's OS threads share one
+// implementation of each workload, written against this trait.
+// ---------------------------------------------------------------------------
+
+/// What the blocking workloads need from a kind of thread.
+trait Blocking {
+    type Handle<T: Send + 'static>;
+    type Thread: Clone + Send + 'static;
+    type Mutex: Send + Sync + 'static;
+    type Tx: Clone + Send + 'static;
+    type Rx: Send + 'static;
+    fn spawn<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> Self::Handle<T>;
+    fn join<T: Send + 'static>(h: Self::Handle<T>) -> T;
+    fn thread_of<T: Send + 'static>(h: &Self::Handle<T>) -> Self::Thread;
+    fn current() -> Self::Thread;
+    fn park();
+    fn unpark(t: &Self::Thread);
+    fn sleep(d: Duration);
+    fn mutex() -> Self::Mutex;
+    fn increment(m: &Self::Mutex);
+    fn value(m: &Self::Mutex) -> u64;
+    fn bounded(cap: usize) -> (Self::Tx, Self::Rx);
+    fn send(tx: &Self::Tx, v: u64);
+    fn sum(rx: Self::Rx, n: u64) -> u64;
+}
+
+/// Weft virtual threads, `weft::sync::Mutex`, `weft::channel::bounded`.
+struct WeftThreads;
+
+impl Blocking for WeftThreads {
+    type Handle<T: Send + 'static> = weft::JoinHandle<T>;
+    type Thread = weft::Thread;
+    type Mutex = weft::sync::Mutex<u64>;
+    type Tx = weft::channel::Sender<u64>;
+    type Rx = weft::channel::Receiver<u64>;
+    fn spawn<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> Self::Handle<T> {
+        weft::spawn(f)
+    }
+    fn join<T: Send + 'static>(h: Self::Handle<T>) -> T {
+        h.join().expect("thread panicked")
+    }
+    fn thread_of<T: Send + 'static>(h: &Self::Handle<T>) -> Self::Thread {
+        h.thread().clone()
+    }
+    fn current() -> Self::Thread {
+        weft::current()
+    }
+    fn park() {
+        weft::park();
+    }
+    fn unpark(t: &Self::Thread) {
+        t.unpark();
+    }
+    fn sleep(d: Duration) {
+        weft::sleep(d).expect("sleep interrupted");
+    }
+    fn mutex() -> Self::Mutex {
+        weft::sync::Mutex::new(0)
+    }
+    fn increment(m: &Self::Mutex) {
+        *m.lock().unwrap() += 1;
+    }
+    fn value(m: &Self::Mutex) -> u64 {
+        *m.lock().unwrap()
+    }
+    fn bounded(cap: usize) -> (Self::Tx, Self::Rx) {
+        weft::channel::bounded(cap)
+    }
+    fn send(tx: &Self::Tx, v: u64) {
+        tx.send(v).unwrap();
+    }
+    fn sum(rx: Self::Rx, n: u64) -> u64 {
+        rx.iter().take(n as usize).sum()
+    }
+}
+
+/// OS threads, `std::sync::Mutex`, `std::sync::mpsc::sync_channel`.
+struct StdThreads;
+
+impl Blocking for StdThreads {
+    type Handle<T: Send + 'static> = std::thread::JoinHandle<T>;
+    type Thread = std::thread::Thread;
+    type Mutex = std::sync::Mutex<u64>;
+    type Tx = std::sync::mpsc::SyncSender<u64>;
+    type Rx = std::sync::mpsc::Receiver<u64>;
+    fn spawn<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> Self::Handle<T> {
+        std::thread::spawn(f)
+    }
+    fn join<T: Send + 'static>(h: Self::Handle<T>) -> T {
+        h.join().expect("thread panicked")
+    }
+    fn thread_of<T: Send + 'static>(h: &Self::Handle<T>) -> Self::Thread {
+        h.thread().clone()
+    }
+    fn current() -> Self::Thread {
+        std::thread::current()
+    }
+    fn park() {
+        std::thread::park();
+    }
+    fn unpark(t: &Self::Thread) {
+        t.unpark();
+    }
+    fn sleep(d: Duration) {
+        std::thread::sleep(d);
+    }
+    fn mutex() -> Self::Mutex {
+        std::sync::Mutex::new(0)
+    }
+    fn increment(m: &Self::Mutex) {
+        *m.lock().unwrap() += 1;
+    }
+    fn value(m: &Self::Mutex) -> u64 {
+        *m.lock().unwrap()
+    }
+    fn bounded(cap: usize) -> (Self::Tx, Self::Rx) {
+        std::sync::mpsc::sync_channel(cap)
+    }
+    fn send(tx: &Self::Tx, v: u64) {
+        tx.send(v).unwrap();
+    }
+    fn sum(rx: Self::Rx, n: u64) -> u64 {
+        rx.iter().take(n as usize).sum()
+    }
+}
+
+/// Runs a blocking workload on `rt`'s kind of thread (Weft: from inside a
+/// virtual thread, so spawning is what a virtual thread does).
+fn blocking<R: Send + 'static>(
+    rt: Rt,
+    weft: impl FnOnce() -> R + Send + 'static,
+    std: impl FnOnce() -> R,
+) -> R {
+    match rt {
+        Rt::Weft => weft::spawn(weft).join().expect("driver thread panicked"),
+        Rt::Std => std(),
+        Rt::TokioMt | Rt::TokioCt => unreachable!("tokio workloads are async"),
+    }
+}
+
+/// Starts `n` threads running `f(i)`, then joins them all; the elapsed time.
+fn fan_out<B: Blocking, F: FnOnce() + Send + 'static>(n: u64, f: impl Fn(u64) -> F) -> Duration {
+    let t = Instant::now();
+    let hs: Vec<_> = (0..n).map(|i| B::spawn(f(i))).collect();
+    for h in hs {
+        B::join(h);
+    }
+    t.elapsed()
+}
+
+// ---------------------------------------------------------------------------
 // spawn: N empty threads, all started, then all joined
 // ---------------------------------------------------------------------------
 
 fn spawn(rt: Rt, n: u64) -> Duration {
+    fn run<B: Blocking>(n: u64) -> Duration {
+        fan_out::<B, _>(n, |_| || {})
+    }
     match rt {
-        Rt::Weft => on(rt, move || {
-            let t = Instant::now();
-            let hs: Vec<_> = (0..n).map(|_| weft::spawn(|| {})).collect();
-            for h in hs {
-                h.join().unwrap();
-            }
-            t.elapsed()
-        }),
-        Rt::Std => {
-            let t = Instant::now();
-            let hs: Vec<_> = (0..n).map(|_| std::thread::spawn(|| {})).collect();
-            for h in hs {
-                h.join().unwrap();
-            }
-            t.elapsed()
-        }
         Rt::TokioMt | Rt::TokioCt => tokio_on(rt, async move {
             let t = Instant::now();
             let hs: Vec<_> = (0..n).map(|_| tokio::spawn(async {})).collect();
@@ -146,6 +274,7 @@ fn spawn(rt: Rt, n: u64) -> Duration {
             }
             t.elapsed()
         }),
+        _ => blocking(rt, move || run::<WeftThreads>(n), || run::<StdThreads>(n)),
     }
 }
 
@@ -153,63 +282,35 @@ fn spawn(rt: Rt, n: u64) -> Duration {
 // pingpong: N round trips between two threads (park/unpark; Tokio: Notify)
 // ---------------------------------------------------------------------------
 
-/// Whose turn it is: 0 = ping, 1 = pong.
-struct Turn(AtomicU8);
-
 fn pingpong(rt: Rt, n: u64) -> Duration {
-    match rt {
-        Rt::Weft => on(rt, move || {
-            let turn = Arc::new(Turn(AtomicU8::new(0)));
-            let ping = weft::current();
-            let t2 = turn.clone();
-            let pong = weft::spawn(move || {
-                for _ in 0..n {
-                    while t2.0.load(Ordering::Acquire) != 1 {
-                        weft::park();
-                    }
-                    t2.0.store(0, Ordering::Release);
-                    ping.unpark();
-                }
-            });
-            let pong_t = pong.thread().clone();
-            let t = Instant::now();
+    /// Whose turn it is: 0 = ping (the caller), 1 = pong.
+    fn run<B: Blocking>(n: u64) -> Duration {
+        let turn = Arc::new(AtomicU8::new(0));
+        let ping = B::current();
+        let t2 = turn.clone();
+        let pong = B::spawn(move || {
             for _ in 0..n {
-                turn.0.store(1, Ordering::Release);
-                pong_t.unpark();
-                while turn.0.load(Ordering::Acquire) != 0 {
-                    weft::park();
+                while t2.load(Ordering::Acquire) != 1 {
+                    B::park();
                 }
+                t2.store(0, Ordering::Release);
+                B::unpark(&ping);
             }
-            let took = t.elapsed();
-            pong.join().unwrap();
-            took
-        }),
-        Rt::Std => {
-            let turn = Arc::new(Turn(AtomicU8::new(0)));
-            let ping = std::thread::current();
-            let t2 = turn.clone();
-            let pong = std::thread::spawn(move || {
-                for _ in 0..n {
-                    while t2.0.load(Ordering::Acquire) != 1 {
-                        std::thread::park();
-                    }
-                    t2.0.store(0, Ordering::Release);
-                    ping.unpark();
-                }
-            });
-            let pong_t = pong.thread().clone();
-            let t = Instant::now();
-            for _ in 0..n {
-                turn.0.store(1, Ordering::Release);
-                pong_t.unpark();
-                while turn.0.load(Ordering::Acquire) != 0 {
-                    std::thread::park();
-                }
+        });
+        let pong_t = B::thread_of(&pong);
+        let t = Instant::now();
+        for _ in 0..n {
+            turn.store(1, Ordering::Release);
+            B::unpark(&pong_t);
+            while turn.load(Ordering::Acquire) != 0 {
+                B::park();
             }
-            let took = t.elapsed();
-            pong.join().unwrap();
-            took
         }
+        let took = t.elapsed();
+        B::join(pong);
+        took
+    }
+    match rt {
         Rt::TokioMt | Rt::TokioCt => tokio_on(rt, async move {
             use tokio::sync::Notify;
             let (to_pong, to_ping) = (Arc::new(Notify::new()), Arc::new(Notify::new()));
@@ -229,6 +330,7 @@ fn pingpong(rt: Rt, n: u64) -> Duration {
             pong.await.unwrap();
             took
         }),
+        _ => blocking(rt, move || run::<WeftThreads>(n), || run::<StdThreads>(n)),
     }
 }
 
@@ -237,27 +339,10 @@ fn pingpong(rt: Rt, n: u64) -> Duration {
 // ---------------------------------------------------------------------------
 
 fn sleep(rt: Rt, n: u64, d: Duration) -> Duration {
+    fn run<B: Blocking>(n: u64, d: Duration) -> Duration {
+        fan_out::<B, _>(n, |_| move || B::sleep(d))
+    }
     match rt {
-        Rt::Weft => on(rt, move || {
-            let t = Instant::now();
-            let hs: Vec<_> = (0..n)
-                .map(|_| weft::spawn(move || weft::sleep(d).unwrap()))
-                .collect();
-            for h in hs {
-                h.join().unwrap();
-            }
-            t.elapsed()
-        }),
-        Rt::Std => {
-            let t = Instant::now();
-            let hs: Vec<_> = (0..n)
-                .map(|_| std::thread::spawn(move || std::thread::sleep(d)))
-                .collect();
-            for h in hs {
-                h.join().unwrap();
-            }
-            t.elapsed()
-        }
         Rt::TokioMt | Rt::TokioCt => tokio_on(rt, async move {
             let t = Instant::now();
             let hs: Vec<_> = (0..n)
@@ -268,6 +353,11 @@ fn sleep(rt: Rt, n: u64, d: Duration) -> Duration {
             }
             t.elapsed()
         }),
+        _ => blocking(
+            rt,
+            move || run::<WeftThreads>(n, d),
+            || run::<StdThreads>(n, d),
+        ),
     }
 }
 
@@ -284,45 +374,19 @@ fn check_total(got: u64, want: u64) -> Result<(), String> {
 }
 
 fn mutex(rt: Rt, threads: u64, ops: u64) -> Result<Duration, String> {
+    fn run<B: Blocking>(threads: u64, ops: u64) -> (Duration, u64) {
+        let m = Arc::new(B::mutex());
+        let took = fan_out::<B, _>(threads, |_| {
+            let m = m.clone();
+            move || {
+                for _ in 0..ops {
+                    B::increment(&m);
+                }
+            }
+        });
+        (took, B::value(&m))
+    }
     let (took, total) = match rt {
-        Rt::Weft => on(rt, move || {
-            let m = Arc::new(weft::sync::Mutex::new(0u64));
-            let t = Instant::now();
-            let hs: Vec<_> = (0..threads)
-                .map(|_| {
-                    let m = m.clone();
-                    weft::spawn(move || {
-                        for _ in 0..ops {
-                            *m.lock().unwrap() += 1;
-                        }
-                    })
-                })
-                .collect();
-            for h in hs {
-                h.join().unwrap();
-            }
-            let took = t.elapsed();
-            (took, *m.lock().unwrap())
-        }),
-        Rt::Std => {
-            let m = Arc::new(std::sync::Mutex::new(0u64));
-            let t = Instant::now();
-            let hs: Vec<_> = (0..threads)
-                .map(|_| {
-                    let m = m.clone();
-                    std::thread::spawn(move || {
-                        for _ in 0..ops {
-                            *m.lock().unwrap() += 1;
-                        }
-                    })
-                })
-                .collect();
-            for h in hs {
-                h.join().unwrap();
-            }
-            let took = t.elapsed();
-            (took, *m.lock().unwrap())
-        }
         // tokio::sync::Mutex: the lock that parks the task (the analogue of
         // a blocking lock in a virtual thread), FIFO-fair.
         Rt::TokioMt | Rt::TokioCt => tokio_on(rt, async move {
@@ -345,6 +409,11 @@ fn mutex(rt: Rt, threads: u64, ops: u64) -> Result<Duration, String> {
             let total = *m.lock().await;
             (took, total)
         }),
+        _ => blocking(
+            rt,
+            move || run::<WeftThreads>(threads, ops),
+            || run::<StdThreads>(threads, ops),
+        ),
     };
     check_total(total, threads * ops)?;
     Ok(took)
@@ -360,6 +429,21 @@ fn share(i: u64, p: u64, msgs: u64) -> u64 {
 }
 
 fn channel(rt: Rt, p: u64, msgs: u64, cap: u64) -> Result<Duration, String> {
+    fn run<B: Blocking>(p: u64, msgs: u64, cap: usize) -> (Duration, u64) {
+        let (tx, rx) = B::bounded(cap);
+        let t = Instant::now();
+        for i in 0..p {
+            let tx = tx.clone();
+            B::spawn(move || {
+                for v in 1..=share(i, p, msgs) {
+                    B::send(&tx, v);
+                }
+            });
+        }
+        drop(tx);
+        let sum = B::join(B::spawn(move || B::sum(rx, msgs)));
+        (t.elapsed(), sum)
+    }
     if p == 0 {
         return Err("channel: at least one producer".into());
     }
@@ -370,38 +454,6 @@ fn channel(rt: Rt, p: u64, msgs: u64, cap: u64) -> Result<Duration, String> {
         .map(|k| k * (k + 1) / 2)
         .sum();
     let (took, got) = match rt {
-        Rt::Weft => on(rt, move || {
-            let (tx, rx) = weft::channel::bounded::<u64>(cap);
-            let t = Instant::now();
-            for i in 0..p {
-                let tx = tx.clone();
-                weft::spawn(move || {
-                    for v in 1..=share(i, p, msgs) {
-                        tx.send(v).unwrap();
-                    }
-                });
-            }
-            drop(tx);
-            let consumer = weft::spawn(move || rx.iter().take(msgs as usize).sum::<u64>());
-            let sum = consumer.join().unwrap();
-            (t.elapsed(), sum)
-        }),
-        Rt::Std => {
-            let (tx, rx) = std::sync::mpsc::sync_channel::<u64>(cap);
-            let t = Instant::now();
-            for i in 0..p {
-                let tx = tx.clone();
-                std::thread::spawn(move || {
-                    for v in 1..=share(i, p, msgs) {
-                        tx.send(v).unwrap();
-                    }
-                });
-            }
-            drop(tx);
-            let consumer = std::thread::spawn(move || rx.iter().take(msgs as usize).sum::<u64>());
-            let sum = consumer.join().unwrap();
-            (t.elapsed(), sum)
-        }
         Rt::TokioMt | Rt::TokioCt => tokio_on(rt, async move {
             let (tx, mut rx) = tokio::sync::mpsc::channel::<u64>(cap.max(1));
             let t = Instant::now();
@@ -424,6 +476,11 @@ fn channel(rt: Rt, p: u64, msgs: u64, cap: u64) -> Result<Duration, String> {
             let sum = consumer.await.unwrap();
             (t.elapsed(), sum)
         }),
+        _ => blocking(
+            rt,
+            move || run::<WeftThreads>(p, msgs, cap),
+            || run::<StdThreads>(p, msgs, cap),
+        ),
     };
     check_total(got, want)?;
     Ok(took)
@@ -441,41 +498,40 @@ fn ready(port: u16) {
 /// Connections the servers accept: more than the 10,000 the suite opens.
 const BACKLOG: i32 = 4096;
 
+/// One blocking echo connection: copies what it reads (4 KiB at a time)
+/// back until EOF or an error.
+fn echo_conn(s: &mut (impl Read + Write)) {
+    let mut buf = [0u8; 4096];
+    while let Ok(n @ 1..) = s.read(&mut buf) {
+        if s.write_all(&buf[..n]).is_err() {
+            break;
+        }
+    }
+}
+
 /// Serves TCP echo on `127.0.0.1`: one thread/task per connection copies
 /// what it reads (up to 4 KiB at a time) back until EOF.
 fn echo_server(rt: Rt) -> Result<(), String> {
     let _ = weft_load::raise_fd_limit();
     match rt {
-        Rt::Weft => on(rt, || {
+        Rt::Weft => weft::spawn(|| {
             let l = weft::net::TcpListener::bind("127.0.0.1:0").map_err(|e| e.to_string())?;
             ready(l.local_addr().map_err(|e| e.to_string())?.port());
             loop {
                 let Ok((mut s, _)) = l.accept() else { continue };
                 let _ = s.set_nodelay(true);
-                weft::spawn(move || {
-                    let mut buf = [0u8; 4096];
-                    while let Ok(n @ 1..) = s.read(&mut buf) {
-                        if s.write_all(&buf[..n]).is_err() {
-                            break;
-                        }
-                    }
-                });
+                weft::spawn(move || echo_conn(&mut s));
             }
-        }),
+        })
+        .join()
+        .expect("accept loop panicked"),
         Rt::Std => {
             let l = std::net::TcpListener::bind("127.0.0.1:0").map_err(|e| e.to_string())?;
             ready(l.local_addr().map_err(|e| e.to_string())?.port());
             loop {
                 let Ok((mut s, _)) = l.accept() else { continue };
                 let _ = s.set_nodelay(true);
-                std::thread::spawn(move || {
-                    let mut buf = [0u8; 4096];
-                    while let Ok(n @ 1..) = s.read(&mut buf) {
-                        if s.write_all(&buf[..n]).is_err() {
-                            break;
-                        }
-                    }
-                });
+                std::thread::spawn(move || echo_conn(&mut s));
             }
         }
         Rt::TokioMt | Rt::TokioCt => tokio_rt(rt).block_on(async {
