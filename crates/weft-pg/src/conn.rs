@@ -70,16 +70,21 @@ impl Target {
 
 /// Polls a future inside [`weft::blocking`]: for the connection handshake,
 /// whose SCRAM-SHA-256 step is a few milliseconds of CPU (PBKDF2, 4096
-/// rounds; far more in a debug build). Marked that way, the carrier counts
-/// as blocked while it computes, so its other virtual threads move to a
-/// spare carrier instead of waiting, and the stall watchdog does not
-/// report it.
+/// rounds; far more in a debug build). Each poll runs on an offload
+/// thread while the calling virtual thread parks, so the other virtual
+/// threads of its carrier keep running and the stall watchdog does not
+/// report it. (The waker is `Send`; the poll's context is rebuilt there.)
 struct Offload<F>(std::pin::Pin<Box<F>>);
 
-impl<F: Future> Future for Offload<F> {
+impl<F: Future + Send> Future for Offload<F>
+where
+    F::Output: Send,
+{
     type Output = F::Output;
     fn poll(mut self: std::pin::Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<F::Output> {
-        weft::blocking(|| self.0.as_mut().poll(cx))
+        let waker = cx.waker().clone();
+        let fut = self.0.as_mut();
+        weft::blocking(move || fut.poll(&mut Context::from_waker(&waker)))
     }
 }
 

@@ -1,27 +1,28 @@
-//! Work that cannot unmount: blocking offload (`weft::blocking`) and pinned
-//! sections (`weft::pinned`).
+//! Work that cannot unmount: blocking offload ([`blocking`]) and pinned
+//! sections ([`pinned`]).
 //!
 //! A virtual thread unmounts only at weft's own blocking calls. File I/O,
-//! DNS, FFI and `std::sync` waits block the carrier's OS thread instead.
-//! Wrapping such work in [`blocking`] marks the carrier as blocked: if
-//! runnable work is waiting (now, or while the carrier stays blocked), a
-//! spare carrier takes over, bounded by the runtime's `max_pool_size`.
-//! Spare carriers retire after an idle keep-alive.
+//! DNS, FFI and `std::sync` waits block the carrier's OS thread instead —
+//! and with it every other virtual thread bound to that carrier (a started
+//! thread runs on one carrier only; see the crate docs, "Affinity").
+//! Wrapping such work in [`blocking`] hands it to a pool of OS threads
+//! while the calling virtual thread parks: its carrier runs the others
+//! meanwhile.
 //!
 //! Work that blocks *without* being wrapped is caught by the monitor (the
 //! stall watchdog, like Go's sysmon): a carrier that runs one virtual thread
-//! for longer than `WEFT_STALL_THRESHOLD` (default 20 ms) is compensated the
-//! same way and a stall event is recorded (see [`crate::events`]).
+//! for longer than `WEFT_STALL_THRESHOLD` (default 20 ms) is reported with
+//! a stall event (see [`crate::events`]), and a spare carrier is brought in
+//! for threads that have not started yet.
 //!
 //! [`pinned`] is Java's critical section: inside it, a weft blocking call
 //! does not unmount; it parks the carrier itself (state
 //! [`State::Pinned`](crate::State::Pinned)) and records a pinned event with
-//! the thread's stack. Use it around code that must not migrate (e.g. it
-//! holds a `std::sync::MutexGuard` or a reference into a `thread_local!`).
+//! the thread's stack.
 //!
 //! ```
 //! let len = weft::spawn(|| {
-//!     // Offloaded: the carrier is marked blocked while the file is read.
+//!     // Offloaded: this virtual thread parks while an OS thread reads.
 //!     weft::blocking(|| std::fs::read("Cargo.toml").map(|b| b.len()))
 //! })
 //! .join()
@@ -30,37 +31,112 @@
 //! assert!(len > 0);
 //! ```
 
-use std::sync::atomic::{Ordering, fence};
+use std::cell::UnsafeCell;
+use std::panic::{AssertUnwindSafe, catch_unwind, resume_unwind};
+use std::sync::atomic::{AtomicBool, Ordering, fence};
 use std::time::{Duration, Instant};
 
 use crate::events::{Event, EventKind};
 use crate::sched;
-use crate::thread::{Inner, State, current_virtual, set_inner_state};
+use crate::thread::{Blocker, Inner, State, current_virtual, set_inner_state};
 
-/// Runs `f`, which may block its OS thread, without starving other virtual
-/// threads: the carrier is marked blocked for the duration and a spare
-/// carrier runs waiting work. On an OS thread it simply calls `f`.
+/// Runs `f`, which may block its OS thread, without stalling other virtual
+/// threads.
 ///
-/// A weft blocking call made inside `f` (e.g. `weft::sleep`) blocks the
-/// carrier too, as in [`pinned`], so `f` never migrates between carriers.
+/// On a virtual thread, `f` runs on an offload OS thread (a pool of up to
+/// `WEFT_MAX_BLOCKING_THREADS`, default 512) while the caller parks; its
+/// carrier runs other virtual threads meanwhile. `f` may borrow from the
+/// caller's stack: the caller does not return before `f` has finished, even
+/// if it is interrupted (the interrupt stays set for its next call). A
+/// panic in `f` resumes in the caller. Because `f` runs on another OS
+/// thread, it must be `Send`, and `std::thread_local!`s it reads are that
+/// thread's.
+///
+/// On an OS thread, or inside [`pinned`], it simply calls `f`.
+///
+/// ```
+/// let data = vec![1u8, 2, 3];
+/// let n = weft::spawn(move || {
+///     // Borrows `data` from this thread's stack while it waits.
+///     weft::blocking(|| data.iter().map(|&b| b as u32).sum::<u32>())
+/// })
+/// .join()
+/// .unwrap();
+/// assert_eq!(n, 6);
+/// ```
 pub fn blocking<F, R>(f: F) -> R
 where
-    F: FnOnce() -> R,
+    F: FnOnce() -> R + Send,
+    R: Send,
 {
-    let Some(inner) = current_virtual() else {
-        return f();
-    };
-    inner.blocking_depth.set(inner.blocking_depth.get() + 1);
-    struct Exit<'a>(&'a Inner, Option<sched::BlockingGuard>);
-    impl Drop for Exit<'_> {
-        fn drop(&mut self) {
-            drop(self.1.take());
-            self.0.blocking_depth.set(self.0.blocking_depth.get() - 1);
-        }
+    match current_virtual() {
+        Some(inner) if inner.pin_depth.get() == 0 => offload(f),
+        _ => f(),
     }
-    let guard = sched::enter_blocking();
-    let _exit = Exit(inner, guard);
-    f()
+}
+
+/// Where an offloaded closure leaves its result.
+struct Slot<R> {
+    result: UnsafeCell<Option<std::thread::Result<R>>>,
+    done: AtomicBool,
+}
+
+/// The slot's address, sent to the offload thread.
+struct SlotPtr<R>(*const Slot<R>);
+
+// SAFETY: the offload thread only writes the result (an `R: Send`) through
+// it, before publishing `done`; see `offload`.
+unsafe impl<R: Send> Send for SlotPtr<R> {}
+
+fn offload<F, R>(f: F) -> R
+where
+    F: FnOnce() -> R + Send,
+    R: Send,
+{
+    let slot = Slot {
+        result: UnsafeCell::new(None),
+        done: AtomicBool::new(false),
+    };
+    let ptr = SlotPtr(&slot as *const Slot<R>);
+    let waiter = crate::current();
+    let job = move || {
+        let ptr = ptr;
+        let r = catch_unwind(AssertUnwindSafe(f));
+        // SAFETY: the caller keeps `slot` alive and untouched until it sees
+        // `done` (below); we write the result once, before publishing it.
+        unsafe { *(*ptr.0).result.get() = Some(r) };
+        // SAFETY: as above; after this store we never touch the slot again
+        // (the caller may free it at once), only our own `waiter`.
+        unsafe { (*ptr.0).done.store(true, Ordering::Release) };
+        waiter.unpark();
+    };
+    let job: Box<dyn FnOnce() + Send + '_> = Box::new(job);
+    // SAFETY: lifetime erasure only. Everything the job borrows (through
+    // `f`, and `slot`) lives on this frame, and this function does not
+    // return or unwind before the job has published `done`, after which
+    // the job touches none of it: the wait below cannot fail or unwind.
+    let job: crate::offload::Job = unsafe { std::mem::transmute(job) };
+    if let Err(job) = crate::offload::submit(job) {
+        // No offload thread could be had: run it here rather than never.
+        job();
+    }
+    let mut interrupted = false;
+    crate::thread::with_blocker(Blocker::Other("weft::blocking"), || {
+        while !slot.done.load(Ordering::Acquire) {
+            // Not interruptible (the borrows must outlive the job): keep
+            // the flag for the caller's next call.
+            interrupted |= crate::thread::take_interrupt();
+            crate::thread::park_deadline(None);
+        }
+    });
+    if interrupted {
+        crate::current().interrupt_flag_restore();
+    }
+    match slot.result.into_inner() {
+        Some(Ok(r)) => r,
+        Some(Err(payload)) => resume_unwind(payload),
+        None => unreachable!("weft: offloaded job finished without a result"),
+    }
 }
 
 /// Runs `f` pinned to the current carrier: weft blocking calls inside it
@@ -106,11 +182,7 @@ pub(crate) fn pinned_park(inner: &Inner, deadline: Option<Instant>) {
     // Pairs with the fence in `Thread::unpark`: either the unparker sees
     // `pinned_waiting`, or we see its permit below.
     fence(Ordering::SeqCst);
-    let guard = if inner.blocking_depth.get() == 0 {
-        sched::enter_blocking()
-    } else {
-        None
-    };
+    let guard = sched::enter_blocking();
     let stack = (explicit_pin && crate::events::capture_stacks())
         .then(std::backtrace::Backtrace::force_capture);
     let t0 = Instant::now();

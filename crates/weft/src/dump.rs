@@ -220,6 +220,13 @@ pub struct ThreadInfo {
     pub state: State,
     /// Carrier index when mounted.
     pub carrier: Option<usize>,
+    /// The carrier this thread is bound to (it runs there only), once it
+    /// has started; `None` before, and on a runtime that allows migration.
+    pub home: Option<usize>,
+    /// Its home carrier was held by another thread past the stall
+    /// threshold (or in a pinned wait) when the dump looked: a runnable
+    /// thread here is waiting behind it.
+    pub home_stalled: bool,
     /// What it waits on.
     pub blocker: Blocker,
     /// Addresses of `weft::sync` locks it holds that others wait for.
@@ -268,6 +275,15 @@ impl Dump {
     }
 }
 
+/// What a dump reads of a thread before borrowing anyone for a stack.
+struct Seen {
+    state: State,
+    blocker: Blocker,
+    carrier: Option<usize>,
+    home: Option<usize>,
+    home_stalled: bool,
+}
+
 /// How long a dump waits for parked threads to report their stacks.
 const CAPTURE_TIMEOUT: Duration = Duration::from_secs(5);
 
@@ -289,14 +305,18 @@ pub fn dump() -> Dump {
     // Read states, blockers and carriers before borrowing anyone for a
     // stack: the borrow itself passes through Runnable and Running.
     let carriers = crate::sched::mounted_carriers();
-    let before: Vec<(State, Blocker, Option<usize>)> = threads
+    let before: Vec<Seen> = threads
         .iter()
         .map(|t| {
-            (
-                crate::thread::inner_state(t),
-                crate::thread::inner_blocker(t),
-                carriers.get(&(Arc::as_ptr(t) as usize)).copied(),
-            )
+            let home = t.home_carrier();
+            Seen {
+                state: crate::thread::inner_state(t),
+                blocker: crate::thread::inner_blocker(t),
+                carrier: carriers.get(&(Arc::as_ptr(t) as usize)).copied(),
+                home,
+                home_stalled: home
+                    .is_some_and(|h| t.runtime_shared().is_some_and(|s| s.carrier_held(h))),
+            }
         })
         .collect();
     let job = Arc::new(CaptureJob {
@@ -353,7 +373,14 @@ pub fn dump() -> Dump {
     let mut infos: Vec<ThreadInfo> = threads
         .iter()
         .zip(before)
-        .map(|(t, (state, blocker, carrier))| {
+        .map(|(t, seen)| {
+            let Seen {
+                state,
+                blocker,
+                carrier,
+                home,
+                home_stalled,
+            } = seen;
             let th = Thread { inner: t.clone() };
             let id = th.id();
             let stack = stacks
@@ -366,6 +393,8 @@ pub fn dump() -> Dump {
                 is_virtual: true,
                 state,
                 carrier,
+                home,
+                home_stalled,
                 blocker,
                 owns: Vec::new(),
                 stack,
@@ -642,6 +671,16 @@ impl fmt::Display for Dump {
                 if let Some(b) = describe_blocker(&t.blocker) {
                     writeln!(f, "   - {b}")?;
                 }
+                if let Some(h) = t.home {
+                    if t.home_stalled && t.state == State::Runnable {
+                        writeln!(
+                            f,
+                            "   - runnable, waiting behind carrier {h} (held by another thread; it runs there only)"
+                        )?;
+                    } else if t.carrier.is_none() {
+                        writeln!(f, "   - bound to carrier {h}")?;
+                    }
+                }
                 for a in &t.owns {
                     writeln!(f, "   - owns weft::sync::Mutex <{a:#x}>")?;
                 }
@@ -728,6 +767,13 @@ impl Dump {
                 o.push_str(",\"virtual\":true");
                 if let Some(c) = t.carrier {
                     let _ = write!(o, ",\"carrier\":\"{c}\"");
+                }
+                if let Some(h) = t.home {
+                    let _ = write!(
+                        o,
+                        ",\"homeCarrier\":\"{h}\",\"homeStalled\":{}",
+                        t.home_stalled
+                    );
                 }
                 if let Some(b) = describe_blocker(&t.blocker) {
                     o.push_str(",\"parkBlocker\":{\"object\":");

@@ -31,6 +31,13 @@ pub enum EventKind {
     StallBlocked,
     /// Same, but burning CPU.
     StallCpu,
+    /// A carrier held past the stall threshold in the kernel (or in a
+    /// pinned wait) while virtual threads bound to it were runnable: they
+    /// can run nowhere else, so if the blocked thread waits for something
+    /// one of them must do — an OS-level lock one of them holds across a
+    /// weft blocking call — this is the pinning deadlock. The detail names
+    /// the carrier, the call it is blocked in and the waiting threads.
+    BlockedWithWaiters,
     /// `Builder::spawn` failed (out of memory or address space).
     SpawnFailed,
 }
@@ -41,6 +48,7 @@ impl EventKind {
             EventKind::Pinned => "pinned",
             EventKind::StallBlocked => "stall (blocked)",
             EventKind::StallCpu => "stall (cpu)",
+            EventKind::BlockedWithWaiters => "blocked with waiters (possible pinning deadlock)",
             EventKind::SpawnFailed => "spawn failed",
         }
     }
@@ -92,6 +100,8 @@ pub struct Counters {
     pub stalls: u64,
     /// Failed spawns.
     pub spawn_failures: u64,
+    /// Blocked-with-waiters events (possible pinning deadlocks).
+    pub blocked_with_waiters: u64,
     /// Sum of pinned durations, in microseconds.
     pub pinned_us: u64,
     /// Sum of stall durations (as first observed), in microseconds.
@@ -105,6 +115,7 @@ static RING: Mutex<VecDeque<Event>> = Mutex::new(VecDeque::new());
 static PINNED: AtomicU64 = AtomicU64::new(0);
 static STALLS: AtomicU64 = AtomicU64::new(0);
 static SPAWN_FAILURES: AtomicU64 = AtomicU64::new(0);
+static BLOCKED_WITH_WAITERS: AtomicU64 = AtomicU64::new(0);
 static PINNED_US: AtomicU64 = AtomicU64::new(0);
 static STALL_US: AtomicU64 = AtomicU64::new(0);
 
@@ -124,6 +135,7 @@ pub fn counters() -> Counters {
         pinned: PINNED.load(Ordering::Relaxed),
         stalls: STALLS.load(Ordering::Relaxed),
         spawn_failures: SPAWN_FAILURES.load(Ordering::Relaxed),
+        blocked_with_waiters: BLOCKED_WITH_WAITERS.load(Ordering::Relaxed),
         pinned_us: PINNED_US.load(Ordering::Relaxed),
         stall_us: STALL_US.load(Ordering::Relaxed),
     }
@@ -174,8 +186,14 @@ pub(crate) fn record(ev: Event) {
         EventKind::SpawnFailed => {
             SPAWN_FAILURES.fetch_add(1, Ordering::Relaxed);
         }
+        EventKind::BlockedWithWaiters => {
+            BLOCKED_WITH_WAITERS.fetch_add(1, Ordering::Relaxed);
+        }
     }
-    if ev.kind != EventKind::SpawnFailed {
+    if matches!(
+        ev.kind,
+        EventKind::Pinned | EventKind::StallBlocked | EventKind::StallCpu
+    ) {
         let ms = ev.duration.as_millis() as u64;
         let b = HISTOGRAM_BOUNDS_MS
             .iter()

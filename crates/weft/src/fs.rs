@@ -29,87 +29,108 @@ use crate::blocking;
 
 /// `std::fs::read`, offloaded.
 pub fn read<P: AsRef<Path>>(path: P) -> io::Result<Vec<u8>> {
+    let path = path.as_ref();
     blocking(|| std::fs::read(path))
 }
 
 /// `std::fs::read_to_string`, offloaded.
 pub fn read_to_string<P: AsRef<Path>>(path: P) -> io::Result<String> {
+    let path = path.as_ref();
     blocking(|| std::fs::read_to_string(path))
 }
 
 /// `std::fs::write`, offloaded.
 pub fn write<P: AsRef<Path>, C: AsRef<[u8]>>(path: P, contents: C) -> io::Result<()> {
+    let path = path.as_ref();
+    let contents = contents.as_ref();
     blocking(|| std::fs::write(path, contents))
 }
 
 /// `std::fs::metadata`, offloaded.
 pub fn metadata<P: AsRef<Path>>(path: P) -> io::Result<Metadata> {
+    let path = path.as_ref();
     blocking(|| std::fs::metadata(path))
 }
 
 /// `std::fs::symlink_metadata`, offloaded.
 pub fn symlink_metadata<P: AsRef<Path>>(path: P) -> io::Result<Metadata> {
+    let path = path.as_ref();
     blocking(|| std::fs::symlink_metadata(path))
 }
 
 /// `std::fs::remove_file`, offloaded.
 pub fn remove_file<P: AsRef<Path>>(path: P) -> io::Result<()> {
+    let path = path.as_ref();
     blocking(|| std::fs::remove_file(path))
 }
 
 /// `std::fs::create_dir`, offloaded.
 pub fn create_dir<P: AsRef<Path>>(path: P) -> io::Result<()> {
+    let path = path.as_ref();
     blocking(|| std::fs::create_dir(path))
 }
 
 /// `std::fs::create_dir_all`, offloaded.
 pub fn create_dir_all<P: AsRef<Path>>(path: P) -> io::Result<()> {
+    let path = path.as_ref();
     blocking(|| std::fs::create_dir_all(path))
 }
 
 /// `std::fs::remove_dir`, offloaded.
 pub fn remove_dir<P: AsRef<Path>>(path: P) -> io::Result<()> {
+    let path = path.as_ref();
     blocking(|| std::fs::remove_dir(path))
 }
 
 /// `std::fs::remove_dir_all`, offloaded.
 pub fn remove_dir_all<P: AsRef<Path>>(path: P) -> io::Result<()> {
+    let path = path.as_ref();
     blocking(|| std::fs::remove_dir_all(path))
 }
 
 /// `std::fs::rename`, offloaded.
 pub fn rename<P: AsRef<Path>, Q: AsRef<Path>>(from: P, to: Q) -> io::Result<()> {
+    let from = from.as_ref();
+    let to = to.as_ref();
     blocking(|| std::fs::rename(from, to))
 }
 
 /// `std::fs::copy`, offloaded.
 pub fn copy<P: AsRef<Path>, Q: AsRef<Path>>(from: P, to: Q) -> io::Result<u64> {
+    let from = from.as_ref();
+    let to = to.as_ref();
     blocking(|| std::fs::copy(from, to))
 }
 
 /// `std::fs::hard_link`, offloaded.
 pub fn hard_link<P: AsRef<Path>, Q: AsRef<Path>>(original: P, link: Q) -> io::Result<()> {
+    let original = original.as_ref();
+    let link = link.as_ref();
     blocking(|| std::fs::hard_link(original, link))
 }
 
 /// `std::fs::canonicalize`, offloaded.
 pub fn canonicalize<P: AsRef<Path>>(path: P) -> io::Result<PathBuf> {
+    let path = path.as_ref();
     blocking(|| std::fs::canonicalize(path))
 }
 
 /// `std::fs::set_permissions`, offloaded.
 pub fn set_permissions<P: AsRef<Path>>(path: P, perm: Permissions) -> io::Result<()> {
+    let path = path.as_ref();
     blocking(|| std::fs::set_permissions(path, perm))
 }
 
 /// `std::fs::exists`, offloaded.
 pub fn exists<P: AsRef<Path>>(path: P) -> io::Result<bool> {
+    let path = path.as_ref();
     blocking(|| std::fs::exists(path))
 }
 
 /// `std::fs::read_dir`, offloaded: the directory is read eagerly, so
 /// iterating never blocks.
 pub fn read_dir<P: AsRef<Path>>(path: P) -> io::Result<ReadDir> {
+    let path = path.as_ref();
     blocking(|| {
         let entries: Vec<io::Result<DirEntry>> = std::fs::read_dir(path)?.collect();
         Ok(ReadDir(entries.into_iter()))
@@ -134,16 +155,19 @@ pub struct File(std::fs::File);
 impl File {
     /// `File::open`, offloaded.
     pub fn open<P: AsRef<Path>>(path: P) -> io::Result<File> {
+        let path = path.as_ref();
         blocking(|| std::fs::File::open(path)).map(File)
     }
 
     /// `File::create`, offloaded.
     pub fn create<P: AsRef<Path>>(path: P) -> io::Result<File> {
+        let path = path.as_ref();
         blocking(|| std::fs::File::create(path)).map(File)
     }
 
     /// `File::create_new`, offloaded.
     pub fn create_new<P: AsRef<Path>>(path: P) -> io::Result<File> {
+        let path = path.as_ref();
         blocking(|| std::fs::File::create_new(path)).map(File)
     }
 
@@ -269,6 +293,7 @@ impl OpenOptions {
     }
     /// `OpenOptions::open`, offloaded.
     pub fn open<P: AsRef<Path>>(&self, path: P) -> io::Result<File> {
+        let path = path.as_ref();
         blocking(|| self.0.open(path)).map(File)
     }
 }

@@ -29,25 +29,38 @@
 //! what lets one handler run on a fixed OS thread pool or on virtual threads
 //! with one setting ([`Executor::fixed`] vs [`Executor::virtual_per_task`]).
 //!
-//! # Thread-locals: read this
+//! # Affinity: a started virtual thread stays on its carrier
 //!
-//! A virtual thread may resume on a *different carrier* after any blocking
-//! weft call (migration is what keeps the runtime alive when a carrier
-//! blocks). Therefore:
+//! A virtual thread that has started running resumes only on the OS thread
+//! (carrier) where it started, for its whole life: after `sleep`, `park`,
+//! `yield_now`, every lock, channel, join, socket wait and `block_on`.
+//! Threads that have not started yet go to whichever carrier is free (that
+//! is where load is balanced: spawn bursts, accept loops). So everything
+//! Rust ties to an OS thread stays correct on a virtual thread:
+//! `std::thread_local!` values, `rand::thread_rng()`, a `RefCell` borrowed
+//! from a thread-local across a blocking call, `Rc`s taken from one. The
+//! thread-locals are *shared by the virtual threads of one carrier*, as
+//! they would be by the tasks of one OS thread in a thread pool; use
+//! [`local!`] for state that belongs to one virtual thread.
 //!
-//! - `std::thread_local!` values belong to the carrier, not to your virtual
-//!   thread. **Never keep a value or reference obtained from a
-//!   `thread_local!` across a blocking weft call** (`sleep`, `park`, a lock,
-//!   a channel, socket I/O): after the call you may be on another OS thread,
-//!   and LLVM may even reuse a TLS address computed before the call
-//!   (llvm/llvm-project#98479). Use [`local!`] for per-virtual-thread state.
-//! - A `std::sync::Mutex` (or any OS-level lock) held across a blocking weft
-//!   call blocks the whole carrier and, if the call migrates, is unlocked
-//!   from another OS thread. Use [`sync::Mutex`].
+//! The rule affinity brings: **do not hold an OS-level lock
+//! (`std::sync::Mutex`, `parking_lot`) across a weft blocking call.** The
+//! holder parks; another virtual thread of the same carrier that blocks on
+//! that lock blocks the carrier, and the holder can only resume there: a
+//! deadlock (the "pinning" deadlock of Java's `synchronized`). The monitor
+//! detects a carrier blocked in the kernel while threads bound to it wait
+//! and records a [`BlockedWithWaiters`](events::EventKind::BlockedWithWaiters)
+//! event naming the carrier, the blocking call and the waiting threads
+//! (`WEFT_TRACE_PINNED=short` prints it). Use [`sync::Mutex`], which parks
+//! only the virtual thread.
 //!
-//! Weft's own per-thread state is read through `#[inline(never)]`
-//! accessors, so the runtime itself never caches a TLS address across a
-//! switch.
+//! Work that blocks the OS thread — file I/O, DNS, FFI — goes through
+//! [`blocking`]: it runs on an offload thread while the caller parks, so the
+//! carrier's other threads keep running.
+//!
+//! Migration of started threads is available as an `unsafe` opt-in,
+//! [`RuntimeBuilder::allow_migration`], whose caller promises that nothing
+//! tied to an OS thread lives across a blocking call.
 //!
 //! # Configuration
 //!
@@ -81,6 +94,7 @@ mod io_compat;
 pub mod local;
 pub mod metrics;
 pub mod net;
+mod offload;
 mod overflow;
 #[doc(hidden)]
 pub mod park;
@@ -89,6 +103,8 @@ mod runtime;
 mod sched;
 mod scope;
 mod stack;
+#[doc(hidden)]
+pub mod stall;
 pub mod sync;
 mod thread;
 mod timer;
@@ -104,6 +120,6 @@ pub use runtime::{
 pub use scope::{Scope, ScopedJoinHandle, scope};
 pub use stack::guard_pages_in_place;
 pub use thread::{
-    Blocker, Builder, JoinHandle, State, Thread, ThreadId, current, interrupted, is_virtual, park,
-    park_timeout, sleep, sleep_until, spawn, yield_now,
+    Blocker, Builder, JoinHandle, State, Thread, ThreadId, current, interrupted, is_virtual,
+    panicking, park, park_timeout, sleep, sleep_until, spawn, yield_now,
 };

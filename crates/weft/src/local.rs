@@ -1,12 +1,13 @@
 //! `weft::local!`: storage per virtual thread, like Java's `ThreadLocal` on
 //! virtual threads.
 //!
-//! `std::thread_local!` belongs to the *carrier*: a virtual thread that
-//! blocks may resume on another carrier and see another carrier's value.
+//! `std::thread_local!` belongs to the *carrier*: every virtual thread of
+//! that carrier sees the same value (a started thread stays on its carrier,
+//! so the value is always its carrier's; see the crate docs, "Affinity").
 //! Values declared with [`local!`](crate::local!) live in the virtual
-//! thread itself, so they follow it across carriers, may be borrowed across
-//! blocking calls, and are dropped when the thread finishes. Outside virtual
-//! threads they fall back to one value per OS thread.
+//! thread itself: one per virtual thread, borrowable across blocking calls,
+//! dropped when the thread finishes. Outside virtual threads they fall back
+//! to one value per OS thread.
 //!
 //! ```
 //! use std::cell::Cell;
@@ -15,7 +16,7 @@
 //! }
 //! let h = weft::spawn(|| {
 //!     REQUESTS.with(|r| r.set(r.get() + 1));
-//!     weft::sleep(std::time::Duration::from_millis(1)).unwrap(); // may migrate
+//!     weft::sleep(std::time::Duration::from_millis(1)).unwrap(); // others run meanwhile
 //!     REQUESTS.with(|r| r.get())
 //! });
 //! assert_eq!(h.join().unwrap(), 1);

@@ -57,6 +57,10 @@ pub struct Metrics {
     pub sockets_registered: usize,
     /// Virtual-thread stacks in use (all pools).
     pub stacks_live: usize,
+    /// OS threads of the offload pool (`weft::blocking`) alive.
+    pub blocking_threads: usize,
+    /// Offloaded closures waiting for an offload thread.
+    pub blocking_queued: usize,
     /// Pinned/stall/spawn-failure totals.
     pub events: events::Counters,
     /// Pinned+stall durations by bucket of [`events::HISTOGRAM_BOUNDS_MS`].
@@ -101,6 +105,7 @@ pub fn snapshot() -> Metrics {
     m.sockets_registered =
         crate::poll::poller_if_started().map_or(0, |p| p.registered.load(Ordering::Relaxed));
     m.stacks_live = crate::runtime::live_stacks();
+    (m.blocking_threads, m.blocking_queued) = crate::offload::stats();
     m.events = events::counters();
     m.event_histogram = events::duration_histogram();
     m
@@ -242,6 +247,20 @@ pub fn prometheus() -> String {
         "gauge",
         "Virtual-thread stacks in use.",
         m.stacks_live,
+    );
+    series(
+        &mut o,
+        "weft_blocking_threads",
+        "gauge",
+        "Offload (weft::blocking) OS threads alive.",
+        m.blocking_threads,
+    );
+    series(
+        &mut o,
+        "weft_blocking_queued",
+        "gauge",
+        "Offloaded closures waiting for an offload thread.",
+        m.blocking_queued,
     );
     series(
         &mut o,

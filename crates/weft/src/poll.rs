@@ -376,7 +376,7 @@ impl Registration {
 
 impl Drop for Registration {
     fn drop(&mut self) {
-        let Some(p) = POLLER.get().and_then(|r| r.as_ref().ok()) else {
+        let Some(p) = POLLER.get() else {
             return;
         };
         // SAFETY: deleting a registration we added; a closed or invalid fd
@@ -411,48 +411,71 @@ pub(crate) struct Poller {
     pub(crate) events: AtomicUsize,
 }
 
-static POLLER: OnceLock<Result<Poller, String>> = OnceLock::new();
+static POLLER: OnceLock<Poller> = OnceLock::new();
 
-/// The poller, started on first use.
+/// The poller, started on first use. A failed start is not remembered: the
+/// next call tries again (a transient `EMFILE` must not disable sockets for
+/// the life of the process), and it leaves no descriptor or thread behind.
 pub(crate) fn poller() -> io::Result<&'static Poller> {
-    match POLLER.get_or_init(|| start().map_err(|e| e.to_string())) {
-        Ok(p) => Ok(p),
-        Err(e) => Err(io::Error::other(format!(
-            "weft: cannot start the I/O poller: {e}"
-        ))),
+    if let Some(p) = POLLER.get() {
+        return Ok(p);
     }
+    static STARTING: Mutex<()> = Mutex::new(());
+    let _one = STARTING.lock().unwrap_or_else(|e| e.into_inner());
+    if let Some(p) = POLLER.get() {
+        return Ok(p);
+    }
+    let p = start()
+        .map_err(|e| io::Error::new(e.kind(), format!("weft: cannot start the I/O poller: {e}")))?;
+    Ok(POLLER.get_or_init(|| p))
 }
 
 /// The poller if it has been started (for metrics).
 pub(crate) fn poller_if_started() -> Option<&'static Poller> {
-    POLLER.get().and_then(|r| r.as_ref().ok())
+    POLLER.get()
 }
 
 fn start() -> io::Result<Poller> {
+    use std::os::fd::{AsRawFd, FromRawFd, IntoRawFd, OwnedFd};
     // SAFETY: plain syscalls creating new descriptors.
     let epfd = unsafe { libc::epoll_create1(libc::EPOLL_CLOEXEC) };
     if epfd < 0 {
         return Err(io::Error::last_os_error());
     }
+    // SAFETY: `epfd` is a new descriptor that nothing else owns; closed on
+    // every early return below.
+    let epfd = unsafe { OwnedFd::from_raw_fd(epfd) };
     // SAFETY: as above.
     let wake_fd = unsafe { libc::eventfd(0, libc::EFD_CLOEXEC | libc::EFD_NONBLOCK) };
     if wake_fd < 0 {
         return Err(io::Error::last_os_error());
     }
+    // SAFETY: as for `epfd`.
+    let wake_fd = unsafe { OwnedFd::from_raw_fd(wake_fd) };
     let mut ev = libc::epoll_event {
         events: (libc::EPOLLIN | libc::EPOLLET) as u32,
         u64: 0,
     };
     // SAFETY: registering our eventfd with token 0 (never a state pointer).
-    if unsafe { libc::epoll_ctl(epfd, libc::EPOLL_CTL_ADD, wake_fd, &mut ev) } < 0 {
+    if unsafe {
+        libc::epoll_ctl(
+            epfd.as_raw_fd(),
+            libc::EPOLL_CTL_ADD,
+            wake_fd.as_raw_fd(),
+            &mut ev,
+        )
+    } < 0
+    {
         return Err(io::Error::last_os_error());
     }
+    let (e, w) = (epfd.as_raw_fd(), wake_fd.as_raw_fd());
     std::thread::Builder::new()
         .name("weft-poller".into())
-        .spawn(move || run(epfd, wake_fd))?;
+        .spawn(move || run(e, w))?;
+    // From here the poller thread uses them for the life of the process.
     Ok(Poller {
-        epfd,
-        wake_fd,
+        epfd: epfd.into_raw_fd(),
+        wake_fd: wake_fd.into_raw_fd(),
         graveyard: Mutex::new(Vec::new()),
         registered: AtomicUsize::new(0),
         events: AtomicUsize::new(0),

@@ -60,9 +60,46 @@ pub struct RuntimeBuilder {
     name: Option<String>,
     stall_threshold: Option<Duration>,
     spare_keepalive: Option<Duration>,
+    migrate: bool,
 }
 
 impl RuntimeBuilder {
+    /// Lets a started virtual thread resume on any carrier after it blocks,
+    /// instead of only on the carrier where it first ran (the default).
+    ///
+    /// Migration lets an idle carrier take over threads of a busy or
+    /// blocked one (work stealing of started threads, as Go and Java do),
+    /// and lets a carrier blocked in an OS-level lock be rescued. It is
+    /// not sound for arbitrary Rust code: a virtual thread's stack holds
+    /// values that may belong to the OS thread they were made on.
+    ///
+    /// # Safety
+    ///
+    /// The caller promises, for every virtual thread this runtime runs,
+    /// that nothing tied to an OS thread is alive across a call that may
+    /// block (any weft `sleep`, `park`, `yield_now`, lock, channel, join,
+    /// socket or file call, `block_on`):
+    ///
+    /// - no reference to, or value taken from, a `std::thread_local!` —
+    ///   including the ones libraries keep for you (`rand::thread_rng()`'s
+    ///   `ThreadRng`, `tracing` span guards, a `RefCell` borrow of a
+    ///   thread-local);
+    /// - no guard of an OS-level lock (`std::sync::MutexGuard`,
+    ///   `RwLock` guards, `parking_lot` guards), which must be released by
+    ///   the OS thread that acquired it;
+    /// - no other value that is not `Send`.
+    ///
+    /// Also, code that reads a thread-local before and after such a call
+    /// *in one function* may be compiled to reuse the first OS thread's
+    /// address (llvm/llvm-project#98479); the caller accepts that no such
+    /// code runs on this runtime. Breaking any of these is undefined
+    /// behaviour. Weft itself keeps a thread that blocks while unwinding a
+    /// panic on its carrier (its panic count belongs to that OS thread).
+    pub unsafe fn allow_migration(mut self) -> Self {
+        self.migrate = true;
+        self
+    }
+
     /// Number of carrier threads running virtual threads at once (default:
     /// the number of CPUs available).
     pub fn parallelism(mut self, n: usize) -> Self {
@@ -155,6 +192,7 @@ impl RuntimeBuilder {
                 name: config.name.clone(),
                 stall_threshold: config.stall_threshold,
                 spare_keepalive: config.spare_keepalive,
+                migrate: self.migrate,
             },
             pool_for(stack_size),
         );
@@ -175,6 +213,9 @@ impl RuntimeBuilder {
             .name(format!("{}-monitor", config.name))
             .spawn(move || crate::sched::run_monitor(weak))
             .map_err(|e| {
+                // The carriers already started exit on shutdown.
+                shared.shutdown.store(true, Ordering::SeqCst);
+                shared.wake_all();
                 io::Error::new(e.kind(), format!("weft: cannot start monitor thread: {e}"))
             })?;
         Ok(Runtime {
@@ -201,9 +242,12 @@ pub(crate) fn live_stacks() -> usize {
         .sum()
 }
 
+/// The pool for stacks of at least `stack_size` bytes. Sizes are rounded
+/// up to a power of two, so at most 17 pools (16 KiB to 1 GiB) can ever
+/// exist, however many distinct sizes are asked for.
 fn pool_for(stack_size: usize) -> &'static StackPool {
     let page = crate::stack::page_size();
-    let rounded = stack_size.max(16 * 1024).div_ceil(page) * page;
+    let rounded = stack_size.max(16 * 1024).next_power_of_two().div_ceil(page) * page;
     let mut pools = POOLS.lock().unwrap_or_else(|e| e.into_inner());
     if let Some(p) = pools.iter().find(|p| p.stack_size() == rounded) {
         return p;
@@ -284,6 +328,17 @@ impl Runtime {
         self.handle.shared.schedule(task);
     }
 
+    /// The scheduler state behind this handle.
+    pub(crate) fn shared(&self) -> &Arc<Shared> {
+        &self.handle.shared
+    }
+
+    /// Whether started threads of this runtime may change carriers (see
+    /// [`RuntimeBuilder::allow_migration`]).
+    pub fn allows_migration(&self) -> bool {
+        self.handle.shared.migrate
+    }
+
     pub(crate) fn spawn_thread(&self, task: Task) {
         Spawner(&self.handle.shared).spawn(task);
     }
@@ -327,11 +382,19 @@ impl fmt::Debug for Runtime {
 /// and configured by `WEFT_PARALLELISM`, `WEFT_MAX_POOL_SIZE` and
 /// `WEFT_STACK_SIZE`. A bad value is an error naming the variable.
 pub fn default_runtime() -> io::Result<Runtime> {
-    static DEFAULT: OnceLock<Result<Runtime, (io::ErrorKind, String)>> = OnceLock::new();
-    match DEFAULT.get_or_init(|| build_default().map_err(|e| (e.kind(), e.to_string()))) {
-        Ok(rt) => Ok(rt.clone()),
-        Err((kind, msg)) => Err(io::Error::new(*kind, msg.clone())),
+    static DEFAULT: OnceLock<Runtime> = OnceLock::new();
+    if let Some(rt) = DEFAULT.get() {
+        return Ok(rt.clone());
     }
+    // A failed start is not remembered: the next call tries again (after a
+    // transient error, or once the variable is fixed).
+    static STARTING: Mutex<()> = Mutex::new(());
+    let _one = STARTING.lock().unwrap_or_else(|e| e.into_inner());
+    if let Some(rt) = DEFAULT.get() {
+        return Ok(rt.clone());
+    }
+    let rt = build_default()?;
+    Ok(DEFAULT.get_or_init(|| rt).clone())
 }
 
 fn build_default() -> io::Result<Runtime> {

@@ -1,37 +1,59 @@
 //! The scheduler: carriers, run queues, work stealing and idle sleep.
 //!
-//! # Shape (Go's `runtime/proc.go`, in small)
+//! # Shape (Go's `runtime/proc.go`, in small, with affinity)
 //!
 //! Each carrier (an OS thread) owns
-//! - a FIFO run queue (`crossbeam_deque::Worker`) that others may steal
-//!   half of,
+//! - a FIFO run queue of threads that have *not started yet*
+//!   (`crossbeam_deque::Worker`), which others may steal half of: this is
+//!   where load is balanced;
+//! - an inbox of runnable threads *bound* to it (a started thread runs on
+//!   the carrier that first ran it, for its whole life): only this carrier
+//!   takes from it; anyone may push, kicking the carrier if it sleeps;
 //! - a LIFO `next` slot: a thread woken by the running thread goes there and
 //!   runs as soon as the current one suspends (hand-off latency of a
-//!   ping-pong is one switch, and the partner's data is still in cache),
+//!   ping-pong is one switch, and the partner's data is still in cache);
 //! - a timer heap (`timer.rs`).
 //!
-//! A global injector takes work from outside the runtime (OS threads).
+//! A global injector takes new threads from outside the runtime.
+//!
+//! Why affinity: a virtual thread's stack holds values Rust ties to an OS
+//! thread (thread-local references, `ThreadRng`, `Rc`s from thread-locals,
+//! std lock guards, LLVM's cached TLS addresses). Resuming it on another OS
+//! thread is undefined behaviour reachable from safe code; the `may` crate
+//! had to make its spawn `unsafe` for this. Go and Java migrate because
+//! their compilers control what a stack may hold; Rust's does not. Started
+//! threads therefore stay put; only a runtime built with the `unsafe`
+//! `RuntimeBuilder::allow_migration` leaves them unbound (`NO_HOME`), and
+//! then they flow through the stealable queues as before.
 //!
 //! # Invariants
 //!
-//! 1. A task (virtual thread) is in at most one place at a time: a run
-//!    queue, a `next` slot, mounted on one carrier, or nowhere (parked: then
+//! 1. A thread is in at most one place at a time: a run queue, an inbox, a
+//!    `next` slot, mounted on one carrier, or nowhere (parked: then
 //!    whoever moves its park state out of PARKED owns it, see `park.rs`).
-//! 2. The `next` slot may win at most [`NEXT_STREAK_CAP`] times in a row;
+//! 2. A bound thread is only ever queued on, or mounted by, its home
+//!    carrier: stealable queues and the injector hold unbound threads only,
+//!    and a `next` slot is stolen only on a runtime that allows migration.
+//! 3. The `next` slot may win at most [`NEXT_STREAK_CAP`] times in a row;
 //!    then the slot's occupant goes to the back of the queue, so two threads
-//!    ping-ponging through it cannot starve the others.
-//! 3. Every [`GLOBAL_CHECK_INTERVAL`] ticks a carrier takes from the
+//!    ping-ponging through it cannot starve the others. The inbox and the
+//!    stealable queue take turns.
+//! 4. Every [`GLOBAL_CHECK_INTERVAL`] ticks a carrier takes from the
 //!    injector first, so outside work cannot starve behind local work.
-//! 4. No lost wake-ups of carriers (the `Idle` protocol below, after Tokio's
-//!    `idle.rs`): work is published *before* the searching/unparked counts
-//!    are read (SeqCst), and the last searcher to give up re-checks every
-//!    queue *after* publishing that it gave up. So either the pusher sees a
-//!    searcher, or the searcher sees the work.
-//! 5. An idle carrier sleeps in the kernel (zero CPU) with a timeout to its
+//! 5. No lost wake-ups of carriers. For stealable work, the `Idle` protocol
+//!    below (after Tokio's `idle.rs`): work is published *before* the
+//!    searching/unparked counts are read (SeqCst), and the last searcher to
+//!    give up re-checks every queue *after* publishing that it gave up. For
+//!    a bound thread, the inbox handshake (`WorkerShared::sleeping`): the
+//!    pusher publishes, then reads `sleeping`; the carrier raises
+//!    `sleeping`, then re-reads the inbox — so either the pusher kicks, or
+//!    the carrier sees the work.
+//! 6. An idle carrier sleeps in the kernel (zero CPU) with a timeout to its
 //!    next timer, after a bounded spin.
 
 use std::cell::{Cell, RefCell};
 use std::collections::BinaryHeap;
+use std::fmt::Write as _;
 use std::sync::atomic::{
     AtomicBool, AtomicI32, AtomicPtr, AtomicU32, AtomicU64, AtomicUsize, Ordering, fence,
 };
@@ -44,7 +66,7 @@ use crossbeam_deque::{Injector, Steal, Stealer, Worker};
 
 use crate::park::AfterSwitch;
 use crate::stack::{StackPool, TRIM_DEPTH};
-use crate::thread::{Inner, Kind, State};
+use crate::thread::{Inner, Kind, NO_HOME, State};
 use crate::timer::TimerEntry;
 
 /// A runnable virtual thread.
@@ -92,9 +114,9 @@ pub(crate) struct Shared {
     max: usize,
     /// Carriers in their main loop (core + spares on duty).
     active: AtomicUsize,
-    /// Carriers blocked in `weft::blocking`, a pinned wait, or flagged as
-    /// stalled by the monitor. `active - blocked` is what really runs.
-    blocked: AtomicUsize,
+    /// Carriers in a pinned wait, or counted as stalled by the monitor.
+    /// `active - blocked` is what really runs (see `stall.rs`).
+    blocked: crate::stall::Blocked,
     /// Run queues of slots without a thread (spares not started or retired).
     free_slots: Mutex<Vec<(usize, Worker<Task>)>>,
     /// Spare slots whose threads wait in keep-alive for duty.
@@ -110,6 +132,10 @@ pub(crate) struct Shared {
     pub(crate) spares_started: AtomicUsize,
     /// Weak self-reference, so compensation can start carrier threads.
     me_weak: OnceLock<std::sync::Weak<Shared>>,
+    /// Started threads may move between carriers (the `unsafe` opt-in,
+    /// `RuntimeBuilder::allow_migration`); otherwise each is bound to the
+    /// carrier that first ran it.
+    pub(crate) migrate: bool,
 }
 
 /// Scheduler settings from the runtime builder.
@@ -119,6 +145,7 @@ pub(crate) struct SchedConfig {
     pub(crate) name: String,
     pub(crate) stall_threshold: Duration,
     pub(crate) spare_keepalive: Duration,
+    pub(crate) migrate: bool,
 }
 
 /// The monitor thread's parking spot (Go's sysmon sleeps the same way when
@@ -148,7 +175,7 @@ struct WorkerShared {
     in_blocking: AtomicBool,
     /// The monitor counted this carrier as blocked (a stall); cleared, and
     /// uncounted, by the carrier when its thread next leaves it.
-    stalled: AtomicBool,
+    stalled: crate::stall::StallFlag,
     /// Earliest timer deadline (ns since `now_ns` epoch), `u64::MAX` if
     /// none: lets `find_local` skip the heap (and the clock) when empty.
     timer_next: AtomicU64,
@@ -173,6 +200,20 @@ struct WorkerShared {
     /// finds it set after a thread left it waits before letting go of that
     /// thread (see `mounted_identity`).
     inspect: AtomicBool,
+    /// Runnable threads bound to this carrier (affinity): only this carrier
+    /// takes from it; anyone may push (a wake-up from another carrier, an
+    /// OS thread, the poller, the monitor's timers). Never stolen.
+    inbox: Injector<Task>,
+    /// Set while the carrier sleeps (or waits off duty): a pusher to
+    /// `inbox` that sees it kicks the carrier. Dekker-style with the
+    /// inbox: the pusher publishes its task then reads this (SeqCst); the
+    /// carrier sets this then re-checks the inbox (SeqCst).
+    sleeping: AtomicBool,
+    /// Live threads bound to this carrier. A spare carrier with bound
+    /// threads cannot exit: it keeps serving them off duty.
+    homed: AtomicUsize,
+    /// `switches` value for which a blocked-with-waiters event was recorded.
+    reported_waiters: AtomicU64,
 }
 
 static EPOCH: OnceLock<Instant> = OnceLock::new();
@@ -221,7 +262,7 @@ impl WorkerShared {
             switches: AtomicU64::new(0),
             timers: Mutex::new(BinaryHeap::new()),
             in_blocking: AtomicBool::new(false),
-            stalled: AtomicBool::new(false),
+            stalled: crate::stall::StallFlag::new(),
             timer_next: AtomicU64::new(u64::MAX),
             timer_scan_at: AtomicUsize::new(crate::timer::SCAN_MIN),
             reported: AtomicU64::new(u64::MAX),
@@ -230,7 +271,37 @@ impl WorkerShared {
             wake_word: AtomicU32::new(0),
             mounted: AtomicPtr::new(std::ptr::null_mut()),
             inspect: AtomicBool::new(false),
+            inbox: Injector::new(),
+            sleeping: AtomicBool::new(false),
+            homed: AtomicUsize::new(0),
+            reported_waiters: AtomicU64::new(u64::MAX),
         }
+    }
+
+    /// Queues `task`, a runnable thread bound to this carrier, and kicks
+    /// the carrier if it sleeps (see `sleeping`).
+    fn push_home(&self, task: Task) {
+        self.inbox.push(task);
+        fence(Ordering::SeqCst);
+        if self.sleeping.load(Ordering::SeqCst) {
+            self.kick();
+        }
+    }
+
+    /// Takes the oldest runnable thread bound to this carrier.
+    fn pop_home(&self) -> Option<Task> {
+        loop {
+            match self.inbox.steal() {
+                Steal::Success(t) => return Some(t),
+                Steal::Empty => return None,
+                Steal::Retry => continue,
+            }
+        }
+    }
+
+    /// Whether threads bound to this carrier wait to run on it.
+    fn has_home_work(&self) -> bool {
+        !self.inbox.is_empty() || self.has_next()
     }
 
     fn push_timer(&self, e: TimerEntry) {
@@ -265,15 +336,20 @@ impl WorkerShared {
                 break;
             }
             let t = timers.pop().expect("peeked");
-            if t.task.timer_seq.load(Ordering::Relaxed) == t.seq
-                && t.task.park.unpark() == crate::park::Unpark::Schedule
+            // A thread that is gone (the entry holds it weakly) has nothing
+            // to wake.
+            let Some(task) = t.task.upgrade() else {
+                continue;
+            };
+            if task.timer_seq.load(Ordering::Relaxed) == t.seq
+                && task.park.unpark() == crate::park::Unpark::Schedule
             {
                 // SAFETY: a PARKED thread carries one strong count leaked by
                 // its carrier (`after_park`); we moved it out of PARKED, so
-                // that count is ours. We run it with the entry's count.
-                unsafe { Arc::decrement_strong_count(Arc::as_ptr(&t.task)) };
-                task_state(&t.task, State::Runnable);
-                wake(t.task);
+                // that count is ours. We run it with the upgraded count.
+                unsafe { Arc::decrement_strong_count(Arc::as_ptr(&task)) };
+                task_state(&task, State::Runnable);
+                wake(task);
                 n += 1;
             }
         }
@@ -342,6 +418,10 @@ pub(crate) struct Carrier {
     current: Cell<*const Inner>,
     /// Free stack slots of the default pool, kept here to avoid its lock.
     stack_cache: RefCell<Vec<usize>>,
+    /// Threads of this carrier suspended while unwinding a panic (each
+    /// leaves the OS thread's panic count raised; see
+    /// `crate::thread::panicking`).
+    suspended_unwinders: Cell<u32>,
 }
 
 std::thread_local! {
@@ -386,6 +466,48 @@ pub(crate) fn current_task_arc() -> Option<Task> {
     }
 }
 
+/// Called by a virtual thread about to suspend. If its carrier's OS thread
+/// is unwinding a panic on this thread's behalf, counts it among the
+/// carrier's suspended unwinders (see `crate::thread::panicking`) and
+/// returns true; the thread calls [`resume_unwinding`] when it resumes.
+///
+/// The panic is "ours" when no other suspended thread of this carrier
+/// accounts for the raised count (or we were already unwinding when we last
+/// suspended). On a runtime that allows migration, such a thread becomes
+/// bound to this carrier: its unwinding lives in this OS thread's panic
+/// count, and moving it would corrupt two threads' counts.
+pub(crate) fn suspend_unwinding(inner: &Inner) -> bool {
+    if !std::thread::panicking() {
+        inner.unwinding.set(false);
+        return false;
+    }
+    let Some(c) = carrier() else { return false };
+    let mine = inner.unwinding.get() || c.suspended_unwinders.get() == 0;
+    inner.unwinding.set(mine);
+    if !mine {
+        return false;
+    }
+    c.suspended_unwinders.set(c.suspended_unwinders.get() + 1);
+    if inner.home.load(Ordering::Relaxed) == NO_HOME {
+        inner.home.store(c.index as u32, Ordering::Relaxed);
+        c.me().homed.fetch_add(1, Ordering::Relaxed);
+    }
+    true
+}
+
+/// The counterpart of [`suspend_unwinding`], on the same carrier.
+pub(crate) fn resume_unwinding() {
+    if let Some(c) = carrier() {
+        c.suspended_unwinders
+            .set(c.suspended_unwinders.get().saturating_sub(1));
+    }
+}
+
+/// Threads of the calling carrier suspended while unwinding.
+pub(crate) fn suspended_unwinders() -> u32 {
+    carrier().map_or(0, |c| c.suspended_unwinders.get())
+}
+
 impl Shared {
     /// Creates the shared state for `core` carriers and up to `max` in all.
     /// Returns the run queues of the core carriers.
@@ -399,6 +521,7 @@ impl Shared {
             name,
             stall_threshold,
             spare_keepalive,
+            migrate,
         } = cfg;
         let mut locals: Vec<Worker<Task>> = (0..max).map(|_| Worker::new_fifo()).collect();
         let stealers = locals.iter().map(Worker::stealer).collect();
@@ -427,7 +550,7 @@ impl Shared {
             core,
             max,
             active: AtomicUsize::new(core),
-            blocked: AtomicUsize::new(0),
+            blocked: crate::stall::Blocked::new(),
             free_slots: Mutex::new(free_slots),
             idle_spares: Mutex::new(Vec::new()),
             name,
@@ -435,6 +558,7 @@ impl Shared {
             spare_keepalive,
             spares_started: AtomicUsize::new(0),
             me_weak: OnceLock::new(),
+            migrate,
         });
         let _ = shared.me_weak.set(Arc::downgrade(&shared));
         (shared, locals)
@@ -445,17 +569,42 @@ impl Shared {
         self.active.load(Ordering::Relaxed)
     }
 
-    /// Carriers blocked or stalled right now.
-    pub(crate) fn blocked_carriers(&self) -> usize {
-        self.blocked.load(Ordering::Relaxed)
+    /// Whether carrier `i` is held by one thread past the stall threshold
+    /// (the monitor's mark) or in a pinned wait: the threads bound to it
+    /// wait.
+    pub(crate) fn carrier_held(&self, i: usize) -> bool {
+        self.workers
+            .get(i)
+            .is_some_and(|w| w.stalled.is_set() || w.in_blocking.load(Ordering::Relaxed))
     }
 
-    /// Makes `task` runnable. On one of this runtime's carriers it goes to
-    /// the `next` slot (it runs as soon as the current thread suspends);
-    /// from anywhere else, to the injector.
+    /// Carriers blocked or stalled right now.
+    pub(crate) fn blocked_carriers(&self) -> usize {
+        self.blocked.get()
+    }
+
+    /// Makes `task`, a thread that has run before, runnable again.
+    ///
+    /// A thread bound to a carrier (affinity, the default) goes back to that
+    /// carrier only: to its `next` slot when the waker runs there (it runs
+    /// as soon as the current thread suspends), to its inbox otherwise,
+    /// kicking the carrier if it sleeps. An unbound thread (a runtime that
+    /// allows migration) goes to the waker's `next` slot on one of this
+    /// runtime's carriers, to the injector from anywhere else.
     pub(crate) fn schedule(self: &Arc<Shared>, task: Task) {
-        if let Some(c) = carrier()
-            && Arc::ptr_eq(&c.shared, self)
+        let home = task.home.load(Ordering::Relaxed);
+        let here = carrier().filter(|c| Arc::ptr_eq(&c.shared, self));
+        if home != NO_HOME {
+            match here {
+                Some(c) if c.index == home as usize => c.push_next(task),
+                _ => {
+                    task_state(&task, State::Runnable);
+                    self.workers[home as usize].push_home(task);
+                }
+            }
+            return;
+        }
+        if let Some(c) = here
             && !c.me().in_blocking.load(Ordering::Relaxed)
         {
             c.push_next(task);
@@ -470,7 +619,7 @@ impl Shared {
         fence(Ordering::SeqCst);
         if let Some(i) = self.idle.worker_to_notify() {
             self.unpark_worker(i);
-        } else if self.blocked.load(Ordering::SeqCst) > 0 {
+        } else if self.blocked.get() > 0 {
             // Every awake carrier may be blocked: bring in a spare.
             self.compensate();
         }
@@ -480,11 +629,17 @@ impl Shared {
     /// `core` running, within `max`: wakes a spare in keep-alive or starts
     /// a new one.
     pub(crate) fn compensate(self: &Shared) {
+        self.compensate_up_to(self.max);
+    }
+
+    /// [`Shared::compensate`] with at most `limit` carriers on duty.
+    fn compensate_up_to(self: &Shared, limit: usize) {
+        let limit = limit.min(self.max);
         let mut active = self.active.load(Ordering::SeqCst);
         loop {
-            let blocked = self.blocked.load(Ordering::SeqCst);
+            let blocked = self.blocked.get();
             if active.saturating_sub(blocked) >= self.core
-                || active >= self.max
+                || active >= limit
                 || self.shutdown.load(Ordering::SeqCst)
             {
                 return;
@@ -591,7 +746,7 @@ impl Shared {
         m.carriers_busy += busy;
         m.carriers_idle += active.saturating_sub(busy);
         m.carriers_spare += active.saturating_sub(self.core);
-        m.carriers_blocked += self.blocked.load(Ordering::Relaxed);
+        m.carriers_blocked += self.blocked.get();
         m.carriers_searching += self.idle.searching.load(Ordering::Relaxed);
         m.carriers_sleeping += self.idle.num_sleepers.load(Ordering::Relaxed);
         m.spares_started += self.spares_started.load(Ordering::Relaxed);
@@ -624,14 +779,20 @@ impl Carrier {
         let old = self.me().next.swap(new, Ordering::AcqRel);
         if !old.is_null() {
             // SAFETY: see `WorkerShared::take_next`.
-            self.local.push(unsafe { Arc::from_raw(old) });
-            self.shared.notify_work();
+            self.push_back(unsafe { Arc::from_raw(old) });
         }
     }
 
+    /// Queues a runnable thread at the back: a bound thread in this
+    /// carrier's inbox (only this carrier may run it, so no one else is
+    /// told), an unbound one in the stealable queue.
     fn push_back(&self, task: Task) {
-        self.local.push(task);
-        self.shared.notify_work();
+        if task.home.load(Ordering::Relaxed) == NO_HOME {
+            self.local.push(task);
+            self.shared.notify_work();
+        } else {
+            self.me().inbox.push(task);
+        }
     }
 
     /// Takes a stack slot for a new thread, from this carrier's cache.
@@ -682,16 +843,24 @@ impl Carrier {
             return Some(t);
         }
         self.fire_timers();
-        if let Some(t) = self.me().take_next() {
+        let me = self.me();
+        if let Some(t) = me.take_next() {
             let streak = self.next_streak.get();
             if streak < NEXT_STREAK_CAP {
                 self.next_streak.set(streak + 1);
                 return Some(t);
             }
-            self.local.push(t);
+            self.push_back(t);
         }
         self.next_streak.set(0);
-        self.local.pop().or_else(|| self.steal_injector())
+        // Bound threads (inbox) and new ones (stealable queue) take turns,
+        // so neither kind can starve the other.
+        let t = if tick & 1 == 0 {
+            me.pop_home().or_else(|| self.local.pop())
+        } else {
+            self.local.pop().or_else(|| me.pop_home())
+        };
+        t.or_else(|| self.steal_injector())
     }
 
     fn steal_injector(&self) -> Option<Task> {
@@ -729,7 +898,9 @@ impl Carrier {
         if let Some(t) = self.steal_injector() {
             return Some(t);
         }
-        if take_next {
+        // A `next` slot holds a thread that has run: only a runtime that
+        // allows migration lets another carrier take it.
+        if take_next && self.shared.migrate {
             for k in 0..n {
                 let i = (start + k) % n;
                 if i != self.index
@@ -752,8 +923,16 @@ impl Carrier {
         if !me.timer_due(ns_of(now)) {
             return;
         }
-        let n = me.fire_timers(now, |t| self.local.push(t));
-        if n > 0 {
+        let mut unbound = 0;
+        me.fire_timers(now, |t| {
+            if t.home.load(Ordering::Relaxed) == NO_HOME {
+                self.local.push(t);
+                unbound += 1;
+            } else {
+                me.inbox.push(t);
+            }
+        });
+        if unbound > 0 {
             self.shared.notify_work();
         }
     }
@@ -777,13 +956,19 @@ impl Carrier {
             self.shared.stacks.fulfil();
             self.alloc_default_stack()
         };
+        let first_run = matches!(coro_ref, crate::thread::CoroSlot::Pending(..));
         if let Err(e) = coro_ref.get(first_stack) {
             self.fail_start(&task, coro_ref, e);
             return;
         }
+        let me = self.me();
+        if first_run && !self.shared.migrate {
+            // Affinity: from now on this thread runs on this carrier only.
+            task.home.store(self.index as u32, Ordering::Relaxed);
+            me.homed.fetch_add(1, Ordering::Relaxed);
+        }
         task_state(&task, State::Running);
         self.current.set(Arc::as_ptr(&task));
-        let me = self.me();
         me.mounted
             .store(Arc::as_ptr(&task).cast_mut(), Ordering::Relaxed);
         // Single writer: a plain increment, no locked instruction.
@@ -803,9 +988,9 @@ impl Carrier {
         while me.inspect.load(Ordering::SeqCst) {
             std::hint::spin_loop();
         }
-        if me.stalled.load(Ordering::Relaxed) && me.stalled.swap(false, Ordering::SeqCst) {
+        if me.stalled.is_set() {
             // The monitor counted us as blocked while the thread held us.
-            self.shared.blocked.fetch_sub(1, Ordering::SeqCst);
+            self.shared.blocked.clear(&me.stalled);
         }
         match result {
             CoroutineResult::Yield(Suspend::Park) => self.after_park(task),
@@ -814,7 +999,7 @@ impl Carrier {
                 me.push_timer(TimerEntry {
                     deadline,
                     seq,
-                    task: task.clone(),
+                    task: Arc::downgrade(&task),
                 });
                 self.after_park(task);
             }
@@ -825,6 +1010,9 @@ impl Carrier {
             CoroutineResult::Return(()) => {
                 task_state(&task, State::Terminated);
                 crate::dump::unregister(&task);
+                if task.home.load(Ordering::Relaxed) != NO_HOME {
+                    me.homed.fetch_sub(1, Ordering::Relaxed);
+                }
                 let crate::thread::CoroSlot::Running(coro) =
                     std::mem::replace(coro_ref, crate::thread::CoroSlot::Empty)
                 else {
@@ -852,7 +1040,13 @@ impl Carrier {
         task_state(task, State::Terminated);
         crate::dump::unregister(task);
         crate::thread::set_never_ran_reason(why);
-        *slot = crate::thread::CoroSlot::Empty;
+        // Dropping the body runs user `Drop`s: never unwind into the carrier.
+        let dropped = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            *slot = crate::thread::CoroSlot::Empty;
+        }));
+        if dropped.is_err() {
+            crate::thread::abort_after_drop_panic(task);
+        }
         self.shared.live.fetch_sub(1, Ordering::Relaxed);
     }
 
@@ -892,19 +1086,26 @@ impl Carrier {
             shared.notify_work();
         }
         let me = &shared.workers[self.index];
+        // Before the inbox is looked at below (see `sleeping`).
+        me.sleeping.store(true, Ordering::SeqCst);
         loop {
             // Snapshot the event count *before* looking at the flags: a
             // notifier sets its flag, then bumps the count.
             let seen = me.wake_word.load(Ordering::SeqCst);
             if shared.shutdown.load(Ordering::SeqCst) {
+                me.sleeping.store(false, Ordering::SeqCst);
                 return;
             }
             if me.notified.swap(false, Ordering::SeqCst) {
                 self.searching.set(true);
                 break;
             }
+            // Our own work — a due timer, or a bound thread woken from
+            // elsewhere — wakes us without the idle protocol. If a notifier
+            // already took us off the sleeper list, its flag is coming:
+            // loop and take it.
             let timer_due = self.next_timer().is_some_and(|d| d <= Instant::now());
-            if timer_due && shared.idle.wake_self(self.index) {
+            if (timer_due || !me.inbox.is_empty()) && shared.idle.wake_self(self.index) {
                 break;
             }
             let scavenge = shared.stacks.scavenge(Instant::now());
@@ -914,6 +1115,7 @@ impl Carrier {
             };
             me.wait_kick(seen, wake_at);
         }
+        me.sleeping.store(false, Ordering::SeqCst);
         // We left the sleeper count (SeqCst) before this load: a monitor
         // that decided to sleep because every carrier slept is woken here.
         if shared.monitor.deep_sleep.load(Ordering::SeqCst) {
@@ -945,6 +1147,7 @@ pub(crate) fn run_carrier(shared: Arc<Shared>, index: usize, local: Worker<Task>
         ),
         current: Cell::new(std::ptr::null()),
         stack_cache: RefCell::new(Vec::new()),
+        suspended_unwinders: Cell::new(0),
     };
     CARRIER.with(|c| c.set(&carrier));
     carrier.main_loop();
@@ -972,6 +1175,11 @@ impl Carrier {
             if self.become_searching() {
                 let mut found = None;
                 for round in 0..SPIN_ROUNDS {
+                    // Our own bound threads first: no one else may run them.
+                    if let Some(t) = self.me().pop_home() {
+                        found = Some(t);
+                        break;
+                    }
                     // Take another carrier's `next` only in the last round,
                     // so a carrier about to run its own usually gets to.
                     if let Some(t) = self.steal(round + 1 == SPIN_ROUNDS) {
@@ -995,7 +1203,7 @@ impl Carrier {
             if self.next_timer().is_some_and(|d| d <= Instant::now()) {
                 continue;
             }
-            if self.shared.shutdown.load(Ordering::SeqCst) && !self.me().has_next() {
+            if self.shared.shutdown.load(Ordering::SeqCst) && !self.me().has_home_work() {
                 if self.local.is_empty() {
                     self.stop_searching();
                     return;
@@ -1016,34 +1224,23 @@ impl Carrier {
     /// Whether more carriers run than the runtime's parallelism needs.
     fn surplus(&self) -> bool {
         let s = &self.shared;
-        s.active.load(Ordering::SeqCst) > s.core + s.blocked.load(Ordering::SeqCst)
+        s.active.load(Ordering::SeqCst) > s.core + s.blocked.get()
     }
 
-    /// Leaves duty: hands this carrier's timers to a core carrier, then
-    /// waits in keep-alive. Returns true if called back to duty (already
-    /// counted active again by the caller of `compensate`), false if the
-    /// keep-alive expired.
+    /// Leaves duty, then waits in keep-alive. Returns true if called back
+    /// to duty (already counted active again by the caller of
+    /// `compensate`), false if the keep-alive expired.
+    ///
+    /// Off duty a spare takes no new work, but threads bound to it (it ran
+    /// them first) can run nowhere else: it keeps running them, firing
+    /// their timers, and sleeping in between, and its keep-alive only
+    /// starts counting once none is left. Unbound threads (a runtime that
+    /// allows migration) are handed over: timers to carrier 0, the `next`
+    /// slot to the injector.
     fn retire(&self) -> bool {
         let shared = &*self.shared;
         let me = self.me();
-        let timers = {
-            let mut mine = me.timers.lock().unwrap_or_else(|e| e.into_inner());
-            let t = std::mem::take(&mut *mine);
-            me.update_timer_next(&mine);
-            t
-        };
-        if !timers.is_empty() {
-            let heir = &shared.workers[0];
-            let mut h = heir.timers.lock().unwrap_or_else(|e| e.into_inner());
-            h.extend(timers);
-            heir.update_timer_next(&h);
-            drop(h);
-            // The heir may be asleep with a later deadline.
-            shared.unpark_worker_raw(0);
-        }
-        if let Some(t) = me.take_next() {
-            shared.injector.push(t);
-        }
+        self.hand_over_unbound();
         me.spare_wake.store(false, Ordering::SeqCst);
         shared.active.fetch_sub(1, Ordering::SeqCst);
         shared
@@ -1054,14 +1251,20 @@ impl Carrier {
         // Work may have arrived while we were leaving; let a compensator see
         // that we are available.
         shared.notify_work();
-        let deadline = Instant::now() + shared.spare_keepalive;
+        let mut deadline = Instant::now() + shared.spare_keepalive;
         loop {
             let seen = me.wake_word.load(Ordering::SeqCst);
             if me.spare_wake.swap(false, Ordering::SeqCst) {
                 return true;
             }
+            if let Some(t) = self.find_home() {
+                self.run(t);
+                deadline = Instant::now() + shared.spare_keepalive;
+                continue;
+            }
+            let serving = me.homed.load(Ordering::Relaxed) > 0;
             let now = Instant::now();
-            if now >= deadline || shared.shutdown.load(Ordering::SeqCst) {
+            if !serving && (now >= deadline || shared.shutdown.load(Ordering::SeqCst)) {
                 let mut spares = shared.idle_spares.lock().unwrap_or_else(|e| e.into_inner());
                 if let Some(pos) = spares.iter().position(|&i| i == self.index) {
                     spares.swap_remove(pos);
@@ -1077,7 +1280,59 @@ impl Carrier {
                     me.wait_kick(seen, None);
                 }
             }
-            me.wait_kick(seen, Some(deadline));
+            me.sleeping.store(true, Ordering::SeqCst);
+            if me.inbox.is_empty() {
+                let wake_at = match (serving, self.next_timer()) {
+                    (true, t) => t,
+                    (false, Some(t)) => Some(t.min(deadline)),
+                    (false, None) => Some(deadline),
+                };
+                me.wait_kick(seen, wake_at);
+            }
+            me.sleeping.store(false, Ordering::SeqCst);
+        }
+    }
+
+    /// Runnable work bound to this carrier: due timers, `next`, the inbox.
+    fn find_home(&self) -> Option<Task> {
+        self.fire_timers();
+        let me = self.me();
+        me.take_next().or_else(|| me.pop_home())
+    }
+
+    /// Gives unbound threads parked or queued here to the rest of the
+    /// runtime (migration only; bound threads have none).
+    fn hand_over_unbound(&self) {
+        let shared = &*self.shared;
+        let me = self.me();
+        let timers = {
+            let mut mine = me.timers.lock().unwrap_or_else(|e| e.into_inner());
+            let (unbound, bound): (Vec<TimerEntry>, Vec<TimerEntry>) =
+                std::mem::take(&mut *mine).into_iter().partition(|t| {
+                    t.task
+                        .upgrade()
+                        .is_some_and(|t| t.home.load(Ordering::Relaxed) == NO_HOME)
+                });
+            mine.extend(bound);
+            me.update_timer_next(&mine);
+            unbound
+        };
+        if !timers.is_empty() {
+            let heir = &shared.workers[0];
+            let mut h = heir.timers.lock().unwrap_or_else(|e| e.into_inner());
+            h.extend(timers);
+            heir.update_timer_next(&h);
+            drop(h);
+            // The heir may be asleep with a later deadline.
+            shared.unpark_worker_raw(0);
+        }
+        if let Some(t) = me.take_next() {
+            if t.home.load(Ordering::Relaxed) == NO_HOME {
+                shared.injector.push(t);
+                shared.notify_work();
+            } else {
+                me.inbox.push(t);
+            }
         }
     }
 }
@@ -1246,7 +1501,7 @@ pub(crate) fn enter_blocking() -> Option<BlockingGuard> {
     let c = carrier()?;
     let me = c.me();
     me.in_blocking.store(true, Ordering::SeqCst);
-    c.shared.blocked.fetch_add(1, Ordering::SeqCst);
+    c.shared.blocked.enter();
     if !c.local.is_empty() || me.has_next() || c.shared.has_visible_work() {
         c.shared.compensate();
     }
@@ -1261,7 +1516,7 @@ impl Drop for BlockingGuard {
         self.shared.workers[self.index]
             .in_blocking
             .store(false, Ordering::SeqCst);
-        self.shared.blocked.fetch_sub(1, Ordering::SeqCst);
+        self.shared.blocked.exit();
     }
 }
 
@@ -1324,28 +1579,60 @@ pub(crate) fn run_monitor(weak: std::sync::Weak<Shared>) {
                 since[i] = now;
             }
             last[i] = sw;
-            if in_blocking || w.stalled.load(Ordering::SeqCst) {
-                let fired = w.fire_timers(now, |t| shared.injector.push(t));
-                if fired > 0 {
+            if in_blocking || w.stalled.is_set() {
+                // The owner cannot fire them. Bound threads still can run
+                // only there, but they are runnable the moment it is back;
+                // unbound ones (migration) run elsewhere at once.
+                let mut unbound = 0;
+                w.fire_timers(now, |t| {
+                    if t.home.load(Ordering::Relaxed) == NO_HOME {
+                        shared.injector.push(t);
+                        unbound += 1;
+                    } else {
+                        w.inbox.push(t);
+                    }
+                });
+                if unbound > 0 {
                     shared.notify_work();
                 }
             }
             let held = now.saturating_duration_since(since[i]);
-            if same
-                && !in_blocking
-                && held >= shared.stall_threshold
-                && w.reported.load(Ordering::Relaxed) != sw
-            {
-                w.reported.store(sw, Ordering::Relaxed);
-                report_stall(w, sw, held);
-                if !w.stalled.swap(true, Ordering::SeqCst) {
-                    shared.blocked.fetch_add(1, Ordering::SeqCst);
-                    // The carrier may have moved on in between; it then
-                    // finds `stalled` set and uncounts itself.
-                    shared.compensate();
+            if same && held >= shared.stall_threshold {
+                let report = !in_blocking && w.reported.load(Ordering::Relaxed) != sw;
+                // The pinning deadlock: held in the kernel while threads
+                // bound here wait (they can run nowhere else).
+                let waiters = w.reported_waiters.load(Ordering::Relaxed) != sw && w.has_home_work();
+                if report || waiters {
+                    let tid = w.tid.load(Ordering::Relaxed);
+                    let cpu = kernel_state(tid) == Some('R');
+                    if report {
+                        w.reported.store(sw, Ordering::Relaxed);
+                        report_stall(&shared, i, w, sw, held, cpu);
+                        // A CPU-bound thread waits for nothing a spare could
+                        // help with: it is counted as blocked (which makes
+                        // room for a spare) only while fewer than twice the
+                        // parallelism carriers are on duty. Past that,
+                        // CPU-bound stalls add no carrier at all.
+                        let count = !cpu || shared.active.load(Ordering::SeqCst) < 2 * shared.core;
+                        if count && shared.blocked.mark(&w.stalled) {
+                            // The carrier may have moved on in between; undo
+                            // (whoever clears the flag uncounts it, once).
+                            if w.switches.load(Ordering::SeqCst) != sw {
+                                shared.blocked.clear(&w.stalled);
+                            } else if cpu {
+                                shared.compensate_up_to(2 * shared.core);
+                            } else {
+                                shared.compensate();
+                            }
+                        }
+                    }
+                    if waiters && !cpu {
+                        w.reported_waiters.store(sw, Ordering::Relaxed);
+                        report_blocked_with_waiters(&shared, i, w, sw, held, in_blocking);
+                    }
                 }
             }
-            if same && (w.has_next() || !shared.stealers[i].is_empty()) {
+            if same && !shared.stealers[i].is_empty() {
                 shared.notify_work();
             }
         }
@@ -1385,14 +1672,30 @@ pub(crate) fn run_monitor(weak: std::sync::Weak<Shared>) {
     }
 }
 
-/// Records a stall of carrier `w`: which thread, for how long, and whether
-/// the OS thread is running (CPU) or sleeping in the kernel (blocked).
-fn report_stall(w: &WorkerShared, sw: u64, held: Duration) {
-    let cpu = kernel_state(w.tid.load(Ordering::Relaxed)) == Some('R');
-    let (id, name) = match w.mounted_identity(sw) {
-        Some((id, name)) => (id, name),
-        None => (0, None),
-    };
+/// Records a stall of carrier `i`: which thread, for how long, whether the
+/// OS thread is running (CPU) or sleeping in the kernel (blocked), and the
+/// threads bound to the carrier that wait behind it.
+fn report_stall(
+    shared: &Arc<Shared>,
+    i: usize,
+    w: &WorkerShared,
+    sw: u64,
+    held: Duration,
+    cpu: bool,
+) {
+    let tid = w.tid.load(Ordering::Relaxed);
+    let (id, name) = w.mounted_identity(sw).unwrap_or((0, None));
+    let mut detail = format!("carrier {i}, tid {tid}");
+    if !cpu && let Some(call) = kernel_call(tid) {
+        let _ = write!(detail, ", in {call}");
+    }
+    // (A registry walk: only when something is queued behind it.)
+    if w.has_home_work() {
+        let waiting = waiting_behind(shared, i);
+        if !waiting.is_empty() {
+            let _ = write!(detail, "; waiting behind it: {waiting}");
+        }
+    }
     crate::events::record(crate::events::Event {
         kind: if cpu {
             crate::events::EventKind::StallCpu
@@ -1404,8 +1707,100 @@ fn report_stall(w: &WorkerShared, sw: u64, held: Duration) {
         duration: held,
         at: std::time::SystemTime::now(),
         stack: None,
-        detail: Some(format!("carrier tid {}", w.tid.load(Ordering::Relaxed))),
+        detail: Some(detail),
     });
+}
+
+/// Records that carrier `i` is held in the kernel (or in a pinned wait)
+/// while threads bound to it are runnable: the pinning deadlock shape.
+fn report_blocked_with_waiters(
+    shared: &Arc<Shared>,
+    i: usize,
+    w: &WorkerShared,
+    sw: u64,
+    held: Duration,
+    pinned_wait: bool,
+) {
+    let tid = w.tid.load(Ordering::Relaxed);
+    let (id, name) = w.mounted_identity(sw).unwrap_or((0, None));
+    let call = if pinned_wait {
+        "a pinned wait (weft::pinned)".to_string()
+    } else {
+        kernel_call(tid).unwrap_or_else(|| "the kernel".into())
+    };
+    let waiting = waiting_behind(shared, i);
+    let detail = format!(
+        "carrier {i} (tid {tid}) is blocked in {call} while threads bound to it wait: {}. \
+         They can run only on this carrier. If the blocked thread waits for an OS-level lock \
+         (std::sync, parking_lot) that one of them holds across a weft blocking call, this is \
+         a deadlock: use weft::sync locks, or do not block while holding an OS lock",
+        if waiting.is_empty() {
+            "(none listed)".to_string()
+        } else {
+            waiting
+        }
+    );
+    crate::events::record(crate::events::Event {
+        kind: crate::events::EventKind::BlockedWithWaiters,
+        thread_id: id,
+        thread_name: name,
+        duration: held,
+        at: std::time::SystemTime::now(),
+        stack: None,
+        detail: Some(detail),
+    });
+}
+
+/// The runnable threads bound to carrier `i` of `shared`, as
+/// `#id 'name', …` (at most 8 named, then a count).
+fn waiting_behind(shared: &Arc<Shared>, i: usize) -> String {
+    let mut names = Vec::new();
+    let mut n = 0usize;
+    crate::dump::for_each_thread(|t| {
+        if t.home.load(Ordering::Relaxed) as usize == i
+            && crate::thread::inner_state(t) == State::Runnable
+            && t.runtime_shared().is_some_and(|s| Arc::ptr_eq(s, shared))
+        {
+            n += 1;
+            if names.len() < 8 {
+                let (name, id) = crate::thread::Thread::peek_name_id(t);
+                names.push(format!("#{id} '{}'", name.unwrap_or("")));
+            }
+        }
+    });
+    let mut out = names.join(", ");
+    if n > names.len() {
+        let _ = write!(out, " and {} more", n - names.len());
+    }
+    out
+}
+
+/// The system call a kernel thread of this process sleeps in, by name
+/// where we know it (`/proc/self/task/<tid>/syscall`).
+fn kernel_call(tid: i32) -> Option<String> {
+    let s = std::fs::read_to_string(format!("/proc/self/task/{tid}/syscall")).ok()?;
+    let nr: i64 = s.split_whitespace().next()?.parse().ok()?;
+    Some(
+        match nr {
+            libc::SYS_futex => "futex (a std::sync/parking_lot lock, a condvar, thread::park)",
+            libc::SYS_read => "read",
+            libc::SYS_write => "write",
+            libc::SYS_recvfrom => "recvfrom",
+            libc::SYS_sendto => "sendto",
+            libc::SYS_recvmsg => "recvmsg",
+            libc::SYS_accept4 => "accept4",
+            libc::SYS_connect => "connect",
+            libc::SYS_nanosleep => "nanosleep (std::thread::sleep)",
+            libc::SYS_clock_nanosleep => "clock_nanosleep (std::thread::sleep)",
+            libc::SYS_poll => "poll",
+            libc::SYS_ppoll => "ppoll",
+            libc::SYS_epoll_wait => "epoll_wait",
+            libc::SYS_epoll_pwait => "epoll_pwait",
+            libc::SYS_wait4 => "wait4",
+            _ => return Some(format!("system call {nr}")),
+        }
+        .to_string(),
+    )
 }
 
 /// State letter of a kernel thread of this process (`R`, `S`, `D`, ...).

@@ -53,9 +53,11 @@ use corosensei::stack::{Stack as CoroStack, StackPointer};
 /// `MADV_GUARD_INSTALL` (Linux 6.13+); not yet in every libc release.
 const MADV_GUARD_INSTALL: libc::c_int = 102;
 
-/// Slots reserved per chunk mapping. 1 MiB stacks × 1024 ≈ 1 GiB of address
-/// space per chunk; a million threads need ~1000 mappings, far below 65530.
-const SLOTS_PER_CHUNK: usize = 1024;
+/// Address space reserved per chunk mapping: 1 GiB, about 1,000 default
+/// (1 MiB) stacks; a million threads need ~1000 mappings, far below 65530.
+/// Chunks are sized in bytes, not slots: a pool of 1 GiB stacks reserves
+/// one slot per chunk, not a thousand (a terabyte).
+const CHUNK_BYTES: usize = 1 << 30;
 
 /// Stacks kept committed ("hot") per pool before extra ones are trimmed.
 const HOT_POOL_BOUND: usize = 1024;
@@ -90,6 +92,8 @@ pub(crate) struct StackPool {
     stack_size: usize,
     /// Guard + stack.
     slot_size: usize,
+    /// Slots per chunk mapping (`CHUNK_BYTES / slot_size`, at least one).
+    slots_per_chunk: usize,
     inner: Mutex<PoolInner>,
     /// Live slots handed out and not returned (for metrics and dumps).
     live: AtomicUsize,
@@ -122,9 +126,11 @@ impl StackPool {
     pub(crate) fn new(stack_size: usize) -> StackPool {
         let page = page_size();
         let stack_size = stack_size.max(16 * 1024).div_ceil(page) * page;
+        let slot_size = stack_size + page;
         StackPool {
             stack_size,
-            slot_size: stack_size + page,
+            slot_size,
+            slots_per_chunk: (CHUNK_BYTES / slot_size).max(1),
             inner: Mutex::new(PoolInner {
                 hot: Vec::new(),
                 cold: Vec::new(),
@@ -166,12 +172,12 @@ impl StackPool {
         let mut supply = inner.hot.len()
             + inner.cold.len()
             + (inner.end - inner.next) / self.slot_size
-            + inner.spare_chunks.len() * SLOTS_PER_CHUNK;
+            + inner.spare_chunks.len() * self.slots_per_chunk;
         while supply < want {
             match self.map_chunk() {
                 Ok(c) => {
                     inner.spare_chunks.push(c);
-                    supply += SLOTS_PER_CHUNK;
+                    supply += self.slots_per_chunk;
                 }
                 // Enough for this promise, if not for the batch: go on.
                 Err(_) if supply > self.outstanding.load(Ordering::Relaxed) => break,
@@ -317,7 +323,7 @@ impl StackPool {
                 None => self.map_chunk()?,
             };
             inner.next = p;
-            inner.end = p + self.slot_size * SLOTS_PER_CHUNK;
+            inner.end = p + self.slot_size * self.slots_per_chunk;
             inner.guarded = p;
         }
         let slot = inner.next;
@@ -338,7 +344,7 @@ impl StackPool {
 
     /// Reserves a new chunk of address space (nothing committed).
     fn map_chunk(&self) -> io::Result<usize> {
-        let len = self.slot_size * SLOTS_PER_CHUNK;
+        let len = self.slot_size * self.slots_per_chunk;
         // SAFETY: a fresh anonymous private mapping; no existing memory is
         // affected. MAP_NORESERVE: nothing is committed until touched.
         let p = unsafe {

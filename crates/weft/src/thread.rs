@@ -11,7 +11,7 @@ use std::fmt;
 use std::io;
 use std::num::NonZeroU64;
 use std::panic::{AssertUnwindSafe, catch_unwind};
-use std::sync::atomic::{AtomicBool, AtomicU8, AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU8, AtomicU32, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
@@ -211,6 +211,9 @@ pub(crate) enum Kind {
     Os(OnceLock<std::thread::Thread>),
 }
 
+/// [`Inner::home`] of a thread that is not bound to a carrier.
+pub(crate) const NO_HOME: u32 = u32::MAX;
+
 pub(crate) struct Inner {
     id: ThreadId,
     name: Option<Box<str>>,
@@ -232,8 +235,20 @@ pub(crate) struct Inner {
     pub(crate) blocker: BlockerCell,
     /// Depth of `weft::pinned` sections (touched only by the thread).
     pub(crate) pin_depth: Cell<u32>,
-    /// Depth of `weft::blocking` sections (touched only by the thread).
-    pub(crate) blocking_depth: Cell<u32>,
+    /// Index of the carrier this thread is bound to ([`NO_HOME`] until its
+    /// first run, and for ever on a runtime that allows migration). Written
+    /// once, by the carrier that first runs the thread, before the thread
+    /// can suspend; read by whoever schedules the thread after a wake-up
+    /// (the park state machine's acquire/release hand-off orders the two).
+    pub(crate) home: AtomicU32,
+    /// The thread suspended while its carrier's OS thread was unwinding a
+    /// panic on its behalf (see `crate::thread::panicking`). Touched only
+    /// by the thread itself.
+    pub(crate) unwinding: Cell<bool>,
+    /// Set by a thread dump that moved the thread out of PARKED to record
+    /// its stack (see `borrow_parked`); consumed by the thread when it
+    /// resumes. Tells a dump's borrow from a real wake-up.
+    pub(crate) dump_borrowed: AtomicBool,
     /// Set while the thread waits on its carrier's OS thread (pinned); the
     /// OS thread to unpark is in `pinned_waiter`.
     pub(crate) pinned_waiting: AtomicBool,
@@ -389,13 +404,17 @@ pub(crate) fn with_blocker<R>(b: Blocker, f: impl FnOnce() -> R) -> R {
     r
 }
 
-// SAFETY: the non-Sync fields (`coro`, `yielder`, `locals`) are only touched
-// by the thread itself or the one carrier that owns it at that moment, as
-// documented on each field; everything else is atomic or immutable.
+// SAFETY: the non-Sync fields (`coro`, `yielder`, `locals`, `pin_depth`,
+// `unwinding`) are only touched by the thread itself or the one carrier that
+// owns it at that moment, as documented on each field; everything else is
+// atomic or immutable.
 unsafe impl Sync for Inner {}
-// SAFETY: same as above; the coroutine is moved between carriers only while
-// suspended, and weft documents that values on virtual-thread stacks migrate
-// (see the crate docs on thread-locals).
+// SAFETY: the record moves between OS threads as a handle (wakers, join
+// handles, run queues). Its coroutine, which holds the thread's stack and so
+// values that may be tied to an OS thread, runs only on its home carrier
+// once started (`home`): by default nothing on the stack ever changes OS
+// thread. Only `RuntimeBuilder::allow_migration`, an `unsafe fn` whose
+// caller takes on that obligation, lets a started coroutine move.
 unsafe impl Send for Inner {}
 
 /// A handle to a thread, virtual or OS. Cheap to clone.
@@ -431,7 +450,9 @@ impl Thread {
                 locals: UnsafeCell::new(crate::local::Locals::default()),
                 blocker: BlockerCell::default(),
                 pin_depth: Cell::new(0),
-                blocking_depth: Cell::new(0),
+                home: AtomicU32::new(NO_HOME),
+                unwinding: Cell::new(false),
+                dump_borrowed: AtomicBool::new(false),
                 pinned_waiting: AtomicBool::new(false),
                 pinned_waiter: std::sync::Mutex::new(None),
                 reg_key: AtomicUsize::new(0),
@@ -647,7 +668,7 @@ pub(crate) fn park_deadline(deadline: Option<Instant>) {
             if deadline.is_some_and(|d| d <= Instant::now()) {
                 return;
             }
-            if inner.pin_depth.get() + inner.blocking_depth.get() > 0 {
+            if inner.pin_depth.get() > 0 {
                 crate::blocking::pinned_park(inner, deadline);
                 return;
             }
@@ -662,9 +683,19 @@ pub(crate) fn park_deadline(deadline: Option<Instant>) {
             };
             loop {
                 suspend(inner, s);
-                if inner.capture_job.load(Ordering::Acquire).is_null() {
+                // Only a thread dump that moved us out of PARKED sets this
+                // (before it schedules us), so anything else that resumed
+                // us was a real wake-up: never park again for a dump then,
+                // or that wake-up is lost.
+                if !inner.dump_borrowed.load(Ordering::Acquire) {
+                    // A dump may still have left a request we did not
+                    // serve; answer it so the dump does not wait for us.
+                    if !inner.capture_job.load(Ordering::Acquire).is_null() {
+                        crate::dump::capture_here(inner);
+                    }
                     break;
                 }
+                inner.dump_borrowed.store(false, Ordering::Relaxed);
                 // Borrowed by a thread dump: record the stack, park again
                 // (our timer, if any, is still pending), unless a real
                 // unpark arrived meanwhile.
@@ -706,11 +737,38 @@ pub(crate) fn suspend(inner: &Inner, s: Suspend) {
     if sp < inner.low_sp.load(Ordering::Relaxed) {
         inner.low_sp.store(sp, Ordering::Relaxed);
     }
+    // A panic being unwound belongs to the OS thread's panic count, which
+    // the other virtual threads of this carrier see while we are away.
+    let unwinding = sched::suspend_unwinding(inner);
     let y = inner.yielder.get();
     // SAFETY: `yielder` was set when this coroutine started and points into
     // its own stack, which is the stack we are running on now; it is valid
     // for the coroutine's whole life.
     unsafe { (*y).suspend(s) };
+    if unwinding {
+        sched::resume_unwinding();
+    }
+}
+
+/// Whether the calling thread is unwinding a panic: `std::thread::panicking`
+/// for the calling *virtual* thread.
+///
+/// Rust counts panics per OS thread. A virtual thread that blocks while it
+/// unwinds (a `Drop` that takes a contended [`weft::sync::Mutex`](crate::sync::Mutex))
+/// leaves that count raised on its carrier, so `std::thread::panicking()`
+/// answers `true` to every other virtual thread that runs there meanwhile.
+/// This function subtracts the carrier's suspended unwinders; weft's locks
+/// use it for poisoning. When two virtual threads of one carrier unwind at
+/// once, the one not suspended may be reported as not panicking (its
+/// locks are then not poisoned), never the other way round.
+pub fn panicking() -> bool {
+    if !std::thread::panicking() {
+        return false;
+    }
+    match current_virtual() {
+        None => true,
+        Some(inner) => inner.unwinding.get() || sched::suspended_unwinders() == 0,
+    }
 }
 
 /// Takes a PARKED virtual thread off its park for a thread dump and
@@ -722,6 +780,8 @@ pub(crate) fn borrow_parked(t: &Arc<Inner>) -> bool {
     if !t.park.borrow_parked() {
         return false;
     }
+    // Before scheduling: the thread reads it when it resumes.
+    t.dump_borrowed.store(true, Ordering::Release);
     set_inner_state(t, State::Runnable);
     // SAFETY: moving the thread out of PARKED made the count its carrier
     // leaked at park ours (as in `Thread::unpark`).
@@ -799,11 +859,12 @@ pub(crate) fn interrupted_error() -> io::Error {
 /// run queue. On an OS thread, `std::thread::yield_now`.
 pub fn yield_now() {
     match current_virtual() {
-        Some(inner) => {
+        // Inside `weft::pinned` the thread keeps its carrier.
+        Some(inner) if inner.pin_depth.get() == 0 => {
             inner.state.store(State::Yielding as u8, Ordering::Relaxed);
             suspend(inner, Suspend::Yield);
         }
-        None => std::thread::yield_now(),
+        _ => std::thread::yield_now(),
     }
 }
 
@@ -946,7 +1007,8 @@ impl Builder {
         self
     }
 
-    /// Reserves `size` bytes of stack (rounded up to pages). Memory is
+    /// Reserves at least `size` bytes of stack (rounded up to a power of
+    /// two, at least 16 KiB, at most 1 GiB). Memory is
     /// committed only as the stack grows.
     pub fn stack_size(mut self, size: usize) -> Builder {
         self.stack_size = Some(size);
@@ -1008,13 +1070,23 @@ impl Builder {
             let me = current_virtual().expect("weft: coroutine started off its carrier");
             me.yielder.set(y as *const _);
             let r = catch_unwind(AssertUnwindSafe(f));
-            // Drop weft::local! values while still on this thread.
-            // SAFETY: locals are only touched by the running thread.
-            unsafe { (*me.locals.get()).clear() };
-            if let Kind::Virtual { rt, .. } = &me.kind {
-                rt.thread_finished();
+            // What follows runs user `Drop`s too (`local!` values; the
+            // result or panic payload of a detached thread, dropped inside
+            // `complete`). A panic there must not unwind into the carrier:
+            // abort with a message, as std does for a panicking thread-local
+            // destructor or thread result.
+            let finish = catch_unwind(AssertUnwindSafe(move || {
+                // Drop weft::local! values while still on this thread.
+                // SAFETY: locals are only touched by the running thread.
+                unsafe { (*me.locals.get()).clear() };
+                if let Kind::Virtual { rt, .. } = &me.kind {
+                    rt.thread_finished();
+                }
+                their_packet.complete(r);
+            }));
+            if finish.is_err() {
+                abort_after_drop_panic(me);
             }
-            their_packet.complete(r);
         };
         // SAFETY: the caller guarantees that everything `body` borrows
         // outlives the coroutine (see above); corosensei's only extra
@@ -1033,6 +1105,17 @@ impl Builder {
         rt.spawn_thread(thread.inner.clone());
         Ok(JoinHandle { packet, thread })
     }
+}
+
+/// A `Drop` panicked after a virtual thread's body had returned.
+#[cold]
+pub(crate) fn abort_after_drop_panic(inner: &Inner) -> ! {
+    let (name, id) = Thread::peek_name_id(inner);
+    eprintln!(
+        "weft: virtual thread #{id} '{}' panicked while dropping its `local!` values or its result; aborting",
+        name.unwrap_or("")
+    );
+    std::process::abort()
 }
 
 /// Spawns a virtual thread on the default runtime and returns its handle.
@@ -1055,6 +1138,22 @@ impl Thread {
     /// Name and id of a thread, without allocating (for signal handlers).
     pub(crate) fn peek_name_id(inner: &Inner) -> (Option<&str>, u64) {
         (inner.name.as_deref(), inner.id.0.get())
+    }
+}
+
+impl Inner {
+    /// The scheduler of a virtual thread's runtime.
+    pub(crate) fn runtime_shared(&self) -> Option<&Arc<crate::sched::Shared>> {
+        match &self.kind {
+            Kind::Virtual { rt, .. } => Some(rt.shared()),
+            Kind::Os(_) => None,
+        }
+    }
+
+    /// The carrier a virtual thread is bound to, if any.
+    pub(crate) fn home_carrier(&self) -> Option<usize> {
+        let h = self.home.load(Ordering::Relaxed);
+        (h != NO_HOME).then_some(h as usize)
     }
 }
 

@@ -21,14 +21,18 @@ use std::cmp::Ordering;
 use std::collections::BinaryHeap;
 use std::time::Instant;
 
-use crate::sched::Task;
+use crate::thread::Inner;
 
 /// One pending wake-up.
 pub(crate) struct TimerEntry {
     pub(crate) deadline: Instant,
     /// The thread's `timer_seq` when it parked.
     pub(crate) seq: u64,
-    pub(crate) task: Task,
+    /// Held weakly: a thread owns its runtime, and a strong entry would keep
+    /// a private runtime whose threads have all ended alive until the last
+    /// deadline passed. A parked thread is kept alive by its park (the
+    /// count its carrier leaks), not by its timer.
+    pub(crate) task: std::sync::Weak<Inner>,
 }
 
 impl PartialEq for TimerEntry {
@@ -56,9 +60,8 @@ impl TimerEntry {
     /// Whether the park this entry would end has already ended.
     fn is_stale(&self) -> bool {
         self.task
-            .timer_seq
-            .load(std::sync::atomic::Ordering::Relaxed)
-            != self.seq
+            .upgrade()
+            .is_none_or(|t| t.timer_seq.load(std::sync::atomic::Ordering::Relaxed) != self.seq)
     }
 }
 

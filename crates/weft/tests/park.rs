@@ -676,11 +676,18 @@ fn sleeper_wakes_on_time_while_its_carrier_is_hogged() {
     );
 }
 
-/// A thread woken by a virtual thread that then hogs its carrier must not
-/// stay stuck in that carrier's "run next" slot while another is idle.
+/// With migration allowed, a thread woken by a virtual thread that then
+/// hogs its carrier must not stay stuck in that carrier's "run next" slot
+/// while another is idle (it is stolen, as Go steals `runnext`). Without
+/// the opt-in a started thread waits for its own carrier: that is the
+/// price of affinity (see `tests/affinity.rs`).
 #[test]
 fn woken_thread_is_not_stuck_behind_a_hogging_waker() {
-    let rt = Runtime::builder().parallelism(2).build().expect("runtime");
+    // SAFETY: these threads keep nothing tied to an OS thread (no
+    // thread-locals, no std lock guards) across their blocking calls.
+    let rt = unsafe { Runtime::builder().parallelism(2).allow_migration() }
+        .build()
+        .expect("runtime");
     let woken_at = Arc::new(Mutex::new(None::<Instant>));
     let flag = Arc::new(AtomicBool::new(false));
     let (w, f) = (woken_at.clone(), flag.clone());

@@ -7,8 +7,12 @@
 //! - platform, 50 OS threads, driver on `std::sync::Mutex`;
 //! - virtual, driver on `std::sync::Mutex`: a virtual thread that waits
 //!   for the lock blocks its *carrier*, while the holder, parked in its
-//!   sleep, needs a carrier to finish — the runtime's watchdog must notice
-//!   and compensate (Java: the virtual thread is pinned by `synchronized`);
+//!   sleep, can only resume on the carrier it started on (weft's affinity,
+//!   which keeps thread-locals sound). When holder and waiter share a
+//!   carrier, that is the pinning deadlock the articles and Netflix's
+//!   "Dude, where's my lock?" describe: the row runs on a private runtime
+//!   with short request timeouts, so it ends, and reports the runtime's
+//!   blocked-with-waiters events (its detection of exactly this);
 //! - virtual, driver on `weft::sync::Mutex`: waiting parks the virtual
 //!   thread only.
 //!
@@ -118,26 +122,58 @@ pub fn run(options: &Options, progress: &Progress) -> Vec<Row> {
                 HOLD.as_secs_f64() * 1e3,
             )
             .article(article);
+        let deadlock_prone = mode == Mode::Virtual && lock == Lock::Std;
+        // The std-lock row can deadlock carriers for good: keep that away
+        // from the default runtime the other rows and the load use, and
+        // bound the spares the monitor may add for it.
+        let runtime = if deadlock_prone {
+            match weft::Runtime::builder()
+                .max_pool_size(16)
+                .name("e7-std")
+                .build()
+            {
+                Ok(rt) => Some(rt),
+                Err(e) => {
+                    rows.push(row.failed(format!("cannot start a runtime: {e}")));
+                    progress.step();
+                    continue;
+                }
+            }
+        } else {
+            None
+        };
         let serve = Serve {
             mode: match mode {
                 Mode::Platform => ThreadMode::Platform { threads: THREADS },
                 Mode::Virtual => ThreadMode::Virtual,
             },
-            runtime: None,
+            runtime,
             router: router(lock),
         };
         let mut load = window_load(options, "/driver", USERS);
         load.window = Some(window);
+        if deadlock_prone {
+            load.timeout = Duration::from_secs(2);
+        }
         let before = weft::events::counters();
         let row = measure_http(serve, load, Duration::from_secs(2), row);
         let after = weft::events::counters();
-        let row = row.note(format!(
-            "runtime events: {} pinned ({:.0} ms), {} stalls ({:.0} ms)",
+        let mut row = row.note(format!(
+            "runtime events: {} pinned ({:.0} ms), {} stalls ({:.0} ms), {} blocked-with-waiters",
             after.pinned - before.pinned,
             (after.pinned_us - before.pinned_us) as f64 / 1e3,
             after.stalls - before.stalls,
             (after.stall_us - before.stall_us) as f64 / 1e3,
+            after.blocked_with_waiters - before.blocked_with_waiters,
         ));
+        if deadlock_prone && after.blocked_with_waiters > before.blocked_with_waiters {
+            row = row.note(
+                "pinning deadlock: a thread blocked its carrier on a std::sync::Mutex held by a \
+                 parked thread bound to that carrier; requests timed out (2 s) instead of \
+                 hanging"
+                    .to_string(),
+            );
+        }
         rows.push(row);
         progress.step();
     }

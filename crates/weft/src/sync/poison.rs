@@ -1,10 +1,17 @@
 //! Poisoning, exactly as `std` does it: a lock is poisoned when a guard
 //! that grants write access is dropped while its thread is panicking (and
-//! was not already panicking when it acquired the lock).
+//! was not already panicking when it acquired the lock) — "its thread"
+//! being the virtual thread ([`crate::panicking`]), not the carrier whose
+//! panic count other virtual threads' unwinding may have raised.
 
 use std::sync::{LockResult, PoisonError};
 
 use super::facade::{AtomicBool, Ordering};
+
+#[cfg(not(loom))]
+use crate::thread::panicking;
+#[cfg(loom)]
+use std::thread::panicking;
 
 /// The poison flag of a lock.
 pub(crate) struct Flag(AtomicBool);
@@ -30,7 +37,7 @@ impl Flag {
     #[inline]
     pub(crate) fn guard(&self) -> LockResult<Guard> {
         let ret = Guard {
-            panicking: std::thread::panicking(),
+            panicking: panicking(),
         };
         if self.get() {
             Err(PoisonError::new(ret))
@@ -42,7 +49,7 @@ impl Flag {
     /// Called right before releasing write access.
     #[inline]
     pub(crate) fn done(&self, guard: &Guard) {
-        if !guard.panicking && std::thread::panicking() {
+        if !guard.panicking && panicking() {
             self.0.store(true, Ordering::Relaxed);
         }
     }
