@@ -73,7 +73,7 @@ use crate::timer::TimerEntry;
 pub(crate) type Task = Arc<Inner>;
 
 /// What a virtual thread asks of its carrier when it suspends. Handled by
-/// the carrier *after* the switch (the suspend protocol, DESIGN.md).
+/// the carrier *after* the switch (the suspend protocol, `park.rs`).
 pub(crate) enum Suspend {
     /// Park until unparked.
     Park,
