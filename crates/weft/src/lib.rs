@@ -84,6 +84,7 @@
 
 mod blocking;
 pub mod channel;
+pub mod context;
 mod dump;
 pub mod events;
 mod executor;

@@ -737,6 +737,9 @@ pub(crate) fn suspend(inner: &Inner, s: Suspend) {
     if sp < inner.low_sp.load(Ordering::Relaxed) {
         inner.low_sp.store(sp, Ordering::Relaxed);
     }
+    // Per-OS-thread context (tracing spans, registered hooks) leaves the
+    // carrier with us and comes back when we do.
+    let context = crate::context::unmount();
     // A panic being unwound belongs to the OS thread's panic count, which
     // the other virtual threads of this carrier see while we are away.
     let unwinding = sched::suspend_unwinding(inner);
@@ -748,6 +751,7 @@ pub(crate) fn suspend(inner: &Inner, s: Suspend) {
     if unwinding {
         sched::resume_unwinding();
     }
+    crate::context::mount(context);
 }
 
 /// Whether the calling thread is unwinding a panic: `std::thread::panicking`
