@@ -284,8 +284,9 @@ struct Seen {
     home_stalled: bool,
 }
 
-/// How long a dump waits for parked threads to report their stacks.
-const CAPTURE_TIMEOUT: Duration = Duration::from_secs(5);
+/// How long a dump waits for parked threads to report their stacks; those
+/// that have not by then (their carrier is busy) are listed without one.
+const CAPTURE_TIMEOUT: Duration = Duration::from_secs(1);
 
 /// Takes a thread dump of every virtual thread in the process.
 ///
@@ -324,8 +325,11 @@ pub fn dump() -> Dump {
         pending: AtomicUsize::new(1),
         waiter: crate::current(),
     });
-    for t in &threads {
-        if !t.park.is_parked() {
+    for (t, seen) in threads.iter().zip(&before) {
+        // A thread bound to a carrier that another thread holds (a stall,
+        // a pinned wait) cannot run to record its stack: list it without
+        // one rather than wait for it.
+        if !t.park.is_parked() || seen.home_stalled {
             continue;
         }
         let raw = Arc::into_raw(job.clone()) as *mut CaptureJob as *mut ();
