@@ -578,7 +578,16 @@ impl ServerHandle {
             .take()
         {
             acceptor.thread().interrupt();
-            let _ = acceptor.join();
+            // Bounded: an acceptor that cannot run (its carrier is held,
+            // e.g. by a handler blocked on an OS lock) is left behind
+            // rather than hanging the shutdown.
+            let limit = deadline.max(Instant::now() + Duration::from_secs(1));
+            while !acceptor.is_finished() && Instant::now() < limit {
+                weft::park_timeout(Duration::from_millis(1));
+            }
+            if acceptor.is_finished() {
+                let _ = acceptor.join();
+            }
         }
         // Close idle connections; busy ones see the flag when they finish.
         for slot in shared.slots() {

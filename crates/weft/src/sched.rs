@@ -90,9 +90,6 @@ const GLOBAL_CHECK_INTERVAL: u32 = 61;
 /// made cross-runtime ping-pong 5x slower on 2 cores, because the spinner
 /// takes the core the producer needs.
 const SPIN_ROUNDS: u32 = 4;
-/// Smallest difference in bound threads that makes a carrier hand a thread
-/// about to start to another (see [`Carrier::less_loaded`]).
-const BALANCE_MARGIN: usize = 4;
 /// Rounds of [`Carrier::watch_home`] before an idle carrier sleeps.
 const HOME_WATCH_ROUNDS: u32 = 16;
 /// Spin-loop hints per round.
@@ -964,15 +961,6 @@ impl Carrier {
             self.alloc_default_stack()
         };
         let first_run = matches!(coro_ref, crate::thread::CoroSlot::Pending(..));
-        // Last chance to place it: once started, it stays where it runs.
-        if first_run
-            && !self.shared.migrate
-            && let Some(j) = self.less_loaded()
-        {
-            task_state(&task, State::Runnable);
-            self.shared.workers[j].push_home(task);
-            return;
-        }
         if let Err(e) = coro_ref.get(first_stack) {
             self.fail_start(&task, coro_ref, e);
             return;
@@ -1238,32 +1226,6 @@ impl Carrier {
             }
             self.sleep();
         }
-    }
-
-    /// A core carrier with clearly fewer bound threads than this one, to
-    /// hand a thread about to start to (its last moment of freedom).
-    ///
-    /// Stealing balances *queued* work, but with affinity a carrier keeps
-    /// every thread it starts: an accept loop's carrier that starts most of
-    /// a burst of connections would serve them for their whole life while
-    /// another carrier idles. Balancing the count of bound threads at first
-    /// run spreads long-lived threads; short-lived ones rarely trip it (the
-    /// margin is an eighth of our count, at least [`BALANCE_MARGIN`]).
-    fn less_loaded(&self) -> Option<usize> {
-        let mine = self.me().homed.load(Ordering::Relaxed);
-        if mine < BALANCE_MARGIN {
-            return None;
-        }
-        let margin = (mine / 8).max(BALANCE_MARGIN);
-        let (j, theirs) = self.shared.workers[..self.shared.core]
-            .iter()
-            .enumerate()
-            .filter(|(j, w)| {
-                *j != self.index && !w.stalled.is_set() && !w.in_blocking.load(Ordering::Relaxed)
-            })
-            .map(|(j, w)| (j, w.homed.load(Ordering::Relaxed)))
-            .min_by_key(|&(_, h)| h)?;
-        (theirs + margin < mine).then_some(j)
     }
 
     /// Watches the inbox for a moment before sleeping; true if work came.
