@@ -201,15 +201,29 @@ pub(crate) fn record(ev: Event) {
             .unwrap_or(HISTOGRAM_BOUNDS_MS.len() - 1);
         HISTOGRAM[b].fetch_add(1, Ordering::Relaxed);
     }
-    tracing::warn!(
-        target: "weft::events",
-        kind = ev.kind.name(),
-        thread_id = ev.thread_id,
-        thread_name = ev.thread_name.as_deref().unwrap_or(""),
-        duration_ms = ev.duration.as_secs_f64() * 1e3,
-        "{}",
-        ev
-    );
+    // Through `tracing`, at most one warning per kind per second: a stalled
+    // service can record thousands of stalls a second, and a log that
+    // repeats one line that often hides everything else. The first warning
+    // after a quiet spell says how many were held back.
+    if let Some(suppressed) =
+        LIMITERS[ev.kind as usize].admit(crate::sched::ns_of(std::time::Instant::now()))
+    {
+        tracing::warn!(
+            target: "weft::events",
+            kind = ev.kind.name(),
+            thread_id = ev.thread_id,
+            thread_name = ev.thread_name.as_deref().unwrap_or(""),
+            duration_ms = ev.duration.as_secs_f64() * 1e3,
+            suppressed,
+            "{}{}",
+            ev,
+            if suppressed > 0 {
+                format!(" ({suppressed} more like it in the last second not logged)")
+            } else {
+                String::new()
+            }
+        );
+    }
     match trace_mode() {
         Trace::Off => {}
         Trace::Short => {
@@ -226,6 +240,66 @@ pub(crate) fn record(ev: Event) {
         ring.pop_front();
     }
     ring.push_back(ev);
+}
+
+/// One rate limiter per [`EventKind`] (indexed by its discriminant).
+static LIMITERS: [Limiter; 5] = [const { Limiter::new(RATE_WINDOW_NS) }; 5];
+
+/// How often a kind of event may be logged through `tracing`.
+const RATE_WINDOW_NS: u64 = 1_000_000_000;
+
+/// Lets one event through per window and counts the ones it holds back.
+pub(crate) struct Limiter {
+    window_ns: u64,
+    /// When the last admitted event was (ns on the scheduler's clock),
+    /// `u64::MAX` before the first.
+    last: AtomicU64,
+    held_back: AtomicU64,
+}
+
+impl Limiter {
+    pub(crate) const fn new(window_ns: u64) -> Limiter {
+        Limiter {
+            window_ns,
+            last: AtomicU64::new(u64::MAX),
+            held_back: AtomicU64::new(0),
+        }
+    }
+
+    /// `Some(n)`: log this one, `n` were held back since the last one;
+    /// `None`: hold it back.
+    pub(crate) fn admit(&self, now_ns: u64) -> Option<u64> {
+        let last = self.last.load(Ordering::Relaxed);
+        let due = last == u64::MAX || now_ns.saturating_sub(last) >= self.window_ns;
+        if due
+            && self
+                .last
+                .compare_exchange(last, now_ns, Ordering::Relaxed, Ordering::Relaxed)
+                .is_ok()
+        {
+            return Some(self.held_back.swap(0, Ordering::Relaxed));
+        }
+        self.held_back.fetch_add(1, Ordering::Relaxed);
+        None
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Limiter;
+
+    #[test]
+    fn one_per_window_and_a_count_of_the_rest() {
+        let l = Limiter::new(1_000);
+        assert_eq!(l.admit(5), Some(0));
+        for t in 6..1_005 {
+            assert_eq!(l.admit(t), None, "at {t}");
+        }
+        assert_eq!(l.admit(1_005), Some(999));
+        assert_eq!(l.admit(1_006), None);
+        assert_eq!(l.admit(5_000), Some(1));
+        assert_eq!(l.admit(9_000), Some(0));
+    }
 }
 
 /// The frames of a backtrace that are not weft's or std's own plumbing.

@@ -361,6 +361,21 @@ impl WorkerShared {
         n
     }
 
+    /// Fires due timers: bound threads go to this carrier's inbox (they run
+    /// only here), unbound ones to `unbound`. Returns how many went there.
+    fn fire_timers_home(&self, now: Instant, mut unbound: impl FnMut(Task)) -> usize {
+        let mut n = 0;
+        self.fire_timers(now, |t| {
+            if t.home.load(Ordering::Relaxed) == NO_HOME {
+                unbound(t);
+                n += 1;
+            } else {
+                self.inbox.push(t);
+            }
+        });
+        n
+    }
+
     fn next_timer(&self) -> Option<Instant> {
         self.timers
             .lock()
@@ -927,16 +942,7 @@ impl Carrier {
         if !me.timer_due(ns_of(now)) {
             return;
         }
-        let mut unbound = 0;
-        me.fire_timers(now, |t| {
-            if t.home.load(Ordering::Relaxed) == NO_HOME {
-                self.local.push(t);
-                unbound += 1;
-            } else {
-                me.inbox.push(t);
-            }
-        });
-        if unbound > 0 {
+        if me.fire_timers_home(now, |t| self.local.push(t)) > 0 {
             self.shared.notify_work();
         }
     }
@@ -1619,16 +1625,7 @@ pub(crate) fn run_monitor(weak: std::sync::Weak<Shared>) {
                 // The owner cannot fire them. Bound threads still can run
                 // only there, but they are runnable the moment it is back;
                 // unbound ones (migration) run elsewhere at once.
-                let mut unbound = 0;
-                w.fire_timers(now, |t| {
-                    if t.home.load(Ordering::Relaxed) == NO_HOME {
-                        shared.injector.push(t);
-                        unbound += 1;
-                    } else {
-                        w.inbox.push(t);
-                    }
-                });
-                if unbound > 0 {
+                if w.fire_timers_home(now, |t| shared.injector.push(t)) > 0 {
                     shared.notify_work();
                 }
             }

@@ -1086,6 +1086,8 @@ impl Builder {
                 if let Kind::Virtual { rt, .. } = &me.kind {
                     rt.thread_finished();
                 }
+                // Before the joiner can return: it may look at our state.
+                set_inner_state(me, State::Terminated);
                 their_packet.complete(r);
             }));
             if finish.is_err() {
