@@ -284,24 +284,6 @@ impl Limiter {
     }
 }
 
-#[cfg(test)]
-mod tests {
-    use super::Limiter;
-
-    #[test]
-    fn one_per_window_and_a_count_of_the_rest() {
-        let l = Limiter::new(1_000);
-        assert_eq!(l.admit(5), Some(0));
-        for t in 6..1_005 {
-            assert_eq!(l.admit(t), None, "at {t}");
-        }
-        assert_eq!(l.admit(1_005), Some(999));
-        assert_eq!(l.admit(1_006), None);
-        assert_eq!(l.admit(5_000), Some(1));
-        assert_eq!(l.admit(9_000), Some(0));
-    }
-}
-
 /// The frames of a backtrace that are not weft's or std's own plumbing.
 fn short_stack(full: &str) -> String {
     full.lines()
@@ -322,4 +304,22 @@ fn short_stack(full: &str) -> String {
 /// when a pinned section actually blocks.
 pub(crate) fn capture_stacks() -> bool {
     true
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Limiter;
+
+    #[test]
+    fn one_per_window_and_a_count_of_the_rest() {
+        let l = Limiter::new(1_000);
+        assert_eq!(l.admit(5), Some(0));
+        for t in 6..1_005 {
+            assert_eq!(l.admit(t), None, "at {t}");
+        }
+        assert_eq!(l.admit(1_005), Some(999));
+        assert_eq!(l.admit(1_006), None);
+        assert_eq!(l.admit(5_000), Some(1));
+        assert_eq!(l.admit(9_000), Some(0));
+    }
 }
