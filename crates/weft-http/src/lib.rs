@@ -74,15 +74,22 @@
 pub mod client;
 mod date;
 pub mod debug;
+mod error;
+#[cfg(feature = "serde")]
+mod extract;
 mod request;
 mod response;
 mod router;
 mod server;
+mod signal;
 mod wire;
 
 pub use client::{Client, ClientConfig, Connection, Error, ErrorKind, Exchange, Url};
+pub use error::HttpError;
+#[cfg(feature = "json")]
+pub use extract::Json;
 pub use request::{Request, RequestBody, Version};
-pub use response::{Body, Response, StreamFn, reason};
+pub use response::{Body, IntoResponse, Response, StreamFn, reason};
 pub use router::{Handler, Router};
 pub use server::{
     ErrorStats, Server, ServerConfig, ServerHandle, ServerStats, ShutdownReport, ThreadMode,

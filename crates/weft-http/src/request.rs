@@ -4,10 +4,12 @@ use std::borrow::Cow;
 use std::fmt;
 use std::io::{self, Read, Write};
 use std::net::SocketAddr;
+use std::sync::Arc;
 use std::time::Duration;
 
 use weft::net::TcpStream;
 
+use crate::router::States;
 use crate::wire::{Framing, InBuf, read_body};
 
 /// HTTP protocol version of a request.
@@ -42,6 +44,8 @@ pub struct Request<'a> {
     pub(crate) version: Version,
     pub(crate) headers: &'a [httparse::Header<'a>],
     pub(crate) params: Vec<(String, String)>,
+    /// The routing [`Router`](crate::Router)'s state values.
+    pub(crate) states: Option<States>,
     pub(crate) remote: SocketAddr,
     pub(crate) body: RequestBody<'a>,
 }
@@ -57,7 +61,8 @@ impl<'a> Request<'a> {
         self.path
     }
 
-    /// The raw query string after `?`, if any (`a=1&b=2`).
+    /// The raw query string after `?`, if any (`a=1&b=2`); see
+    /// [`query_as`](Request::query_as) (feature `serde`) for a typed one.
     pub fn query(&self) -> Option<&str> {
         self.query
     }
@@ -104,6 +109,45 @@ impl<'a> Request<'a> {
             .iter()
             .find(|(k, _)| k == name)
             .map(|(_, v)| v.as_str())
+    }
+
+    /// The state value of type `S` given to the routing
+    /// [`Router`](crate::Router) ([`Router::with_state`](crate::Router::with_state)).
+    /// An `Arc` (one reference-count increment): it does not borrow the
+    /// request, so the handler may read the body afterwards.
+    ///
+    /// # Panics
+    /// If the router has no state of type `S` — a programming error, not
+    /// bad input; the server answers that request with a `500`. Use
+    /// [`try_state`](Request::try_state) to check.
+    ///
+    /// ```
+    /// use weft_http::{Client, Router};
+    /// struct Greeting(String);
+    /// let router = Router::with_state(Greeting("hello".into()))
+    ///     .get("/", |req| req.state::<Greeting>().0.clone());
+    /// let server = weft_http::serve("127.0.0.1:0", router)?;
+    /// let text = Client::new().get(&format!("http://{}/", server.local_addr())).send()?.text()?;
+    /// assert_eq!(text, "hello");
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    #[track_caller]
+    pub fn state<S: Send + Sync + 'static>(&self) -> Arc<S> {
+        match self.try_state::<S>() {
+            Some(s) => s,
+            None => panic!(
+                "weft-http: no state of type {} (give it with Router::with_state)",
+                std::any::type_name::<S>()
+            ),
+        }
+    }
+
+    /// The state value of type `S`, if the routing router has one.
+    pub fn try_state<S: Send + Sync + 'static>(&self) -> Option<Arc<S>> {
+        self.states
+            .as_ref()?
+            .iter()
+            .find_map(|s| s.clone().downcast::<S>().ok())
     }
 
     /// The peer's address.
