@@ -9,6 +9,7 @@ use std::time::Duration;
 
 use weft::net::TcpStream;
 
+use crate::error::HttpError;
 use crate::router::States;
 use crate::wire::{Framing, InBuf, read_body};
 
@@ -109,6 +110,38 @@ impl<'a> Request<'a> {
             .iter()
             .find(|(k, _)| k == name)
             .map(|(_, v)| v.as_str())
+    }
+
+    /// The path parameter `name` parsed as `T` (`:id` in `/users/:id` as
+    /// a number, say). A value that does not parse is a `400` naming the
+    /// parameter; a name the route does not have is a `500` (a
+    /// programming error).
+    ///
+    /// ```
+    /// use weft_http::{HttpError, Router};
+    /// let router = Router::new().get("/users/:id", |req| -> Result<String, HttpError> {
+    ///     let id: u64 = req.param_as("id")?;
+    ///     Ok(format!("user {id}"))
+    /// });
+    /// let server = weft_http::serve("127.0.0.1:0", router)?;
+    /// let client = weft_http::Client::new();
+    /// let base = format!("http://{}/users", server.local_addr());
+    /// assert_eq!(client.get(&format!("{base}/7")).send()?.text()?, "user 7");
+    /// assert_eq!(client.get(&format!("{base}/seven")).send()?.status(), 400);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn param_as<T: std::str::FromStr>(&self, name: &str) -> Result<T, HttpError>
+    where
+        T::Err: fmt::Display,
+    {
+        let Some(v) = self.param(name) else {
+            return Err(HttpError::from_status(500).with_source(format!(
+                "weft-http: the route has no path parameter `{name}`"
+            )));
+        };
+        v.parse().map_err(|e| {
+            HttpError::bad_request(format!("invalid path parameter `{name}`: {e}")).with_field(name)
+        })
     }
 
     /// The state value of type `S` given to the routing
