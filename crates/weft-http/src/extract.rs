@@ -196,11 +196,10 @@ impl<T: serde::Serialize> IntoResponse for Json<T> {
     }
 }
 
-#[cfg(test)]
+#[cfg(all(test, feature = "json"))]
 mod tests {
     use super::*;
 
-    #[cfg(feature = "json")]
     #[test]
     fn json_content_types() {
         for ok in [

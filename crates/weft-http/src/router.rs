@@ -132,6 +132,7 @@ struct Route {
 ///
 /// struct Counter(Mutex<u64>);
 ///
+/// # #[cfg(feature = "json")]
 /// let router = Router::with_state(Counter(Mutex::new(0)))
 ///     .post("/hit", |req| -> Result<String, HttpError> {
 ///         let counter = req.state::<Counter>();
@@ -140,7 +141,6 @@ struct Route {
 ///         Ok(n.to_string())
 ///     })
 ///     .on_error(HttpError::json_response);
-/// # let _ = router;
 /// ```
 #[derive(Default)]
 pub struct Router {
@@ -184,14 +184,14 @@ impl Router {
     ///
     /// ```
     /// use weft_http::{HttpError, Response, Router};
+    /// # #[cfg(feature = "json")]
     /// let api = Router::new().on_error(HttpError::json_response);
     /// let custom = Router::new().on_error(|e| {
     ///     if e.status() >= 500 {
-    ///         eprintln!("error: {e}"); // the cause, which the client does not see
+    ///         eprintln!("error: {e}"); // with the cause, which the client does not see
     ///     }
-    ///     Response::text(format!("<h1>{}</h1>", e.message())).with_header("content-type", "text/html")
+    ///     Response::text(format!("error {}: {}", e.status(), e.message()))
     /// });
-    /// # let _ = (api, custom);
     /// ```
     pub fn on_error<F, R>(mut self, hook: F) -> Router
     where
