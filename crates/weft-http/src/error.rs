@@ -273,3 +273,57 @@ pub(crate) fn render(mut resp: Response, hook: impl FnOnce(&HttpError) -> Respon
     }
     out
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn render_keeps_status_and_unset_headers() {
+        let resp = HttpError::new(405, "no")
+            .with_header("Allow", "GET")
+            .with_header("Set-Cookie", "a=1")
+            .with_header("Set-Cookie", "b=2")
+            .with_header("X-Both", "from error")
+            .into_response();
+        assert!(resp.is_error());
+        let out = render(resp, |e| {
+            assert_eq!((e.status(), e.message()), (405, "no"));
+            // A hook that forgets the status or sets its own headers.
+            Response::text("custom").with_header("X-Both", "from hook")
+        });
+        assert!(!out.is_error());
+        assert_eq!(out.status(), 405);
+        assert_eq!(
+            out.header("content-type"),
+            Some("text/plain; charset=utf-8")
+        );
+        assert_eq!(out.header("allow"), Some("GET"));
+        assert_eq!(out.header("x-both"), Some("from hook"));
+        let cookies: Vec<_> = out
+            .headers()
+            .filter(|(n, _)| n.eq_ignore_ascii_case("set-cookie"))
+            .map(|(_, v)| v)
+            .collect();
+        assert_eq!(cookies, ["a=1", "b=2"]);
+    }
+
+    #[test]
+    fn render_leaves_normal_responses_and_survives_a_panicking_hook() {
+        let out = render(Response::text("fine"), |_| unreachable!());
+        assert_eq!(out.status(), 200);
+        let out = render(Response::error(404), |_| panic!("hook panic (expected)"));
+        assert_eq!(out.status(), 404);
+        assert!(matches!(out.body(), crate::Body::Bytes(b) if &b[..] == b"Not Found\n"));
+    }
+
+    #[test]
+    fn any_error_is_a_500_that_hides_its_cause() {
+        let e: HttpError = std::io::Error::other("disk on fire").into();
+        assert_eq!((e.status(), e.message()), (500, "Internal Server Error"));
+        assert_eq!(e.to_string(), "500 Internal Server Error: disk on fire");
+        assert!(
+            matches!(e.text_response().body(), crate::Body::Bytes(b) if !String::from_utf8_lossy(b).contains("fire"))
+        );
+    }
+}

@@ -1,5 +1,18 @@
 //! The server: configuration, accept loop, connection loop, statistics and
 //! graceful shutdown.
+//!
+//! Error answers: whatever the server answers by itself (`400`, `408`,
+//! `413`, `417`, `431`, a panic's `500`, `503`) is an
+//! [`HttpError`](crate::HttpError) rendered by the handler's
+//! [`render_error`](crate::Handler::render_error) — for a
+//! [`Router`](crate::Router), its `on_error` hook — and so is any response
+//! still marked as an error when the handler returns it.
+//!
+//! Lifecycle: [`ServerHandle::shutdown`] does the drain once;
+//! [`ServerHandle::wait`] parks until it has finished (on a `weft::sync`
+//! condition variable, so it works on virtual and OS threads);
+//! [`ServerHandle::serve_until_signal`] turns the first SIGINT/SIGTERM into
+//! that shutdown (see `signal.rs` for how signals are caught).
 
 use std::collections::HashMap;
 use std::fmt;
