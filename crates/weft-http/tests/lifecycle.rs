@@ -185,10 +185,98 @@ fn kill_and_panic(child: &mut Child, msg: &str) -> ! {
 #[test]
 fn sigterm_drains_every_accepted_request_and_exits_0() {
     if let Ok(mode) = std::env::var(CHILD_ENV) {
+        if mode == "stuck" {
+            stuck_child();
+        }
         child(mode.parse().expect("thread mode"));
     }
     run_parent("virtual");
     run_parent("platform:32");
+}
+
+/// A child whose one request never finishes within the (long) grace
+/// period.
+fn stuck_child() -> ! {
+    let router = Router::new().get("/stuck", |_req| {
+        println!("STUCK");
+        weft::sleep(Duration::from_secs(120)).ok();
+        "late"
+    });
+    let server = weft_http::serve("127.0.0.1:0", router).expect("serve");
+    println!("LISTENING {}", server.local_addr());
+    let report = server.serve_until_signal(Duration::from_secs(120));
+    println!("RETURNED {report:?}");
+    std::process::exit(0);
+}
+
+#[test]
+fn a_second_signal_during_the_drain_terminates_at_once() {
+    use std::os::unix::process::ExitStatusExt;
+    let mut child = Command::new(std::env::current_exe().unwrap())
+        .args(["--exact", TEST_NAME, "--nocapture", "--test-threads=1"])
+        .env(CHILD_ENV, "stuck")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .expect("spawn child");
+    let mut out = BufReader::new(child.stdout.take().unwrap());
+    let mut seen = String::new();
+    let mut line = String::new();
+    let addr = loop {
+        line.clear();
+        if out.read_line(&mut line).unwrap() == 0 {
+            kill_and_panic(&mut child, &format!("child exited early: {seen}"));
+        }
+        seen.push_str(&line);
+        if let Some((_, a)) = line.trim().split_once("LISTENING ") {
+            break a.to_owned();
+        }
+    };
+    // One request that will still be running during the drain.
+    let url = format!("http://{addr}/stuck");
+    let request = std::thread::spawn(move || Client::new().get(&url).send().map(|r| r.status()));
+    loop {
+        line.clear();
+        if out.read_line(&mut line).unwrap() == 0 {
+            kill_and_panic(&mut child, &format!("child exited early: {seen}"));
+        }
+        seen.push_str(&line);
+        if line.contains("STUCK") {
+            break;
+        }
+    }
+    // The first SIGTERM starts the drain (which would last 120 s): the
+    // child stays alive and stops accepting.
+    let sigterm = |child: &Child| {
+        // SAFETY: kill(2) on our own, not yet reaped child.
+        let rc = unsafe { libc::kill(child.id() as libc::pid_t, libc::SIGTERM) };
+        assert_eq!(rc, 0);
+    };
+    sigterm(&child);
+    let start = Instant::now();
+    while std::net::TcpStream::connect(&addr).is_ok() {
+        if let Some(s) = child.try_wait().unwrap() {
+            panic!("the first SIGTERM ended the child ({s:?}): it was not caught; {seen}");
+        }
+        if start.elapsed() > LIMIT {
+            kill_and_panic(&mut child, "the child kept accepting after SIGTERM");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert!(
+        child.try_wait().unwrap().is_none(),
+        "the child died at the first SIGTERM"
+    );
+    // The second ends the process as an uncaught SIGTERM does.
+    sigterm(&child);
+    let status = wait_with_limit(&mut child);
+    assert_eq!(
+        status.signal(),
+        Some(libc::SIGTERM),
+        "{status:?}; output: {seen}"
+    );
+    // The in-flight request got no answer (the process died), not a 200.
+    assert!(!matches!(request.join().unwrap(), Ok(200)));
 }
 
 #[test]
