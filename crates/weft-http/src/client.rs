@@ -142,6 +142,24 @@ impl From<Error> for io::Error {
 // URLs
 
 /// A parsed `http://host[:port][/path][?query]` URL.
+///
+/// The client sends the path and query exactly as given, so a URL it
+/// could not send unchanged is an error rather than a silent change: user
+/// info (`user:pw@`, which would be dropped), characters outside RFC
+/// 3986's set (spaces, non-ASCII, `"`, `<`, `{`, `|`, …: percent-encode
+/// them) and malformed `%` escapes. The `#fragment`, which is never part
+/// of a request, is removed. Build query strings with
+/// [`RequestBuilder::query`], which encodes.
+///
+/// ```
+/// use weft_http::Url;
+/// assert_eq!(Url::parse("http://h/a%20b?x=1")?.path_and_query(), "/a%20b?x=1");
+/// assert!(Url::parse("http://h/a b").is_err());
+/// assert!(Url::parse("http://h/caf\u{e9}").is_err());
+/// assert!(Url::parse("http://h/?q=100%").is_err());
+/// assert!(Url::parse("http://user:pw@h/").is_err());
+/// # Ok::<(), weft_http::Error>(())
+/// ```
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Url {
     host: String,
@@ -164,7 +182,11 @@ impl Url {
             Some(i) => (&rest[..i], &rest[i..]),
             None => (rest, "/"),
         };
-        let authority = authority.rsplit_once('@').map_or(authority, |(_, a)| a);
+        if authority.contains('@') {
+            return Err(bad(
+                "user info in URLs is not supported (send an Authorization header)",
+            ));
+        }
         let (host, port) = if let Some(r) = authority.strip_prefix('[') {
             let (h, after) = r.split_once(']').ok_or_else(|| bad("unclosed '['"))?;
             let port = match after.strip_prefix(':') {
@@ -182,7 +204,7 @@ impl Url {
         if host.is_empty()
             || host
                 .bytes()
-                .any(|b| b.is_ascii_whitespace() || b.is_ascii_control())
+                .any(|b| !b.is_ascii_graphic() || b"\"<>\\^`{|}/?#".contains(&b))
         {
             return Err(bad("invalid host"));
         }
@@ -194,11 +216,8 @@ impl Url {
         if let Some(i) = path_and_query.find('#') {
             path_and_query.truncate(i);
         }
-        if path_and_query
-            .bytes()
-            .any(|b| b.is_ascii_whitespace() || b.is_ascii_control())
-        {
-            return Err(bad("invalid characters in path"));
+        if let Err(m) = check_target(&path_and_query) {
+            return Err(bad(m));
         }
         Ok(Url {
             host,
@@ -238,6 +257,66 @@ impl Url {
         weft::net::lookup_host((host, self.port))
             .map(Iterator::collect)
             .map_err(|e| Error::io(ErrorKind::Connect, &format!("resolving {}", self.host), e))
+    }
+}
+
+/// Characters a query component keeps as they are: RFC 3986's
+/// unreserved set. Everything else is percent-encoded (space as `%20`),
+/// which every decoder reads back unchanged, `+`-as-space or not.
+const QUERY_COMPONENT: &percent_encoding::AsciiSet = &percent_encoding::NON_ALPHANUMERIC
+    .remove(b'-')
+    .remove(b'.')
+    .remove(b'_')
+    .remove(b'~');
+
+/// Checks that `pq` (path and query) can be sent as is: RFC 3986's
+/// `pchar`s, `/` and `?`, and `%` only in `%XX` escapes.
+fn check_target(pq: &str) -> Result<(), &'static str> {
+    let b = pq.as_bytes();
+    let mut i = 0;
+    while i < b.len() {
+        match b[i] {
+            b'%' => {
+                if !(i + 2 < b.len()
+                    && b[i + 1].is_ascii_hexdigit()
+                    && b[i + 2].is_ascii_hexdigit())
+                {
+                    return Err("'%' must start a %XX escape (write a literal % as %25)");
+                }
+                i += 3;
+                continue;
+            }
+            c if c.is_ascii_alphanumeric() || b"-._~!$&'()*+,;=:@/?".contains(&c) => {}
+            c if c.is_ascii() => {
+                return Err("character not allowed in a URL path or query (percent-encode it)");
+            }
+            _ => return Err("non-ASCII character in URL (percent-encode it)"),
+        }
+        i += 1;
+    }
+    Ok(())
+}
+
+impl Url {
+    /// Appends `key=value` pairs to the query, percent-encoding both.
+    fn append_query<K: AsRef<str>, V: AsRef<str>>(&mut self, pairs: &[(K, V)]) {
+        for (k, v) in pairs {
+            let pq = &mut self.path_and_query;
+            match pq.find('?') {
+                None => pq.push('?'),
+                Some(i) if i + 1 == pq.len() || pq.ends_with('&') => {}
+                Some(_) => pq.push('&'),
+            }
+            pq.extend(percent_encoding::utf8_percent_encode(
+                k.as_ref(),
+                QUERY_COMPONENT,
+            ));
+            pq.push('=');
+            pq.extend(percent_encoding::utf8_percent_encode(
+                v.as_ref(),
+                QUERY_COMPONENT,
+            ));
+        }
     }
 }
 
@@ -893,6 +972,54 @@ impl fmt::Debug for RequestBuilder {
 }
 
 impl RequestBuilder {
+    /// Appends `key=value` pairs to the URL's query string, each key and
+    /// value percent-encoded (everything but `A-Z a-z 0-9 - . _ ~`), so
+    /// any text — a URL with its own `?` and `&`, non-ASCII, `+` — arrives
+    /// as given. Repeated keys are kept in order.
+    ///
+    /// ```
+    /// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// let server = weft_http::serve("127.0.0.1:0", |req: &mut weft_http::Request<'_>| {
+    ///     req.query_param("url").unwrap_or_default().into_owned()
+    /// })?;
+    /// let stored = "https://x.com/?a=1&b=2";
+    /// let resp = weft_http::Client::new()
+    ///     .get(&format!("http://{}/fetch", server.local_addr()))
+    ///     .query(&[("url", stored)])
+    ///     .send()?;
+    /// assert_eq!(resp.text()?, stored); // not "https://x.com/?a=1" and a stray b=2
+    /// # Ok(()) }
+    /// ```
+    pub fn query<K: AsRef<str>, V: AsRef<str>>(mut self, pairs: &[(K, V)]) -> RequestBuilder {
+        if let Ok(url) = &mut self.url {
+            url.append_query(pairs);
+        }
+        self
+    }
+
+    /// Sets a JSON body (`Content-Type: application/json`) serialized from
+    /// `value`; a value that cannot be serialized makes
+    /// [`send`](RequestBuilder::send) fail with [`ErrorKind::Write`].
+    #[cfg(feature = "json")]
+    pub fn json<T: serde::Serialize + ?Sized>(mut self, value: &T) -> RequestBuilder {
+        match serde_json::to_vec(value) {
+            Ok(v) => {
+                self.body = ReqBody::Bytes(v);
+                self.headers
+                    .retain(|(n, _)| !n.eq_ignore_ascii_case("content-type"));
+                self.headers
+                    .push(("Content-Type".to_owned(), "application/json".to_owned()));
+            }
+            Err(e) => {
+                self.url = Err(Error::new(
+                    ErrorKind::Write,
+                    format!("serializing the JSON body: {e}"),
+                ));
+            }
+        }
+        self
+    }
+
     /// Adds a header.
     pub fn header(mut self, name: &str, value: &str) -> RequestBuilder {
         self.headers.push((name.to_owned(), value.to_owned()));
@@ -1149,6 +1276,19 @@ impl Response {
         let v = self.bytes()?;
         String::from_utf8(v)
             .map_err(|_| Error::new(ErrorKind::Protocol, "response body is not UTF-8"))
+    }
+
+    /// Reads the whole body and deserializes it as JSON; a body that is
+    /// not valid JSON for `T` is an [`ErrorKind::Protocol`] error.
+    #[cfg(feature = "json")]
+    pub fn json<T: serde::de::DeserializeOwned>(self) -> Result<T, Error> {
+        let v = self.bytes()?;
+        serde_json::from_slice(&v).map_err(|e| {
+            Error::new(
+                ErrorKind::Protocol,
+                format!("response body is not the expected JSON: {e}"),
+            )
+        })
     }
 
     /// Reads and discards the body; returns its length.

@@ -38,6 +38,60 @@
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 //!
+//! # Application code
+//!
+//! The comfort of axum, with blocking code: a handler returns anything
+//! [`IntoResponse`] — a `Result` with [`HttpError`] makes `?` work;
+//! [`Json`] in and out (feature `json`, on by default); state given once to
+//! the router; every error answer, the server's own included, rendered by
+//! one hook; a graceful stop on SIGTERM.
+//!
+//! ```
+//! # #[cfg(feature = "json")] {
+//! use std::sync::Mutex;
+//! use weft_http::{Client, HttpError, Json, Request, Router};
+//!
+//! #[derive(serde::Deserialize, serde::Serialize, Clone)]
+//! struct Todo { title: String, done: bool }
+//!
+//! struct Todos(Mutex<Vec<Todo>>);
+//!
+//! fn create(req: &mut Request<'_>) -> Result<(u16, Json<Todo>), HttpError> {
+//!     let todo: Todo = req.json()?; // 415/400/422 naming the field
+//!     req.state::<Todos>().0.lock().unwrap().push(todo.clone());
+//!     Ok((201, Json(todo)))
+//! }
+//!
+//! fn get(req: &mut Request<'_>) -> Result<Json<Todo>, HttpError> {
+//!     let id: usize = req.param_as("id")?; // 400 naming `id`
+//!     let todos = req.state::<Todos>();
+//!     let todo = todos.0.lock().unwrap().get(id).cloned();
+//!     Ok(Json(todo.ok_or_else(|| HttpError::not_found(format!("no todo {id}")))?))
+//! }
+//!
+//! let app = Router::with_state(Todos(Mutex::new(Vec::new())))
+//!     .post("/todos", create)
+//!     .get("/todos/:id", get)
+//!     .on_error(HttpError::json_response); // 404, 405, 413, 500, … as JSON
+//! let server = weft_http::serve("127.0.0.1:0", app)?;
+//! let url = format!("http://{}/todos", server.local_addr());
+//!
+//! let client = Client::new();
+//! let r = client.post(&url).json(&serde_json::json!({"title": "ship", "done": false})).send()?;
+//! assert_eq!(r.status(), 201);
+//! assert_eq!(client.get(&format!("{url}/0")).send()?.json::<Todo>()?.title, "ship");
+//! let r = client.get(&format!("{url}/9")).send()?;
+//! assert_eq!(r.status(), 404);
+//! assert_eq!(r.json::<serde_json::Value>()?["error"], "no todo 9");
+//! // In `main`: serve until SIGINT/SIGTERM, drain, exit 0.
+//! // let report = server.serve_until_signal(Duration::from_secs(10))?;
+//! # }
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+//!
+//! `examples/bookmarks.rs` is a whole JSON CRUD service on `weft-pg` in
+//! this style.
+//!
 //! # Server
 //!
 //! - HTTP/1.1 keep-alive and pipelining, `Content-Length` and chunked
@@ -45,9 +99,14 @@
 //!   handler first reads the body), `HEAD`, `Connection: close`, HTTP/1.0
 //!   clients; `Date` and `Content-Length`/`Transfer-Encoding` are set by
 //!   the server. Requests are parsed with `httparse`.
-//! - [`Handler`]: any `Fn(&mut Request) -> Response`; [`Router`] adds path
-//!   parameters and 404/405. A panicking handler yields `500` for its
-//!   request; the server keeps running.
+//! - [`Handler`]: any `Fn(&mut Request) -> impl IntoResponse`; [`Router`]
+//!   adds path parameters, 404/405, state ([`Router::with_state`],
+//!   [`Request::state`]) and the error hook ([`Router::on_error`]). A
+//!   panicking handler yields `500` for its request; the server keeps
+//!   running.
+//! - Input: [`Request::param_as`], [`Request::query_as`] (feature `serde`),
+//!   [`Request::json`] (feature `json`); their errors are [`HttpError`]s
+//!   that name the field at fault.
 //! - [`ThreadMode::Virtual`] (default; optionally on a given
 //!   [`weft::Runtime`] via [`ServerConfig::runtime`]) or
 //!   [`ThreadMode::Platform`] (a fixed pool of OS threads).
@@ -57,15 +116,27 @@
 //!   timeout (`408`), idle keep-alive timeout (silent close), write
 //!   timeout, and `max_connections` ([`WhenFull::Wait`]: new connections
 //!   wait in the listen backlog; [`WhenFull::Reject`]: they get `503`).
-//!   Every error response closes the connection.
+//!   Every such error response closes the connection, and goes through the
+//!   error hook.
 //! - [`ServerHandle::stats`] (open connections, in-flight requests,
-//!   requests served, responses by class, errors by class) and
-//!   [`ServerHandle::shutdown`] (graceful, with a deadline).
+//!   requests served, responses by class, errors by class),
+//!   [`ServerHandle::shutdown`] (graceful, with a deadline),
+//!   [`ServerHandle::wait`] and [`ServerHandle::serve_until_signal`]
+//!   (SIGINT/SIGTERM: stop accepting, drain, then interrupt).
+//!
+//! # Features
+//!
+//! - `json` (default): [`Json`], [`Request::json`], the client's JSON
+//!   methods, [`HttpError::json_response`]. Implies `serde`.
+//! - `serde`: [`Request::query_as`].
 //!
 //! # Client
 //!
 //! [`Client`]: per-host keep-alive pool, connect/read/write/total
-//! timeouts, chunked decoding, errors by [`ErrorKind`]. [`Connection`] is
+//! timeouts, chunked decoding, errors by [`ErrorKind`], a query builder
+//! that percent-encodes ([`RequestBuilder::query`](client::RequestBuilder::query)),
+//! JSON bodies (feature `json`). A URL it could not send exactly as given
+//! is an error, never a silent change ([`Url`]). [`Connection`] is
 //! the single-connection building block with an allocation-free
 //! [`Connection::exchange`].
 
@@ -74,15 +145,22 @@
 pub mod client;
 mod date;
 pub mod debug;
+mod error;
+#[cfg(feature = "serde")]
+mod extract;
 mod request;
 mod response;
 mod router;
 mod server;
+mod signal;
 mod wire;
 
 pub use client::{Client, ClientConfig, Connection, Error, ErrorKind, Exchange, Url};
+pub use error::HttpError;
+#[cfg(feature = "json")]
+pub use extract::Json;
 pub use request::{Request, RequestBody, Version};
-pub use response::{Body, Response, StreamFn, reason};
+pub use response::{Body, IntoResponse, Response, StreamFn, reason};
 pub use router::{Handler, Router};
 pub use server::{
     ErrorStats, Server, ServerConfig, ServerHandle, ServerStats, ShutdownReport, ThreadMode,

@@ -4,10 +4,13 @@ use std::borrow::Cow;
 use std::fmt;
 use std::io::{self, Read, Write};
 use std::net::SocketAddr;
+use std::sync::Arc;
 use std::time::Duration;
 
 use weft::net::TcpStream;
 
+use crate::error::HttpError;
+use crate::router::States;
 use crate::wire::{Framing, InBuf, read_body};
 
 /// HTTP protocol version of a request.
@@ -42,6 +45,8 @@ pub struct Request<'a> {
     pub(crate) version: Version,
     pub(crate) headers: &'a [httparse::Header<'a>],
     pub(crate) params: Vec<(String, String)>,
+    /// The routing [`Router`](crate::Router)'s state values.
+    pub(crate) states: Option<States>,
     pub(crate) remote: SocketAddr,
     pub(crate) body: RequestBody<'a>,
 }
@@ -57,7 +62,8 @@ impl<'a> Request<'a> {
         self.path
     }
 
-    /// The raw query string after `?`, if any (`a=1&b=2`).
+    /// The raw query string after `?`, if any (`a=1&b=2`); see
+    /// [`query_as`](Request::query_as) (feature `serde`) for a typed one.
     pub fn query(&self) -> Option<&str> {
         self.query
     }
@@ -104,6 +110,77 @@ impl<'a> Request<'a> {
             .iter()
             .find(|(k, _)| k == name)
             .map(|(_, v)| v.as_str())
+    }
+
+    /// The path parameter `name` parsed as `T` (`:id` in `/users/:id` as
+    /// a number, say). A value that does not parse is a `400` naming the
+    /// parameter; a name the route does not have is a `500` (a
+    /// programming error).
+    ///
+    /// ```
+    /// use weft_http::{HttpError, Router};
+    /// let router = Router::new().get("/users/:id", |req| -> Result<String, HttpError> {
+    ///     let id: u64 = req.param_as("id")?;
+    ///     Ok(format!("user {id}"))
+    /// });
+    /// let server = weft_http::serve("127.0.0.1:0", router)?;
+    /// let client = weft_http::Client::new();
+    /// let base = format!("http://{}/users", server.local_addr());
+    /// assert_eq!(client.get(&format!("{base}/7")).send()?.text()?, "user 7");
+    /// assert_eq!(client.get(&format!("{base}/seven")).send()?.status(), 400);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn param_as<T: std::str::FromStr>(&self, name: &str) -> Result<T, HttpError>
+    where
+        T::Err: fmt::Display,
+    {
+        let Some(v) = self.param(name) else {
+            return Err(HttpError::from_status(500).with_source(format!(
+                "weft-http: the route has no path parameter `{name}`"
+            )));
+        };
+        v.parse().map_err(|e| {
+            HttpError::bad_request(format!("invalid path parameter `{name}`: {e}")).with_field(name)
+        })
+    }
+
+    /// The state value of type `S` given to the routing
+    /// [`Router`](crate::Router) ([`Router::with_state`](crate::Router::with_state)).
+    /// An `Arc` (one reference-count increment): it does not borrow the
+    /// request, so the handler may read the body afterwards.
+    ///
+    /// # Panics
+    /// If the router has no state of type `S` — a programming error, not
+    /// bad input; the server answers that request with a `500`. Use
+    /// [`try_state`](Request::try_state) to check.
+    ///
+    /// ```
+    /// use weft_http::{Client, Router};
+    /// struct Greeting(String);
+    /// let router = Router::with_state(Greeting("hello".into()))
+    ///     .get("/", |req| req.state::<Greeting>().0.clone());
+    /// let server = weft_http::serve("127.0.0.1:0", router)?;
+    /// let text = Client::new().get(&format!("http://{}/", server.local_addr())).send()?.text()?;
+    /// assert_eq!(text, "hello");
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    #[track_caller]
+    pub fn state<S: Send + Sync + 'static>(&self) -> Arc<S> {
+        match self.try_state::<S>() {
+            Some(s) => s,
+            None => panic!(
+                "weft-http: no state of type {} (give it with Router::with_state)",
+                std::any::type_name::<S>()
+            ),
+        }
+    }
+
+    /// The state value of type `S`, if the routing router has one.
+    pub fn try_state<S: Send + Sync + 'static>(&self) -> Option<Arc<S>> {
+        self.states
+            .as_ref()?
+            .iter()
+            .find_map(|s| s.clone().downcast::<S>().ok())
     }
 
     /// The peer's address.

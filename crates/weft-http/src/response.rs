@@ -4,6 +4,8 @@ use std::borrow::Cow;
 use std::fmt;
 use std::io::{self, Write};
 
+use crate::error::HttpError;
+
 /// A streaming body writer: called once with the connection's writer after
 /// the head has been sent.
 pub type StreamFn = Box<dyn FnOnce(&mut dyn Write) -> io::Result<()> + Send + 'static>;
@@ -58,6 +60,9 @@ pub struct Response {
     pub(crate) status: u16,
     pub(crate) headers: Vec<(Cow<'static, str>, Cow<'static, str>)>,
     pub(crate) body: Body,
+    /// Set on error answers ([`Response::error`], [`HttpError`]): the
+    /// error hook renders them (see [`crate::Router::on_error`]).
+    pub(crate) error: Option<Box<HttpError>>,
 }
 
 impl Response {
@@ -67,6 +72,7 @@ impl Response {
             status,
             headers: Vec::new(),
             body: Body::Empty,
+            error: None,
         }
     }
 
@@ -121,17 +127,26 @@ impl Response {
         })
     }
 
-    /// A plain-text error response: `status` with its reason phrase as the
-    /// body.
+    /// An error response: `status` with its reason phrase as the
+    /// message; plain text unless the error hook
+    /// ([`Router::on_error`](crate::Router::on_error)) renders it
+    /// otherwise. The same as `HttpError::from_status(status).into_response()`.
     pub fn error(status: u16) -> Response {
-        let mut msg = String::from(reason(status));
-        msg.push('\n');
-        Response::text(msg).with_status(status)
+        HttpError::from_status(status).into_response()
+    }
+
+    /// Whether this is an error answer that the error hook will render
+    /// ([`Response::error`], an [`HttpError`]).
+    pub fn is_error(&self) -> bool {
+        self.error.is_some()
     }
 
     /// Replaces the status.
     pub fn with_status(mut self, status: u16) -> Response {
         self.status = status;
+        if let Some(e) = &mut self.error {
+            e.status = status;
+        }
         self
     }
 
@@ -202,6 +217,113 @@ impl From<String> for Response {
 impl From<Vec<u8>> for Response {
     fn from(v: Vec<u8>) -> Response {
         Response::bytes(v)
+    }
+}
+
+/// Anything a handler may return: a [`Response`] or a value that converts
+/// into one. Axum's trait of the same name, without the `async`.
+///
+/// | type | response |
+/// |---|---|
+/// | [`Response`] | itself |
+/// | `&'static str`, `String`, `Cow<'static, str>` | `200`, `text/plain; charset=utf-8` |
+/// | `Vec<u8>` | `200`, `application/octet-stream` |
+/// | `()` | `200`, empty body |
+/// | `(u16, T)` | `T`'s response with that status |
+/// | `Result<T, E>` | `T`'s or `E`'s response |
+/// | [`HttpError`] | an error answer, rendered by the error hook |
+/// | [`Json<T>`](crate::Json) (feature `json`) | `200`, `application/json` |
+///
+/// A route accepts any `Fn(&mut Request) -> impl IntoResponse`, so `?`
+/// works in handlers that return `Result<_, HttpError>`:
+///
+/// ```
+/// use weft_http::{HttpError, IntoResponse, Request, Router};
+///
+/// fn user(req: &mut Request<'_>) -> Result<String, HttpError> {
+///     let id: u32 = req.param("id").unwrap_or("").parse()
+///         .map_err(|_| HttpError::bad_request("id must be a number"))?;
+///     Ok(format!("user {id}"))
+/// }
+/// let router = Router::new()
+///     .get("/users/:id", user)
+///     .get("/health", |_req| "ok")
+///     .post("/users", |_req| (201, "created"));
+/// # drop(router);
+/// assert_eq!((404, "gone").into_response().status(), 404);
+/// ```
+pub trait IntoResponse {
+    /// Converts `self` into a response.
+    fn into_response(self) -> Response;
+}
+
+impl IntoResponse for Response {
+    fn into_response(self) -> Response {
+        self
+    }
+}
+
+impl IntoResponse for &'static str {
+    fn into_response(self) -> Response {
+        Response::text(self)
+    }
+}
+
+impl IntoResponse for String {
+    fn into_response(self) -> Response {
+        Response::text(self)
+    }
+}
+
+impl IntoResponse for Cow<'static, str> {
+    fn into_response(self) -> Response {
+        Response::text(self)
+    }
+}
+
+impl IntoResponse for Vec<u8> {
+    fn into_response(self) -> Response {
+        Response::bytes(self)
+    }
+}
+
+impl IntoResponse for () {
+    fn into_response(self) -> Response {
+        Response::ok()
+    }
+}
+
+/// `!`, the type of a handler that only panics (`|_req| panic!()`; the
+/// 2024 edition infers `!` for it). `!` cannot be named on stable Rust;
+/// `fn() -> !`'s output type can.
+mod never {
+    pub trait Output {
+        type Type;
+    }
+    impl<T> Output for fn() -> T {
+        type Type = T;
+    }
+    pub type Never = <fn() -> ! as Output>::Type;
+}
+
+impl IntoResponse for never::Never {
+    fn into_response(self) -> Response {
+        self
+    }
+}
+
+impl<T: IntoResponse> IntoResponse for (u16, T) {
+    fn into_response(self) -> Response {
+        self.1.into_response().with_status(self.0)
+    }
+}
+
+impl<T: IntoResponse, E: IntoResponse> IntoResponse for Result<T, E> {
+    fn into_response(self) -> Response {
+        match self {
+            Ok(t) => t.into_response(),
+            Err(e) => e.into_response(),
+        }
     }
 }
 

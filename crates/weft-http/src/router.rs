@@ -1,12 +1,38 @@
-//! Handlers and a small router with path parameters.
+//! Handlers and a small router with path parameters, shared state and
+//! an error hook.
+//!
+//! # Design
+//!
+//! A handler is plain blocking code with one shape, `Fn(&mut Request) ->
+//! impl IntoResponse`: no extractor arguments as in axum, because a
+//! closure's argument types are only inferred from a plain `Fn` bound, and
+//! `|req| …` must keep compiling. What axum's extractors do is a method on
+//! [`Request`] instead: [`param`](Request::param),
+//! [`query_as`](Request::query_as), [`json`](Request::json),
+//! [`state`](Request::state). They return `Result<_, HttpError>`, so `?`
+//! turns bad input into a `4xx`.
+//!
+//! State is given once, to the router ([`Router::with_state`]), not
+//! cloned into every closure; a handler reaches it by type with
+//! [`Request::state`] (an `Arc` clone: it does not borrow the request, so
+//! reading the body afterwards still compiles).
+//!
+//! Every error answer — the router's `404`/`405`, the server's
+//! `400`/`408`/`413`/`417`/`431`/`500`/`503`, and the [`HttpError`]s and
+//! [`Response::error`]s handlers return — goes through one hook,
+//! [`Router::on_error`], so a JSON API answers JSON everywhere.
 
+use std::any::Any;
 use std::sync::Arc;
 
+use crate::error::{HttpError, render};
 use crate::request::{Request, percent_decode};
-use crate::response::Response;
+use crate::response::{IntoResponse, Response};
 
 /// Something that answers requests. Implemented for every
-/// `Fn(&mut Request) -> Response + Send + Sync + 'static` closure and for
+/// `Fn(&mut Request) -> R + Send + Sync + 'static` closure or function
+/// whose result `R` is [`IntoResponse`] (a [`Response`], a string, a
+/// `Result<_, HttpError>`, a [`Json`](crate::Json), …), and for
 /// [`Router`].
 ///
 /// Handlers are plain blocking code: they may sleep, lock, read sockets and
@@ -16,14 +42,24 @@ use crate::response::Response;
 pub trait Handler: Send + Sync + 'static {
     /// Answers one request.
     fn handle(&self, req: &mut Request<'_>) -> Response;
+
+    /// Renders an error answer: the server calls this for its own errors
+    /// (`400`, `408`, `413`, `417`, `431`, a panic's `500`, `503`) and for
+    /// error responses that reach it unrendered. The default is
+    /// [`HttpError::text_response`]; [`Router`] uses its
+    /// [`on_error`](Router::on_error) hook.
+    fn render_error(&self, err: &HttpError) -> Response {
+        err.text_response()
+    }
 }
 
-impl<F> Handler for F
+impl<F, R> Handler for F
 where
-    F: Fn(&mut Request<'_>) -> Response + Send + Sync + 'static,
+    F: Fn(&mut Request<'_>) -> R + Send + Sync + 'static,
+    R: IntoResponse,
 {
     fn handle(&self, req: &mut Request<'_>) -> Response {
-        self(req)
+        self(req).into_response()
     }
 }
 
@@ -31,13 +67,26 @@ impl<H: Handler + ?Sized> Handler for Arc<H> {
     fn handle(&self, req: &mut Request<'_>) -> Response {
         (**self).handle(req)
     }
+    fn render_error(&self, err: &HttpError) -> Response {
+        (**self).render_error(err)
+    }
 }
 
 impl Handler for Box<dyn Handler> {
     fn handle(&self, req: &mut Request<'_>) -> Response {
         (**self).handle(req)
     }
+    fn render_error(&self, err: &HttpError) -> Response {
+        (**self).render_error(err)
+    }
 }
+
+/// The error hook: see [`Router::on_error`].
+type ErrorHook = Box<dyn Fn(&HttpError) -> Response + Send + Sync>;
+
+/// Values given to [`Router::with_state`] / [`Router::state`], found by
+/// type.
+pub(crate) type States = Arc<Vec<Arc<dyn Any + Send + Sync>>>;
 
 #[derive(Debug)]
 enum Seg {
@@ -53,7 +102,8 @@ struct Route {
     handler: Box<dyn Handler>,
 }
 
-/// Routes requests by method and path pattern.
+/// Routes requests by method and path pattern, with shared state and an
+/// error hook.
 ///
 /// Patterns are `/`-separated segments: literals, `:name` (one segment,
 /// available as [`Request::param`]) and a final `*name` (the rest of the
@@ -73,10 +123,32 @@ struct Route {
 ///     .get("/files/*path", |req| Response::text(req.param("path").unwrap().to_owned()));
 /// # let _ = router;
 /// ```
+///
+/// With state, `?` and JSON errors:
+///
+/// ```
+/// use std::sync::Mutex;
+/// use weft_http::{HttpError, Router};
+///
+/// struct Counter(Mutex<u64>);
+///
+/// # #[cfg(feature = "json")]
+/// let router = Router::with_state(Counter(Mutex::new(0)))
+///     .post("/hit", |req| -> Result<String, HttpError> {
+///         let counter = req.state::<Counter>();
+///         let mut n = counter.0.lock().map_err(|_| HttpError::from_status(500))?;
+///         *n += 1;
+///         Ok(n.to_string())
+///     })
+///     .on_error(HttpError::json_response);
+/// ```
 #[derive(Default)]
 pub struct Router {
     routes: Vec<Route>,
     fallback: Option<Box<dyn Handler>>,
+    /// Shared with every request (one `Arc` clone per request).
+    states: States,
+    on_error: Option<ErrorHook>,
 }
 
 impl Router {
@@ -85,14 +157,60 @@ impl Router {
         Router::default()
     }
 
+    /// An empty router with `state`, which its handlers reach with
+    /// [`Request::state`]. Give the state by value (an `Arc` inside it, a
+    /// pool, a config …); it is shared, never cloned per route or request.
+    pub fn with_state<S: Send + Sync + 'static>(state: S) -> Router {
+        Router::new().state(state)
+    }
+
+    /// Adds a state value of another type (replacing an earlier one of the
+    /// same type). A nested router with states of its own shows its
+    /// handlers only its own.
+    pub fn state<S: Send + Sync + 'static>(mut self, state: S) -> Router {
+        let states = Arc::make_mut(&mut self.states);
+        states.retain(|s| !s.is::<S>());
+        states.push(Arc::new(state));
+        self
+    }
+
+    /// Sets the hook that renders every error answer: the router's `404`
+    /// and `405`, the server's own (`400`, `408`, `413`, `417`, `431`, a
+    /// panic's `500`, `503`) when this router is the server's handler, and
+    /// the [`HttpError`]s / [`Response::error`]s its handlers return. The
+    /// hook shapes body and headers; the status stays the error's, and
+    /// headers of the answer such as `Allow` are kept. A hook that panics
+    /// falls back to plain text.
+    ///
+    /// ```
+    /// use weft_http::{HttpError, Response, Router};
+    /// # #[cfg(feature = "json")]
+    /// let api = Router::new().on_error(HttpError::json_response);
+    /// let custom = Router::new().on_error(|e| {
+    ///     if e.status() >= 500 {
+    ///         eprintln!("error: {e}"); // with the cause, which the client does not see
+    ///     }
+    ///     Response::text(format!("error {}: {}", e.status(), e.message()))
+    /// });
+    /// ```
+    pub fn on_error<F, R>(mut self, hook: F) -> Router
+    where
+        F: Fn(&HttpError) -> R + Send + Sync + 'static,
+        R: IntoResponse,
+    {
+        self.on_error = Some(Box::new(move |e| hook(e).into_response()));
+        self
+    }
+
     /// Adds a route for `method` (e.g. `"PATCH"`) and `pattern`.
     ///
     /// # Panics
     /// If the pattern does not start with `/` or has `*name` before its
     /// last segment.
-    pub fn route<F>(mut self, method: &str, pattern: &str, handler: F) -> Router
+    pub fn route<F, R>(mut self, method: &str, pattern: &str, handler: F) -> Router
     where
-        F: Fn(&mut Request<'_>) -> Response + Send + Sync + 'static,
+        F: Fn(&mut Request<'_>) -> R + Send + Sync + 'static,
+        R: IntoResponse,
     {
         self.add(method, pattern, Box::new(handler));
         self
@@ -133,49 +251,55 @@ impl Router {
     }
 
     /// Adds a `GET` route.
-    pub fn get<F>(self, pattern: &str, f: F) -> Router
+    pub fn get<F, R>(self, pattern: &str, f: F) -> Router
     where
-        F: Fn(&mut Request<'_>) -> Response + Send + Sync + 'static,
+        F: Fn(&mut Request<'_>) -> R + Send + Sync + 'static,
+        R: IntoResponse,
     {
         self.route("GET", pattern, f)
     }
 
     /// Adds a `POST` route.
-    pub fn post<F>(self, pattern: &str, f: F) -> Router
+    pub fn post<F, R>(self, pattern: &str, f: F) -> Router
     where
-        F: Fn(&mut Request<'_>) -> Response + Send + Sync + 'static,
+        F: Fn(&mut Request<'_>) -> R + Send + Sync + 'static,
+        R: IntoResponse,
     {
         self.route("POST", pattern, f)
     }
 
     /// Adds a `PUT` route.
-    pub fn put<F>(self, pattern: &str, f: F) -> Router
+    pub fn put<F, R>(self, pattern: &str, f: F) -> Router
     where
-        F: Fn(&mut Request<'_>) -> Response + Send + Sync + 'static,
+        F: Fn(&mut Request<'_>) -> R + Send + Sync + 'static,
+        R: IntoResponse,
     {
         self.route("PUT", pattern, f)
     }
 
     /// Adds a `DELETE` route.
-    pub fn delete<F>(self, pattern: &str, f: F) -> Router
+    pub fn delete<F, R>(self, pattern: &str, f: F) -> Router
     where
-        F: Fn(&mut Request<'_>) -> Response + Send + Sync + 'static,
+        F: Fn(&mut Request<'_>) -> R + Send + Sync + 'static,
+        R: IntoResponse,
     {
         self.route("DELETE", pattern, f)
     }
 
     /// Adds a `PATCH` route.
-    pub fn patch<F>(self, pattern: &str, f: F) -> Router
+    pub fn patch<F, R>(self, pattern: &str, f: F) -> Router
     where
-        F: Fn(&mut Request<'_>) -> Response + Send + Sync + 'static,
+        F: Fn(&mut Request<'_>) -> R + Send + Sync + 'static,
+        R: IntoResponse,
     {
         self.route("PATCH", pattern, f)
     }
 
     /// Answers requests that match no route (instead of `404`).
-    pub fn fallback<F>(mut self, f: F) -> Router
+    pub fn fallback<F, R>(mut self, f: F) -> Router
     where
-        F: Fn(&mut Request<'_>) -> Response + Send + Sync + 'static,
+        F: Fn(&mut Request<'_>) -> R + Send + Sync + 'static,
+        R: IntoResponse,
     {
         self.fallback = Some(Box::new(f));
         self
@@ -222,6 +346,29 @@ fn matches(segs: &[Seg], path: &str) -> Option<Vec<(String, String)>> {
 
 impl Handler for Router {
     fn handle(&self, req: &mut Request<'_>) -> Response {
+        let resp = self.route_request(req);
+        match &self.on_error {
+            Some(hook) if resp.error.is_some() => render(resp, hook),
+            _ => resp,
+        }
+    }
+
+    fn render_error(&self, err: &HttpError) -> Response {
+        match &self.on_error {
+            Some(hook) => hook(err),
+            None => err.text_response(),
+        }
+    }
+}
+
+impl Router {
+    fn set_states(&self, req: &mut Request<'_>) {
+        if !self.states.is_empty() {
+            req.states = Some(self.states.clone());
+        }
+    }
+
+    fn route_request(&self, req: &mut Request<'_>) -> Response {
         let method = req.method();
         let mut allowed: Vec<&str> = Vec::new();
         let mut head_fallback = None;
@@ -231,6 +378,7 @@ impl Handler for Router {
             };
             if route.method == method {
                 req.set_params(params);
+                self.set_states(req);
                 return route.handler.handle(req);
             }
             if method == "HEAD" && route.method == "GET" && head_fallback.is_none() {
@@ -242,18 +390,28 @@ impl Handler for Router {
         }
         if let Some((route, params)) = head_fallback {
             req.set_params(params);
+            self.set_states(req);
             return route.handler.handle(req);
         }
         if allowed.is_empty() {
             return match &self.fallback {
-                Some(f) => f.handle(req),
+                Some(f) => {
+                    self.set_states(req);
+                    f.handle(req)
+                }
                 None => Response::error(404),
             };
         }
         if allowed.contains(&"GET") && !allowed.contains(&"HEAD") {
             allowed.push("HEAD");
         }
-        Response::error(405).with_header("Allow", allowed.join(", "))
+        let allow = allowed.join(", ");
+        HttpError::new(
+            405,
+            format!("method {method} is not allowed here (allowed: {allow})"),
+        )
+        .with_header("Allow", allow)
+        .into_response()
     }
 }
 
@@ -263,7 +421,16 @@ impl std::fmt::Debug for Router {
         for r in &self.routes {
             l.entry(&format_args!("{} {:?}", r.method, r.segs));
         }
-        l.finish()
+        l.finish()?;
+        if !self.states.is_empty() || self.on_error.is_some() {
+            write!(
+                f,
+                " (states: {}, error hook: {})",
+                self.states.len(),
+                self.on_error.is_some()
+            )?;
+        }
+        Ok(())
     }
 }
 

@@ -1,5 +1,18 @@
 //! The server: configuration, accept loop, connection loop, statistics and
 //! graceful shutdown.
+//!
+//! Error answers: whatever the server answers by itself (`400`, `408`,
+//! `413`, `417`, `431`, a panic's `500`, `503`) is an
+//! [`HttpError`](crate::HttpError) rendered by the handler's
+//! [`render_error`](crate::Handler::render_error) — for a
+//! [`Router`](crate::Router), its `on_error` hook — and so is any response
+//! still marked as an error when the handler returns it.
+//!
+//! Lifecycle: [`ServerHandle::shutdown`] does the drain once;
+//! [`ServerHandle::wait`] parks until it has finished (on a `weft::sync`
+//! condition variable, so it works on virtual and OS threads);
+//! [`ServerHandle::serve_until_signal`] turns the first SIGINT/SIGTERM into
+//! that shutdown (see `signal.rs` for how signals are caught).
 
 use std::collections::HashMap;
 use std::fmt;
@@ -16,8 +29,10 @@ use weft::net::{TcpListener, TcpStream};
 use weft::sync::{Condvar, OwnedSemaphorePermit, Semaphore};
 
 use crate::date::push_date;
+use crate::error::{HttpError, render};
 use crate::request::{BodyError, Request, RequestBody, Version};
-use crate::response::{Body, Response, reason};
+use crate::response::reason;
+use crate::response::{Body, IntoResponse, Response};
 use crate::router::Handler;
 use crate::wire::{
     BufferedStream, ChunkedWriter, Framing, InBuf, LimitedWriter, has_token, parse_content_length,
@@ -489,6 +504,7 @@ impl Server {
             addr,
             acceptor: Mutex::new(Some(acceptor)),
             shut_down: AtomicBool::new(false),
+            life: Arc::new(Life::default()),
         })
     }
 }
@@ -529,12 +545,60 @@ pub struct ShutdownReport {
     pub remaining: usize,
 }
 
-/// Controls a running server: address, statistics, shutdown.
+/// Controls a running server: address, statistics, shutdown, and waiting
+/// for it to stop ([`wait`](ServerHandle::wait),
+/// [`serve_until_signal`](ServerHandle::serve_until_signal)).
 pub struct ServerHandle {
     shared: Arc<Shared>,
     addr: SocketAddr,
     acceptor: Mutex<Option<weft::JoinHandle<()>>>,
     shut_down: AtomicBool,
+    life: Arc<Life>,
+}
+
+/// Where the server is in its life, for [`ServerHandle::wait`] and
+/// [`ServerHandle::serve_until_signal`].
+#[derive(Default)]
+struct Life {
+    state: weft::sync::Mutex<LifeState>,
+    changed: Condvar,
+    /// Closes the signal watcher of a running `serve_until_signal`.
+    signals: Mutex<Option<signal_hook::iterator::Handle>>,
+}
+
+#[derive(Default)]
+struct LifeState {
+    /// `shutdown` has begun.
+    stopping: bool,
+    /// SIGINT or SIGTERM arrived during `serve_until_signal`.
+    signaled: bool,
+    /// `shutdown` has finished.
+    report: Option<ShutdownReport>,
+}
+
+impl Life {
+    fn update(&self, f: impl FnOnce(&mut LifeState)) {
+        let mut g = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        f(&mut g);
+        self.changed.notify_all();
+    }
+
+    /// Waits until `f` returns `Some`.
+    fn wait_for<T>(&self, mut f: impl FnMut(&LifeState) -> Option<T>) -> T {
+        let mut g = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        loop {
+            if let Some(t) = f(&g) {
+                return t;
+            }
+            g = self.changed.wait(g).unwrap_or_else(|e| e.into_inner());
+        }
+    }
+
+    fn close_signals(&self) {
+        if let Some(h) = &*self.signals.lock().unwrap_or_else(|e| e.into_inner()) {
+            h.close();
+        }
+    }
 }
 
 impl ServerHandle {
@@ -566,6 +630,103 @@ impl ServerHandle {
                 remaining: self.shared.stats.open.load(Ordering::SeqCst) as usize,
             };
         }
+        self.life.update(|s| s.stopping = true);
+        self.life.close_signals();
+        let report = self.drain(grace);
+        self.life.update(|s| s.report = Some(report));
+        report
+    }
+
+    /// Blocks until the server has been shut down — by
+    /// [`shutdown`](ServerHandle::shutdown) on another thread or by a
+    /// signal in [`serve_until_signal`](ServerHandle::serve_until_signal)
+    /// — and returns the report of that shutdown. Works on a virtual
+    /// thread (it parks) and on an OS thread.
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    /// use std::time::Duration;
+    /// let server = Arc::new(weft_http::serve("127.0.0.1:0", |_req: &mut weft_http::Request<'_>| "hi")?);
+    /// let s = server.clone();
+    /// let admin = std::thread::spawn(move || s.shutdown(Duration::from_secs(5)));
+    /// let report = server.wait(); // returns once the other thread has shut it down
+    /// assert!(report.drained);
+    /// assert_eq!(admin.join().unwrap(), report);
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
+    pub fn wait(&self) -> ShutdownReport {
+        self.life.wait_for(|s| s.report)
+    }
+
+    /// Serves until the process gets SIGINT or SIGTERM, then shuts down
+    /// gracefully: stops accepting, lets in-flight requests finish within
+    /// `grace`, then interrupts what is left (see
+    /// [`shutdown`](ServerHandle::shutdown)). Returns the report; a
+    /// `main` that returns normally when `report.drained` exits with code
+    /// 0. Also returns when the server is shut down some other way.
+    ///
+    /// While it waits, the two signals no longer terminate the process;
+    /// a second signal during the drain does (as if uncaught), as do
+    /// signals after it returns. Signals are caught with `signal-hook`
+    /// (a self-pipe; a watcher thread turns them into the shutdown).
+    ///
+    /// ```no_run
+    /// use std::time::Duration;
+    /// use weft_http::{Router, Server, ServerConfig};
+    ///
+    /// let router = Router::new().get("/", |_req| "hello");
+    /// let server = Server::bind("0.0.0.0:8080", ServerConfig::default())?.serve(router)?;
+    /// let report = server.serve_until_signal(Duration::from_secs(10))?;
+    /// if !report.drained {
+    ///     std::process::exit(1);
+    /// }
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
+    pub fn serve_until_signal(&self, grace: Duration) -> io::Result<ShutdownReport> {
+        crate::signal::install_default_fallback()?;
+        let mut signals = signal_hook::iterator::Signals::new(crate::signal::SIGNALS)?;
+        let waiting = Arc::new(crate::signal::Waiting::start());
+        let handle = signals.handle();
+        *self.life.signals.lock().unwrap_or_else(|e| e.into_inner()) = Some(handle.clone());
+        if self.shut_down.load(Ordering::SeqCst) {
+            handle.close();
+        }
+        let (life, w) = (self.life.clone(), waiting.clone());
+        let watcher = std::thread::Builder::new()
+            .name("weft-http-signals".into())
+            .spawn(move || {
+                if signals.forever().next().is_some() {
+                    // A second signal now has its default effect.
+                    w.release();
+                    life.update(|s| s.signaled = true);
+                }
+            });
+        let watcher = match watcher {
+            Ok(w) => w,
+            Err(e) => {
+                handle.close();
+                return Err(e);
+            }
+        };
+        let signaled = self
+            .life
+            .wait_for(|s| (s.signaled || s.stopping).then_some(s.signaled));
+        handle.close();
+        let _ = watcher.join();
+        self.life
+            .signals
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .take();
+        waiting.release();
+        if signaled {
+            self.shutdown(grace);
+        }
+        Ok(self.wait())
+    }
+
+    /// The work of [`shutdown`](ServerHandle::shutdown), run once.
+    fn drain(&self, grace: Duration) -> ShutdownReport {
         let shared = &self.shared;
         let deadline = Instant::now() + grace;
         shared.shutting_down.store(true, Ordering::SeqCst);
@@ -790,7 +951,8 @@ fn accept_loop(shared: Arc<Shared>, listener: TcpListener) {
                 None => {
                     inc(&shared.stats.rejected);
                     shared.stats.response(503);
-                    let _ = weft::Builder::new().spawn_on(&shared.rt, move || reject(stream));
+                    let s = shared.clone();
+                    let _ = weft::Builder::new().spawn_on(&shared.rt, move || reject(&s, stream));
                     continue;
                 }
             },
@@ -808,12 +970,20 @@ fn accept_loop(shared: Arc<Shared>, listener: TcpListener) {
     }
 }
 
-/// Answers 503 to a connection over the limit and closes it.
-fn reject(stream: TcpStream) {
+/// Answers 503 (rendered by the error hook; counted by the caller) to a
+/// connection over the limit and closes it.
+fn reject(shared: &Shared, stream: TcpStream) {
     let _ = stream.set_write_timeout(Some(Duration::from_secs(1)));
-    let _ = (&stream).write_all(
-        b"HTTP/1.1 503 Service Unavailable\r\nContent-Type: text/plain; charset=utf-8\r\n\
-          Content-Length: 20\r\nRetry-After: 1\r\nConnection: close\r\n\r\nService Unavailable\n",
+    let resp = render_error(shared, builtin_error(503, &shared.config).into_response());
+    let (mut out, mut scratch) = (Vec::new(), Vec::new());
+    let _ = write_response(
+        &stream,
+        &mut out,
+        &mut scratch,
+        resp,
+        Version::Http11,
+        false,
+        false,
     );
     linger_close(&stream);
 }
@@ -912,8 +1082,7 @@ fn run_connection(
             }
             Head::Reject(status) => {
                 shared.stats.error_status(status);
-                shared.stats.response(status);
-                let _ = write_error(&c.stream, &mut c.out, status);
+                let _ = write_error(&c.stream, &mut c.out, &mut c.scratch, shared, status);
                 c.linger = true;
                 conn = Some(c);
                 break;
@@ -1054,22 +1223,55 @@ fn read_head(conn: &mut Conn, shared: &Shared, slot: &ConnSlot, first: bool) -> 
     }
 }
 
-/// Writes a plain error response that closes the connection.
-fn write_error(stream: &TcpStream, out: &mut Vec<u8>, status: u16) -> io::Result<()> {
-    out.clear();
-    out.extend_from_slice(b"HTTP/1.1 ");
-    push_u64(out, u64::from(status));
-    out.push(b' ');
-    out.extend_from_slice(reason(status).as_bytes());
-    out.extend_from_slice(b"\r\nDate: ");
-    push_date(out);
-    let body = reason(status);
-    out.extend_from_slice(b"\r\nContent-Type: text/plain; charset=utf-8\r\nContent-Length: ");
-    push_u64(out, body.len() as u64 + 1);
-    out.extend_from_slice(b"\r\nConnection: close\r\n\r\n");
-    out.extend_from_slice(body.as_bytes());
-    out.push(b'\n');
-    (&*stream).write_all(out)
+/// The server's own error answer for `status`, with a message that says
+/// which limit was hit.
+fn builtin_error(status: u16, cfg: &ServerConfig) -> HttpError {
+    match status {
+        400 => HttpError::new(400, "malformed request"),
+        408 => HttpError::new(408, "timed out waiting for the request"),
+        413 => HttpError::new(
+            413,
+            format!(
+                "request body exceeds the limit of {} bytes",
+                cfg.max_body_bytes
+            ),
+        ),
+        417 => HttpError::new(417, "only Expect: 100-continue is supported"),
+        431 => HttpError::new(
+            431,
+            format!(
+                "request head exceeds {} bytes or {} header fields",
+                cfg.max_header_bytes, cfg.max_headers
+            ),
+        ),
+        503 => HttpError::from_status(503).with_header("Retry-After", "1"),
+        s => HttpError::from_status(s),
+    }
+}
+
+/// Renders a response marked as an error through the handler's error hook.
+fn render_error(shared: &Shared, resp: Response) -> Response {
+    if resp.error.is_none() {
+        return resp;
+    }
+    render(resp, |e| shared.handler.render_error(e))
+}
+
+/// Writes the server's own error answer for `status` (rendered by the
+/// error hook) and closes the connection.
+fn write_error(
+    stream: &TcpStream,
+    out: &mut Vec<u8>,
+    scratch: &mut Vec<u8>,
+    shared: &Shared,
+    status: u16,
+) -> io::Result<()> {
+    shared.stats.response(status);
+    let resp = render_error(
+        shared,
+        builtin_error(status, &shared.config).into_response(),
+    );
+    write_response(stream, out, scratch, resp, Version::Http11, false, false).map(|_| ())
 }
 
 /// Parses the head in `conn.head`, runs the handler, writes the response.
@@ -1093,8 +1295,7 @@ fn process(conn: &mut Conn, shared: &Shared) -> bool {
     let mut parsed = httparse::Request::new(&mut []);
     let reject = |status: u16, out: &mut Vec<u8>, linger: &mut bool| {
         shared.stats.error_status(status);
-        shared.stats.response(status);
-        let _ = write_error(stream, out, status);
+        let _ = write_error(stream, out, &mut Vec::new(), shared, status);
         *linger = true;
         false
     };
@@ -1180,6 +1381,7 @@ fn process(conn: &mut Conn, shared: &Shared) -> bool {
         version,
         headers,
         params: Vec::new(),
+        states: None,
         remote: *peer,
         body: RequestBody {
             framing,
@@ -1217,8 +1419,9 @@ fn process(conn: &mut Conn, shared: &Shared) -> bool {
             }
         };
         shared.stats.error_status(status);
-        resp = Response::error(status);
+        resp = builtin_error(status, cfg).into_response();
     }
+    let resp = render_error(shared, resp);
     let body_done = req.body.framing == Framing::Done;
     if !body_done && req.body.continue_sent == Some(false) {
         // The client is waiting for 100 Continue and will not send the
@@ -1289,6 +1492,7 @@ fn write_response(
         status,
         headers,
         body,
+        error: _,
     } = resp;
     for (n, v) in &headers {
         if n.eq_ignore_ascii_case("connection") && has_token(v.as_bytes(), "close") {
