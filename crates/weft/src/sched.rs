@@ -1717,7 +1717,6 @@ fn report_stall(
     cpu: bool,
 ) {
     let tid = w.tid.load(Ordering::Relaxed);
-    let (id, name) = w.mounted_identity(sw).unwrap_or((0, None));
     let mut detail = format!("carrier {i}, tid {tid}");
     if !cpu && let Some(call) = kernel_call(tid) {
         let _ = write!(detail, ", in {call}");
@@ -1729,12 +1728,25 @@ fn report_stall(
             let _ = write!(detail, "; waiting behind it: {waiting}");
         }
     }
+    let kind = if cpu {
+        crate::events::EventKind::StallCpu
+    } else {
+        crate::events::EventKind::StallBlocked
+    };
+    record_carrier_event(w, sw, kind, held, detail);
+}
+
+/// Records `kind` for the thread mounted on `w` at switch count `sw`.
+fn record_carrier_event(
+    w: &WorkerShared,
+    sw: u64,
+    kind: crate::events::EventKind,
+    held: Duration,
+    detail: String,
+) {
+    let (id, name) = w.mounted_identity(sw).unwrap_or((0, None));
     crate::events::record(crate::events::Event {
-        kind: if cpu {
-            crate::events::EventKind::StallCpu
-        } else {
-            crate::events::EventKind::StallBlocked
-        },
+        kind,
         thread_id: id,
         thread_name: name,
         duration: held,
@@ -1755,7 +1767,6 @@ fn report_blocked_with_waiters(
     pinned_wait: bool,
 ) {
     let tid = w.tid.load(Ordering::Relaxed);
-    let (id, name) = w.mounted_identity(sw).unwrap_or((0, None));
     let call = if pinned_wait {
         "a pinned wait (weft::pinned)".to_string()
     } else {
@@ -1773,15 +1784,13 @@ fn report_blocked_with_waiters(
             waiting
         }
     );
-    crate::events::record(crate::events::Event {
-        kind: crate::events::EventKind::BlockedWithWaiters,
-        thread_id: id,
-        thread_name: name,
-        duration: held,
-        at: std::time::SystemTime::now(),
-        stack: None,
-        detail: Some(detail),
-    });
+    record_carrier_event(
+        w,
+        sw,
+        crate::events::EventKind::BlockedWithWaiters,
+        held,
+        detail,
+    );
 }
 
 /// The runnable threads bound to carrier `i` of `shared`, as
