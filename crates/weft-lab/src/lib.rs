@@ -1,8 +1,9 @@
 //! # weft-lab
 //!
 //! The Weft laboratory: reproduces, end to end and on localhost, the
-//! experiments from the articles Weft started from (`DESIGN.md`, "The
-//! experiments we reproduce"), in both thread modes, and shows beside every
+//! "platform threads vs virtual threads" experiments of the articles Weft
+//! started from (E1–E7, each module's docs name its article figure), in
+//! both thread modes, and shows beside every
 //! measured figure the Little's-law ideal (throughput = concurrency /
 //! latency) and the article's figure.
 //!

@@ -1,4 +1,4 @@
-//! The experiments of `DESIGN.md`, one module each, and what they share:
+//! The lab's experiments (E1–E7), one module each, and what they share:
 //! [`Options`], the [`Experiment`] list and [`measure_http`], which serves
 //! a router in one thread mode and measures it under a closed load.
 
@@ -22,7 +22,7 @@ use crate::load::{self, LoadSpec};
 use crate::progress::Progress;
 use crate::report::Row;
 
-/// An experiment the lab can run, named as in `DESIGN.md`.
+/// An experiment the lab can run (E1–E7, as in the report).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum, Serialize)]
 pub enum Experiment {
     /// 100 tasks × `sleep(1 s)`: fixed pool of 10 vs a virtual thread per task.
