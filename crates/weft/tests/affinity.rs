@@ -229,7 +229,13 @@ fn thread_locals_held_across_blocking_calls_stay_with_their_os_thread() {
 /// blocking call is still running (the closure waits for them, bounded).
 #[test]
 fn offloaded_blocking_keeps_the_carrier() {
-    let rt = Runtime::builder().parallelism(1).build().unwrap();
+    // No stall reports: on a busy machine a descheduled carrier could look
+    // stalled and bring in a spare, which is not what this test is about.
+    let rt = Runtime::builder()
+        .parallelism(1)
+        .stall_threshold(Duration::from_secs(600))
+        .build()
+        .unwrap();
     let started = Arc::new(weft::sync::CountDownLatch::new(50));
     let (done_tx, done_rx) = std::sync::mpsc::channel::<()>();
     let workers: Vec<_> = (0..50)

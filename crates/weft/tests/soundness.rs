@@ -189,7 +189,13 @@ fn a_thread_unwinding_elsewhere_on_the_carrier_does_not_poison_my_lock() {
 /// a one-carrier runtime runs in between.
 #[test]
 fn yield_now_inside_pinned_does_not_unmount() {
-    let rt = Runtime::builder().parallelism(1).build().unwrap();
+    // No stall reports, so no spare carrier may come in and run the other
+    // (unstarted) thread while this one holds its carrier on a busy machine.
+    let rt = Runtime::builder()
+        .parallelism(1)
+        .stall_threshold(Duration::from_secs(600))
+        .build()
+        .unwrap();
     let other_ran = Arc::new(AtomicBool::new(false));
     let ready = Arc::new(AtomicBool::new(false));
     let h = {
