@@ -183,8 +183,14 @@ pub(crate) fn pinned_park(inner: &Inner, deadline: Option<Instant>) {
     // `pinned_waiting`, or we see its permit below.
     fence(Ordering::SeqCst);
     let guard = sched::enter_blocking();
-    let stack = (explicit_pin && crate::events::capture_stacks())
-        .then(std::backtrace::Backtrace::force_capture);
+    let stack = (explicit_pin && crate::events::capture_stacks()).then(|| {
+        let mut ips = Vec::with_capacity(32);
+        backtrace::trace(|f| {
+            ips.push(f.ip() as usize);
+            ips.len() < crate::sample::MAX_FRAMES
+        });
+        ips
+    });
     let t0 = Instant::now();
     loop {
         if inner.park.try_consume() || crate::thread::current_interrupted() {
@@ -207,13 +213,17 @@ pub(crate) fn pinned_park(inner: &Inner, deadline: Option<Instant>) {
     set_inner_state(inner, State::Running);
     if explicit_pin {
         let (name, id) = crate::thread::Thread::peek_name_id(inner);
+        let stack = stack.map(|ips| crate::symbols::Resolver::default().frames(&ips));
         crate::events::record(Event {
             kind: EventKind::Pinned,
             thread_id: id,
             thread_name: name.map(str::to_owned),
             duration: held,
             at: std::time::SystemTime::now(),
-            stack: stack.map(|b| b.to_string()),
+            call_site: stack.as_ref().and_then(|f| {
+                crate::symbols::first_user_frame(f).map(|i| crate::symbols::describe(&f[i]))
+            }),
+            stack: stack.map(|f| crate::symbols::format_stack(&f)),
             detail: None,
         });
     }

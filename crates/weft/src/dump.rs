@@ -32,8 +32,13 @@
 //! records the return addresses of its own stack (no symbol lookup on that
 //! path), and parks again — unless a real `unpark` arrived meanwhile, in
 //! which case that permit ends the park as usual. Symbols are resolved
-//! afterwards, once per distinct address. Threads that are running, or
-//! pinned to their carrier, are listed without a stack.
+//! afterwards, once per distinct address.
+//!
+//! A thread that is running on its carrier, or pinned there (blocked in the
+//! kernel, a `std` lock, FFI), cannot record anything: its carrier's OS
+//! thread is sampled by a signal instead (see `WEFT_SAMPLE_STACKS` in the
+//! crate docs). In both kinds of stack the first frame outside Weft and std
+//! is marked: the user code that parked or blocked.
 //!
 //! # Registry
 //!
@@ -49,6 +54,7 @@ use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant, SystemTime};
 
 use crate::sched::Task;
+use crate::symbols::{Frame, Resolver};
 use crate::thread::{Blocker, Inner, State, Thread, ThreadId};
 
 // ---------------------------------------------------------------------------
@@ -196,17 +202,6 @@ pub(crate) fn capture_here(inner: &Inner) {
 // ---------------------------------------------------------------------------
 // The snapshot.
 
-/// One stack frame.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Frame {
-    /// Demangled function name (`"<unknown>"` if no symbol).
-    pub function: String,
-    /// Source file, if debug info has it.
-    pub file: Option<String>,
-    /// Line number, if debug info has it.
-    pub line: Option<u32>,
-}
-
 /// One thread in a dump.
 #[derive(Clone, Debug)]
 pub struct ThreadInfo {
@@ -231,7 +226,9 @@ pub struct ThreadInfo {
     pub blocker: Blocker,
     /// Addresses of `weft::sync` locks it holds that others wait for.
     pub owns: Vec<usize>,
-    /// Its stack at the park point (empty if it was running or pinned).
+    /// Its stack, innermost frame first: at the park point for a parked
+    /// thread; sampled from its carrier for a running or pinned one
+    /// (empty if the sample could not be had, or the thread moved on).
     pub stack: Vec<Frame>,
     /// Container id (0 = root).
     pub container: u64,
@@ -369,10 +366,31 @@ pub fn dump() -> Dump {
             crate::current().interrupt_flag_restore();
         }
     }
-    let stacks: HashMap<u64, Vec<usize>> =
+    let mut stacks: HashMap<u64, Vec<usize>> =
         std::mem::take(&mut *job.results.lock().unwrap_or_else(|e| e.into_inner()))
             .into_iter()
             .collect();
+    // Threads running on a carrier (or blocked in the kernel there): sample
+    // the carrier's stack (see `sample.rs`), kept only if the carrier was
+    // still on the same thread and switch afterwards.
+    for (t, seen) in threads.iter().zip(&before) {
+        let (Some(i), State::Running | State::Pinned) = (seen.carrier, seen.state) else {
+            continue;
+        };
+        let Some(shared) = t.runtime_shared() else {
+            continue;
+        };
+        let Some((tid, sw)) = shared.carrier_running(i, t) else {
+            continue;
+        };
+        if let Some(ips) = crate::sample::sample(tid)
+            && shared
+                .carrier_running(i, t)
+                .is_some_and(|(_, now)| now == sw)
+        {
+            stacks.insert(Thread::peek_name_id(t).1, ips);
+        }
+    }
     let mut resolver = Resolver::default();
     let mut infos: Vec<ThreadInfo> = threads
         .iter()
@@ -503,93 +521,6 @@ fn find_deadlocks(infos: &[ThreadInfo], index: &HashMap<u64, usize>) -> Vec<Vec<
     cycles
 }
 
-/// Resolved frames by instruction pointer, kept across dumps (code
-/// addresses do not change while the process lives).
-static SYMBOLS: Mutex<Option<HashMap<usize, Arc<[Frame]>>>> = Mutex::new(None);
-
-/// Resolves instruction pointers to frames, once per address and stack.
-#[derive(Default)]
-struct Resolver {
-    stacks: HashMap<Vec<usize>, Vec<Frame>>,
-}
-
-impl Resolver {
-    fn frames(&mut self, ips: &[usize]) -> Vec<Frame> {
-        if let Some(f) = self.stacks.get(ips) {
-            return f.clone();
-        }
-        let mut cache = SYMBOLS.lock().unwrap_or_else(|e| e.into_inner());
-        let cache = cache.get_or_insert_with(HashMap::new);
-        let mut out = Vec::new();
-        for &ip in ips {
-            let frames = cache.entry(ip).or_insert_with(|| {
-                let mut v = Vec::new();
-                // `ip` is a return address: look up the call instruction.
-                backtrace::resolve((ip.saturating_sub(1)) as *mut std::ffi::c_void, |sym| {
-                    v.push(Frame {
-                        function: sym
-                            .name()
-                            .map(|n| format!("{n:#}"))
-                            .unwrap_or_else(|| "<unknown>".into()),
-                        file: sym.filename().map(|p| p.display().to_string()),
-                        line: sym.lineno(),
-                    });
-                });
-                if v.is_empty() {
-                    v.push(Frame {
-                        function: format!("<unknown> @ {ip:#x}"),
-                        file: None,
-                        line: None,
-                    });
-                }
-                v.into()
-            });
-            out.extend(frames.iter().cloned());
-        }
-        let out = trim_plumbing(out);
-        self.stacks.insert(ips.to_vec(), out.clone());
-        out
-    }
-}
-
-/// Drops the capture machinery above the park point and the runtime's
-/// frames below the thread's entry (the unwinder follows corosensei's link
-/// into the carrier's own stack).
-fn trim_plumbing(frames: Vec<Frame>) -> Vec<Frame> {
-    // Top: everything up to and including the park call itself.
-    let top = frames
-        .iter()
-        .rposition(|f| f.function.contains("park_deadline") || f.function.contains("capture_here"))
-        .map_or(0, |i| i + 1);
-    let mut v: Vec<Frame> = frames.into_iter().skip(top).collect();
-    // Bottom: from weft's spawn glue (the closure that catches panics
-    // around the user's function) down.
-    if let Some(end) = v.iter().position(|f| {
-        let n = f.function.as_str();
-        n.contains("coroutine_func")
-            || n.contains("stack_init_trampoline")
-            || f.file.as_deref().is_some_and(|p| p.contains("corosensei"))
-    }) {
-        v.truncate(end);
-    }
-    // Then the spawn closure and the panic-catching wrappers around the
-    // user's function (std and weft plumbing at the bottom).
-    while v.last().is_some_and(|f| {
-        let n = f.function.as_str();
-        n.starts_with("catch_unwind")
-            || n.starts_with("do_call")
-            || n.starts_with("call_once")
-            || n.contains("spawn_unchecked")
-            || (n.starts_with("{closure")
-                && f.file
-                    .as_deref()
-                    .is_some_and(|p| p.ends_with("weft/src/thread.rs")))
-    }) {
-        v.pop();
-    }
-    v
-}
-
 // ---------------------------------------------------------------------------
 // Output.
 
@@ -688,14 +619,7 @@ impl fmt::Display for Dump {
                 for a in &t.owns {
                     writeln!(f, "   - owns weft::sync::Mutex <{a:#x}>")?;
                 }
-                for fr in &t.stack {
-                    match (&fr.file, fr.line) {
-                        (Some(file), Some(line)) => {
-                            writeln!(f, "      at {} ({file}:{line})", fr.function)?
-                        }
-                        _ => writeln!(f, "      at {}", fr.function)?,
-                    }
-                }
+                f.write_str(&crate::symbols::format_stack(&t.stack))?;
             }
         }
         for cyc in &self.deadlocks {

@@ -67,9 +67,14 @@ pub struct Event {
     pub duration: Duration,
     /// Wall-clock time of the event.
     pub at: SystemTime,
-    /// The thread's stack where one could be had (pinned events capture it
-    /// at the blocking point; stalls of a running thread have none).
+    /// The thread's stack where one could be had, innermost frame first,
+    /// the first frame outside Weft and std marked: pinned events capture
+    /// it at the blocking point, stalls sample the carrier (see
+    /// `WEFT_SAMPLE_STACKS` in the crate docs).
     pub stack: Option<String>,
+    /// The first frame of [`Event::stack`] outside Weft and std, as
+    /// `function at file:line`: the user code that blocked.
+    pub call_site: Option<String>,
     /// Extra detail (e.g. the error of a failed spawn).
     pub detail: Option<String>,
 }
@@ -86,6 +91,9 @@ impl fmt::Display for Event {
         )?;
         if let Some(d) = &self.detail {
             write!(f, " ({d})")?;
+        }
+        if let Some(site) = &self.call_site {
+            write!(f, "; called from {site}")?;
         }
         Ok(())
     }
@@ -201,12 +209,12 @@ pub(crate) fn record(ev: Event) {
             .unwrap_or(HISTOGRAM_BOUNDS_MS.len() - 1);
         HISTOGRAM[b].fetch_add(1, Ordering::Relaxed);
     }
-    // Through `tracing`, at most one warning per kind per second: a stalled
-    // service can record thousands of stalls a second, and a log that
-    // repeats one line that often hides everything else. The first warning
-    // after a quiet spell says how many were held back.
-    if let Some(suppressed) =
-        LIMITERS[ev.kind as usize].admit(crate::sched::ns_of(std::time::Instant::now()))
+    // Through `tracing`, at most one warning per kind and call site per
+    // second: a stalled service can record thousands of stalls a second,
+    // and a log that repeats one line that often hides everything else.
+    // The first warning after a quiet spell says how many were held back.
+    if let Some(suppressed) = LIMITERS[limiter_index(ev.kind, ev.call_site.as_deref())]
+        .admit(crate::sched::ns_of(std::time::Instant::now()))
     {
         tracing::warn!(
             target: "weft::events",
@@ -242,8 +250,18 @@ pub(crate) fn record(ev: Event) {
     ring.push_back(ev);
 }
 
-/// One rate limiter per [`EventKind`] (indexed by its discriminant).
-static LIMITERS: [Limiter; 5] = [const { Limiter::new(RATE_WINDOW_NS) }; 5];
+/// Rate limiters, one per (kind, call site) up to hash collisions: two
+/// sites that share a slot share its budget.
+static LIMITERS: [Limiter; LIMITER_SLOTS] = [const { Limiter::new(RATE_WINDOW_NS) }; LIMITER_SLOTS];
+const LIMITER_SLOTS: usize = 64;
+
+fn limiter_index(kind: EventKind, site: Option<&str>) -> usize {
+    use std::hash::{Hash, Hasher};
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    (kind as usize).hash(&mut h);
+    site.hash(&mut h);
+    (h.finish() % LIMITER_SLOTS as u64) as usize
+}
 
 /// How often a kind of event may be logged through `tracing`.
 const RATE_WINDOW_NS: u64 = 1_000_000_000;

@@ -101,17 +101,19 @@ mod overflow;
 pub mod park;
 mod poll;
 mod runtime;
+mod sample;
 mod sched;
 mod scope;
 mod stack;
 #[doc(hidden)]
 pub mod stall;
+mod symbols;
 pub mod sync;
 mod thread;
 mod timer;
 
 pub use blocking::{DEFAULT_STALL_THRESHOLD, blocking, is_pinned, pinned};
-pub use dump::{Container, Dump, Frame, ThreadInfo, dump};
+pub use dump::{Container, Dump, ThreadInfo, dump};
 pub use executor::Executor;
 pub use future::block_on;
 pub use local::LocalKey;
@@ -120,6 +122,7 @@ pub use runtime::{
 };
 pub use scope::{Scope, ScopedJoinHandle, scope};
 pub use stack::guard_pages_in_place;
+pub use symbols::Frame;
 pub use thread::{
     Blocker, Builder, JoinHandle, State, Thread, ThreadId, current, interrupted, is_virtual,
     panicking, park, park_timeout, sleep, sleep_until, spawn, yield_now,

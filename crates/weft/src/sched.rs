@@ -597,6 +597,16 @@ impl Shared {
             .is_some_and(|w| w.stalled.is_set() || w.in_blocking.load(Ordering::Relaxed))
     }
 
+    /// Carrier `i`'s kernel thread id and switch count, if it is running
+    /// `thread` right now (for a dump to sample its stack, and to check
+    /// afterwards that it was still the same thread).
+    pub(crate) fn carrier_running(&self, i: usize, thread: &Inner) -> Option<(i32, u64)> {
+        let w = self.workers.get(i)?;
+        let sw = w.switches.load(Ordering::SeqCst);
+        std::ptr::eq(w.mounted.load(Ordering::SeqCst), thread)
+            .then(|| (w.tid.load(Ordering::Relaxed), sw))
+    }
+
     /// Carriers blocked or stalled right now.
     pub(crate) fn blocked_carriers(&self) -> usize {
         self.blocked.get()
@@ -1640,7 +1650,10 @@ pub(crate) fn run_monitor(weak: std::sync::Weak<Shared>) {
                     let cpu = kernel_state(tid) == Some('R');
                     if report {
                         w.reported.store(sw, Ordering::Relaxed);
-                        report_stall(&shared, i, w, sw, held, cpu);
+                        // The stack first (the carrier may move on at any
+                        // moment), the symbols after compensating.
+                        let ips = crate::sample::sample(tid)
+                            .filter(|_| w.switches.load(Ordering::SeqCst) == sw);
                         // A CPU-bound thread waits for nothing a spare could
                         // help with: it is counted as blocked (which makes
                         // room for a spare) only while fewer than twice the
@@ -1658,6 +1671,7 @@ pub(crate) fn run_monitor(weak: std::sync::Weak<Shared>) {
                                 shared.compensate();
                             }
                         }
+                        report_stall(&shared, i, w, sw, held, cpu, ips);
                     }
                     if waiters && !cpu {
                         w.reported_waiters.store(sw, Ordering::Relaxed);
@@ -1715,12 +1729,14 @@ fn report_stall(
     sw: u64,
     held: Duration,
     cpu: bool,
+    ips: Option<Vec<usize>>,
 ) {
     let tid = w.tid.load(Ordering::Relaxed);
     let mut detail = format!("carrier {i}, tid {tid}");
     if !cpu && let Some(call) = kernel_call(tid) {
         let _ = write!(detail, ", in {call}");
     }
+    let frames = ips.map(|ips| crate::symbols::Resolver::default().frames(&ips));
     // (A registry walk: only when something is queued behind it.)
     if w.has_home_work() {
         let waiting = waiting_behind(shared, i);
@@ -1733,7 +1749,7 @@ fn report_stall(
     } else {
         crate::events::EventKind::StallBlocked
     };
-    record_carrier_event(w, sw, kind, held, detail);
+    record_carrier_event(w, sw, kind, held, detail, frames);
 }
 
 /// Records `kind` for the thread mounted on `w` at switch count `sw`.
@@ -1743,6 +1759,7 @@ fn record_carrier_event(
     kind: crate::events::EventKind,
     held: Duration,
     detail: String,
+    frames: Option<Vec<crate::symbols::Frame>>,
 ) {
     let (id, name) = w.mounted_identity(sw).unwrap_or((0, None));
     crate::events::record(crate::events::Event {
@@ -1751,7 +1768,10 @@ fn record_carrier_event(
         thread_name: name,
         duration: held,
         at: std::time::SystemTime::now(),
-        stack: None,
+        call_site: frames.as_ref().and_then(|f| {
+            crate::symbols::first_user_frame(f).map(|i| crate::symbols::describe(&f[i]))
+        }),
+        stack: frames.map(|f| crate::symbols::format_stack(&f)),
         detail: Some(detail),
     });
 }
@@ -1790,6 +1810,7 @@ fn report_blocked_with_waiters(
         crate::events::EventKind::BlockedWithWaiters,
         held,
         detail,
+        None,
     );
 }
 

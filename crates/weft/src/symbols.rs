@@ -1,0 +1,221 @@
+//! From return addresses to frames a reader can act on: symbol lookup
+//! (cached for the life of the process), trimming of the runtime's own
+//! plumbing, and the *first frame outside Weft and std* — the line of user
+//! code that called into the blocking function.
+//!
+//! File and line come from debug info: a release build that should show
+//! them needs `debug = "line-tables-only"` (or more) in its profile;
+//! without it frames carry function names only.
+
+use std::collections::HashMap;
+use std::fmt::Write as _;
+use std::sync::{Arc, Mutex};
+
+/// One stack frame.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Frame {
+    /// Demangled function name (`"<unknown>"` if no symbol).
+    pub function: String,
+    /// Source file, if debug info has it.
+    pub file: Option<String>,
+    /// Line number, if debug info has it.
+    pub line: Option<u32>,
+}
+
+impl Frame {
+    /// Whether this frame belongs to Weft, the Rust standard library, the
+    /// C library or the context-switch and unwinding plumbing — anything
+    /// but the program's own code (or a third-party crate it calls).
+    pub fn is_runtime(&self) -> bool {
+        let f = self.function.trim_start_matches('<');
+        const OWN: [&str; 9] = [
+            "std::",
+            "core::",
+            "alloc::",
+            "weft::",
+            "weft_http::",
+            "weft_pg::",
+            "corosensei::",
+            "backtrace::",
+            "__rust",
+        ];
+        OWN.iter().any(|p| f.starts_with(p))
+            || f.starts_with("<unknown>")
+            // C functions (libc's `clock_nanosleep`, `__libc_recv`, …) have
+            // no Rust path: the C library, not the caller that blocked.
+            || !f.contains("::")
+    }
+}
+
+/// The index of the innermost frame outside Weft and std, if any.
+pub(crate) fn first_user_frame(frames: &[Frame]) -> Option<usize> {
+    frames.iter().position(|f| !f.is_runtime())
+}
+
+/// `function at file:line` (or just the function) for a frame.
+pub(crate) fn describe(f: &Frame) -> String {
+    match (&f.file, f.line) {
+        (Some(file), Some(line)) => format!("{} at {file}:{line}", f.function),
+        _ => f.function.clone(),
+    }
+}
+
+/// The frames as indented `at function (file:line)` lines, the first frame
+/// outside Weft and std marked.
+pub(crate) fn format_stack(frames: &[Frame]) -> String {
+    let user = first_user_frame(frames);
+    let mut out = String::new();
+    for (i, fr) in frames.iter().enumerate() {
+        let _ = match (&fr.file, fr.line) {
+            (Some(file), Some(line)) => write!(out, "      at {} ({file}:{line})", fr.function),
+            _ => write!(out, "      at {}", fr.function),
+        };
+        if Some(i) == user {
+            out.push_str("   <== first frame outside Weft and std");
+        }
+        out.push('\n');
+    }
+    out
+}
+
+/// Resolved frames by instruction pointer, kept for the life of the
+/// process (code addresses do not change while it lives).
+static SYMBOLS: Mutex<Option<HashMap<usize, Arc<[Frame]>>>> = Mutex::new(None);
+
+/// Resolves stacks of instruction pointers to frames, once per address and
+/// per distinct stack.
+#[derive(Default)]
+pub(crate) struct Resolver {
+    stacks: HashMap<Vec<usize>, Vec<Frame>>,
+}
+
+impl Resolver {
+    /// The frames of `ips` (innermost first), with the runtime's plumbing
+    /// trimmed (see [`trim_plumbing`]).
+    pub(crate) fn frames(&mut self, ips: &[usize]) -> Vec<Frame> {
+        if let Some(f) = self.stacks.get(ips) {
+            return f.clone();
+        }
+        let mut cache = SYMBOLS.lock().unwrap_or_else(|e| e.into_inner());
+        let cache = cache.get_or_insert_with(HashMap::new);
+        let mut out = Vec::new();
+        for &ip in ips {
+            let frames = cache.entry(ip).or_insert_with(|| {
+                let mut v = Vec::new();
+                // `ip` is a return address: look up the call instruction.
+                backtrace::resolve((ip.saturating_sub(1)) as *mut std::ffi::c_void, |sym| {
+                    v.push(Frame {
+                        function: sym
+                            .name()
+                            .map(|n| format!("{n:#}"))
+                            .unwrap_or_else(|| "<unknown>".into()),
+                        file: sym.filename().map(|p| p.display().to_string()),
+                        line: sym.lineno(),
+                    });
+                });
+                if v.is_empty() {
+                    v.push(Frame {
+                        function: format!("<unknown> @ {ip:#x}"),
+                        file: None,
+                        line: None,
+                    });
+                }
+                v.into()
+            });
+            out.extend(frames.iter().cloned());
+        }
+        let out = trim_plumbing(out);
+        self.stacks.insert(ips.to_vec(), out.clone());
+        out
+    }
+}
+
+/// Drops the capture machinery above the park point and the runtime's
+/// frames below the thread's entry (the unwinder follows corosensei's link
+/// into the carrier's own stack).
+fn trim_plumbing(frames: Vec<Frame>) -> Vec<Frame> {
+    // Top: everything up to and including the park call itself.
+    let top = frames
+        .iter()
+        .rposition(|f| f.function.contains("park_deadline") || f.function.contains("capture_here"))
+        .map_or(0, |i| i + 1);
+    let mut v: Vec<Frame> = frames.into_iter().skip(top).collect();
+    // Bottom: from weft's spawn glue (the closure that catches panics
+    // around the user's function) down.
+    if let Some(end) = v.iter().position(|f| {
+        let n = f.function.as_str();
+        n.contains("coroutine_func")
+            || n.contains("stack_init_trampoline")
+            || f.file.as_deref().is_some_and(|p| p.contains("corosensei"))
+    }) {
+        v.truncate(end);
+    }
+    // Then the spawn closure and the panic-catching wrappers around the
+    // user's function (std and weft plumbing at the bottom).
+    while v.last().is_some_and(|f| {
+        let n = f.function.as_str();
+        n.starts_with("catch_unwind")
+            || n.starts_with("do_call")
+            || n.starts_with("call_once")
+            || n.contains("spawn_unchecked")
+            || (n.starts_with("{closure")
+                && f.file
+                    .as_deref()
+                    .is_some_and(|p| p.ends_with("weft/src/thread.rs")))
+    }) {
+        v.pop();
+    }
+    v
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn fr(function: &str, file: Option<&str>) -> Frame {
+        Frame {
+            function: function.into(),
+            file: file.map(Into::into),
+            line: file.map(|_| 42),
+        }
+    }
+
+    #[test]
+    fn the_first_user_frame_is_past_libc_std_and_weft() {
+        let frames = vec![
+            fr("clock_nanosleep", None),
+            fr("__GI___nanosleep", None),
+            fr(
+                "std::thread::sleep",
+                Some("/rustc/x/library/std/src/thread/mod.rs"),
+            ),
+            fr(
+                "<weft::net::tcp::TcpStream as std::io::Read>::read",
+                Some("weft/src/net/tcp.rs"),
+            ),
+            fr("shortener::handlers::slow", Some("src/handlers.rs")),
+            fr(
+                "weft_http::server::conn::serve",
+                Some("weft-http/src/server.rs"),
+            ),
+        ];
+        assert_eq!(first_user_frame(&frames), Some(4));
+        let text = format_stack(&frames);
+        let marked: Vec<&str> = text.lines().filter(|l| l.contains("<==")).collect();
+        assert_eq!(marked.len(), 1, "{text}");
+        assert!(marked[0].contains("shortener::handlers::slow (src/handlers.rs:42)"));
+        assert_eq!(
+            describe(&frames[4]),
+            "shortener::handlers::slow at src/handlers.rs:42"
+        );
+    }
+
+    #[test]
+    fn trait_impls_and_closures_of_user_types_are_user_frames() {
+        assert!(!fr("<app::Db as std::io::Read>::read", None).is_runtime());
+        assert!(!fr("app::main::{{closure}}", None).is_runtime());
+        assert!(fr("<std::io::BufReader<R> as std::io::Read>::read", None).is_runtime());
+        assert!(fr("<unknown> @ 0x1234", None).is_runtime());
+        assert!(first_user_frame(&[fr("std::thread::sleep", None)]).is_none());
+    }
+}
