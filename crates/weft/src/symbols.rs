@@ -27,6 +27,11 @@ impl Frame {
     /// C library or the context-switch and unwinding plumbing — anything
     /// but the program's own code (or a third-party crate it calls).
     pub fn is_runtime(&self) -> bool {
+        // Debug info names inlined frames by their bare name (`sleep`,
+        // `slow_handler`), so the source file decides when there is one.
+        if let Some(file) = &self.file {
+            return is_runtime_file(file);
+        }
         let f = self.function.trim_start_matches('<');
         const OWN: [&str; 9] = [
             "std::",
@@ -45,6 +50,32 @@ impl Frame {
             // no Rust path: the C library, not the caller that blocked.
             || !f.contains("::")
     }
+}
+
+/// Whether a source file belongs to the runtime: the Rust standard library
+/// (`/rustc/<hash>/library/…`), C sources (the C library), or the sources
+/// of Weft and the crates it switches and unwinds with — in this
+/// repository (`…/weft/src/…`) or from a registry (`…/weft-0.1.0/src/…`).
+fn is_runtime_file(file: &str) -> bool {
+    if file.starts_with("/rustc/") || file.contains("/library/std/src/") {
+        return true;
+    }
+    if !file.ends_with(".rs") {
+        return true;
+    }
+    const CRATES: [&str; 5] = ["weft", "weft-http", "weft-pg", "corosensei", "backtrace"];
+    let Some(src) = file.rfind("/src/") else {
+        return false;
+    };
+    let dir = &file[..src];
+    let name = &dir[dir.rfind('/').map_or(0, |i| i + 1)..];
+    CRATES.iter().any(|c| {
+        name == *c
+            || name
+                .strip_prefix(c)
+                .and_then(|rest| rest.strip_prefix('-'))
+                .is_some_and(|v| v.starts_with(|ch: char| ch.is_ascii_digit()))
+    })
 }
 
 /// The index of the innermost frame outside Weft and std, if any.
@@ -217,5 +248,40 @@ mod tests {
         assert!(fr("<std::io::BufReader<R> as std::io::Read>::read", None).is_runtime());
         assert!(fr("<unknown> @ 0x1234", None).is_runtime());
         assert!(first_user_frame(&[fr("std::thread::sleep", None)]).is_none());
+    }
+
+    #[test]
+    fn the_source_file_decides_for_bare_inlined_names() {
+        let at = |f: &str, file: &str| fr(f, Some(file)).is_runtime();
+        assert!(at(
+            "sleep",
+            "/rustc/59807616/library/std/src/thread/functions.rs"
+        ));
+        assert!(at(
+            "__GI___clock_nanosleep",
+            "./time/../sysdeps/unix/sysv/linux/clock_nanosleep.c"
+        ));
+        assert!(at("park", "/work/main/crates/weft/src/park.rs"));
+        assert!(at(
+            "serve",
+            "/home/u/.cargo/registry/src/index/weft-http-0.1.0/src/server.rs"
+        ));
+        assert!(at(
+            "resume",
+            "/home/u/.cargo/registry/src/index/corosensei-0.2.1/src/coroutine.rs"
+        ));
+        assert!(!at(
+            "slow_handler",
+            "/work/main/crates/weft/tests/culprit.rs"
+        ));
+        assert!(!at("handler", "/srv/app/src/main.rs"));
+        assert!(!at(
+            "query",
+            "/home/u/.cargo/registry/src/index/weftish-1.0.0/src/lib.rs"
+        ));
+        assert!(!at(
+            "get",
+            "/home/u/.cargo/registry/src/index/ureq-2.9.0/src/agent.rs"
+        ));
     }
 }
