@@ -97,6 +97,7 @@ pub mod metrics;
 pub mod net;
 mod offload;
 mod overflow;
+mod panic;
 #[doc(hidden)]
 pub mod park;
 mod poll;
