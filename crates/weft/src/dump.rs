@@ -224,6 +224,8 @@ pub struct ThreadInfo {
     pub home_stalled: bool,
     /// What it waits on.
     pub blocker: Blocker,
+    /// What it said it is doing ([`crate::set_activity`]), if anything.
+    pub activity: Option<String>,
     /// Addresses of `weft::sync` locks it holds that others wait for.
     pub owns: Vec<usize>,
     /// Its stack, innermost frame first: at the park point for a parked
@@ -276,6 +278,7 @@ impl Dump {
 struct Seen {
     state: State,
     blocker: Blocker,
+    activity: Option<String>,
     carrier: Option<usize>,
     home: Option<usize>,
     home_stalled: bool,
@@ -310,6 +313,7 @@ pub fn dump() -> Dump {
             Seen {
                 state: crate::thread::inner_state(t),
                 blocker: crate::thread::inner_blocker(t),
+                activity: crate::thread::inner_activity(t),
                 carrier: carriers.get(&(Arc::as_ptr(t) as usize)).copied(),
                 home,
                 home_stalled: home
@@ -399,6 +403,7 @@ pub fn dump() -> Dump {
             let Seen {
                 state,
                 blocker,
+                activity,
                 carrier,
                 home,
                 home_stalled,
@@ -418,6 +423,7 @@ pub fn dump() -> Dump {
                 home,
                 home_stalled,
                 blocker,
+                activity,
                 owns: Vec::new(),
                 stack,
                 container: t.container,
@@ -603,6 +609,9 @@ impl fmt::Display for Dump {
                         .map(|c| format!(" on carrier {c}"))
                         .unwrap_or_default()
                 )?;
+                if let Some(a) = &t.activity {
+                    writeln!(f, "   - doing: {a}")?;
+                }
                 if let Some(b) = describe_blocker(&t.blocker) {
                     writeln!(f, "   - {b}")?;
                 }
@@ -693,6 +702,10 @@ impl Dump {
                 o.push_str(",\"state\":");
                 json_str(&mut o, state_name(t.state));
                 o.push_str(",\"virtual\":true");
+                if let Some(a) = &t.activity {
+                    o.push_str(",\"activity\":");
+                    json_str(&mut o, a);
+                }
                 if let Some(c) = t.carrier {
                     let _ = write!(o, ",\"carrier\":\"{c}\"");
                 }

@@ -125,6 +125,6 @@ pub use scope::{Scope, ScopedJoinHandle, scope};
 pub use stack::guard_pages_in_place;
 pub use symbols::Frame;
 pub use thread::{
-    Blocker, Builder, JoinHandle, State, Thread, ThreadId, current, interrupted, is_virtual,
-    panicking, park, park_timeout, sleep, sleep_until, spawn, yield_now,
+    Blocker, Builder, JoinHandle, MAX_ACTIVITY_LEN, State, Thread, ThreadId, current, interrupted,
+    is_virtual, panicking, park, park_timeout, set_activity, sleep, sleep_until, spawn, yield_now,
 };

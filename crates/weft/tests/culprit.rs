@@ -141,3 +141,37 @@ fn a_panic_names_the_virtual_thread_not_the_carrier() {
     );
     assert!(!err.contains("virtual thread '"), "{err}");
 }
+
+/// `set_activity` shows in the dump, is cleared by "", and a long text is
+/// cut at a character boundary with a visible mark.
+#[test]
+fn the_dump_shows_what_a_thread_said_it_is_doing() {
+    let h = weft::spawn(|| {
+        let me = weft::current().id();
+        weft::set_activity(format_args!("{} {}", "GET", "/slow"));
+        let dump = weft::dump();
+        assert_eq!(
+            dump.thread(me).unwrap().activity.as_deref(),
+            Some("GET /slow")
+        );
+        assert!(dump.to_string().contains("   - doing: GET /slow"), "{dump}");
+
+        let long = "é".repeat(weft::MAX_ACTIVITY_LEN); // 2 bytes each
+        weft::set_activity(&long);
+        let shown = weft::dump().thread(me).unwrap().activity.clone().unwrap();
+        assert!(shown.len() <= weft::MAX_ACTIVITY_LEN, "{}", shown.len());
+        assert!(shown.ends_with('…'), "{shown}");
+        assert!(shown.trim_end_matches('…').chars().all(|c| c == 'é'));
+
+        // Cut across pieces: the second piece overflows by less than the mark.
+        let a = "x".repeat(weft::MAX_ACTIVITY_LEN - 1);
+        weft::set_activity(format_args!("{a}{}", "yz"));
+        let shown = weft::dump().thread(me).unwrap().activity.clone().unwrap();
+        assert!(shown.len() <= weft::MAX_ACTIVITY_LEN, "{}", shown.len());
+        assert!(shown.ends_with("x…"), "{shown}");
+
+        weft::set_activity("");
+        assert_eq!(weft::dump().thread(me).unwrap().activity, None);
+    });
+    join_within("the thread", Duration::from_secs(20), h).unwrap();
+}
