@@ -321,6 +321,30 @@ pub fn dump() -> Dump {
             }
         })
         .collect();
+    // Threads running on a carrier (or blocked in the kernel there): sample
+    // the carrier's stack (see `sample.rs`), kept only if the carrier was
+    // still on the same thread and switch afterwards. First, before the
+    // parked threads are asked for theirs (which can take a while on busy
+    // carriers): the samples then match the states just read.
+    let mut sampled: HashMap<u64, Vec<usize>> = HashMap::new();
+    for (t, seen) in threads.iter().zip(&before) {
+        let (Some(i), State::Running | State::Pinned) = (seen.carrier, seen.state) else {
+            continue;
+        };
+        let Some(shared) = t.runtime_shared() else {
+            continue;
+        };
+        let Some((tid, sw)) = shared.carrier_running(i, t) else {
+            continue;
+        };
+        if let Some(ips) = crate::sample::sample(tid)
+            && shared
+                .carrier_running(i, t)
+                .is_some_and(|(_, now)| now == sw)
+        {
+            sampled.insert(Thread::peek_name_id(t).1, ips);
+        }
+    }
     let job = Arc::new(CaptureJob {
         results: Mutex::new(Vec::new()),
         pending: AtomicUsize::new(1),
@@ -374,27 +398,7 @@ pub fn dump() -> Dump {
         std::mem::take(&mut *job.results.lock().unwrap_or_else(|e| e.into_inner()))
             .into_iter()
             .collect();
-    // Threads running on a carrier (or blocked in the kernel there): sample
-    // the carrier's stack (see `sample.rs`), kept only if the carrier was
-    // still on the same thread and switch afterwards.
-    for (t, seen) in threads.iter().zip(&before) {
-        let (Some(i), State::Running | State::Pinned) = (seen.carrier, seen.state) else {
-            continue;
-        };
-        let Some(shared) = t.runtime_shared() else {
-            continue;
-        };
-        let Some((tid, sw)) = shared.carrier_running(i, t) else {
-            continue;
-        };
-        if let Some(ips) = crate::sample::sample(tid)
-            && shared
-                .carrier_running(i, t)
-                .is_some_and(|(_, now)| now == sw)
-        {
-            stacks.insert(Thread::peek_name_id(t).1, ips);
-        }
-    }
+    stacks.extend(sampled);
     let mut resolver = Resolver::default();
     let mut infos: Vec<ThreadInfo> = threads
         .iter()
