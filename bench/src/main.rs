@@ -187,6 +187,19 @@ fn plan(quick: bool, runs: Option<usize>) -> Vec<Spec> {
     s.overrides.push(("std", Ok(vec![q(10_000, 2_000)])));
     v.push(s);
 
+    // The same from the program's main OS thread, as most programs spawn
+    // (Go's main goroutine and Java's main thread are what "spawn" uses).
+    let mut s = own(
+        "spawn-main",
+        "spawn + join, from main",
+        "as spawn + join, spawned from the main OS thread (Weft: fn main; Tokio: the block_on future; Go: the main goroutine; Java: the main thread)",
+        Unit::Ns,
+        vec![q(100_000, 20_000)],
+    );
+    s.worker = "spawn-main";
+    s.overrides.push(("std", Ok(vec![q(10_000, 2_000)])));
+    v.push(s);
+
     let mut s = own(
         "pingpong",
         "ping-pong round trip",
@@ -244,6 +257,25 @@ fn plan(quick: bool, runs: Option<usize>) -> Vec<Spec> {
     v.push(sleepers("sleep-100k", 100_000));
     if !quick {
         v.push(sleepers("sleep-1m", 1_000_000));
+    }
+    let from_main = |mut s: Spec, id, title| {
+        s.id = id;
+        s.title = title;
+        s.worker = "sleep-main";
+        s.what = "as the row above, spawned from the main OS thread (Weft: fn main; Tokio: the block_on future; Go: the main goroutine; Java: the main thread)";
+        s
+    };
+    v.push(from_main(
+        sleepers("sleep-100k", 100_000),
+        "sleep-100k-main",
+        "100k × sleep(1 s), from main",
+    ));
+    if !quick {
+        v.push(from_main(
+            sleepers("sleep-1m", 1_000_000),
+            "sleep-1m-main",
+            "1M × sleep(1 s), from main",
+        ));
     }
 
     v.push(server(
@@ -731,7 +763,15 @@ mod tests {
         assert!(quick.len() < full.len());
         for s in &full {
             if matches!(s.drive, Drive::Own) {
-                let known = ["spawn", "pingpong", "mutex", "channel", "sleep"];
+                let known = [
+                    "spawn",
+                    "spawn-main",
+                    "pingpong",
+                    "mutex",
+                    "channel",
+                    "sleep",
+                    "sleep-main",
+                ];
                 assert!(known.contains(&s.worker), "{}: {}", s.id, s.worker);
             }
         }
