@@ -778,9 +778,12 @@ mod tests {
     #[test]
     fn every_rust_workload_runs_on_every_runtime() {
         for rt in [Rt::Weft, Rt::TokioMt, Rt::TokioCt, Rt::Std] {
-            assert!(spawn(rt, 100) > Duration::ZERO);
+            for from in [From::Inside, From::Main] {
+                assert!(spawn(rt, 100, from) > Duration::ZERO);
+                let d = Duration::from_millis(20);
+                assert!(sleep(rt, 50, d, from) >= d);
+            }
             assert!(pingpong(rt, 100) > Duration::ZERO);
-            assert!(sleep(rt, 50, Duration::from_millis(20)) >= Duration::from_millis(20));
             mutex(rt, 8, 500).unwrap();
             channel(rt, 1, 1000, 16).unwrap();
             channel(rt, 7, 1000, 0).unwrap();
