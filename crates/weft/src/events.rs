@@ -214,7 +214,7 @@ pub(crate) fn record(ev: Event) {
     // and a log that repeats one line that often hides everything else.
     // The first warning after a quiet spell says how many were held back.
     if let Some(suppressed) = LIMITERS[limiter_index(ev.kind, ev.call_site.as_deref())]
-        .admit(crate::sched::ns_of(std::time::Instant::now()))
+        .admit(crate::clock::ns_of(std::time::Instant::now()))
     {
         tracing::warn!(
             target: "weft::events",

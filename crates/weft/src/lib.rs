@@ -113,11 +113,13 @@
 
 mod blocking;
 pub mod channel;
+mod clock;
 pub mod context;
 mod dump;
 pub mod events;
 mod executor;
 pub mod fs;
+mod futex;
 mod future;
 #[cfg(any(feature = "futures-io", feature = "tokio"))]
 mod io_compat;
@@ -140,7 +142,6 @@ pub mod stall;
 mod symbols;
 pub mod sync;
 mod thread;
-mod timer;
 
 pub use blocking::{DEFAULT_STALL_THRESHOLD, blocking, is_pinned, pinned};
 pub use dump::{Container, Dump, ThreadInfo, dump};

@@ -358,7 +358,7 @@ fn words_str(ptr: u64, len: u64) -> &'static str {
 fn encode(b: &Blocker) -> [u64; 5] {
     match *b {
         Blocker::None => [0; 5],
-        Blocker::Sleep(t) => [1, crate::sched::ns_of(t), 0, 0, 0],
+        Blocker::Sleep(t) => [1, crate::clock::ns_of(t), 0, 0, 0],
         Blocker::Park => [2, 0, 0, 0, 0],
         Blocker::Io { fd, read } => [3, fd as u32 as u64, read as u64, 0, 0],
         Blocker::Lock { kind, addr, owner } => {
@@ -376,7 +376,7 @@ fn encode(b: &Blocker) -> [u64; 5] {
 
 fn decode(w: [u64; 5]) -> Blocker {
     match w[0] {
-        1 => Blocker::Sleep(crate::sched::instant_of(w[1])),
+        1 => Blocker::Sleep(crate::clock::instant_of(w[1])),
         2 => Blocker::Park,
         3 => Blocker::Io {
             fd: w[1] as u32 as i32,
