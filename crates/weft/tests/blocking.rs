@@ -193,8 +193,9 @@ fn block_on_future_completed_from_another_thread() {
 #[test]
 fn idle_runtime_uses_no_cpu() {
     fn cpu_time() -> Duration {
-        // SAFETY: getrusage fills the struct we pass.
+        // SAFETY: an all-zero `rusage` is a valid value of this plain C struct.
         let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
+        // SAFETY: getrusage fills the struct we pass, which is valid for writes.
         unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut ru) };
         let tv = |t: libc::timeval| Duration::new(t.tv_sec as u64, t.tv_usec as u32 * 1000);
         tv(ru.ru_utime) + tv(ru.ru_stime)
