@@ -960,9 +960,13 @@ fn accept_loop(shared: Arc<Shared>, listener: TcpListener) {
         inc(&shared.stats.accepted);
         shared.stats.open.fetch_add(1, Ordering::SeqCst);
         let s = shared.clone();
-        let spawned = weft::Builder::new().spawn_on(&shared.rt, move || {
-            run_connection(&s, stream, peer, permit);
-        });
+        // Named for dumps, stall events and panic messages.
+        let spawned =
+            weft::Builder::new()
+                .name(format!("http {peer}"))
+                .spawn_on(&shared.rt, move || {
+                    run_connection(&s, stream, peer, permit);
+                });
         if spawned.is_err() {
             inc(&shared.stats.accept);
             connection_closed(&shared);
@@ -1396,6 +1400,8 @@ fn process(conn: &mut Conn, shared: &Shared) -> bool {
         },
     };
 
+    // The request in progress, for thread dumps (cleared once answered).
+    weft::set_activity(format_args!("{method} {target}"));
     let result = catch_unwind(AssertUnwindSafe(|| shared.handler.handle(&mut req)));
     let mut resp = match result {
         Ok(r) => r,
@@ -1437,6 +1443,7 @@ fn process(conn: &mut Conn, shared: &Shared) -> bool {
     shared.stats.response(resp.status);
     inc(&shared.stats.finished);
     let written = write_response(stream, out, scratch, resp, version, keep_alive, head_only);
+    weft::set_activity("");
     keep_alive = match written {
         Ok(k) => k,
         Err(_) => {

@@ -183,6 +183,8 @@ pub(crate) fn pinned_park(inner: &Inner, deadline: Option<Instant>) {
     // `pinned_waiting`, or we see its permit below.
     fence(Ordering::SeqCst);
     let guard = sched::enter_blocking();
+    // The carrier is held from here: the stack capture counts.
+    let t0 = Instant::now();
     let stack = (explicit_pin && crate::events::capture_stacks()).then(|| {
         let mut ips = Vec::with_capacity(32);
         backtrace::trace(|f| {
@@ -191,7 +193,6 @@ pub(crate) fn pinned_park(inner: &Inner, deadline: Option<Instant>) {
         });
         ips
     });
-    let t0 = Instant::now();
     loop {
         if inner.park.try_consume() || crate::thread::current_interrupted() {
             break;

@@ -224,6 +224,8 @@ pub struct ThreadInfo {
     pub home_stalled: bool,
     /// What it waits on.
     pub blocker: Blocker,
+    /// What it said it is doing ([`crate::set_activity`]), if anything.
+    pub activity: Option<String>,
     /// Addresses of `weft::sync` locks it holds that others wait for.
     pub owns: Vec<usize>,
     /// Its stack, innermost frame first: at the park point for a parked
@@ -276,6 +278,7 @@ impl Dump {
 struct Seen {
     state: State,
     blocker: Blocker,
+    activity: Option<String>,
     carrier: Option<usize>,
     home: Option<usize>,
     home_stalled: bool,
@@ -310,6 +313,7 @@ pub fn dump() -> Dump {
             Seen {
                 state: crate::thread::inner_state(t),
                 blocker: crate::thread::inner_blocker(t),
+                activity: crate::thread::inner_activity(t),
                 carrier: carriers.get(&(Arc::as_ptr(t) as usize)).copied(),
                 home,
                 home_stalled: home
@@ -317,6 +321,30 @@ pub fn dump() -> Dump {
             }
         })
         .collect();
+    // Threads running on a carrier (or blocked in the kernel there): sample
+    // the carrier's stack (see `sample.rs`), kept only if the carrier was
+    // still on the same thread and switch afterwards. First, before the
+    // parked threads are asked for theirs (which can take a while on busy
+    // carriers): the samples then match the states just read.
+    let mut sampled: HashMap<u64, Vec<usize>> = HashMap::new();
+    for (t, seen) in threads.iter().zip(&before) {
+        let (Some(i), State::Running | State::Pinned) = (seen.carrier, seen.state) else {
+            continue;
+        };
+        let Some(shared) = t.runtime_shared() else {
+            continue;
+        };
+        let Some((tid, sw)) = shared.carrier_running(i, t) else {
+            continue;
+        };
+        if let Some(ips) = crate::sample::sample(tid)
+            && shared
+                .carrier_running(i, t)
+                .is_some_and(|(_, now)| now == sw)
+        {
+            sampled.insert(Thread::peek_name_id(t).1, ips);
+        }
+    }
     let job = Arc::new(CaptureJob {
         results: Mutex::new(Vec::new()),
         pending: AtomicUsize::new(1),
@@ -370,27 +398,7 @@ pub fn dump() -> Dump {
         std::mem::take(&mut *job.results.lock().unwrap_or_else(|e| e.into_inner()))
             .into_iter()
             .collect();
-    // Threads running on a carrier (or blocked in the kernel there): sample
-    // the carrier's stack (see `sample.rs`), kept only if the carrier was
-    // still on the same thread and switch afterwards.
-    for (t, seen) in threads.iter().zip(&before) {
-        let (Some(i), State::Running | State::Pinned) = (seen.carrier, seen.state) else {
-            continue;
-        };
-        let Some(shared) = t.runtime_shared() else {
-            continue;
-        };
-        let Some((tid, sw)) = shared.carrier_running(i, t) else {
-            continue;
-        };
-        if let Some(ips) = crate::sample::sample(tid)
-            && shared
-                .carrier_running(i, t)
-                .is_some_and(|(_, now)| now == sw)
-        {
-            stacks.insert(Thread::peek_name_id(t).1, ips);
-        }
-    }
+    stacks.extend(sampled);
     let mut resolver = Resolver::default();
     let mut infos: Vec<ThreadInfo> = threads
         .iter()
@@ -399,6 +407,7 @@ pub fn dump() -> Dump {
             let Seen {
                 state,
                 blocker,
+                activity,
                 carrier,
                 home,
                 home_stalled,
@@ -418,6 +427,7 @@ pub fn dump() -> Dump {
                 home,
                 home_stalled,
                 blocker,
+                activity,
                 owns: Vec::new(),
                 stack,
                 container: t.container,
@@ -603,6 +613,9 @@ impl fmt::Display for Dump {
                         .map(|c| format!(" on carrier {c}"))
                         .unwrap_or_default()
                 )?;
+                if let Some(a) = &t.activity {
+                    writeln!(f, "   - doing: {a}")?;
+                }
                 if let Some(b) = describe_blocker(&t.blocker) {
                     writeln!(f, "   - {b}")?;
                 }
@@ -693,6 +706,10 @@ impl Dump {
                 o.push_str(",\"state\":");
                 json_str(&mut o, state_name(t.state));
                 o.push_str(",\"virtual\":true");
+                if let Some(a) = &t.activity {
+                    o.push_str(",\"activity\":");
+                    json_str(&mut o, a);
+                }
                 if let Some(c) = t.carrier {
                     let _ = write!(o, ",\"carrier\":\"{c}\"");
                 }

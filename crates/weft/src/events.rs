@@ -240,7 +240,9 @@ pub(crate) fn record(ev: Event) {
         }
         Trace::Full => match &ev.stack {
             Some(st) => eprintln!("{ev}\n{st}"),
-            None => eprintln!("{ev}\n    <no stack: the thread was running on its carrier>"),
+            None => eprintln!(
+                "{ev}\n    <no stack: the carrier could not be sampled (moved on, or WEFT_SAMPLE_STACKS=0)>"
+            ),
         },
     }
     let mut ring = RING.lock().unwrap_or_else(|e| e.into_inner());

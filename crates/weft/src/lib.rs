@@ -79,6 +79,35 @@
 //! mappings per thread, roughly 32k threads by default). A stack overflow
 //! prints `virtual thread '<name>' (#id) has overflowed its stack` and
 //! aborts, like std.
+//!
+//! # Finding the culprit
+//!
+//! - **Thread dumps.** [`dump()`] lists every virtual thread with its
+//!   state, what it waits on, what it said it is doing ([`set_activity`];
+//!   `weft-http` sets the request line) and its stack, innermost first,
+//!   with the first frame outside Weft and std marked. A parked thread's
+//!   stack is recorded at its park point; a thread *running* on its carrier
+//!   (or blocked in the kernel there) is sampled by a signal to that
+//!   carrier (`SIGURG`; `WEFT_SAMPLE_STACKS=0` turns sampling off).
+//!   `SIGQUIT` (`kill -3`) writes a text dump to stderr, or the JSON to
+//!   `WEFT_DUMP_PATH`, as `jstack` would (`WEFT_DUMP_ON_SIGQUIT=0` turns
+//!   it off).
+//! - **Stall events.** A virtual thread that holds its carrier past
+//!   `WEFT_STALL_THRESHOLD` (20 ms by default) is recorded in [`events`]
+//!   with the sampled stack and the call site — the first frame outside
+//!   Weft and std, with file and line when the binary has line tables
+//!   (`debug = "line-tables-only"` in the release profile).
+//!   `WEFT_TRACE_PINNED=short|full` prints them; through `tracing`
+//!   they are warnings limited per kind and call site, with a count of
+//!   those held back.
+//! - **Panics** on a virtual thread name it: `virtual thread 'http
+//!   127.0.0.1:5123' (#812) panicked at src/handlers.rs:42:9:`. Weft wraps
+//!   Rust's default panic hook when the first runtime starts; a hook the
+//!   program installed before is kept as it is, and `WEFT_PANIC_HOOK=0`
+//!   leaves the hook alone.
+//! - **Context that follows the thread.** [`context`] runs hooks when a
+//!   virtual thread unmounts and mounts again, so per-thread context such
+//!   as a `tracing` span stays with its virtual thread.
 
 #![warn(missing_docs)]
 
@@ -97,6 +126,7 @@ pub mod metrics;
 pub mod net;
 mod offload;
 mod overflow;
+mod panic;
 #[doc(hidden)]
 pub mod park;
 mod poll;
@@ -124,6 +154,6 @@ pub use scope::{Scope, ScopedJoinHandle, scope};
 pub use stack::guard_pages_in_place;
 pub use symbols::Frame;
 pub use thread::{
-    Blocker, Builder, JoinHandle, State, Thread, ThreadId, current, interrupted, is_virtual,
-    panicking, park, park_timeout, sleep, sleep_until, spawn, yield_now,
+    Blocker, Builder, JoinHandle, MAX_ACTIVITY_LEN, State, Thread, ThreadId, current, interrupted,
+    is_virtual, panicking, park, park_timeout, set_activity, sleep, sleep_until, spawn, yield_now,
 };

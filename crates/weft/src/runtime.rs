@@ -184,6 +184,7 @@ impl RuntimeBuilder {
             spare_keepalive: self.spare_keepalive.unwrap_or(DEFAULT_SPARE_KEEPALIVE),
         };
         crate::overflow::install();
+        crate::panic::install();
         crate::dump::install_sigquit();
         let (shared, locals) = Shared::new(
             SchedConfig {

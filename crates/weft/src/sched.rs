@@ -407,7 +407,7 @@ impl WorkerShared {
     /// mounted on switch `sw`, the carrier has not yet passed that check and
     /// will wait for us before it can let go of the thread: the pointer is
     /// valid until we lower `inspect`.
-    fn mounted_identity(&self, sw: u64) -> Option<(u64, Option<String>)> {
+    fn mounted_identity(&self, sw: u64) -> Option<Identity> {
         self.inspect.store(true, Ordering::SeqCst);
         let mut out = None;
         let p = self.mounted.load(Ordering::SeqCst);
@@ -1645,7 +1645,14 @@ pub(crate) fn run_monitor(weak: std::sync::Weak<Shared>) {
                 // The pinning deadlock: held in the kernel while threads
                 // bound here wait (they can run nowhere else).
                 let waiters = w.reported_waiters.load(Ordering::Relaxed) != sw && w.has_home_work();
-                if report || waiters {
+                // Who holds it, read now: by the time the stack is sampled
+                // and a spare started the thread may have moved on.
+                let who = if report || waiters {
+                    w.mounted_identity(sw)
+                } else {
+                    None
+                };
+                if let Some(who) = who {
                     let tid = w.tid.load(Ordering::Relaxed);
                     let cpu = kernel_state(tid) == Some('R');
                     if report {
@@ -1671,11 +1678,11 @@ pub(crate) fn run_monitor(weak: std::sync::Weak<Shared>) {
                                 shared.compensate();
                             }
                         }
-                        report_stall(&shared, i, w, sw, held, cpu, ips);
+                        report_stall(&shared, i, w, &who, held, cpu, ips);
                     }
                     if waiters && !cpu {
                         w.reported_waiters.store(sw, Ordering::Relaxed);
-                        report_blocked_with_waiters(&shared, i, w, sw, held, in_blocking);
+                        report_blocked_with_waiters(&shared, i, w, &who, held, in_blocking);
                     }
                 }
             }
@@ -1726,7 +1733,7 @@ fn report_stall(
     shared: &Arc<Shared>,
     i: usize,
     w: &WorkerShared,
-    sw: u64,
+    who: &Identity,
     held: Duration,
     cpu: bool,
     ips: Option<Vec<usize>>,
@@ -1749,23 +1756,24 @@ fn report_stall(
     } else {
         crate::events::EventKind::StallBlocked
     };
-    record_carrier_event(w, sw, kind, held, detail, frames);
+    record_carrier_event(who, kind, held, detail, frames);
 }
 
-/// Records `kind` for the thread mounted on `w` at switch count `sw`.
+/// A virtual thread's id and name, as read off its carrier.
+type Identity = (u64, Option<String>);
+
+/// Records `kind` for `who`, the thread that held its carrier.
 fn record_carrier_event(
-    w: &WorkerShared,
-    sw: u64,
+    who: &Identity,
     kind: crate::events::EventKind,
     held: Duration,
     detail: String,
     frames: Option<Vec<crate::symbols::Frame>>,
 ) {
-    let (id, name) = w.mounted_identity(sw).unwrap_or((0, None));
     crate::events::record(crate::events::Event {
         kind,
-        thread_id: id,
-        thread_name: name,
+        thread_id: who.0,
+        thread_name: who.1.clone(),
         duration: held,
         at: std::time::SystemTime::now(),
         call_site: frames.as_ref().and_then(|f| {
@@ -1782,7 +1790,7 @@ fn report_blocked_with_waiters(
     shared: &Arc<Shared>,
     i: usize,
     w: &WorkerShared,
-    sw: u64,
+    who: &Identity,
     held: Duration,
     pinned_wait: bool,
 ) {
@@ -1805,8 +1813,7 @@ fn report_blocked_with_waiters(
         }
     );
     record_carrier_event(
-        w,
-        sw,
+        who,
         crate::events::EventKind::BlockedWithWaiters,
         held,
         detail,
