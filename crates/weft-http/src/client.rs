@@ -35,6 +35,7 @@ use std::time::{Duration, Instant};
 
 use weft::net::TcpStream;
 
+use crate::unpoison::Unpoison;
 use crate::wire::{
     Chunk, ChunkedWriter, Framing, InBuf, has_token, parse_content_length, read_body,
 };
@@ -857,7 +858,7 @@ impl Client {
         self.inner
             .pool
             .lock()
-            .unwrap_or_else(|e| e.into_inner())
+            .unpoison()
             .values()
             .map(Vec::len)
             .sum()
@@ -901,7 +902,7 @@ impl Client {
     }
 
     fn checkout(&self, key: &str) -> Option<Connection> {
-        let mut pool = self.inner.pool.lock().unwrap_or_else(|e| e.into_inner());
+        let mut pool = self.inner.pool.lock().unpoison();
         let list = pool.get_mut(key)?;
         let now = Instant::now();
         while let Some((conn, since)) = list.pop() {
@@ -916,7 +917,7 @@ impl Client {
         if !self.inner.config.keep_alive || !conn.is_reusable() {
             return;
         }
-        let mut pool = self.inner.pool.lock().unwrap_or_else(|e| e.into_inner());
+        let mut pool = self.inner.pool.lock().unpoison();
         let list = pool.entry(key.to_owned()).or_default();
         if list.len() < self.inner.config.max_idle_per_host {
             list.push((conn, Instant::now()));

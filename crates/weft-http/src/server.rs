@@ -34,6 +34,7 @@ use crate::request::{BodyError, Request, RequestBody, Version};
 use crate::response::reason;
 use crate::response::{Body, IntoResponse, Response};
 use crate::router::Handler;
+use crate::unpoison::Unpoison;
 use crate::wire::{
     BufferedStream, ChunkedWriter, Framing, InBuf, LimitedWriter, has_token, parse_content_length,
     push_u64, valid_header_name, valid_header_value, write_all_vectored,
@@ -578,24 +579,24 @@ struct LifeState {
 
 impl Life {
     fn update(&self, f: impl FnOnce(&mut LifeState)) {
-        let mut g = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        let mut g = self.state.lock().unpoison();
         f(&mut g);
         self.changed.notify_all();
     }
 
     /// Waits until `f` returns `Some`.
     fn wait_for<T>(&self, mut f: impl FnMut(&LifeState) -> Option<T>) -> T {
-        let mut g = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        let mut g = self.state.lock().unpoison();
         loop {
             if let Some(t) = f(&g) {
                 return t;
             }
-            g = self.changed.wait(g).unwrap_or_else(|e| e.into_inner());
+            g = self.changed.wait(g).unpoison();
         }
     }
 
     fn close_signals(&self) {
-        if let Some(h) = &*self.signals.lock().unwrap_or_else(|e| e.into_inner()) {
+        if let Some(h) = &*self.signals.lock().unpoison() {
             h.close();
         }
     }
@@ -687,7 +688,7 @@ impl ServerHandle {
         let mut signals = signal_hook::iterator::Signals::new(crate::signal::SIGNALS)?;
         let waiting = Arc::new(crate::signal::Waiting::start());
         let handle = signals.handle();
-        *self.life.signals.lock().unwrap_or_else(|e| e.into_inner()) = Some(handle.clone());
+        *self.life.signals.lock().unpoison() = Some(handle.clone());
         if self.shut_down.load(Ordering::SeqCst) {
             handle.close();
         }
@@ -713,11 +714,7 @@ impl ServerHandle {
             .wait_for(|s| (s.signaled || s.stopping).then_some(s.signaled));
         handle.close();
         let _ = watcher.join();
-        self.life
-            .signals
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .take();
+        self.life.signals.lock().unpoison().take();
         waiting.release();
         if signaled {
             self.shutdown(grace);
@@ -732,12 +729,7 @@ impl ServerHandle {
         shared.shutting_down.store(true, Ordering::SeqCst);
         // Stop the acceptor: an interrupt makes its accept (or permit wait)
         // fail and shuts the listener down.
-        if let Some(acceptor) = self
-            .acceptor
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .take()
-        {
+        if let Some(acceptor) = self.acceptor.lock().unpoison().take() {
             acceptor.thread().interrupt();
             // Bounded: an acceptor that cannot run (its carrier is held,
             // e.g. by a handler blocked on an OS lock) is left behind
@@ -815,7 +807,7 @@ struct ConnSlot {
 impl ConnSlot {
     fn interrupt(&self) {
         self.thread.interrupt();
-        if let Some(w) = &*self.worker.lock().unwrap_or_else(|e| e.into_inner()) {
+        if let Some(w) = &*self.worker.lock().unpoison() {
             w.interrupt();
         }
     }
@@ -837,17 +829,12 @@ struct Shared {
 
 impl Shared {
     fn slots(&self) -> Vec<Arc<ConnSlot>> {
-        self.conns
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .values()
-            .cloned()
-            .collect()
+        self.conns.lock().unpoison().values().cloned().collect()
     }
 
     /// Waits until no connection is open or `deadline` passes.
     fn wait_closed(&self, deadline: Instant) -> bool {
-        let mut g = self.drain.lock().unwrap_or_else(|e| e.into_inner());
+        let mut g = self.drain.lock().unpoison();
         loop {
             if self.stats.open.load(Ordering::SeqCst) == 0 {
                 return true;
@@ -902,12 +889,12 @@ impl Pool {
     }
 
     fn sender(&self) -> Option<weft::channel::Sender<Job>> {
-        self.tx.lock().unwrap_or_else(|e| e.into_inner()).clone()
+        self.tx.lock().unpoison().clone()
     }
 
     /// Lets the workers exit once the queue is empty.
     fn close(&self) {
-        self.tx.lock().unwrap_or_else(|e| e.into_inner()).take();
+        self.tx.lock().unpoison().take();
     }
 }
 
@@ -1053,11 +1040,7 @@ fn run_connection(
         state: AtomicU8::new(ACTIVE),
         worker: Mutex::new(None),
     });
-    shared
-        .conns
-        .lock()
-        .unwrap_or_else(|e| e.into_inner())
-        .insert(id, slot.clone());
+    shared.conns.lock().unpoison().insert(id, slot.clone());
 
     let _ = stream.set_nodelay(cfg.nodelay);
     let _ = stream.set_write_timeout(Some(cfg.write_timeout));
@@ -1101,9 +1084,9 @@ fn run_connection(
                 };
                 let (tx, s, sl) = (tx.clone(), shared.clone(), slot.clone());
                 let job: Job = Box::new(move || {
-                    *sl.worker.lock().unwrap_or_else(|e| e.into_inner()) = Some(weft::current());
+                    *sl.worker.lock().unpoison() = Some(weft::current());
                     let keep = process(&mut c, &s);
-                    *sl.worker.lock().unwrap_or_else(|e| e.into_inner()) = None;
+                    *sl.worker.lock().unpoison() = None;
                     let _ = tx.send((c, keep));
                 });
                 if jobs.send(job).is_err() {
@@ -1133,11 +1116,7 @@ fn run_connection(
         }
         drop(c);
     }
-    shared
-        .conns
-        .lock()
-        .unwrap_or_else(|e| e.into_inner())
-        .remove(&id);
+    shared.conns.lock().unpoison().remove(&id);
     drop(permit);
     connection_closed(shared);
 }
