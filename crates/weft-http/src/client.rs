@@ -807,6 +807,32 @@ fn encode_head<'h>(
 
 /// A blocking HTTP/1.1 client with per-host keep-alive pooling. Cheap to
 /// clone (clones share the pool); safe to use from many threads.
+///
+/// # Examples
+///
+/// ```
+/// use weft_http::{Client, Request, Response};
+///
+/// let server = weft_http::serve("127.0.0.1:0", |req: &mut Request<'_>| {
+///     Response::text(req.header("x-name").unwrap_or("nobody").to_string())
+/// })?;
+/// let url = format!("http://{}/", server.local_addr());
+///
+/// let client = Client::new();
+/// for _ in 0..3 {
+///     let resp = client.get(&url).header("x-name", "weft").send()?;
+///     assert_eq!(resp.status(), 200);
+///     assert_eq!(resp.text()?, "weft");
+/// }
+/// // The three requests shared one pooled keep-alive connection.
+/// assert_eq!(client.idle_connections(), 1);
+/// assert_eq!(server.stats().accepted_connections, 1);
+///
+/// // Failures are errors with a kind, never panics.
+/// let err = client.get("not a url").send().unwrap_err();
+/// assert_eq!(err.kind(), weft_http::ErrorKind::InvalidUrl);
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 #[derive(Clone)]
 pub struct Client {
     inner: Arc<ClientInner>,

@@ -436,6 +436,27 @@ pub struct Server {
 impl Server {
     /// Binds a listener on `addr` (with `SO_REUSEADDR` and
     /// [`ServerConfig::backlog`]).
+    ///
+    /// # Errors
+    ///
+    /// `InvalidInput` naming the setting when `config` is invalid (a zero
+    /// limit or timeout); the OS error when no address can be bound.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::io::ErrorKind;
+    /// use weft_http::{Server, ServerConfig, ThreadMode};
+    ///
+    /// let server = Server::bind("127.0.0.1:0", ServerConfig::default())?;
+    /// assert_ne!(server.local_addr()?.port(), 0); // port 0: the OS picked one
+    ///
+    /// let config = ServerConfig::default().thread_mode(ThreadMode::Platform { threads: 0 });
+    /// let err = Server::bind("127.0.0.1:0", config).err().unwrap();
+    /// assert_eq!(err.kind(), ErrorKind::InvalidInput);
+    /// assert!(err.to_string().contains("at least one thread"));
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
     pub fn bind(addr: impl ToSocketAddrs, config: ServerConfig) -> io::Result<Server> {
         config.validate()?;
         let mut last = None;
@@ -520,6 +541,8 @@ fn bind_one(addr: SocketAddr, backlog: u32) -> io::Result<std::net::TcpListener>
 }
 
 /// Starts a server with the default configuration on `addr`.
+///
+/// # Examples
 ///
 /// ```
 /// let h = weft_http::serve("127.0.0.1:0", |_req: &mut weft_http::Request<'_>| {
@@ -623,6 +646,28 @@ impl ServerHandle {
     /// (their responses carry `Connection: close`), and waits up to `grace`
     /// for every connection to end. Connections still open at the deadline
     /// are interrupted. Idempotent; later calls return at once.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use weft_http::{Client, Request, Response};
+    ///
+    /// let server = weft_http::serve("127.0.0.1:0", |_req: &mut Request<'_>| {
+    ///     weft::sleep(Duration::from_millis(200)).unwrap();
+    ///     Response::text("finished")
+    /// })?;
+    /// let url = format!("http://{}/", server.local_addr());
+    /// let in_flight = weft::spawn(move || Client::new().get(&url).send()?.text());
+    /// while server.stats().in_flight == 0 {
+    ///     weft::sleep(Duration::from_millis(1))?;
+    /// }
+    /// // The request in flight finishes; nothing new is accepted.
+    /// let report = server.shutdown(Duration::from_secs(10));
+    /// assert!(report.drained);
+    /// assert_eq!(in_flight.join().unwrap()?, "finished");
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn shutdown(&self, grace: Duration) -> ShutdownReport {
         if self.shut_down.swap(true, Ordering::SeqCst) {
             return ShutdownReport {
