@@ -9,7 +9,7 @@
 //!   process with a watchdog, and its peak RSS from `VmHWM`.
 //! - [`table`]: the results as a markdown table or an aligned console table.
 //! - [`svg`]: a horizontal bar chart, and readable ticks for log-scale axes.
-//! - [`format`]: numbers as people read them (`1,234`, `12.3 k`, `1.21 GiB`).
+//! - [`format`](mod@format): numbers as people read them (`1,234`, `12.3 k`, `1.21 GiB`).
 //!
 //! # Examples
 //!
