@@ -283,7 +283,8 @@ fn num(v: &serde_json::Value, path: &[&str]) -> f64 {
 struct Cell(Vec<f64>);
 
 impl Cell {
-    fn median(&self) -> f64 {
+    /// The median of the runs (NaN when none measured anything).
+    fn mid(&self) -> f64 {
         median(&self.0).unwrap_or(f64::NAN)
     }
     fn show(&self) -> String {
@@ -443,8 +444,8 @@ fn hello(args: &Args) {
         }
         rows.push((kind, w, wp99, l, lp99));
     }
-    let tokio_wrk = rows.last().map_or(f64::NAN, |r| r.1.median());
-    let tokio_load = rows.last().map_or(f64::NAN, |r| r.3.median());
+    let tokio_wrk = rows.last().map_or(f64::NAN, |r| r.1.mid());
+    let tokio_load = rows.last().map_or(f64::NAN, |r| r.3.mid());
     let mut table = Table::new([
         "server",
         "wrk req/s",
@@ -459,12 +460,12 @@ fn hello(args: &Args) {
         table.row([
             kind.to_string(),
             w.show(),
-            format!("{:.2}", wp99.median()),
+            format!("{:.2}", wp99.mid()),
             l.show(),
-            format!("{:.2}", lp99.median()),
-            format!("{:.1}%", 100.0 * l.median() / w.median()),
-            format!("{:.1}%", 100.0 * w.median() / tokio_wrk),
-            format!("{:.1}%", 100.0 * l.median() / tokio_load),
+            format!("{:.2}", lp99.mid()),
+            format!("{:.1}%", 100.0 * l.mid() / w.mid()),
+            format!("{:.1}%", 100.0 * w.mid() / tokio_wrk),
+            format!("{:.1}%", 100.0 * l.mid() / tokio_load),
         ]);
     }
     print!("{}", table.markdown());

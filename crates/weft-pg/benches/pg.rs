@@ -635,11 +635,6 @@ fn lat1_tokio(t: &Target, window: Duration) -> Sample {
 
 // ---------------------------------------------------------------------------
 
-/// The median of a row's runs (NaN when none measured anything).
-fn median(v: &[f64]) -> f64 {
-    stats::median(v).unwrap_or(f64::NAN)
-}
-
 fn main() {
     let args = parse_args();
     let Some(url) = server_url() else {
@@ -725,7 +720,7 @@ fn main() {
     let med_of = |id: &str| {
         rows.iter()
             .position(|(r, _)| *r == id)
-            .map(|i| median(&results[i].iter().map(|s| s.qps).collect::<Vec<_>>()))
+            .and_then(|i| stats::median(&results[i].iter().map(|s| s.qps).collect::<Vec<_>>()))
     };
     let tokio = med_of("select1/tokio");
     let thread = med_of("driver/thread");
@@ -763,7 +758,7 @@ fn main() {
             format!("{stalls} / {pinned}")
         };
         let cpu: Vec<f64> = results[i].iter().map(|s| s.cpu_us).collect();
-        let cpu = median(&cpu);
+        let cpu = stats::median(&cpu).unwrap_or(0.0);
         let cpu = if cpu > 0.0 {
             format!("{cpu:.1}")
         } else {

@@ -134,13 +134,9 @@ struct Row {
 }
 
 impl Row {
-    fn median(&self) -> Option<f64> {
-        median(&self.samples)
-    }
-
     fn cells(&self) -> [String; 6] {
         let fmt = sig3;
-        let median = self.median();
+        let median = median(&self.samples);
         let spread = match summary(&self.samples) {
             Some(s) => format!("{}..{} (n={})", fmt(s.min), fmt(s.max), self.samples.len()),
             None => "-".to_string(),

@@ -515,11 +515,6 @@ fn std_echo(conns: usize, window: Duration) -> EchoResult {
 // Table
 // ---------------------------------------------------------------------------
 
-/// The median of a row's runs (NaN when it has none).
-fn median(v: &[f64]) -> f64 {
-    stats::median(v).unwrap_or(f64::NAN)
-}
-
 struct Row {
     id: String,
     imp: &'static str,
@@ -529,10 +524,10 @@ struct Row {
 
 impl Row {
     fn rate_median(&self) -> f64 {
-        median(&self.rate)
+        stats::median(&self.rate).unwrap_or(f64::NAN)
     }
     fn p99_median(&self) -> Option<f64> {
-        (!self.p99_us.is_empty()).then(|| median(&self.p99_us))
+        stats::median(&self.p99_us)
     }
 }
 
