@@ -42,6 +42,7 @@ struct Cli {
 /// directory is still there.
 fn docs_page() -> Option<PathBuf> {
     let docs = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../docs");
+    let docs = std::fs::canonicalize(&docs).ok()?;
     docs.is_dir().then(|| docs.join("lab.md"))
 }
 

@@ -267,7 +267,7 @@ pub fn summary_line(e: &ExperimentResult) -> String {
         e.rows
             .iter()
             .filter(|r| r.mode == mode && r.error.is_none())
-            .filter_map(|r| r.rps.filter(|v| *v > 0.0).map(|v| (r, v)))
+            .filter_map(|r| r.rps.filter(|v| v.is_finite()).map(|v| (r, v)))
             .collect()
     };
     let (platform, virt) = (measured(Mode::Platform), measured(Mode::Virtual));
@@ -284,18 +284,28 @@ pub fn summary_line(e: &ExperimentResult) -> String {
         .enumerate()
         .map(|(i, &(v, v_rps))| {
             let (p, p_rps) = platform[i.min(platform.len() - 1)];
-            let r = v_rps / p_rps;
-            let verdict = if r >= 1.1 {
-                "faster"
-            } else if r <= 0.9 {
-                "SLOWER"
+            let (verdict, ratio) = if p_rps > 0.0 {
+                let r = v_rps / p_rps;
+                let verdict = if r >= 1.1 {
+                    "faster"
+                } else if r <= 0.9 {
+                    "SLOWER"
+                } else {
+                    "on par"
+                };
+                (verdict, times(r))
+            } else if v_rps > 0.0 {
+                ("faster", "∞×".to_string())
             } else {
-                "on par"
+                ("on par", "–".to_string())
+            };
+            let failures = match v.errors {
+                0 => String::new(),
+                n => format!(", {} failed", thousands(n)),
             };
             format!(
-                "{verdict}: {} {} {} ({} vs {} req/s)",
+                "{verdict}: {} {ratio} {} ({} vs {} req/s{failures})",
                 v.short,
-                times(r),
                 p.short,
                 figure(v_rps),
                 figure(p_rps)
@@ -567,6 +577,22 @@ mod tests {
             summary_line(&e7),
             "E7  SLOWER: std Mutex 0.35× platform (173 vs 494 req/s); \
              on par: weft Mutex 1.00× platform (493 vs 494 req/s) (1 row(s) FAILED)"
+        );
+        // A row that served nothing is the strongest finding, not a gap.
+        let deadlocked = result(
+            Experiment::E7,
+            vec![
+                Row::new("E7", Mode::Platform, "p")
+                    .short("platform")
+                    .measured(vec![1; 495], 0, secs),
+                Row::new("E7", Mode::Virtual, "v")
+                    .short("std Mutex")
+                    .measured(Vec::new(), 200, secs),
+            ],
+        );
+        assert_eq!(
+            summary_line(&deadlocked),
+            "E7  SLOWER: std Mutex 0.00× platform (0.00 vs 495 req/s, 200 failed)"
         );
         let mut skipped = result(Experiment::E5, Vec::new());
         skipped.skipped = Some("no PostgreSQL".into());
