@@ -2,17 +2,18 @@
 //! goroutines and Java virtual threads, on this machine, in one table.
 //!
 //! ```text
-//! cargo run --release -p weft-bench                  # full run (~15 min), medians of 3-5 runs
+//! cargo run --release -p weft-bench                  # full run (~15 min), medians of 3-5 runs; rewrites docs/bench.md
 //! cargo run --release -p weft-bench -- --quick       # smaller sizes, under 3 minutes
 //! cargo run --release -p weft-bench -- --only echo,http --runtimes weft,go
-//! cargo run --release -p weft-bench -- --update-readme   # also rewrites README.md's table
+//! cargo run --release -p weft-bench -- --quick --update-docs   # a partial run that still rewrites docs/bench.md
 //! cargo run --release -p weft-bench -- --list        # the workloads and columns
 //! ```
 //!
 //! Every measurement is a fresh process (`weft-bench worker …`, the Go
 //! binary built from `bench/go`, or `java Bench` compiled from
-//! `bench/java`), so each figure's peak RSS (`wait4`'s `ru_maxrss`) is that
-//! run's alone. Servers are driven from this process: TCP echo by a Tokio
+//! `bench/java`), so each figure's peak RSS is that run's alone: the
+//! worker's own `VmHWM` (`wait4`'s `ru_maxrss` would inherit the suite's
+//! high-water mark across fork+exec; see `weft_bench_support::child`). Servers are driven from this process: TCP echo by a Tokio
 //! current-thread client, HTTP by `weft-load` — the same load for every
 //! server. A missing Go or JDK (≥ 21) skips its column with a note.
 //!
@@ -58,9 +59,11 @@ struct Cli {
     /// Output directory (default: target/weft-bench in the workspace).
     #[arg(long)]
     out: Option<PathBuf>,
-    /// Rewrite the table between the weft-bench markers in README.md.
-    #[arg(long)]
-    update_readme: bool,
+    /// Rewrite the table between the weft-bench markers in docs/bench.md
+    /// even for a partial run (`--quick`, `--only`, `--runtimes`, `--runs`);
+    /// a full run always does.
+    #[arg(long, alias = "update-readme")]
+    update_docs: bool,
     /// Print the workloads and columns and exit.
     #[arg(long)]
     list: bool,
@@ -719,12 +722,15 @@ fn suite(cli: &Cli) -> Result<(), String> {
         out.display(),
         duration.as_secs_f64()
     );
-    if cli.update_readme {
-        let readme = workspace_dir().join("README.md");
-        let text = std::fs::read_to_string(&readme).map_err(|e| e.to_string())?;
-        let new = report::splice_readme(&text, &md)?;
-        write(&readme, &new)?;
-        println!("updated {}", readme.display());
+    let full_run =
+        !cli.quick && cli.only.is_empty() && cli.runtimes.is_empty() && cli.runs.is_none();
+    if cli.update_docs || full_run {
+        let doc = workspace_dir().join("docs").join("bench.md");
+        let text = std::fs::read_to_string(&doc)
+            .map_err(|e| format!("cannot read {}: {e}", doc.display()))?;
+        let new = report::splice_docs(&text, &md)?;
+        write(&doc, &new)?;
+        println!("updated {}", doc.display());
     }
     Ok(())
 }

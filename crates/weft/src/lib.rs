@@ -21,6 +21,33 @@
 //! assert!(start.elapsed() < Duration::from_secs(30));
 //! ```
 //!
+//! # Coming from Java
+//!
+//! | Java | Weft |
+//! |---|---|
+//! | `Thread.ofVirtual().name("w").start(r)` | `weft::Builder::new().name("w").spawn(f)?` (also `.stack_size(n)`, `.spawn_on(&rt, f)`) |
+//! | `Thread.startVirtualThread(r)` | `weft::spawn(f)` → `JoinHandle<T>` |
+//! | `t.join()` | `handle.join()` → `std::thread::Result<T>`; `handle.is_finished()`, `handle.thread()` |
+//! | `Thread.currentThread()`, `t.isVirtual()` | `weft::current()`, `.is_virtual()` (works on OS threads too) |
+//! | `t.getName()`, `t.threadId()` | `t.name()`, `t.id()` |
+//! | `LockSupport.park()`, `parkNanos(n)`, `unpark(t)` | `weft::park()`, `weft::park_timeout(d)`, `t.unpark()` |
+//! | `Thread.sleep(ms)` | `weft::sleep(d)?` (also `weft::sleep_until(instant)?`) |
+//! | `Thread.yield()` | `weft::yield_now()` |
+//! | `t.interrupt()`, `t.isInterrupted()`, `Thread.interrupted()` | `t.interrupt()`, `t.is_interrupted()`, `weft::interrupted()`; blocking calls return `ErrorKind::Interrupted` |
+//! | `Thread.State` (NEW … TERMINATED), `t.getState()` | `weft::State`, `t.state()` |
+//! | scheduler parallelism / `maxPoolSize` system properties | `weft::Runtime::builder().parallelism(n).max_pool_size(m).stack_size(s).build()?`, `rt.spawn(f)` |
+//! | `ReentrantLock`, `ReentrantReadWriteLock`, `Condition`, `Semaphore`, `CountDownLatch`, `CyclicBarrier` | `weft::sync::{Mutex, RwLock, Condvar, Semaphore, CountDownLatch, Barrier}` — they park the virtual thread, never the carrier |
+//! | `ArrayBlockingQueue` / `LinkedBlockingQueue` | `weft::channel::bounded(n)` / `weft::channel::unbounded()` → `(Sender, Receiver)` |
+//! | `Executors.newVirtualThreadPerTaskExecutor()` / `newFixedThreadPool(n)` | `weft::Executor::virtual_per_task()` / `weft::Executor::fixed(n)`; `exec.submit(f)`, `exec.close()` |
+//! | `StructuredTaskScope` | `weft::scope(\|s\| { s.spawn(…); … })` — threads may borrow, all joined at the end |
+//! | `ThreadLocal` on virtual threads / `ScopedValue` | `weft::local! { static X: T = …; }`, `X.with(\|x\| …)` |
+//! | blocking `java.net` sockets | `weft::net::{TcpListener, TcpStream, UdpSocket, UnixListener, UnixStream, lookup_host}` mirroring `std::net`, with timeouts; features `futures-io` / `tokio` add the async I/O traits |
+//! | file I/O | `weft::fs` (mirrors `std::fs`, through the blocking offload) |
+//! | managed blocker / pinning | `weft::blocking(\|\| …)`, `weft::pinned(\|\| …)`, `weft::events::{recent, counters}` |
+//! | `CompletableFuture.join()` | `weft::block_on(future)` (parks the virtual thread; no nested-runtime panic) |
+//! | `jcmd <pid> Thread.dump_to_file -format=json` | `weft::dump()` (`Display` = jstack-like text, `.to_json()` = JDK-shaped JSON), `kill -QUIT <pid>` |
+//! | JMX / Micrometer gauges | `weft::metrics::snapshot()`, `weft::metrics::prometheus()` |
+//!
 //! # Both kinds of thread
 //!
 //! Every weft API works on a virtual thread *and* on a plain OS thread. On a
@@ -68,6 +95,19 @@
 //! `WEFT_PARALLELISM`, `WEFT_MAX_POOL_SIZE` and `WEFT_STACK_SIZE` (bytes,
 //! or with a `k`/`m`/`g` suffix) override it; a bad value is an error that
 //! names the variable. [`Runtime::builder`] builds private runtimes.
+//!
+//! | variable | meaning | default |
+//! |---|---|---|
+//! | `WEFT_PARALLELISM` | carrier threads running virtual threads at once | number of CPUs |
+//! | `WEFT_MAX_POOL_SIZE` | upper bound on carriers, counting spares that replace blocked ones | 256 |
+//! | `WEFT_STACK_SIZE` | reserved stack per virtual thread, bytes or with a `k`/`m`/`g` suffix | 1 MiB |
+//! | `WEFT_STALL_THRESHOLD` | how long one virtual thread may hold a carrier before the monitor reports a stall (`20ms`, `500us`, `1s`) | 20 ms |
+//! | `WEFT_MAX_BLOCKING_THREADS` | OS threads that run [`blocking`] closures | 512 |
+//! | `WEFT_TRACE_PINNED` | `short` or `full`: print pinned and stall events with stacks to stderr | off |
+//! | `WEFT_DUMP_ON_SIGQUIT` | `0` disables the thread dump on `SIGQUIT` | on |
+//! | `WEFT_DUMP_PATH` | write the `SIGQUIT` dump as JSON to this file instead of stderr | — |
+//! | `WEFT_SAMPLE_STACKS` | `0` turns off sampling the stacks of running threads by signal | on |
+//! | `WEFT_PANIC_HOOK` | `0` leaves the panic hook alone (no thread names in panic messages) | on |
 //!
 //! # Stacks
 //!

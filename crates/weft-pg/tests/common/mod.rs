@@ -106,7 +106,7 @@ pub fn server() -> Option<&'static Server> {
 #[macro_export]
 macro_rules! require_pg {
     () => {
-        match $crate::support::server() {
+        match $crate::common::server() {
             Some(s) => s,
             None => return,
         }
