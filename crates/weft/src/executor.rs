@@ -125,7 +125,10 @@ impl Executor {
         };
         Executor {
             inner: Arc::new(ExecInner {
-                container: crate::dump::new_container(name, crate::dump::ROOT),
+                container: crate::thread::registry::new_container(
+                    name,
+                    crate::thread::registry::ROOT,
+                ),
                 kind,
                 outstanding: Mutex::new(0),
                 closers: Mutex::new(Vec::new()),
@@ -220,7 +223,7 @@ impl Executor {
     pub fn close(&self) {
         self.inner.closed.store(true, Ordering::SeqCst);
         self.inner.wait_idle();
-        crate::dump::drop_container(self.inner.container);
+        crate::thread::registry::drop_container(self.inner.container);
         if let Kind::Fixed(pool) = &self.inner.kind {
             pool.queue
                 .lock()

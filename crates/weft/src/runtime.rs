@@ -318,16 +318,6 @@ impl Runtime {
         self.handle.shared.live.load(Ordering::Relaxed)
     }
 
-    /// Called by a finishing thread just before it completes its join
-    /// packet, so that whoever joins it never still counts it live.
-    pub(crate) fn thread_finished(&self) {
-        self.handle.shared.live.fetch_sub(1, Ordering::Relaxed);
-    }
-
-    pub(crate) fn schedule(&self, task: Task) {
-        self.handle.shared.schedule(task);
-    }
-
     /// The scheduler state behind this handle.
     pub(crate) fn shared(&self) -> &Arc<Shared> {
         &self.handle.shared

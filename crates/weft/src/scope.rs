@@ -114,7 +114,10 @@ where
 {
     let scope = Scope {
         data: Arc::new(ScopeData {
-            container: crate::dump::new_container("Scope", crate::dump::ROOT),
+            container: crate::thread::registry::new_container(
+                "Scope",
+                crate::thread::registry::ROOT,
+            ),
             running: AtomicUsize::new(0),
             a_thread_panicked: AtomicBool::new(false),
             owner: current(),
@@ -131,7 +134,7 @@ where
             current().interrupt_flag_restore();
         }
     }
-    crate::dump::drop_container(scope.data.container);
+    crate::thread::registry::drop_container(scope.data.container);
     match result {
         Err(e) => resume_unwind(e),
         Ok(_) if scope.data.a_thread_panicked.load(Ordering::SeqCst) => {

@@ -355,7 +355,7 @@ impl Carrier {
             }
             CoroutineResult::Return(()) => {
                 task_state(&task, State::Terminated);
-                crate::dump::unregister(&task);
+                crate::thread::registry::unregister(&task);
                 if task.home.load(Ordering::Relaxed) != NO_HOME {
                     me.homed.fetch_sub(1, Ordering::Relaxed);
                 }
@@ -389,7 +389,7 @@ impl Carrier {
         );
         eprintln!("{why}");
         task_state(task, State::Terminated);
-        crate::dump::unregister(task);
+        crate::thread::registry::unregister(task);
         crate::thread::set_never_ran_reason(why);
         // Dropping the body runs user `Drop`s: never unwind into the carrier.
         let dropped = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
@@ -419,7 +419,7 @@ pub(crate) fn run_carrier(shared: Arc<Shared>, index: usize, local: Worker<Task>
     let _ = w.os_thread.set(std::thread::current());
     // SAFETY: gettid has no preconditions.
     w.tid.store(unsafe { libc::gettid() }, Ordering::Relaxed);
-    crate::overflow::ensure_altstack();
+    crate::stack::ensure_altstack();
     let carrier = Carrier {
         index,
         shared,

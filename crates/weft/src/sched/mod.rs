@@ -218,6 +218,12 @@ impl Shared {
         (shared, locals)
     }
 
+    /// Called by a finishing thread just before it completes its join
+    /// packet, so that whoever joins it never still counts it live.
+    pub(crate) fn thread_finished(&self) {
+        self.live.fetch_sub(1, Ordering::Relaxed);
+    }
+
     /// Carriers in their main loop right now (core + spares on duty).
     pub(crate) fn active_carriers(&self) -> usize {
         self.active.load(Ordering::Relaxed)
