@@ -36,7 +36,7 @@ use std::panic::{AssertUnwindSafe, catch_unwind, resume_unwind};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
-use crate::thread::{Blocker, Inner, current_virtual};
+use crate::thread::{Blocker, VThread, current_virtual};
 
 /// Runs `f`, which may block its OS thread, without stalling other virtual
 /// threads.
@@ -149,7 +149,7 @@ where
         return f();
     };
     inner.pin_depth.set(inner.pin_depth.get() + 1);
-    struct Exit<'a>(&'a Inner);
+    struct Exit<'a>(&'a VThread);
     impl Drop for Exit<'_> {
         fn drop(&mut self) {
             self.0.pin_depth.set(self.0.pin_depth.get() - 1);

@@ -8,8 +8,9 @@ use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
 use crate::JoinHandle;
-use crate::sched::{SchedConfig, Shared, Spawner, Task};
+use crate::sched::{SchedConfig, Shared, Spawner};
 use crate::stack::{Stack, StackPool};
+use crate::thread::VThread;
 
 /// Default reserved stack per virtual thread (like a Java thread).
 pub const DEFAULT_STACK_SIZE: usize = 1 << 20;
@@ -329,7 +330,7 @@ impl Runtime {
         self.handle.shared.migrate
     }
 
-    pub(crate) fn spawn_thread(&self, task: Task) {
+    pub(crate) fn spawn_thread(&self, task: Arc<VThread>) {
         Spawner(&self.handle.shared).spawn(task);
     }
 

@@ -2,7 +2,7 @@
 //! stack.
 //!
 //! A dump cannot unwind a parked thread's stack from outside. It leaves a
-//! [`CaptureJob`] in the thread's record (`Inner::capture_job`, a raw
+//! [`CaptureJob`] in the thread's record (`VThread::capture_job`, a raw
 //! `Arc` published with a CAS) and borrows the thread (`borrow_parked`);
 //! the thread resumes inside `park`, calls [`capture_here`], which records
 //! the return addresses (no symbol lookup on that path) and counts the job
@@ -11,7 +11,7 @@
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
-use super::{Inner, Thread};
+use super::{Thread, VThread};
 
 /// A dump's request to parked threads, and where they put their stacks.
 pub(crate) struct CaptureJob {
@@ -26,7 +26,7 @@ pub(crate) struct CaptureJob {
 const MAX_FRAMES: usize = 64;
 
 /// Called by a thread that resumed inside `park` with a capture request.
-pub(crate) fn capture_here(inner: &Inner) {
+pub(crate) fn capture_here(inner: &VThread) {
     let p = inner
         .capture_job
         .swap(std::ptr::null_mut(), Ordering::AcqRel);

@@ -2,7 +2,7 @@
 //! interrupt flag.
 //!
 //! On a carrier, the current virtual thread is the carrier's mounted thread
-//! (`sched::current_task_ptr`); elsewhere it is a lazily created record for
+//! (`sched::mounted_ptr`); elsewhere it is a lazily created record for
 //! the OS thread, or the task a fixed executor's worker is running.
 
 use std::io;
@@ -67,9 +67,9 @@ pub(super) fn with_os_thread<R>(f: impl FnOnce(&Thread) -> R) -> R {
 /// at any suspension, and LLVM may otherwise cache this TLS address across
 /// the switch (llvm/llvm-project#98479).
 #[inline(never)]
-pub(crate) fn current_virtual() -> Option<&'static Inner> {
-    let p = sched::current_task_ptr();
-    // SAFETY: the carrier sets this pointer to the mounted thread's Inner for
+pub(crate) fn current_virtual() -> Option<&'static VThread> {
+    let p = sched::mounted_ptr();
+    // SAFETY: the carrier sets this pointer to the mounted thread's VThread for
     // exactly as long as it runs that thread, and holds an Arc to it
     // meanwhile; the reference is only used before the next suspension.
     unsafe { p.as_ref() }
@@ -77,7 +77,7 @@ pub(crate) fn current_virtual() -> Option<&'static Inner> {
 
 /// Returns a handle to the calling thread, virtual or OS.
 pub fn current() -> Thread {
-    match sched::current_task_arc() {
+    match sched::mounted_arc() {
         Some(inner) => Thread { inner },
         None => with_os_thread(Thread::clone),
     }

@@ -41,7 +41,7 @@ impl fmt::Debug for ThreadId {
 /// A handle to a thread, virtual or OS. Cheap to clone.
 #[derive(Clone)]
 pub struct Thread {
-    pub(crate) inner: Arc<Inner>,
+    pub(crate) inner: Arc<VThread>,
 }
 
 impl Thread {
@@ -66,7 +66,7 @@ impl Thread {
 
     pub(super) fn from_kind(name: Option<String>, kind: Kind, container: u64) -> Thread {
         Thread {
-            inner: Arc::new(Inner {
+            inner: Arc::new(VThread {
                 id: ThreadId::next(),
                 name: name.map(String::into_boxed_str),
                 kind,
@@ -200,7 +200,7 @@ impl fmt::Debug for Thread {
 
 impl Thread {
     /// Name and id of a thread, without allocating (for signal handlers).
-    pub(crate) fn peek_name_id(inner: &Inner) -> (Option<&str>, u64) {
+    pub(crate) fn peek_name_id(inner: &VThread) -> (Option<&str>, u64) {
         (inner.name.as_deref(), inner.id.0.get())
     }
 }

@@ -1,6 +1,6 @@
 //! The storage behind `weft::local!`: one slot vector per thread.
 //!
-//! [`Locals`] lives in the record (`Inner::locals`) of a virtual thread, or
+//! [`Locals`] lives in the record (`VThread::locals`) of a virtual thread, or
 //! in a thread-local for an OS thread; only its own thread touches it
 //! (`crate::local` borrows it through [`current_locals`]). Values are
 //! dropped when the thread finishes, still on that thread.

@@ -8,7 +8,7 @@
 //!
 //! # Files
 //!
-//! - `record.rs`: [`Inner`], the record of one virtual (or OS) thread, and
+//! - `record.rs`: [`VThread`], the record of one virtual (or OS) thread, and
 //!   its coroutine slot.
 //! - `state.rs`: [`State`], its life cycle.
 //! - `blocker.rs`: [`Blocker`], what it waits for (a seqlock in the record).
@@ -51,7 +51,7 @@ pub(crate) use park::{borrow_parked, park_deadline};
 pub use park::{panicking, park, park_timeout, sleep, sleep_until, yield_now};
 pub(crate) use pinned::pinned_park;
 pub(crate) use record::{
-    Body, BodyFor, CoroSlot, Inner, Kind, NO_HOME, abort_after_drop_panic, inner_blocker,
+    Body, BodyFor, CoroSlot, Kind, NO_HOME, VThread, abort_after_drop_panic, inner_blocker,
     inner_state, set_inner_state,
 };
 pub use state::State;

@@ -103,7 +103,7 @@ pub(crate) fn park_deadline(deadline: Option<Instant>) {
 
 /// Switches from the virtual thread to its carrier, handing it `s`.
 #[inline(never)]
-pub(crate) fn suspend(inner: &Inner, s: Suspend) {
+pub(crate) fn suspend(inner: &VThread, s: Suspend) {
     let marker = 0u8;
     let sp = &marker as *const u8 as usize;
     if sp < inner.low_sp.load(Ordering::Relaxed) {
@@ -149,7 +149,7 @@ pub fn panicking() -> bool {
 
 /// Takes a PARKED virtual thread off its park for a thread dump and
 /// schedules it; false if it was not parked (then nothing happened).
-pub(crate) fn borrow_parked(t: &Arc<Inner>) -> bool {
+pub(crate) fn borrow_parked(t: &Arc<VThread>) -> bool {
     let Kind::Virtual { shared, .. } = &t.kind else {
         return false;
     };

@@ -19,7 +19,7 @@ use super::*;
 
 /// A park that holds the carrier: waits on the carrier's OS thread until
 /// the permit arrives, the deadline passes, or an interrupt.
-pub(crate) fn pinned_park(inner: &Inner, deadline: Option<Instant>) {
+pub(crate) fn pinned_park(inner: &VThread, deadline: Option<Instant>) {
     if inner.park.try_consume() {
         return;
     }

@@ -1,4 +1,4 @@
-//! The virtual-thread record, [`Inner`]: everything the runtime keeps about
+//! The virtual-thread record, [`VThread`]: everything the runtime keeps about
 //! one thread, and its coroutine slot.
 //!
 //! Who touches which field when is written on each field. In short: the
@@ -7,7 +7,7 @@
 //! itself or to the one carrier that has it mounted; `park` is the park
 //! state machine (`crate::park`), the only hand-off between a waker and the
 //! carrier; everything else is atomic and documented on the field. The
-//! scheduler's queues hold the record as `Arc<Inner>` (`sched::Task`).
+//! scheduler's queues hold the record as `Arc<VThread>` (`sched::Arc<VThread>`).
 
 use std::cell::{Cell, UnsafeCell};
 use std::io;
@@ -100,10 +100,10 @@ pub(crate) enum Kind {
     Os(OnceLock<std::thread::Thread>),
 }
 
-/// [`Inner::home`] of a thread that is not bound to a carrier.
+/// [`VThread::home`] of a thread that is not bound to a carrier.
 pub(crate) const NO_HOME: u32 = u32::MAX;
 
-pub(crate) struct Inner {
+pub(crate) struct VThread {
     pub(super) id: ThreadId,
     pub(super) name: Option<Box<str>>,
     pub(crate) kind: Kind,
@@ -155,16 +155,16 @@ pub(crate) struct Inner {
 // `unwinding`) are only touched by the thread itself or the one carrier that
 // owns it at that moment, as documented on each field; everything else is
 // atomic or immutable.
-unsafe impl Sync for Inner {}
+unsafe impl Sync for VThread {}
 // SAFETY: the record moves between OS threads as a handle (wakers, join
 // handles, run queues). Its coroutine, which holds the thread's stack and so
 // values that may be tied to an OS thread, runs only on its home carrier
 // once started (`home`): by default nothing on the stack ever changes OS
 // thread. Only `RuntimeBuilder::allow_migration`, an `unsafe fn` whose
 // caller takes on that obligation, lets a started coroutine move.
-unsafe impl Send for Inner {}
+unsafe impl Send for VThread {}
 
-impl Inner {
+impl VThread {
     /// The scheduler of a virtual thread's runtime.
     pub(crate) fn runtime_shared(&self) -> Option<&Arc<crate::sched::Shared>> {
         match &self.kind {
@@ -180,21 +180,21 @@ impl Inner {
     }
 }
 
-pub(crate) fn inner_state(inner: &Inner) -> State {
+pub(crate) fn inner_state(inner: &VThread) -> State {
     State::from_u8(inner.state.load(Ordering::Relaxed))
 }
 
-pub(crate) fn inner_blocker(inner: &Inner) -> Blocker {
+pub(crate) fn inner_blocker(inner: &VThread) -> Blocker {
     inner.blocker.get()
 }
 
-pub(crate) fn set_inner_state(inner: &Inner, s: State) {
+pub(crate) fn set_inner_state(inner: &VThread, s: State) {
     inner.state.store(s as u8, Ordering::Relaxed);
 }
 
 /// A `Drop` panicked after a virtual thread's body had returned.
 #[cold]
-pub(crate) fn abort_after_drop_panic(inner: &Inner) -> ! {
+pub(crate) fn abort_after_drop_panic(inner: &VThread) -> ! {
     let (name, id) = Thread::peek_name_id(inner);
     eprintln!(
         "weft: virtual thread #{id} '{}' panicked while dropping its `local!` values or its result; aborting",

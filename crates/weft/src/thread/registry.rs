@@ -10,12 +10,12 @@
 //! carrier) iterate it; nothing here knows who they are.
 //!
 //! It also lists dump *containers*: the root, each executor, each scope
-//! (a thread's container is fixed at spawn, `Inner::container`).
+//! (a thread's container is fixed at spawn, `VThread::container`).
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
-use super::{Inner, Thread};
+use super::{Thread, VThread};
 
 const SHARDS: usize = 16;
 
@@ -31,12 +31,12 @@ static REGISTRY: [Mutex<Shard>; SHARDS] = [const {
     })
 }; SHARDS];
 
-fn shard_of(inner: &Inner) -> usize {
+fn shard_of(inner: &VThread) -> usize {
     (Thread::peek_name_id(inner).1 as usize) % SHARDS
 }
 
 /// Adds a new virtual thread (before it can run).
-pub(crate) fn register(inner: &Arc<Inner>) {
+pub(crate) fn register(inner: &Arc<VThread>) {
     let mut sh = REGISTRY[shard_of(inner)]
         .lock()
         .unwrap_or_else(|e| e.into_inner());
@@ -55,24 +55,24 @@ pub(crate) fn register(inner: &Arc<Inner>) {
 }
 
 /// Removes a finished thread (while its carrier still holds it).
-pub(crate) fn unregister(inner: &Inner) {
+pub(crate) fn unregister(inner: &VThread) {
     let mut sh = REGISTRY[shard_of(inner)]
         .lock()
         .unwrap_or_else(|e| e.into_inner());
     let k = inner.reg_key.load(Ordering::Relaxed);
-    if sh.slots.get(k) == Some(&(inner as *const Inner as usize)) {
+    if sh.slots.get(k) == Some(&(inner as *const VThread as usize)) {
         sh.slots[k] = 0;
         sh.free.push(k);
     }
 }
 
 /// Strong handles to every registered thread.
-pub(crate) fn all_threads() -> Vec<Arc<Inner>> {
+pub(crate) fn all_threads() -> Vec<Arc<VThread>> {
     let mut out = Vec::new();
     for s in REGISTRY.iter() {
         let sh = s.lock().unwrap_or_else(|e| e.into_inner());
         for &p in sh.slots.iter().filter(|&&p| p != 0) {
-            let p = p as *const Inner;
+            let p = p as *const VThread;
             // SAFETY: registered pointers are live (module docs: a thread
             // leaves the registry, under this lock, before it can be freed),
             // so adding a strong count under the lock is sound.
@@ -86,7 +86,7 @@ pub(crate) fn all_threads() -> Vec<Arc<Inner>> {
 }
 
 /// Calls `f` with every registered thread.
-pub(crate) fn for_each_thread(mut f: impl FnMut(&Inner)) {
+pub(crate) fn for_each_thread(mut f: impl FnMut(&VThread)) {
     for t in all_threads() {
         f(&t);
     }
