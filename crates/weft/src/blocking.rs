@@ -19,17 +19,6 @@
 //! does not unmount; it parks the carrier itself (state
 //! [`State::Pinned`](crate::State::Pinned)) and records a pinned event with
 //! the thread's stack.
-//!
-//! ```
-//! let len = weft::spawn(|| {
-//!     // Offloaded: this virtual thread parks while an OS thread reads.
-//!     weft::blocking(|| std::fs::read("Cargo.toml").map(|b| b.len()))
-//! })
-//! .join()
-//! .unwrap()
-//! .unwrap();
-//! assert!(len > 0);
-//! ```
 
 use std::cell::UnsafeCell;
 use std::panic::{AssertUnwindSafe, catch_unwind, resume_unwind};
@@ -52,6 +41,8 @@ use crate::thread::{Blocker, VThread, current_virtual};
 ///
 /// On an OS thread, or inside [`pinned`], it simply calls `f`.
 ///
+/// # Examples
+///
 /// ```
 /// let data = vec![1u8, 2, 3];
 /// let n = weft::spawn(move || {
@@ -61,6 +52,17 @@ use crate::thread::{Blocker, VThread, current_virtual};
 /// .join()
 /// .unwrap();
 /// assert_eq!(n, 6);
+/// ```
+///
+/// ```
+/// let len = weft::spawn(|| {
+///     // Offloaded: this virtual thread parks while an OS thread reads.
+///     weft::blocking(|| std::fs::read("Cargo.toml").map(|b| b.len()))
+/// })
+/// .join()
+/// .unwrap()
+/// .unwrap();
+/// assert!(len > 0);
 /// ```
 pub fn blocking<F, R>(f: F) -> R
 where

@@ -17,6 +17,20 @@ use crate::thread::{
 };
 
 /// Configures a new virtual thread: name, stack size, runtime.
+///
+/// # Examples
+///
+/// let h = weft::Builder::new()
+///     .name("worker-1")
+///     .stack_size(64 * 1024)
+///     .spawn(|| weft::current().name().map(str::to_owned))
+///     .expect("spawn");
+/// assert_eq!(h.join().unwrap().as_deref(), Some("worker-1"));
+///
+/// // On a private runtime, with the error instead of a panic:
+/// let rt = weft::Runtime::builder().parallelism(1).build().unwrap();
+/// let h = weft::Builder::new().spawn_on(&rt, || 6 * 7).unwrap();
+/// assert_eq!(h.join().unwrap(), 42);
 #[derive(Debug, Default)]
 #[must_use = "a Builder does nothing until `spawn` is called"]
 pub struct Builder {
@@ -156,6 +170,16 @@ impl Builder {
 /// If the thread cannot be created (out of memory or address space, or the
 /// default runtime failed to start, e.g. a bad `WEFT_*` variable); use
 /// [`Builder::spawn`] to get the error instead, as with `std::thread::spawn`.
+///
+/// # Examples
+///
+/// let h = weft::spawn(|| {
+///     // Blocks this virtual thread only; its carrier runs others meanwhile.
+///     weft::sleep(std::time::Duration::from_millis(10)).unwrap();
+///     "done"
+/// });
+/// assert!(weft::current().id() != h.thread().id());
+/// assert_eq!(h.join().unwrap(), "done");
 pub fn spawn<F, T>(f: F) -> JoinHandle<T>
 where
     F: FnOnce() -> T + Send + 'static,

@@ -2,26 +2,6 @@
 //! holds that, and its stack — as `jstack`-like text or JSON in the shape of
 //! JDK 25's `jcmd <pid> Thread.dump_to_file -format=json`.
 //!
-//! ```
-//! use std::time::Duration;
-//! let h = weft::Builder::new()
-//!     .name("napper")
-//!     .spawn(|| weft::sleep(Duration::from_secs(30)))
-//!     .unwrap();
-//! // Wait until it is parked, then dump.
-//! while h.thread().state() != weft::State::Parked {
-//!     std::thread::yield_now();
-//! }
-//! let dump = weft::dump();
-//! let t = dump.thread(h.thread().id()).expect("listed");
-//! assert_eq!(t.name.as_deref(), Some("napper"));
-//! assert!(matches!(t.blocker, weft::Blocker::Sleep(_)));
-//! assert!(dump.to_string().contains("napper"));
-//! assert!(dump.to_json().contains("\"threadDump\""));
-//! h.thread().interrupt();
-//! assert!(h.join().unwrap().is_err());
-//! ```
-//!
 //! # How stacks of parked threads are taken
 //!
 //! A parked virtual thread is not running anywhere, so nothing can unwind
@@ -42,10 +22,8 @@
 //!
 //! # Registry
 //!
-//! Every virtual thread is in a sharded registry from spawn to exit (one
-//! short lock on each). The registry holds raw pointers; a thread leaves it
-//! before its carrier lets go of it, so a pointer read under the shard lock
-//! is valid.
+//! The threads come from the registry (`thread/registry.rs`), which every
+//! virtual thread is in from spawn to exit; a dump only iterates it.
 
 use std::collections::{HashMap, HashSet};
 use std::fmt::{self, Write as _};
@@ -148,6 +126,28 @@ const CAPTURE_TIMEOUT: Duration = Duration::from_secs(1);
 ///
 /// Parked threads are briefly resumed to record their stacks (see the
 /// module docs); everything else is read without stopping anyone.
+///
+/// # Examples
+///
+/// ```
+/// use std::time::Duration;
+/// let h = weft::Builder::new()
+///     .name("napper")
+///     .spawn(|| weft::sleep(Duration::from_secs(30)))
+///     .unwrap();
+/// // Wait until it is parked, then dump.
+/// while h.thread().state() != weft::State::Parked {
+///     std::thread::yield_now();
+/// }
+/// let dump = weft::dump();
+/// let t = dump.thread(h.thread().id()).expect("listed");
+/// assert_eq!(t.name.as_deref(), Some("napper"));
+/// assert!(matches!(t.blocker, weft::Blocker::Sleep(_)));
+/// assert!(dump.to_string().contains("napper"));
+/// assert!(dump.to_json().contains("\"threadDump\""));
+/// h.thread().interrupt();
+/// assert!(h.join().unwrap().is_err());
+/// ```
 pub fn dump() -> Dump {
     // One dump at a time: a thread holds one capture request at a time, so
     // a second, concurrent dump would find it taken and list it without a

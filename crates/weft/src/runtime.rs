@@ -260,6 +260,16 @@ fn pool_for(stack_size: usize) -> &'static StackPool {
 
 impl Runtime {
     /// A builder for a new runtime.
+    ///
+    /// # Examples
+    ///
+    /// let rt = weft::Runtime::builder()
+    ///     .parallelism(2)
+    ///     .build()
+    ///     .expect("runtime");
+    /// assert_eq!(rt.parallelism(), 2);
+    /// let h = rt.spawn(|| weft::is_virtual());
+    /// assert!(h.join().unwrap());
     pub fn builder() -> RuntimeBuilder {
         RuntimeBuilder::default()
     }

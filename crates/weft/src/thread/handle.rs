@@ -159,6 +159,16 @@ impl Thread {
     /// is in (or makes next) returns `ErrorKind::Interrupted` (or the
     /// `Interrupted` variant of its error type) and clears the flag; `park`
     /// returns early and leaves the flag set, like Java's `LockSupport.park`.
+    ///
+    /// # Examples
+    ///
+    /// use std::io::ErrorKind;
+    /// use std::time::Duration;
+    ///
+    /// let sleeper = weft::spawn(|| weft::sleep(Duration::from_secs(3600)));
+    /// sleeper.thread().interrupt();
+    /// let err = sleeper.join().unwrap().unwrap_err();
+    /// assert_eq!(err.kind(), ErrorKind::Interrupted);
     pub fn interrupt(&self) {
         self.inner.interrupted.store(true, Ordering::SeqCst);
         self.unpark();

@@ -19,6 +19,23 @@ use crate::sched::{self, Suspend};
 
 /// Blocks until the current thread's permit is available (then consumes
 /// it), it is interrupted, or spuriously. See `std::thread::park`.
+///
+/// # Examples
+///
+/// use std::sync::atomic::{AtomicBool, Ordering};
+/// use std::sync::Arc;
+///
+/// let ready = Arc::new(AtomicBool::new(false));
+/// let r = ready.clone();
+/// let waiter = weft::spawn(move || {
+///     // Spurious wake-ups are allowed: park in a loop on a condition.
+///     while !r.load(Ordering::Acquire) {
+///         weft::park();
+///     }
+/// });
+/// ready.store(true, Ordering::Release);
+/// waiter.thread().unpark();
+/// waiter.join().unwrap();
 pub fn park() {
     park_deadline(None)
 }
@@ -171,6 +188,17 @@ pub(crate) fn borrow_parked(t: &Arc<VThread>) -> bool {
 /// Unlike `std::thread::sleep` this returns a `Result`: if the thread is
 /// interrupted (before or during the sleep) it returns
 /// `Err(ErrorKind::Interrupted)` and clears the flag.
+///
+/// # Examples
+///
+/// use std::time::{Duration, Instant};
+///
+/// let h = weft::spawn(|| {
+///     let start = Instant::now();
+///     weft::sleep(Duration::from_millis(20)).unwrap();
+///     start.elapsed()
+/// });
+/// assert!(h.join().unwrap() >= Duration::from_millis(20));
 pub fn sleep(dur: Duration) -> io::Result<()> {
     let Some(deadline) = Instant::now().checked_add(dur) else {
         // Effectively forever.
