@@ -152,6 +152,7 @@
 #![warn(missing_docs)]
 
 mod blocking;
+mod builder;
 pub mod channel;
 mod clock;
 pub mod context;
@@ -184,6 +185,7 @@ pub mod sync;
 mod thread;
 
 pub use blocking::{DEFAULT_STALL_THRESHOLD, blocking, is_pinned, pinned};
+pub use builder::{Builder, spawn};
 pub use dump::{Container, Dump, ThreadInfo, dump};
 pub use executor::Executor;
 pub use future::block_on;
@@ -195,6 +197,6 @@ pub use scope::{Scope, ScopedJoinHandle, scope};
 pub use stack::guard_pages_in_place;
 pub use symbols::Frame;
 pub use thread::{
-    Blocker, Builder, JoinHandle, MAX_ACTIVITY_LEN, State, Thread, ThreadId, current, interrupted,
-    is_virtual, panicking, park, park_timeout, set_activity, sleep, sleep_until, spawn, yield_now,
+    Blocker, JoinHandle, MAX_ACTIVITY_LEN, State, Thread, ThreadId, current, interrupted,
+    is_virtual, panicking, park, park_timeout, set_activity, sleep, sleep_until, yield_now,
 };

@@ -99,7 +99,7 @@ pub fn snapshot() -> Metrics {
         ("other", 0),
         ("unrecorded", 0),
     ];
-    crate::dump::for_each_thread(|t| {
+    crate::thread::registry::for_each_thread(|t| {
         if crate::thread::inner_state(t) != State::Parked {
             return;
         }

@@ -19,10 +19,10 @@ use crossbeam_deque::{Steal, Worker};
 
 use super::slot::CarrierSlot;
 use super::timers::TimerEntry;
-use super::{Shared, Suspend, Task, task_state};
+use super::{Shared, Suspend, set_state};
 use crate::park::AfterSwitch;
 use crate::stack::TRIM_DEPTH;
-use crate::thread::{Inner, Kind, NO_HOME, State};
+use crate::thread::{Kind, NO_HOME, State, VThread};
 
 pub(super) const NEXT_STREAK_CAP: u32 = 16;
 pub(super) const GLOBAL_CHECK_INTERVAL: u32 = 61;
@@ -42,13 +42,13 @@ pub(super) const LOCAL_STACK_CACHE: usize = 64;
 pub(crate) struct Carrier {
     pub(super) index: usize,
     pub(super) shared: Arc<Shared>,
-    pub(super) local: Worker<Task>,
+    pub(super) local: Worker<Arc<VThread>>,
     pub(super) next_streak: Cell<u32>,
     pub(super) tick: Cell<u32>,
     pub(super) searching: Cell<bool>,
     pub(super) rng: Cell<u64>,
     /// The mounted thread, or null.
-    pub(super) current: Cell<*const Inner>,
+    pub(super) current: Cell<*const VThread>,
     /// Free stack slots of the default pool, kept here to avoid its lock.
     pub(super) stack_cache: RefCell<Vec<usize>>,
     /// Threads of this carrier suspended while unwinding a panic (each
@@ -77,7 +77,7 @@ pub(crate) fn carrier() -> Option<&'static Carrier> {
 
 /// Raw pointer to the thread mounted on this carrier (null if none).
 #[inline(never)]
-pub(crate) fn current_task_ptr() -> *const Inner {
+pub(crate) fn mounted_ptr() -> *const VThread {
     match carrier() {
         Some(c) => c.current.get(),
         None => std::ptr::null(),
@@ -86,12 +86,12 @@ pub(crate) fn current_task_ptr() -> *const Inner {
 
 /// An owned handle to the mounted thread.
 #[inline(never)]
-pub(crate) fn current_task_arc() -> Option<Task> {
-    let p = current_task_ptr();
+pub(crate) fn mounted_arc() -> Option<Arc<VThread>> {
+    let p = mounted_ptr();
     if p.is_null() {
         return None;
     }
-    // SAFETY: `p` came from `Arc::as_ptr` of a Task the carrier holds for as
+    // SAFETY: `p` came from `Arc::as_ptr` of a Arc<VThread> the carrier holds for as
     // long as it is mounted, so the count is at least one while we add ours.
     unsafe {
         Arc::increment_strong_count(p);
@@ -109,7 +109,7 @@ pub(crate) fn current_task_arc() -> Option<Task> {
 /// suspended). On a runtime that allows migration, such a thread becomes
 /// bound to this carrier: its unwinding lives in this OS thread's panic
 /// count, and moving it would corrupt two threads' counts.
-pub(crate) fn suspend_unwinding(inner: &Inner) -> bool {
+pub(crate) fn suspend_unwinding(inner: &VThread) -> bool {
     if !std::thread::panicking() {
         inner.unwinding.set(false);
         return false;
@@ -146,8 +146,8 @@ impl Carrier {
         &self.shared.carriers[self.index]
     }
 
-    pub(super) fn push_next(&self, task: Task) {
-        task_state(&task, State::Runnable);
+    pub(super) fn push_next(&self, task: Arc<VThread>) {
+        set_state(&task, State::Runnable);
         let new = Arc::into_raw(task).cast_mut();
         let old = self.me().next.swap(new, Ordering::AcqRel);
         if !old.is_null() {
@@ -159,7 +159,7 @@ impl Carrier {
     /// Queues a runnable thread at the back: a bound thread in this
     /// carrier's inbox (only this carrier may run it, so no one else is
     /// told), an unbound one in the stealable queue.
-    pub(super) fn push_back(&self, task: Task) {
+    pub(super) fn push_back(&self, task: Arc<VThread>) {
         if task.home.load(Ordering::Relaxed) == NO_HOME {
             self.local.push(task);
             self.shared.notify_work();
@@ -207,7 +207,7 @@ impl Carrier {
     }
 
     /// Local work: timers, the next slot, the local queue, the injector.
-    pub(super) fn find_local(&self) -> Option<Task> {
+    pub(super) fn find_local(&self) -> Option<Arc<VThread>> {
         let tick = self.tick.get().wrapping_add(1);
         self.tick.set(tick);
         if tick % GLOBAL_CHECK_INTERVAL == 0
@@ -236,7 +236,7 @@ impl Carrier {
         t.or_else(|| self.steal_injector())
     }
 
-    pub(super) fn steal_injector(&self) -> Option<Task> {
+    pub(super) fn steal_injector(&self) -> Option<Arc<VThread>> {
         loop {
             match self.shared.injector.steal_batch_and_pop(&self.local) {
                 Steal::Success(t) => return Some(t),
@@ -249,7 +249,7 @@ impl Carrier {
     /// Steals half of a random victim's queue, or from the injector; with
     /// `take_next`, also a victim's `next` slot (only in the last spin
     /// round, so a carrier about to run its own `next` usually gets to).
-    pub(super) fn steal(&self, take_next: bool) -> Option<Task> {
+    pub(super) fn steal(&self, take_next: bool) -> Option<Arc<VThread>> {
         let n = self.shared.stealers.len();
         let start = (self.next_rand() % n as u64) as usize;
         for k in 0..n {
@@ -289,7 +289,7 @@ impl Carrier {
 
     /// Runs `task` until it suspends or finishes, then carries out what it
     /// asked for (the suspend protocol).
-    pub(super) fn run(&self, task: Task) {
+    pub(super) fn run(&self, task: Arc<VThread>) {
         let Kind::Virtual { coro, .. } = &task.kind else {
             unreachable!("OS thread in a run queue")
         };
@@ -313,7 +313,7 @@ impl Carrier {
             task.home.store(self.index as u32, Ordering::Relaxed);
             me.homed.fetch_add(1, Ordering::Relaxed);
         }
-        task_state(&task, State::Running);
+        set_state(&task, State::Running);
         self.current.set(Arc::as_ptr(&task));
         me.mounted
             .store(Arc::as_ptr(&task).cast_mut(), Ordering::Relaxed);
@@ -350,12 +350,12 @@ impl Carrier {
                 self.after_park(task);
             }
             CoroutineResult::Yield(Suspend::Yield) => {
-                task_state(&task, State::Runnable);
+                set_state(&task, State::Runnable);
                 self.push_back(task);
             }
             CoroutineResult::Return(()) => {
-                task_state(&task, State::Terminated);
-                crate::dump::unregister(&task);
+                set_state(&task, State::Terminated);
+                crate::thread::registry::unregister(&task);
                 if task.home.load(Ordering::Relaxed) != NO_HOME {
                     me.homed.fetch_sub(1, Ordering::Relaxed);
                 }
@@ -379,7 +379,7 @@ impl Carrier {
     #[cold]
     pub(super) fn fail_start(
         &self,
-        task: &Task,
+        task: &Arc<VThread>,
         slot: &mut crate::thread::CoroSlot,
         e: std::io::Error,
     ) {
@@ -388,8 +388,8 @@ impl Carrier {
             crate::thread::Thread::peek_name_id(task).1
         );
         eprintln!("{why}");
-        task_state(task, State::Terminated);
-        crate::dump::unregister(task);
+        set_state(task, State::Terminated);
+        crate::thread::registry::unregister(task);
         crate::thread::set_never_ran_reason(why);
         // Dropping the body runs user `Drop`s: never unwind into the carrier.
         let dropped = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
@@ -401,8 +401,8 @@ impl Carrier {
         self.shared.live.fetch_sub(1, Ordering::Relaxed);
     }
 
-    pub(super) fn after_park(&self, task: Task) {
-        task_state(&task, State::Parked);
+    pub(super) fn after_park(&self, task: Arc<VThread>) {
+        set_state(&task, State::Parked);
         match task.park.publish_parked() {
             // Whoever unparks it owns it now: our strong count goes with it
             // (taken back by `Thread::unpark` or the timer that fires), which
@@ -414,12 +414,12 @@ impl Carrier {
 }
 
 /// Body of a carrier OS thread.
-pub(crate) fn run_carrier(shared: Arc<Shared>, index: usize, local: Worker<Task>) {
+pub(crate) fn run_carrier(shared: Arc<Shared>, index: usize, local: Worker<Arc<VThread>>) {
     let w = &shared.carriers[index];
     let _ = w.os_thread.set(std::thread::current());
     // SAFETY: gettid has no preconditions.
     w.tid.store(unsafe { libc::gettid() }, Ordering::Relaxed);
-    crate::overflow::ensure_altstack();
+    crate::stack::ensure_altstack();
     let carrier = Carrier {
         index,
         shared,
@@ -611,7 +611,7 @@ impl Carrier {
     }
 
     /// Runnable work bound to this carrier: due timers, `next`, the inbox.
-    pub(super) fn find_home(&self) -> Option<Task> {
+    pub(super) fn find_home(&self) -> Option<Arc<VThread>> {
         self.fire_timers();
         let me = self.me();
         me.take_next().or_else(|| me.pop_home())

@@ -81,20 +81,17 @@ use std::time::{Duration, Instant};
 use crossbeam_deque::{Injector, Stealer, Worker};
 
 use crate::stack::StackPool;
-use crate::thread::{Inner, NO_HOME, State};
+use crate::thread::{NO_HOME, State, VThread};
 
 pub(crate) use blocked::enter_blocking;
 pub(crate) use carrier::{
-    carrier, current_task_arc, current_task_ptr, resume_unwinding, run_carrier, suspend_unwinding,
+    carrier, mounted_arc, mounted_ptr, resume_unwinding, run_carrier, suspend_unwinding,
     suspended_unwinders,
 };
 use idle::Idle;
 use monitor::Monitor;
 pub(crate) use monitor::run_monitor;
 use slot::CarrierSlot;
-
-/// A runnable virtual thread.
-pub(crate) type Task = Arc<Inner>;
 
 /// What a virtual thread asks of its carrier when it suspends. Handled by
 /// the carrier *after* the switch (the suspend protocol, `park.rs`).
@@ -109,8 +106,8 @@ pub(crate) enum Suspend {
 
 /// State shared by all carriers of one runtime.
 pub(crate) struct Shared {
-    pub(crate) injector: Injector<Task>,
-    stealers: Box<[Stealer<Task>]>,
+    pub(crate) injector: Injector<Arc<VThread>>,
+    stealers: Box<[Stealer<Arc<VThread>>]>,
     carriers: Box<[CarrierSlot]>,
     idle: Idle,
     pub(crate) shutdown: AtomicBool,
@@ -132,7 +129,7 @@ pub(crate) struct Shared {
     /// `active - blocked` is what really runs (see `stall.rs`).
     blocked: crate::stall::Blocked,
     /// Run queues of slots without a thread (spares not started or retired).
-    free_slots: Mutex<Vec<(usize, Worker<Task>)>>,
+    free_slots: Mutex<Vec<(usize, Worker<Arc<VThread>>)>>,
     /// Spare slots whose threads wait in keep-alive for duty.
     idle_spares: Mutex<Vec<usize>>,
     /// Carrier thread name prefix.
@@ -168,7 +165,7 @@ impl Shared {
     pub(crate) fn new(
         cfg: SchedConfig,
         stacks: &'static StackPool,
-    ) -> (Arc<Shared>, Vec<Worker<Task>>) {
+    ) -> (Arc<Shared>, Vec<Worker<Arc<VThread>>>) {
         let SchedConfig {
             core,
             max,
@@ -177,10 +174,10 @@ impl Shared {
             spare_keepalive,
             migrate,
         } = cfg;
-        let mut locals: Vec<Worker<Task>> = (0..max).map(|_| Worker::new_fifo()).collect();
+        let mut locals: Vec<Worker<Arc<VThread>>> = (0..max).map(|_| Worker::new_fifo()).collect();
         let stealers = locals.iter().map(Worker::stealer).collect();
         let carriers = (0..max).map(|_| CarrierSlot::new()).collect();
-        let spare_locals: Vec<Worker<Task>> = locals.split_off(core);
+        let spare_locals: Vec<Worker<Arc<VThread>>> = locals.split_off(core);
         let free_slots = spare_locals
             .into_iter()
             .enumerate()
@@ -218,6 +215,12 @@ impl Shared {
         (shared, locals)
     }
 
+    /// Called by a finishing thread just before it completes its join
+    /// packet, so that whoever joins it never still counts it live.
+    pub(crate) fn thread_finished(&self) {
+        self.live.fetch_sub(1, Ordering::Relaxed);
+    }
+
     /// Carriers in their main loop right now (core + spares on duty).
     pub(crate) fn active_carriers(&self) -> usize {
         self.active.load(Ordering::Relaxed)
@@ -235,7 +238,7 @@ impl Shared {
     /// Carrier `i`'s kernel thread id and switch count, if it is running
     /// `thread` right now (for a dump to sample its stack, and to check
     /// afterwards that it was still the same thread).
-    pub(crate) fn carrier_running(&self, i: usize, thread: &Inner) -> Option<(i32, u64)> {
+    pub(crate) fn carrier_running(&self, i: usize, thread: &VThread) -> Option<(i32, u64)> {
         let w = self.carriers.get(i)?;
         let sw = w.switches.load(Ordering::SeqCst);
         std::ptr::eq(w.mounted.load(Ordering::SeqCst), thread)
@@ -255,14 +258,14 @@ impl Shared {
     /// kicking the carrier if it sleeps. An unbound thread (a runtime that
     /// allows migration) goes to the waker's `next` slot on one of this
     /// runtime's carriers, to the injector from anywhere else.
-    pub(crate) fn schedule(self: &Arc<Shared>, task: Task) {
+    pub(crate) fn schedule(self: &Arc<Shared>, task: Arc<VThread>) {
         let home = task.home.load(Ordering::Relaxed);
         let here = carrier().filter(|c| Arc::ptr_eq(&c.shared, self));
         if home != NO_HOME {
             match here {
                 Some(c) if c.index == home as usize => c.push_next(task),
                 _ => {
-                    task_state(&task, State::Runnable);
+                    set_state(&task, State::Runnable);
                     self.carriers[home as usize].push_home(task);
                 }
             }
@@ -354,7 +357,7 @@ impl Shared {
         }
     }
 
-    fn return_slot(&self, i: usize, local: Worker<Task>) {
+    fn return_slot(&self, i: usize, local: Worker<Arc<VThread>>) {
         self.free_slots
             .lock()
             .unwrap_or_else(|e| e.into_inner())
@@ -399,7 +402,7 @@ impl Shared {
     }
 }
 
-fn task_state(task: &Inner, s: State) {
+fn set_state(task: &VThread, s: State) {
     crate::thread::set_inner_state(task, s);
 }
 
@@ -407,11 +410,11 @@ fn task_state(task: &Inner, s: State) {
 pub(crate) struct Spawner<'a>(pub(crate) &'a Arc<Shared>);
 
 impl Spawner<'_> {
-    pub(crate) fn spawn(&self, task: Task) {
+    pub(crate) fn spawn(&self, task: Arc<VThread>) {
         let shared = self.0;
         shared.live.fetch_add(1, Ordering::Relaxed);
         shared.started.fetch_add(1, Ordering::Relaxed);
-        task_state(&task, State::Runnable);
+        set_state(&task, State::Runnable);
         if let Some(c) = carrier()
             && Arc::ptr_eq(&c.shared, shared)
             && !c.me().in_blocking.load(Ordering::Relaxed)
@@ -446,7 +449,7 @@ pub(crate) fn runtimes() -> Vec<Arc<Shared>> {
         .collect()
 }
 
-/// Mounted threads (as `Inner` addresses) and the carrier index they run on.
+/// Mounted threads (as `VThread` addresses) and the carrier index they run on.
 pub(crate) fn mounted_carriers() -> std::collections::HashMap<usize, usize> {
     let mut m = std::collections::HashMap::new();
     for rt in runtimes() {

@@ -277,7 +277,7 @@ pub(super) fn report_blocked_with_waiters(
 pub(super) fn waiting_behind(shared: &Arc<Shared>, i: usize) -> String {
     let mut names = Vec::new();
     let mut n = 0usize;
-    crate::dump::for_each_thread(|t| {
+    crate::thread::registry::for_each_thread(|t| {
         if t.home.load(Ordering::Relaxed) as usize == i
             && crate::thread::inner_state(t) == State::Runnable
             && t.runtime_shared().is_some_and(|s| Arc::ptr_eq(s, shared))

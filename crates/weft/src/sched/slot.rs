@@ -19,9 +19,8 @@ use std::time::Instant;
 
 use crossbeam_deque::{Injector, Steal};
 
-use super::Task;
 use super::timers::TimerEntry;
-use crate::thread::Inner;
+use crate::thread::VThread;
 
 /// A virtual thread's id and name, as read off its carrier.
 pub(super) type Identity = (u64, Option<String>);
@@ -30,10 +29,10 @@ pub(super) struct CarrierSlot {
     pub(super) os_thread: OnceLock<std::thread::Thread>,
     /// Set by a notifier that removed this carrier from the sleeper list.
     pub(super) notified: AtomicBool,
-    /// The LIFO `next` slot: an `Arc<Inner>` turned into a raw pointer, or
+    /// The LIFO `next` slot: an `Arc<VThread>` turned into a raw pointer, or
     /// null. Atomic so that a thief can take it from a carrier that is stuck
     /// in one long-running thread (Go steals `runnext` the same way).
-    pub(super) next: AtomicPtr<Inner>,
+    pub(super) next: AtomicPtr<VThread>,
     /// Count of threads this carrier has mounted (the monitor compares
     /// snapshots to find a carrier stuck in one thread).
     pub(super) switches: AtomicU64,
@@ -64,7 +63,7 @@ pub(super) struct CarrierSlot {
     pub(super) wake_word: AtomicU32,
     /// The mounted thread, null when none (a borrowed pointer; the monitor
     /// reads through it only under the `inspect` handshake).
-    pub(super) mounted: AtomicPtr<Inner>,
+    pub(super) mounted: AtomicPtr<VThread>,
     /// Set by the monitor while it reads through `mounted`. A carrier that
     /// finds it set after a thread left it waits before letting go of that
     /// thread (see `mounted_identity`).
@@ -72,7 +71,7 @@ pub(super) struct CarrierSlot {
     /// Runnable threads bound to this carrier (affinity): only this carrier
     /// takes from it; anyone may push (a wake-up from another carrier, an
     /// OS thread, the poller, the monitor's timers). Never stolen.
-    pub(super) inbox: Injector<Task>,
+    pub(super) inbox: Injector<Arc<VThread>>,
     /// Set while the carrier sleeps (or waits off duty): a pusher to
     /// `inbox` that sees it kicks the carrier. Dekker-style with the
     /// inbox: the pusher publishes its task then reads this (SeqCst); the
@@ -133,7 +132,7 @@ impl CarrierSlot {
 
     /// Queues `task`, a runnable thread bound to this carrier, and kicks
     /// the carrier if it sleeps (see `sleeping`).
-    pub(super) fn push_home(&self, task: Task) {
+    pub(super) fn push_home(&self, task: Arc<VThread>) {
         self.inbox.push(task);
         fence(Ordering::SeqCst);
         if self.sleeping.load(Ordering::SeqCst) {
@@ -142,7 +141,7 @@ impl CarrierSlot {
     }
 
     /// Takes the oldest runnable thread bound to this carrier.
-    pub(super) fn pop_home(&self) -> Option<Task> {
+    pub(super) fn pop_home(&self) -> Option<Arc<VThread>> {
         loop {
             match self.inbox.steal() {
                 Steal::Success(t) => return Some(t),
@@ -157,7 +156,7 @@ impl CarrierSlot {
         !self.inbox.is_empty() || self.has_next()
     }
 
-    pub(super) fn take_next(&self) -> Option<Task> {
+    pub(super) fn take_next(&self) -> Option<Arc<VThread>> {
         if self.next.load(Ordering::Relaxed).is_null() {
             return None;
         }

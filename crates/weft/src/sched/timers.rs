@@ -25,10 +25,10 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
 use super::carrier::Carrier;
+use super::set_state;
 use super::slot::CarrierSlot;
-use super::{Task, task_state};
 use crate::clock::ns_of;
-use crate::thread::{Inner, NO_HOME, State};
+use crate::thread::{NO_HOME, State, VThread};
 
 /// One pending wake-up.
 pub(crate) struct TimerEntry {
@@ -39,7 +39,7 @@ pub(crate) struct TimerEntry {
     /// a private runtime whose threads have all ended alive until the last
     /// deadline passed. A parked thread is kept alive by its park (the
     /// count its carrier leaks), not by its timer.
-    pub(crate) task: std::sync::Weak<Inner>,
+    pub(crate) task: std::sync::Weak<VThread>,
 }
 
 impl PartialEq for TimerEntry {
@@ -105,7 +105,7 @@ impl CarrierSlot {
     }
 
     /// Pops due timers, handing each woken thread to `wake`.
-    pub(super) fn fire_timers(&self, now: Instant, mut wake: impl FnMut(Task)) -> usize {
+    pub(super) fn fire_timers(&self, now: Instant, mut wake: impl FnMut(Arc<VThread>)) -> usize {
         let mut timers = self.timers.lock().unwrap_or_else(|e| e.into_inner());
         let mut n = 0;
         while let Some(t) = timers.peek() {
@@ -125,7 +125,7 @@ impl CarrierSlot {
                 // its carrier (`after_park`); we moved it out of PARKED, so
                 // that count is ours. We run it with the upgraded count.
                 unsafe { Arc::decrement_strong_count(Arc::as_ptr(&task)) };
-                task_state(&task, State::Runnable);
+                set_state(&task, State::Runnable);
                 wake(task);
                 n += 1;
             }
@@ -136,7 +136,11 @@ impl CarrierSlot {
 
     /// Fires due timers: bound threads go to this carrier's inbox (they run
     /// only here), unbound ones to `unbound`. Returns how many went there.
-    pub(super) fn fire_timers_home(&self, now: Instant, mut unbound: impl FnMut(Task)) -> usize {
+    pub(super) fn fire_timers_home(
+        &self,
+        now: Instant,
+        mut unbound: impl FnMut(Arc<VThread>),
+    ) -> usize {
         let mut n = 0;
         self.fire_timers(now, |t| {
             if t.home.load(Ordering::Relaxed) == NO_HOME {
