@@ -103,7 +103,7 @@ impl<T: 'static> LocalKey<T> {
 
 /// Declares per-virtual-thread storage, with the syntax of `thread_local!`.
 ///
-/// See the [module docs](crate::local) for an example.
+/// See the [module docs](mod@crate::local) for an example.
 #[macro_export]
 macro_rules! local {
     () => {};

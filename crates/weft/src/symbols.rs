@@ -194,7 +194,7 @@ fn trim_plumbing(frames: Vec<Frame>) -> Vec<Frame> {
             || (n.starts_with("{closure")
                 && f.file
                     .as_deref()
-                    .is_some_and(|p| p.ends_with("weft/src/thread.rs")))
+                    .is_some_and(|p| p.ends_with("weft/src/builder.rs")))
     }) {
         v.pop();
     }

@@ -552,7 +552,7 @@ fn rss_bytes() -> usize {
 /// answers one byte per connection.
 ///
 /// No read timeouts here: a timed park leaves an entry in the carrier's
-/// timer heap until its deadline (by design, see `timer.rs`), which would
+/// timer heap until its deadline (by design, see `sched/timers.rs`), which would
 /// hold memory for the length of the timeout and blur the measurement. The
 /// child process has a watchdog instead.
 fn churn(addr: SocketAddr, total: usize) {

@@ -515,8 +515,8 @@ impl Carrier {
     /// one hop away (a producer on another carrier, the poller): a wake-up
     /// that finds us awake costs a queue push, one that finds us asleep a
     /// futex wake and a context switch. Measured on 2 cores with a bounded
-    /// channel between two carriers: 4.9 M msg/s sleeping at once, see
-    /// ARCHITECTURE.md for the figure with this watch. Bounded (about
+    /// channel between two carriers: 4.9 M msg/s when the carrier sleeps
+    /// at once (the figure with the watch is not recorded). Bounded (about
     /// [`HOME_WATCH_ROUNDS`] short spins, yielding the core in between),
     /// and skipped when no thread is bound here.
     pub(super) fn watch_home(&self) -> bool {

@@ -16,9 +16,6 @@ use std::time::Instant;
 
 use super::carrier::Carrier;
 
-// ---------------------------------------------------------------------------
-// Idle protocol: who is searching, who sleeps.
-
 /// Core carriers only: spares never sleep in this list (they retire).
 pub(super) struct Idle {
     pub(super) searching: AtomicUsize,

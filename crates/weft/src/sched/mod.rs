@@ -12,7 +12,7 @@
 //! - a LIFO `next` slot: a thread woken by the running thread goes there and
 //!   runs as soon as the current one suspends (hand-off latency of a
 //!   ping-pong is one switch, and the partner's data is still in cache);
-//! - a timer heap (`timer.rs`).
+//! - a timer heap (`timers.rs`).
 //!
 //! A global injector takes new threads from outside the runtime.
 //!

@@ -27,8 +27,6 @@ pub(super) struct Monitor {
     pub(super) deep_sleep: AtomicBool,
 }
 
-// The monitor (Go's sysmon, in small).
-
 /// Upper bound on the monitor's tick while any carrier is busy.
 pub(super) const MONITOR_TICK: Duration = Duration::from_millis(10);
 /// Quiet ticks (no carrier busy) before the monitor sleeps until woken.

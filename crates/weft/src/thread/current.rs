@@ -12,9 +12,6 @@ use std::sync::atomic::Ordering;
 use super::*;
 use crate::sched::{self};
 
-// ---------------------------------------------------------------------------
-// The current thread.
-
 std::thread_local! {
     /// Handle for a plain OS thread, created on first use.
     static OS_THREAD: Thread = {

@@ -1,6 +1,7 @@
 //! Threads: the virtual-thread record and its handle, identity and state,
-//! spawning and joining, and the blocking primitives (`park`, `sleep`,
-//! `yield_now`) that every other weft API is built on.
+//! joining, the registry of live threads, and the blocking primitives
+//! (`park`, `sleep`, `yield_now`) that every other weft API is built on.
+//! Spawning, which needs a runtime, is one layer up (`builder.rs`).
 //!
 //! Every function here works on both kinds of thread. On a virtual thread it
 //! suspends the thread and frees its carrier; on an OS thread it behaves like
