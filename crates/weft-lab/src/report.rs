@@ -540,18 +540,24 @@ mod tests {
         }
     }
 
+    /// A row of `mode` that served `ok` requests and failed `failed` in one
+    /// second.
+    fn served(mode: Mode, short: &str, ok: usize, failed: u64) -> Row {
+        Row::new("E", mode, short).short(short).measured(
+            vec![1; ok],
+            failed,
+            Duration::from_secs(1),
+        )
+    }
+
     #[test]
     fn summary_lines_give_the_verdict_and_the_ratio() {
-        let secs = Duration::from_secs(1);
+        use Mode::{Platform, Virtual};
         let e2 = result(
             Experiment::E2,
             vec![
-                Row::new("E2", Mode::Platform, "p")
-                    .short("platform 1")
-                    .measured(vec![1; 1], 0, secs),
-                Row::new("E2", Mode::Virtual, "v")
-                    .short("virtual 1 carrier")
-                    .measured(vec![1; 100], 0, secs),
+                served(Platform, "platform 1", 1, 0),
+                served(Virtual, "virtual 1 carrier", 100, 0),
             ],
         );
         assert_eq!(
@@ -561,16 +567,10 @@ mod tests {
         let e7 = result(
             Experiment::E7,
             vec![
-                Row::new("E7", Mode::Platform, "p")
-                    .short("platform")
-                    .measured(vec![1; 494], 0, secs),
-                Row::new("E7", Mode::Virtual, "v")
-                    .short("std Mutex")
-                    .measured(vec![1; 173], 0, secs),
-                Row::new("E7", Mode::Virtual, "w")
-                    .short("weft Mutex")
-                    .measured(vec![1; 493], 0, secs),
-                Row::new("E7", Mode::Virtual, "x").failed("boom"),
+                served(Platform, "platform", 494, 0),
+                served(Virtual, "std Mutex", 173, 0),
+                served(Virtual, "weft Mutex", 493, 0),
+                Row::new("E7", Virtual, "x").failed("boom"),
             ],
         );
         assert_eq!(
@@ -582,12 +582,8 @@ mod tests {
         let deadlocked = result(
             Experiment::E7,
             vec![
-                Row::new("E7", Mode::Platform, "p")
-                    .short("platform")
-                    .measured(vec![1; 495], 0, secs),
-                Row::new("E7", Mode::Virtual, "v")
-                    .short("std Mutex")
-                    .measured(Vec::new(), 200, secs),
+                served(Platform, "platform", 495, 0),
+                served(Virtual, "std Mutex", 0, 200),
             ],
         );
         assert_eq!(
@@ -606,17 +602,14 @@ mod tests {
 
     #[test]
     fn markdown_page_opens_with_the_summary() {
-        let secs = Duration::from_secs(1);
         let e4 = result(
             Experiment::E4,
             vec![
-                Row::new("E4", Mode::Platform, "platform 100")
-                    .measured(vec![1; 100], 0, secs)
-                    .note("scaled down"),
-                Row::new("E4", Mode::Virtual, "virtual").measured(vec![1; 800], 0, secs),
+                served(Mode::Platform, "platform 100", 100, 0).note("scaled down"),
+                served(Mode::Virtual, "virtual", 800, 0),
             ],
         );
-        let report = Report::new(&Options::default(), vec![e4], secs);
+        let report = Report::new(&Options::default(), vec![e4], Duration::from_secs(1));
         let md = markdown(&report);
         let summary = md
             .find("## Summary\n\n- E4  faster: virtual 8.00× platform 100")
