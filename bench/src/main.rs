@@ -401,10 +401,10 @@ fn build_java(out: &Path) -> Result<(Launcher, String), String> {
             homes.push(h.into());
         }
     }
-    if let Some(java) = which("java").and_then(|p| p.canonicalize().ok()) {
-        if let Some(home) = java.parent().and_then(Path::parent) {
-            homes.push(home.to_path_buf());
-        }
+    if let Some(java) = which("java").and_then(|p| p.canonicalize().ok())
+        && let Some(home) = java.parent().and_then(Path::parent)
+    {
+        homes.push(home.to_path_buf());
     }
     if let Ok(rd) = std::fs::read_dir("/usr/lib/jvm") {
         let mut more: Vec<PathBuf> = rd.flatten().map(|e| e.path()).collect();
@@ -593,10 +593,10 @@ fn suite(cli: &Cli) -> Result<(), String> {
                 )),
             }
         };
-        if let Err(e) = &built {
-            if wanted {
-                eprintln!("note: column {label} skipped: {e}");
-            }
+        if let Err(e) = &built
+            && wanted
+        {
+            eprintln!("note: column {label} skipped: {e}");
         }
         columns.push(Column {
             id: id.into(),

@@ -574,11 +574,11 @@ impl Connection {
             ..
         } = self;
         drop(client);
-        if let Some(mut conn) = conn {
-            if !broken {
-                let deadline = Instant::now().checked_add(CLOSE_GRACE);
-                let _ = run(pin!(&mut conn), &mut |_| {}, deadline, false);
-            }
+        if let Some(mut conn) = conn
+            && !broken
+        {
+            let deadline = Instant::now().checked_add(CLOSE_GRACE);
+            let _ = run(pin!(&mut conn), &mut |_| {}, deadline, false);
         }
     }
 }

@@ -569,11 +569,11 @@ impl Inner {
         };
         let res =
             Connection::connect_until(&self.cfg.pg, Some(connect_deadline)).and_then(|mut conn| {
-                if let Some(sql) = &self.cfg.connection_init_sql {
-                    if let Err(e) = conn.batch_execute(sql) {
-                        conn.close();
-                        return Err(e);
-                    }
+                if let Some(sql) = &self.cfg.connection_init_sql
+                    && let Err(e) = conn.batch_execute(sql)
+                {
+                    conn.close();
+                    return Err(e);
                 }
                 Ok(conn)
             });

@@ -84,7 +84,7 @@ fn report_overflow(size: usize) {
     write_stderr(b"' (#");
     write_stderr(fmt_u64(id, &mut buf));
     write_stderr(b") has overflowed its stack (");
-    let (n, unit): (u64, &[u8]) = if size % (1 << 20) == 0 {
+    let (n, unit): (u64, &[u8]) = if size.is_multiple_of(1 << 20) {
         ((size >> 20) as u64, b" MiB")
     } else {
         ((size >> 10) as u64, b" KiB")

@@ -210,7 +210,7 @@ impl Carrier {
     pub(super) fn find_local(&self) -> Option<Arc<VThread>> {
         let tick = self.tick.get().wrapping_add(1);
         self.tick.set(tick);
-        if tick % GLOBAL_CHECK_INTERVAL == 0
+        if tick.is_multiple_of(GLOBAL_CHECK_INTERVAL)
             && let Some(t) = self.steal_injector()
         {
             return Some(t);
@@ -323,10 +323,14 @@ impl Carrier {
             Ordering::Relaxed,
         );
 
+        // Between stacks from here until the thread lowers the flag (see
+        // `sample.rs`); lowered again below when the thread comes back.
+        crate::sample::set_switching(true);
         let result = match coro_ref {
             crate::thread::CoroSlot::Running(c) => c.resume(()),
             _ => unreachable!("started above"),
         };
+        crate::sample::set_switching(false);
         self.current.set(std::ptr::null());
         me.mounted.swap(std::ptr::null_mut(), Ordering::SeqCst);
         // The monitor may be reading through `mounted`: keep the thread

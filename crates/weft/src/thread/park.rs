@@ -136,7 +136,11 @@ pub(crate) fn suspend(inner: &VThread, s: Suspend) {
     // SAFETY: `yielder` was set when this coroutine started and points into
     // its own stack, which is the stack we are running on now; it is valid
     // for the coroutine's whole life.
-    unsafe { (*y).suspend(s) };
+    unsafe {
+        crate::sample::set_switching(true);
+        (*y).suspend(s);
+        crate::sample::set_switching(false);
+    }
     if unwinding {
         sched::resume_unwinding();
     }
