@@ -121,8 +121,10 @@ struct Seen {
     home_stalled: bool,
 }
 
-/// How long a dump waits for parked threads to report their stacks; those
-/// that have not by then (their carrier is busy) are listed without one.
+/// How long a dump waits for the next parked thread to report its stack.
+/// The wait goes on while reports keep coming (a loaded machine is slow,
+/// not stuck); after a whole timeout without one (every carrier that could
+/// run them is busy), the rest are listed without a stack.
 const CAPTURE_TIMEOUT: Duration = Duration::from_secs(1);
 
 /// Takes a thread dump of every virtual thread in the process.
@@ -244,9 +246,24 @@ pub fn dump() -> Dump {
     }
     // Our own initial count.
     if job.pending.fetch_sub(1, Ordering::AcqRel) != 1 {
-        let deadline = Instant::now() + CAPTURE_TIMEOUT;
+        // Wait while the threads make progress: a slow machine finishes,
+        // a carrier that never comes back costs one timeout.
+        let mut deadline = Instant::now() + CAPTURE_TIMEOUT;
+        let mut left = job.pending.load(Ordering::Acquire);
         let was = crate::thread::take_interrupt();
-        while job.pending.load(Ordering::Acquire) != 0 && Instant::now() < deadline {
+        loop {
+            let now_left = job.pending.load(Ordering::Acquire);
+            if now_left == 0 {
+                break;
+            }
+            let now = Instant::now();
+            if now >= deadline {
+                if now_left >= left {
+                    break; // no thread reported for a whole timeout
+                }
+                left = now_left;
+                deadline = now + CAPTURE_TIMEOUT;
+            }
             crate::thread::park_deadline(Some(deadline));
         }
         if was {
