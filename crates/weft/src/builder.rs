@@ -123,7 +123,7 @@ impl Builder {
         };
         let body = move |y: &corosensei::Yielder<(), Suspend>, (): ()| {
             // On our own stack now (raised by the carrier's `resume`).
-            crate::sample::set_switching(false);
+            crate::switching::set_switching(false);
             let me = current_virtual().expect("weft: coroutine started off its carrier");
             me.yielder.set(y as *const _);
             let r = catch_unwind(AssertUnwindSafe(f));
@@ -147,7 +147,7 @@ impl Builder {
                 crate::thread::abort_after_drop_panic(me);
             }
             // Back to the carrier's stack as this returns.
-            crate::sample::set_switching(true);
+            crate::switching::set_switching(true);
         };
         // SAFETY: the caller guarantees that everything `body` borrows
         // outlives the coroutine (see above); corosensei's only extra

@@ -180,6 +180,7 @@ mod scope;
 mod stack;
 #[doc(hidden)]
 pub mod stall;
+mod switching;
 mod symbols;
 pub mod sync;
 mod thread;

@@ -33,12 +33,8 @@
 //! points at the other stack while the frame being left still looks
 //! current, and an unwind started there follows garbage (a dump test hit
 //! `SIGSEGV` in `_Unwind_Backtrace` this way). So every switch is bracketed
-//! by [`set_switching`]: the carrier raises a per-OS-thread flag before
-//! `resume` and the virtual thread before `suspend` (and before its body
-//! returns); whichever side runs next lowers it. A signal that lands while
-//! the flag is up answers "no sample" at once. The flag is a `const`
-//! thread-local of a `Cell<bool>`: no lazy initialisation and no
-//! destructor, so reading it in the handler is a plain TLS load.
+//! by a per-OS-thread flag (`switching.rs`), and a signal that lands while
+//! the flag is up answers "no sample" at once.
 //!
 //! # What the sampled thread sees
 //!
@@ -54,7 +50,6 @@
 //! it alone and takes no samples; `WEFT_SAMPLE_STACKS=0` turns sampling
 //! off.
 
-use std::cell::Cell;
 use std::sync::Mutex;
 use std::sync::OnceLock;
 use std::sync::atomic::{AtomicI32, AtomicU32, AtomicUsize, Ordering};
@@ -134,29 +129,6 @@ fn install() -> bool {
     }
 }
 
-thread_local! {
-    /// Up while this OS thread is between two stacks (see the module docs).
-    static SWITCHING: Cell<bool> = const { Cell::new(false) };
-}
-
-/// Raises (`true`) or lowers the calling OS thread's "between stacks" flag.
-/// Not inlined: a virtual thread may continue on another OS thread after a
-/// switch (a runtime that allows migration), and the thread-local's address
-/// must be computed afresh on each call.
-#[inline(never)]
-pub(crate) fn set_switching(on: bool) {
-    SWITCHING.with(|s| s.set(on));
-    // The flag is read by a signal handler on this same thread: keep the
-    // store ahead of the switch's instructions.
-    std::sync::atomic::compiler_fence(Ordering::SeqCst);
-}
-
-/// Whether the calling OS thread is between stacks.
-#[inline(never)]
-fn switching() -> bool {
-    SWITCHING.with(Cell::get)
-}
-
 extern "C" fn on_signal(_sig: libc::c_int, _info: *mut libc::siginfo_t, ctx: *mut libc::c_void) {
     // SAFETY: __errno_location is the calling thread's errno; async-signal-safe.
     let errno = unsafe { *libc::__errno_location() };
@@ -171,7 +143,7 @@ extern "C" fn on_signal(_sig: libc::c_int, _info: *mut libc::siginfo_t, ctx: *mu
         SLOT.pc.store(interrupted_pc(ctx), Ordering::Relaxed);
         let mut n = 0usize;
         // Mid-switch: answer with no frames rather than unwind.
-        let skip = switching();
+        let skip = crate::switching::switching();
         if !skip {
             // SAFETY: `trace_unsynchronized` is unsafe because callers must
             // not run it concurrently on platforms whose unwinder is not

@@ -22,7 +22,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
 /// Modules that only read the rest of the runtime.
-const DIAGNOSTICS: &[&str] = &["dump", "metrics", "events", "sample", "symbols"];
+const DIAGNOSTICS: &[&str] = &["dump", "metrics", "events", "sample", "symbols", "panic"];
 
 /// Cycles we keep, each one concept seen from two sides.
 const ALLOWED_CYCLES: &[&[&str]] = &[
@@ -47,6 +47,8 @@ const ALLOWED_DIAGNOSTIC_EDGES: &[(&str, &str)] = &[
     // Starting a runtime installs the SIGQUIT handler that prints a dump
     // (like the JVM's); the runtime never calls into a dump otherwise.
     ("runtime", "dump"),
+    // Likewise the panic hook that names the virtual thread that panicked.
+    ("runtime", "panic"),
 ];
 
 type Graph = BTreeMap<String, BTreeSet<String>>;

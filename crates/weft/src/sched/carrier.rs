@@ -325,12 +325,12 @@ impl Carrier {
 
         // Between stacks from here until the thread lowers the flag (see
         // `sample.rs`); lowered again below when the thread comes back.
-        crate::sample::set_switching(true);
+        crate::switching::set_switching(true);
         let result = match coro_ref {
             crate::thread::CoroSlot::Running(c) => c.resume(()),
             _ => unreachable!("started above"),
         };
-        crate::sample::set_switching(false);
+        crate::switching::set_switching(false);
         self.current.set(std::ptr::null());
         me.mounted.swap(std::ptr::null_mut(), Ordering::SeqCst);
         // The monitor may be reading through `mounted`: keep the thread

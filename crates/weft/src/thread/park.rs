@@ -137,9 +137,9 @@ pub(crate) fn suspend(inner: &VThread, s: Suspend) {
     // its own stack, which is the stack we are running on now; it is valid
     // for the coroutine's whole life.
     unsafe {
-        crate::sample::set_switching(true);
+        crate::switching::set_switching(true);
         (*y).suspend(s);
-        crate::sample::set_switching(false);
+        crate::switching::set_switching(false);
     }
     if unwinding {
         sched::resume_unwinding();
