@@ -153,6 +153,7 @@ mod response;
 mod router;
 mod server;
 mod signal;
+pub mod tls;
 mod wire;
 
 pub use client::{Client, ClientConfig, Connection, Error, ErrorKind, Exchange, Url};
@@ -162,6 +163,10 @@ pub use extract::Json;
 pub use request::{Request, RequestBody, Version};
 pub use response::{Body, IntoResponse, Response, StreamFn, reason};
 pub use router::{Handler, Router};
+pub use tls::TlsConfig;
+/// The rustls crate this version of weft-http uses (for
+/// [`TlsConfig::from_rustls`] and [`ClientConfig::tls`]).
+pub use rustls;
 pub use server::{
     ErrorStats, Server, ServerConfig, ServerHandle, ServerStats, ShutdownReport, ThreadMode,
     WhenFull, serve,
