@@ -14,7 +14,7 @@ use common::{TEST_TIMEOUT, start};
 use rustls::pki_types::CertificateDer;
 use weft_http::{
     Client, ClientConfig, Connection, ErrorKind, Response, Router, ServerConfig, ServerHandle,
-    ThreadMode, TlsConfig, encode_request,
+    ThreadMode, TlsConfig, client::encode_request,
 };
 
 struct Cert {

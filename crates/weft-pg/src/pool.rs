@@ -526,7 +526,7 @@ impl Inner {
             None => deadline,
         };
         let res =
-            Connection::connect_until(&self.cfg.pg, Some(connect_deadline)).and_then(|mut conn| {
+            Connection::connect_until(&self.cfg.pg, &self.cfg.tls, Some(connect_deadline)).and_then(|mut conn| {
                 if let Some(sql) = &self.cfg.connection_init_sql {
                     if let Err(e) = conn.batch_execute(sql) {
                         conn.close();
