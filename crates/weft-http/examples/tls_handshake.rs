@@ -48,10 +48,14 @@ fn measure(alg: &'static rcgen::SignatureAlgorithm, name: &str) {
     let (mut srv_t, mut cli_t) = (Vec::new(), Vec::new());
     for _ in 0..n {
         let mut c = rustls::Connection::Client(
-            rustls::ClientConnection::new(client.clone(), ServerName::try_from("localhost").unwrap())
-                .unwrap(),
+            rustls::ClientConnection::new(
+                client.clone(),
+                ServerName::try_from("localhost").unwrap(),
+            )
+            .unwrap(),
         );
-        let mut s = rustls::Connection::Server(rustls::ServerConnection::new(server.clone()).unwrap());
+        let mut s =
+            rustls::Connection::Server(rustls::ServerConnection::new(server.clone()).unwrap());
         let (mut st, mut ct) = (Duration::ZERO, Duration::ZERO);
         let t = Instant::now();
         pump(&mut c, &mut s); // ClientHello

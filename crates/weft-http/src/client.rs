@@ -1462,6 +1462,41 @@ impl Drop for Response {
     }
 }
 
+/// Classifies a failed TLS connect: certificate verification, other TLS
+/// failure, timeout, or I/O.
+fn tls_connect_error(host: &str, addr: SocketAddr, e: io::Error) -> Error {
+    match crate::tls::rustls_error(&e) {
+        Some(rustls::Error::InvalidCertificate(c)) => {
+            let msg = format!("TLS certificate verification failed for {host} ({addr}): {c}");
+            Error {
+                kind: ErrorKind::Certificate,
+                msg,
+                source: Some(e),
+                no_response: false,
+            }
+        }
+        Some(t) => {
+            let msg = format!("TLS handshake with {host} ({addr}) failed: {t}");
+            Error {
+                kind: ErrorKind::Tls,
+                msg,
+                source: Some(e),
+                no_response: false,
+            }
+        }
+        None if e.kind() == io::ErrorKind::UnexpectedEof => Error::io(
+            ErrorKind::Tls,
+            &format!("TLS handshake with {host} ({addr})"),
+            e,
+        ),
+        None => Error::io(
+            ErrorKind::Connect,
+            &format!("TLS handshake with {host} ({addr})"),
+            e,
+        ),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -1519,42 +1554,5 @@ mod tests {
             String::from_utf8(r).unwrap(),
             "GET /p HTTP/1.1\r\nHost: h:1\r\n\r\n"
         );
-    }
-}
-
-/// Classifies a failed TLS connect: certificate verification, other TLS
-/// failure, timeout, or I/O.
-fn tls_connect_error(host: &str, addr: SocketAddr, e: io::Error) -> Error {
-    match crate::tls::rustls_error(&e) {
-        Some(rustls::Error::InvalidCertificate(c)) => {
-            let msg = format!(
-                "TLS certificate verification failed for {host} ({addr}): {c}"
-            );
-            Error {
-                kind: ErrorKind::Certificate,
-                msg,
-                source: Some(e),
-                no_response: false,
-            }
-        }
-        Some(t) => {
-            let msg = format!("TLS handshake with {host} ({addr}) failed: {t}");
-            Error {
-                kind: ErrorKind::Tls,
-                msg,
-                source: Some(e),
-                no_response: false,
-            }
-        }
-        None if e.kind() == io::ErrorKind::UnexpectedEof => Error::io(
-            ErrorKind::Tls,
-            &format!("TLS handshake with {host} ({addr})"),
-            e,
-        ),
-        None => Error::io(
-            ErrorKind::Connect,
-            &format!("TLS handshake with {host} ({addr})"),
-            e,
-        ),
     }
 }

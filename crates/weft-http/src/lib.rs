@@ -163,7 +163,6 @@ pub use extract::Json;
 pub use request::{Request, RequestBody, Version};
 pub use response::{Body, IntoResponse, Response, StreamFn, reason};
 pub use router::{Handler, Router};
-pub use tls::TlsConfig;
 /// The rustls crate this version of weft-http uses (for
 /// [`TlsConfig::from_rustls`] and [`ClientConfig::tls`]).
 pub use rustls;
@@ -171,3 +170,4 @@ pub use server::{
     ErrorStats, Server, ServerConfig, ServerHandle, ServerStats, ShutdownReport, ThreadMode,
     WhenFull, serve,
 };
+pub use tls::TlsConfig;

@@ -999,15 +999,13 @@ fn reject(shared: &Shared, tcp: TcpStream) {
     let _ = tcp.set_write_timeout(Some(Duration::from_secs(1)));
     let stream = match &shared.config.tls {
         None => Stream::Plain(tcp),
-        Some(tls) => {
-            match Stream::accept(tcp, tls, Instant::now() + Duration::from_secs(1)) {
-                Ok(s) => s,
-                Err(_) => {
-                    inc(&shared.stats.tls_handshake);
-                    return;
-                }
+        Some(tls) => match Stream::accept(tcp, tls, Instant::now() + Duration::from_secs(1)) {
+            Ok(s) => s,
+            Err(_) => {
+                inc(&shared.stats.tls_handshake);
+                return;
             }
-        }
+        },
     };
     let resp = render_error(shared, builtin_error(503, &shared.config).into_response());
     let (mut out, mut scratch) = (Vec::new(), Vec::new());

@@ -455,7 +455,10 @@ impl TlsStream {
         }
     }
 
-    fn write_with(&self, f: impl FnOnce(&mut rustls::Writer<'_>) -> io::Result<usize>) -> io::Result<usize> {
+    fn write_with(
+        &self,
+        f: impl FnOnce(&mut rustls::Writer<'_>) -> io::Result<usize>,
+    ) -> io::Result<usize> {
         let mut c = self.lock();
         let mut io = &self.tcp;
         let n = f(&mut c.writer())?;

@@ -89,11 +89,18 @@ fn https_round_trips_in_both_thread_modes() {
             assert_eq!(r.text().unwrap(), "hello");
         }
         let body = vec![b'x'; 100_000];
-        let r = client.post(&format!("{base}/echo")).body(body.clone()).send().unwrap();
+        let r = client
+            .post(&format!("{base}/echo"))
+            .body(body.clone())
+            .send()
+            .unwrap();
         assert_eq!(r.bytes().unwrap(), body, "{mode}");
         let r = client.get(&format!("{base}/chunks")).send().unwrap();
         let text = r.text().unwrap();
-        assert!(text.starts_with("0,1,2,") && text.ends_with("199,"), "{mode}");
+        assert!(
+            text.starts_with("0,1,2,") && text.ends_with("199,"),
+            "{mode}"
+        );
         let r = client.get(&format!("{base}/big")).send().unwrap();
         assert_eq!(r.bytes().unwrap().len(), 300_000, "{mode}");
         // Keep-alive over TLS: one connection, pooled under https://host:port.
@@ -117,10 +124,7 @@ fn https_round_trips_in_both_thread_modes() {
 #[test]
 fn alpn_offers_http_1_1() {
     let c = cert(&["localhost"]);
-    assert_eq!(
-        c.tls.rustls().alpn_protocols,
-        vec![b"http/1.1".to_vec()]
-    );
+    assert_eq!(c.tls.rustls().alpn_protocols, vec![b"http/1.1".to_vec()]);
 }
 
 #[test]
@@ -176,13 +180,16 @@ fn plain_http_to_the_tls_port_is_closed_and_counted() {
         let h = start(ServerConfig::default().thread_mode(mode).tls(c.tls), app());
         let mut s = std::net::TcpStream::connect(h.local_addr()).unwrap();
         s.set_read_timeout(Some(TEST_TIMEOUT)).unwrap();
-        s.write_all(b"GET /hello HTTP/1.1\r\nHost: x\r\n\r\n").unwrap();
+        s.write_all(b"GET /hello HTTP/1.1\r\nHost: x\r\n\r\n")
+            .unwrap();
         // The server answers with a TLS alert (or nothing) and closes: the
         // read ends, it does not hang, and no HTTP response comes back.
         let mut got = Vec::new();
         let r = s.read_to_end(&mut got);
         assert!(
-            r.is_ok() || r.as_ref().is_err_and(|e| e.kind() == std::io::ErrorKind::ConnectionReset),
+            r.is_ok()
+                || r.as_ref()
+                    .is_err_and(|e| e.kind() == std::io::ErrorKind::ConnectionReset),
             "{r:?}"
         );
         assert!(!got.starts_with(b"HTTP/"), "{mode}");
@@ -190,7 +197,10 @@ fn plain_http_to_the_tls_port_is_closed_and_counted() {
             && s.open_connections == 0));
         // Still serving.
         let r = client_trusting(&der)
-            .get(&format!("https://localhost:{}/hello", h.local_addr().port()))
+            .get(&format!(
+                "https://localhost:{}/hello",
+                h.local_addr().port()
+            ))
             .send()
             .unwrap();
         assert_eq!(r.text().unwrap(), "hello", "{mode}");
@@ -238,8 +248,7 @@ fn bad_pem_is_a_clear_error() {
     let c = rcgen::generate_simple_self_signed(vec!["localhost".into()]).unwrap();
     let e = TlsConfig::from_pem(c.cert.pem().as_bytes(), b"").unwrap_err();
     assert!(e.to_string().contains("private key"), "{e}");
-    let e = TlsConfig::from_pem_files("/nonexistent/cert.pem", "/nonexistent/key.pem")
-        .unwrap_err();
+    let e = TlsConfig::from_pem_files("/nonexistent/cert.pem", "/nonexistent/key.pem").unwrap_err();
     assert!(e.to_string().contains("/nonexistent/cert.pem"), "{e}");
 }
 
@@ -268,7 +277,8 @@ fn thousand_concurrent_keep_alive_https_clients() {
     let (tx, rx) = weft::channel::bounded::<()>(1);
     let threads: Vec<_> = (0..N)
         .map(|_| {
-            let (cfg, req, connected, rx) = (cfg.clone(), req.clone(), connected.clone(), rx.clone());
+            let (cfg, req, connected, rx) =
+                (cfg.clone(), req.clone(), connected.clone(), rx.clone());
             weft::spawn(move || {
                 let mut conn =
                     Connection::connect_tls(addr, "localhost", cfg, TEST_TIMEOUT).unwrap();

@@ -12,9 +12,7 @@ use std::time::{Duration, Instant};
 use rustls::pki_types::ServerName;
 use tokio_postgres::error::SqlState;
 use tokio_postgres::types::{ToSql, Type};
-use tokio_postgres::{
-    Client, Config as PgConfig, Row, SimpleQueryMessage, Statement, ToStatement,
-};
+use tokio_postgres::{Client, Config as PgConfig, Row, SimpleQueryMessage, Statement, ToStatement};
 
 use crate::drive::{Stop, Stream, run};
 use crate::error::{Error, Result, is_fatal};

@@ -525,8 +525,8 @@ impl Inner {
             Some(t) => deadline.min(deadline_after(*t)),
             None => deadline,
         };
-        let res =
-            Connection::connect_until(&self.cfg.pg, &self.cfg.tls, Some(connect_deadline)).and_then(|mut conn| {
+        let res = Connection::connect_until(&self.cfg.pg, &self.cfg.tls, Some(connect_deadline))
+            .and_then(|mut conn| {
                 if let Some(sql) = &self.cfg.connection_init_sql {
                     if let Err(e) = conn.batch_execute(sql) {
                         conn.close();

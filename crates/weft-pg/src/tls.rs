@@ -490,7 +490,10 @@ mod tests {
         assert_eq!(o.mode, SslMode::VerifyCa);
         assert_eq!(o.root_cert, Some(PathBuf::from("/a b/r.pem")));
         let (rest, o) = split_options("postgres://h/db").unwrap();
-        assert_eq!((rest.as_str(), o), ("postgres://h/db", TlsOptions::default()));
+        assert_eq!(
+            (rest.as_str(), o),
+            ("postgres://h/db", TlsOptions::default())
+        );
         assert!(split_options("host=h sslmode=allow").is_err());
         assert!(split_options("postgres://h/db?sslmode=bogus").is_err());
     }

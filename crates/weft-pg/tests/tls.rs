@@ -51,7 +51,11 @@ fn ssl_in_use(c: &mut Connection) -> bool {
 fn verify_full_runs_queries_over_tls() {
     let pg = require_pg!();
     let Some(root) = root(pg) else { return };
-    let info = conninfo(pg, "localhost", &format!("sslmode=verify-full sslrootcert={root}"));
+    let info = conninfo(
+        pg,
+        "localhost",
+        &format!("sslmode=verify-full sslrootcert={root}"),
+    );
     let url = format!(
         "postgres://weft:weft@localhost:{}/weft?sslmode=verify-full&sslrootcert={root}",
         port(&pg.url)
