@@ -1517,10 +1517,15 @@ mod tests {
             (u.host(), u.port(), u.path_and_query()),
             ("[::1]", 81, "/?x")
         );
+        let u = Url::parse("https://x/a").unwrap();
         assert_eq!(
-            Url::parse("https://x/").unwrap_err().kind(),
-            ErrorKind::InvalidUrl
+            (u.scheme(), u.port(), u.authority()),
+            ("https", 443, "x".into())
         );
+        assert_eq!(u.to_string(), "https://x/a");
+        let u = Url::parse("https://x:8443").unwrap();
+        assert_eq!((u.port(), u.authority()), (8443, "x:8443".into()));
+        assert_eq!(Url::parse("http://x:443/").unwrap().authority(), "x:443");
         assert_eq!(
             Url::parse("ftp://x/").unwrap_err().kind(),
             ErrorKind::InvalidUrl
