@@ -64,6 +64,8 @@ use std::time::{Duration, Instant};
 use rustls::pki_types::{CertificateDer, PrivateKeyDer, ServerName, pem::PemObject};
 use weft::net::TcpStream;
 
+use crate::unpoison::Unpoison;
+
 /// The crypto provider every configuration here uses.
 pub(crate) fn provider() -> Arc<rustls::crypto::CryptoProvider> {
     Arc::new(rustls::crypto::ring::default_provider())
@@ -366,7 +368,7 @@ impl Stream {
 
 impl TlsStream {
     fn lock(&self) -> MutexGuard<'_, rustls::Connection> {
-        self.conn.lock().unwrap_or_else(|e| e.into_inner())
+        self.conn.lock().unpoison()
     }
 }
 

@@ -3,7 +3,7 @@
 //! `sslmode` with libpq's meaning, and clear errors when verification
 //! fails.
 
-mod support;
+mod common;
 
 use weft_pg::{Connection, Error, Pool, SslMode};
 
@@ -20,7 +20,7 @@ fn port(url: &str) -> u16 {
 
 /// The root certificate, or `None` (skip) when the cluster has no TLS;
 /// in CI the cluster must have it.
-fn root(pg: &support::Server) -> Option<String> {
+fn root(pg: &common::Server) -> Option<String> {
     match &pg.ssl_root_cert {
         Some(r) => Some(r.clone()),
         None => {
@@ -34,7 +34,7 @@ fn root(pg: &support::Server) -> Option<String> {
     }
 }
 
-fn conninfo(pg: &support::Server, host: &str, extra: &str) -> String {
+fn conninfo(pg: &common::Server, host: &str, extra: &str) -> String {
     format!(
         "host={host} port={} user=weft password=weft dbname=weft {extra}",
         port(&pg.url)
