@@ -33,8 +33,10 @@ use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use rustls::pki_types::CertificateDer;
 use weft::net::TcpStream;
 
+use crate::tls::Stream;
 use crate::unpoison::Unpoison;
 use crate::wire::{
     Chunk, ChunkedWriter, Framing, InBuf, has_token, parse_content_length, read_body,
@@ -59,6 +61,13 @@ pub enum ErrorKind {
     Timeout,
     /// The response was not valid HTTP/1.x, or exceeded a size limit.
     Protocol,
+    /// The server's TLS certificate failed verification: unknown issuer,
+    /// expired, or not valid for the host name in the URL.
+    Certificate,
+    /// The TLS handshake or a TLS record failed for another reason (no
+    /// common protocol version or cipher, an alert from the server, a
+    /// server that does not speak TLS).
+    Tls,
 }
 
 /// A client error: its [`ErrorKind`], a message, and the I/O error behind
@@ -128,7 +137,9 @@ impl From<Error> for io::Error {
         let kind = match e.kind {
             ErrorKind::Timeout => io::ErrorKind::TimedOut,
             ErrorKind::InvalidUrl => io::ErrorKind::InvalidInput,
-            ErrorKind::Protocol => io::ErrorKind::InvalidData,
+            ErrorKind::Protocol | ErrorKind::Certificate | ErrorKind::Tls => {
+                io::ErrorKind::InvalidData
+            }
             ErrorKind::Connect => io::ErrorKind::ConnectionRefused,
             ErrorKind::Read | ErrorKind::Write => e
                 .source
@@ -142,7 +153,7 @@ impl From<Error> for io::Error {
 // ---------------------------------------------------------------------------
 // URLs
 
-/// A parsed `http://host[:port][/path][?query]` URL.
+/// A parsed `http://` or `https://host[:port][/path][?query]` URL.
 ///
 /// The client sends the path and query exactly as given, so a URL it
 /// could not send unchanged is an error rather than a silent change: user
@@ -163,22 +174,24 @@ impl From<Error> for io::Error {
 /// ```
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Url {
+    https: bool,
     host: String,
     port: u16,
     path_and_query: String,
 }
 
 impl Url {
-    /// Parses `s`. Only `http://` is supported (no TLS).
+    /// Parses `s`: `http://` (default port 80) or `https://` (443).
     pub fn parse(s: &str) -> Result<Url, Error> {
         let bad = |m: &str| Error::new(ErrorKind::InvalidUrl, format!("{m}: {s:?}"));
-        let rest = if let Some(r) = s.strip_prefix("http://") {
-            r
-        } else if s.starts_with("https://") {
-            return Err(bad("https is not supported"));
+        let (https, rest) = if let Some(r) = s.strip_prefix("http://") {
+            (false, r)
+        } else if let Some(r) = s.strip_prefix("https://") {
+            (true, r)
         } else {
-            return Err(bad("URL must start with http://"));
+            return Err(bad("URL must start with http:// or https://"));
         };
+        let default_port = if https { 443 } else { 80 };
         let (authority, pq) = match rest.find(['/', '?']) {
             Some(i) => (&rest[..i], &rest[i..]),
             None => (rest, "/"),
@@ -192,14 +205,14 @@ impl Url {
             let (h, after) = r.split_once(']').ok_or_else(|| bad("unclosed '['"))?;
             let port = match after.strip_prefix(':') {
                 Some(p) => p.parse().map_err(|_| bad("invalid port"))?,
-                None if after.is_empty() => 80,
+                None if after.is_empty() => default_port,
                 None => return Err(bad("invalid authority")),
             };
             (format!("[{h}]"), port)
         } else {
             match authority.rsplit_once(':') {
                 Some((h, p)) => (h.to_owned(), p.parse().map_err(|_| bad("invalid port"))?),
-                None => (authority.to_owned(), 80),
+                None => (authority.to_owned(), default_port),
             }
         };
         if host.is_empty()
@@ -221,6 +234,7 @@ impl Url {
             return Err(bad(m));
         }
         Ok(Url {
+            https,
             host,
             port,
             path_and_query,
@@ -232,14 +246,25 @@ impl Url {
         &self.host
     }
 
-    /// The port (80 if not given).
+    /// The port (80 or 443 if not given).
     pub fn port(&self) -> u16 {
         self.port
     }
 
-    /// `host:port`, the pool key and the `Host` header value.
+    /// `"http"` or `"https"`.
+    pub fn scheme(&self) -> &'static str {
+        if self.https { "https" } else { "http" }
+    }
+
+    /// Whether the URL is `https://`.
+    pub fn is_https(&self) -> bool {
+        self.https
+    }
+
+    /// `host:port` (the port left out when it is the scheme's default):
+    /// the `Host` header value.
     pub fn authority(&self) -> String {
-        if self.port == 80 {
+        if self.port == if self.https { 443 } else { 80 } {
             self.host.clone()
         } else {
             format!("{}:{}", self.host, self.port)
@@ -323,7 +348,13 @@ impl Url {
 
 impl fmt::Display for Url {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "http://{}{}", self.authority(), self.path_and_query)
+        write!(
+            f,
+            "{}://{}{}",
+            self.scheme(),
+            self.authority(),
+            self.path_and_query
+        )
     }
 }
 
@@ -360,6 +391,17 @@ pub struct ClientConfig {
     pub user_agent: Option<String>,
     /// Set `TCP_NODELAY` (default true).
     pub nodelay: bool,
+    /// Roots trusted for `https://` in addition to the built-in Mozilla
+    /// set (`webpki-roots`): e.g. a private CA, or a test server's
+    /// self-signed certificate (default none). Host names are always
+    /// verified.
+    pub tls_roots: Vec<CertificateDer<'static>>,
+    /// A complete rustls client configuration to use for `https://`
+    /// instead of the built-in roots plus
+    /// [`tls_roots`](ClientConfig::tls_roots) (client certificates, a
+    /// custom verifier, [`tls::danger_accept_any_certificate`](crate::tls::danger_accept_any_certificate)
+    /// for tests). Default `None`.
+    pub tls: Option<Arc<rustls::ClientConfig>>,
 }
 
 impl Default for ClientConfig {
@@ -376,6 +418,8 @@ impl Default for ClientConfig {
             max_body_bytes: 64 << 20,
             user_agent: Some(concat!("weft-http/", env!("CARGO_PKG_VERSION")).to_owned()),
             nodelay: true,
+            tls_roots: Vec::new(),
+            tls: None,
         }
     }
 }
@@ -423,7 +467,8 @@ pub struct Exchange {
 /// One HTTP/1.1 connection, without pooling: the building block of
 /// [`Client`] and of the load generator's virtual users.
 pub struct Connection {
-    stream: TcpStream,
+    stream: Stream,
+    handshake: Option<Duration>,
     input: InBuf,
     /// Scratch space for discarded bodies.
     sink: Vec<u8>,
@@ -459,11 +504,50 @@ impl Connection {
         let stream = TcpStream::connect_timeout(&addr, timeout)
             .map_err(|e| Error::io(ErrorKind::Connect, &format!("connecting to {addr}"), e))?;
         Ok(Connection {
-            stream,
+            stream: Stream::Plain(stream),
+            handshake: None,
             input: InBuf::with_capacity(8 * 1024),
             sink: Vec::new(),
             requests: 0,
         })
+    }
+
+    /// Connects to `addr` and runs a TLS handshake for `host` (sent as
+    /// SNI and verified against the certificate unless `config` says
+    /// otherwise), all within `timeout`. A certificate that fails
+    /// verification gives [`ErrorKind::Certificate`]; another handshake
+    /// failure [`ErrorKind::Tls`].
+    pub fn connect_tls(
+        addr: SocketAddr,
+        host: &str,
+        config: Arc<rustls::ClientConfig>,
+        timeout: Duration,
+    ) -> Result<Connection, Error> {
+        let deadline = Instant::now() + timeout;
+        let name = crate::tls::server_name(host)
+            .map_err(|e| Error::io(ErrorKind::InvalidUrl, "TLS server name", e))?;
+        let tcp = TcpStream::connect_timeout(&addr, timeout)
+            .map_err(|e| Error::io(ErrorKind::Connect, &format!("connecting to {addr}"), e))?;
+        let start = Instant::now();
+        let stream = Stream::connect(tcp, config, name, deadline)
+            .map_err(|e| tls_connect_error(host, addr, e))?;
+        Ok(Connection {
+            stream,
+            handshake: Some(start.elapsed()),
+            input: InBuf::with_capacity(8 * 1024),
+            sink: Vec::new(),
+            requests: 0,
+        })
+    }
+
+    /// How long the TLS handshake took (`None` for plain HTTP).
+    pub fn handshake_time(&self) -> Option<Duration> {
+        self.handshake
+    }
+
+    /// Whether this is a TLS connection.
+    pub fn is_tls(&self) -> bool {
+        self.stream.is_tls()
     }
 
     /// Sets `TCP_NODELAY`.
@@ -471,9 +555,9 @@ impl Connection {
         self.stream.set_nodelay(on)
     }
 
-    /// The underlying stream.
+    /// The underlying TCP stream (below TLS, for an https connection).
     pub fn stream(&self) -> &TcpStream {
-        &self.stream
+        self.stream.tcp()
     }
 
     /// Requests sent on this connection.
@@ -648,13 +732,13 @@ impl Connection {
     /// Whether the connection looks reusable: no unexpected bytes buffered
     /// and the peer has not closed it.
     fn is_reusable(&self) -> bool {
-        if !self.input.is_empty() {
+        if !self.input.is_empty() || self.stream.has_buffered() {
             return false;
         }
         // A non-blocking peek (the socket is non-blocking underneath):
         // WouldBlock means open and quiet. The byte itself is not read.
         let mut b = [std::mem::MaybeUninit::<u8>::uninit(); 1];
-        match socket2::SockRef::from(&self.stream).peek(&mut b) {
+        match socket2::SockRef::from(self.stream.tcp()).peek(&mut b) {
             Err(e) => e.kind() == io::ErrorKind::WouldBlock,
             Ok(_) => false, // EOF or unexpected data
         }
@@ -840,6 +924,8 @@ pub struct Client {
 
 struct ClientInner {
     config: ClientConfig,
+    /// Made on the first `https://` request.
+    tls: std::sync::OnceLock<Arc<rustls::ClientConfig>>,
     pool: Mutex<HashMap<String, Vec<(Connection, Instant)>>>,
 }
 
@@ -869,6 +955,7 @@ impl Client {
         Client {
             inner: Arc::new(ClientInner {
                 config,
+                tls: std::sync::OnceLock::new(),
                 pool: Mutex::new(HashMap::new()),
             }),
         }
@@ -927,6 +1014,18 @@ impl Client {
         self.request("HEAD", url)
     }
 
+    fn tls_config(&self) -> Arc<rustls::ClientConfig> {
+        let cfg = &self.inner.config;
+        self.inner
+            .tls
+            .get_or_init(|| {
+                cfg.tls
+                    .clone()
+                    .unwrap_or_else(|| Arc::new(crate::tls::client_config(&cfg.tls_roots)))
+            })
+            .clone()
+    }
+
     fn checkout(&self, key: &str) -> Option<Connection> {
         let mut pool = self.inner.pool.lock().unpoison();
         let list = pool.get_mut(key)?;
@@ -957,7 +1056,12 @@ impl Client {
             let t = limits
                 .next(Some(self.inner.config.connect_timeout))?
                 .unwrap_or(self.inner.config.connect_timeout);
-            match Connection::connect(a, t) {
+            let c = if url.https {
+                Connection::connect_tls(a, &url.host, self.tls_config(), t)
+            } else {
+                Connection::connect(a, t)
+            };
+            match c {
                 Ok(c) => {
                     let _ = c.set_nodelay(self.inner.config.nodelay);
                     return Ok(c);
@@ -1098,7 +1202,8 @@ impl RequestBuilder {
             write: cfg.write_timeout,
             deadline: timeout.or(cfg.total_timeout).map(|t| Instant::now() + t),
         };
-        let key = url.authority();
+        // Pool key: scheme, host and port.
+        let key = format!("{}://{}:{}", url.scheme(), url.host, url.port);
         let body_len = match &body {
             ReqBody::None => Some(0),
             ReqBody::Bytes(b) => Some(b.len() as u64),
@@ -1383,6 +1488,41 @@ impl Drop for Response {
     }
 }
 
+/// Classifies a failed TLS connect: certificate verification, other TLS
+/// failure, timeout, or I/O.
+fn tls_connect_error(host: &str, addr: SocketAddr, e: io::Error) -> Error {
+    match crate::tls::rustls_error(&e) {
+        Some(rustls::Error::InvalidCertificate(c)) => {
+            let msg = format!("TLS certificate verification failed for {host} ({addr}): {c}");
+            Error {
+                kind: ErrorKind::Certificate,
+                msg,
+                source: Some(e),
+                no_response: false,
+            }
+        }
+        Some(t) => {
+            let msg = format!("TLS handshake with {host} ({addr}) failed: {t}");
+            Error {
+                kind: ErrorKind::Tls,
+                msg,
+                source: Some(e),
+                no_response: false,
+            }
+        }
+        None if e.kind() == io::ErrorKind::UnexpectedEof => Error::io(
+            ErrorKind::Tls,
+            &format!("TLS handshake with {host} ({addr})"),
+            e,
+        ),
+        None => Error::io(
+            ErrorKind::Connect,
+            &format!("TLS handshake with {host} ({addr})"),
+            e,
+        ),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -1403,10 +1543,15 @@ mod tests {
             (u.host(), u.port(), u.path_and_query()),
             ("[::1]", 81, "/?x")
         );
+        let u = Url::parse("https://x/a").unwrap();
         assert_eq!(
-            Url::parse("https://x/").unwrap_err().kind(),
-            ErrorKind::InvalidUrl
+            (u.scheme(), u.port(), u.authority()),
+            ("https", 443, "x".into())
         );
+        assert_eq!(u.to_string(), "https://x/a");
+        let u = Url::parse("https://x:8443").unwrap();
+        assert_eq!((u.port(), u.authority()), (8443, "x:8443".into()));
+        assert_eq!(Url::parse("http://x:443/").unwrap().authority(), "x:443");
         assert_eq!(
             Url::parse("ftp://x/").unwrap_err().kind(),
             ErrorKind::InvalidUrl

@@ -153,6 +153,7 @@ mod response;
 mod router;
 mod server;
 mod signal;
+pub mod tls;
 mod unpoison;
 mod wire;
 
@@ -163,7 +164,11 @@ pub use extract::Json;
 pub use request::{Request, RequestBody, Version};
 pub use response::{Body, IntoResponse, Response, StreamFn, reason};
 pub use router::{Handler, Router};
+/// The rustls crate this version of weft-http uses (for
+/// [`TlsConfig::from_rustls`] and [`ClientConfig::tls`]).
+pub use rustls;
 pub use server::{
     ErrorStats, Server, ServerConfig, ServerHandle, ServerStats, ShutdownReport, ThreadMode,
     WhenFull, serve,
 };
+pub use tls::TlsConfig;

@@ -7,7 +7,7 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
-use weft::net::TcpStream;
+use crate::tls::Stream;
 
 use crate::error::HttpError;
 use crate::router::States;
@@ -259,7 +259,7 @@ pub(crate) enum BodyError {
 pub struct RequestBody<'a> {
     pub(crate) framing: Framing,
     pub(crate) input: &'a mut InBuf,
-    pub(crate) stream: &'a TcpStream,
+    pub(crate) stream: &'a Stream,
     /// `Some(false)`: the client sent `Expect: 100-continue` and we have not
     /// answered yet.
     pub(crate) continue_sent: Option<bool>,

@@ -18,7 +18,7 @@ use std::collections::HashMap;
 use std::fmt;
 use std::io::{self, Read, Write};
 use std::mem::MaybeUninit;
-use std::net::{Shutdown, SocketAddr, ToSocketAddrs};
+use std::net::{SocketAddr, ToSocketAddrs};
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::str::FromStr;
 use std::sync::atomic::{AtomicBool, AtomicU8, AtomicU64, AtomicUsize, Ordering};
@@ -34,6 +34,7 @@ use crate::request::{BodyError, Request, RequestBody, Version};
 use crate::response::reason;
 use crate::response::{Body, IntoResponse, Response};
 use crate::router::Handler;
+use crate::tls::Stream;
 use crate::unpoison::Unpoison;
 use crate::wire::{
     BufferedStream, ChunkedWriter, Framing, InBuf, LimitedWriter, has_token, parse_content_length,
@@ -173,6 +174,14 @@ pub struct ServerConfig {
     pub write_timeout: Duration,
     /// Set `TCP_NODELAY` on accepted connections (default true).
     pub nodelay: bool,
+    /// Serve https: certificate chain, key and TLS settings (default
+    /// `None`: plain HTTP). The TLS handshake counts toward
+    /// [`header_read_timeout`](ServerConfig::header_read_timeout): a new
+    /// connection has that long for its handshake and its first request
+    /// head together. A failed handshake closes that connection and is
+    /// counted in [`ErrorStats::tls_handshake`]; the server keeps serving.
+    /// See the [`tls`](crate::tls) module for an example.
+    pub tls: Option<crate::TlsConfig>,
 }
 
 impl Default for ServerConfig {
@@ -192,6 +201,7 @@ impl Default for ServerConfig {
             body_read_timeout: Duration::from_secs(30),
             write_timeout: Duration::from_secs(30),
             nodelay: true,
+            tls: None,
         }
     }
 }
@@ -234,6 +244,12 @@ impl ServerConfig {
         write_timeout: Duration,
         /// Sets [`ServerConfig::nodelay`].
         nodelay: bool,
+    }
+
+    /// Serves https with `tls` (see [`ServerConfig::tls`]).
+    pub fn tls(mut self, tls: crate::TlsConfig) -> ServerConfig {
+        self.tls = Some(tls);
+        self
     }
 
     /// Runs connection threads on `rt` (see [`ServerConfig::runtime`]).
@@ -328,6 +344,10 @@ pub struct ErrorStats {
     /// Failed `accept` calls (e.g. out of descriptors) and connection
     /// threads that could not be started.
     pub accept: u64,
+    /// TLS handshakes that failed or timed out (plain HTTP sent to the TLS
+    /// port, a client that rejected the certificate, a stalled client);
+    /// each closed its connection.
+    pub tls_handshake: u64,
 }
 
 /// A snapshot of the server's counters.
@@ -366,6 +386,7 @@ struct Counters {
     rejected: AtomicU64,
     io: AtomicU64,
     accept: AtomicU64,
+    tls_handshake: AtomicU64,
 }
 
 fn inc(c: &AtomicU64) {
@@ -392,6 +413,7 @@ impl Counters {
                 rejected: get(&self.rejected),
                 io: get(&self.io),
                 accept: get(&self.accept),
+                tls_handshake: get(&self.tls_handshake),
             },
         }
     }
@@ -1008,8 +1030,18 @@ fn accept_loop(shared: Arc<Shared>, listener: TcpListener) {
 
 /// Answers 503 (rendered by the error hook; counted by the caller) to a
 /// connection over the limit and closes it.
-fn reject(shared: &Shared, stream: TcpStream) {
-    let _ = stream.set_write_timeout(Some(Duration::from_secs(1)));
+fn reject(shared: &Shared, tcp: TcpStream) {
+    let _ = tcp.set_write_timeout(Some(Duration::from_secs(1)));
+    let stream = match &shared.config.tls {
+        None => Stream::Plain(tcp),
+        Some(tls) => match Stream::accept(tcp, tls, Instant::now() + Duration::from_secs(1)) {
+            Ok(s) => s,
+            Err(_) => {
+                inc(&shared.stats.tls_handshake);
+                return;
+            }
+        },
+    };
     let resp = render_error(shared, builtin_error(503, &shared.config).into_response());
     let (mut out, mut scratch) = (Vec::new(), Vec::new());
     let _ = write_response(
@@ -1027,8 +1059,8 @@ fn reject(shared: &Shared, stream: TcpStream) {
 /// Half-closes and discards what the client still sends for a short while,
 /// so that unread input does not turn our close into a reset that destroys
 /// the response we just wrote.
-fn linger_close(stream: &TcpStream) {
-    let _ = stream.shutdown(Shutdown::Write);
+fn linger_close(stream: &Stream) {
+    let _ = stream.shutdown_write();
     let _ = stream.set_read_timeout(Some(Duration::from_millis(500)));
     let mut buf = [0u8; 4096];
     let mut total = 0usize;
@@ -1051,7 +1083,7 @@ fn connection_closed(shared: &Shared) {
 // One connection
 
 struct Conn {
-    stream: TcpStream,
+    stream: Stream,
     peer: SocketAddr,
     input: InBuf,
     head: Vec<u8>,
@@ -1074,7 +1106,7 @@ enum Head {
 
 fn run_connection(
     shared: &Arc<Shared>,
-    stream: TcpStream,
+    tcp: TcpStream,
     peer: SocketAddr,
     permit: OwnedSemaphorePermit,
 ) {
@@ -1087,8 +1119,24 @@ fn run_connection(
     });
     shared.conns.lock().unpoison().insert(id, slot.clone());
 
-    let _ = stream.set_nodelay(cfg.nodelay);
-    let _ = stream.set_write_timeout(Some(cfg.write_timeout));
+    let _ = tcp.set_nodelay(cfg.nodelay);
+    let _ = tcp.set_write_timeout(Some(cfg.write_timeout));
+    // The handshake and the first request head share the header timeout.
+    let first_deadline = Instant::now() + cfg.header_read_timeout;
+    let stream = match &cfg.tls {
+        None => Stream::Plain(tcp),
+        Some(tls) => match Stream::accept(tcp, tls, first_deadline) {
+            Ok(s) => s,
+            Err((tcp, _)) => {
+                inc(&shared.stats.tls_handshake);
+                drop(tcp);
+                shared.conns.lock().unpoison().remove(&id);
+                drop(permit);
+                connection_closed(shared);
+                return;
+            }
+        },
+    };
     let mut conn = Some(Conn {
         stream,
         peer,
@@ -1104,7 +1152,7 @@ fn run_connection(
         .pool
         .as_ref()
         .map(|_| weft::channel::bounded::<(Conn, bool)>(1));
-    let mut first = true;
+    let mut first = Some(first_deadline);
     while let Some(mut c) = conn.take() {
         match read_head(&mut c, shared, &slot, first) {
             Head::Ready => {}
@@ -1120,7 +1168,7 @@ fn run_connection(
                 break;
             }
         }
-        first = false;
+        first = None;
         let keep = match (&shared.pool, &back) {
             (Some(pool), Some((tx, rx))) => {
                 let Some(jobs) = pool.sender() else {
@@ -1174,7 +1222,8 @@ fn is_timeout(e: &io::Error) -> bool {
 }
 
 /// Waits for a complete request head and moves it into `conn.head`.
-fn read_head(conn: &mut Conn, shared: &Shared, slot: &ConnSlot, first: bool) -> Head {
+/// `first`: on a new connection, the deadline for its first byte.
+fn read_head(conn: &mut Conn, shared: &Shared, slot: &ConnSlot, first: Option<Instant>) -> Head {
     let cfg = &shared.config;
     if conn.input.is_empty() {
         conn.input.shrink_if_idle(INPUT_BUF);
@@ -1183,11 +1232,13 @@ fn read_head(conn: &mut Conn, shared: &Shared, slot: &ConnSlot, first: bool) -> 
         if shared.is_shutting_down() {
             return Head::Close;
         }
-        let idle = if first {
-            cfg.header_read_timeout
-        } else {
-            cfg.idle_timeout
+        let idle = match first {
+            Some(d) => d.saturating_duration_since(Instant::now()),
+            None => cfg.idle_timeout,
         };
+        if idle.is_zero() {
+            return Head::Close;
+        }
         let _ = conn.stream.set_read_timeout(Some(idle));
         let r = conn.input.fill(&conn.stream, cfg.max_header_bytes + 1);
         slot.state.store(ACTIVE, Ordering::SeqCst);
@@ -1288,7 +1339,7 @@ fn render_error(shared: &Shared, resp: Response) -> Response {
 /// Writes the server's own error answer for `status` (rendered by the
 /// error hook) and closes the connection.
 fn write_error(
-    stream: &TcpStream,
+    stream: &Stream,
     out: &mut Vec<u8>,
     scratch: &mut Vec<u8>,
     shared: &Shared,
@@ -1315,7 +1366,7 @@ fn process(conn: &mut Conn, shared: &Shared) -> bool {
         scratch,
         linger,
     } = conn;
-    let stream: &TcpStream = stream;
+    let stream: &Stream = stream;
     // Uninitialised: no memset per request.
     let mut small = [const { MaybeUninit::uninit() }; SMALL_HEADERS];
     let mut big = Vec::new();
@@ -1511,7 +1562,7 @@ fn split_target(target: &str) -> (&str, Option<&str>) {
 
 /// Writes `resp`; returns whether the connection stays open.
 fn write_response(
-    stream: &TcpStream,
+    stream: &Stream,
     out: &mut Vec<u8>,
     scratch: &mut Vec<u8>,
     resp: Response,

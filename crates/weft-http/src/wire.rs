@@ -4,7 +4,7 @@
 
 use std::io::{self, Read, Write};
 
-use weft::net::TcpStream;
+use crate::tls::Stream;
 
 /// A growable input buffer: bytes `start..end` of `buf` are unread.
 pub(crate) struct InBuf {
@@ -60,7 +60,7 @@ impl InBuf {
     /// Reads more bytes from `stream` (one `read` call, under the stream's
     /// current read timeout). Grows the buffer up to `limit` bytes of
     /// unread data; past that fails with [`buffer_full`]. `Ok(0)` is EOF.
-    pub(crate) fn fill(&mut self, stream: &TcpStream, limit: usize) -> io::Result<usize> {
+    pub(crate) fn fill(&mut self, stream: &Stream, limit: usize) -> io::Result<usize> {
         if self.end == self.buf.len() {
             if self.start > 0 {
                 self.buf.copy_within(self.start..self.end, 0);
@@ -165,7 +165,7 @@ const MAX_LINE: usize = 8 * 1024;
 pub(crate) fn read_body(
     framing: &mut Framing,
     input: &mut InBuf,
-    stream: &TcpStream,
+    stream: &Stream,
     out: &mut [u8],
 ) -> io::Result<usize> {
     if out.is_empty() {
@@ -280,7 +280,7 @@ fn eof_in_chunk() -> io::Error {
 }
 
 /// Ensures a whole line is buffered; returns its length including `\n`.
-fn line(input: &mut InBuf, stream: &TcpStream) -> io::Result<usize> {
+fn line(input: &mut InBuf, stream: &Stream) -> io::Result<usize> {
     let mut scanned = 0;
     loop {
         if let Some(p) = input.data()[scanned..].iter().position(|&b| b == b'\n') {
@@ -459,7 +459,7 @@ impl<W: Write> Write for LimitedWriter<W> {
 /// A [`Write`] over a stream that buffers small writes in `buf`, writing
 /// out when it exceeds `limit` (and on flush).
 pub(crate) struct BufferedStream<'a> {
-    pub(crate) stream: &'a TcpStream,
+    pub(crate) stream: &'a Stream,
     pub(crate) buf: &'a mut Vec<u8>,
     pub(crate) limit: usize,
 }

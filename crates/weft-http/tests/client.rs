@@ -259,7 +259,7 @@ fn connect_errors_are_classified() {
         .send()
         .unwrap_err();
     assert_eq!(e.kind(), ErrorKind::Connect, "{e}");
-    let e = Client::new().get("https://127.0.0.1/").send().unwrap_err();
+    let e = Client::new().get("ftp://127.0.0.1/").send().unwrap_err();
     assert_eq!(e.kind(), ErrorKind::InvalidUrl);
     let io: std::io::Error = e.into();
     assert_eq!(io.kind(), std::io::ErrorKind::InvalidInput);

@@ -57,8 +57,13 @@ use weft_http::client::{Connection, ErrorKind, Url, encode_request};
 /// What to run.
 #[derive(Clone, Debug)]
 pub struct Config {
-    /// Target URL (`http://host:port/path`).
+    /// Target URL (`http://host:port/path` or `https://…`).
     pub url: String,
+    /// `https://`: accept any certificate (self-signed test servers). The
+    /// handshake still checks signatures, so it costs what a verified one
+    /// costs (default false: the certificate is verified against the
+    /// built-in roots and the host name).
+    pub insecure: bool,
     /// Request method (default `GET`).
     pub method: String,
     /// Extra request headers.
@@ -99,6 +104,7 @@ impl Default for Config {
     fn default() -> Config {
         Config {
             url: String::new(),
+            insecure: false,
             method: "GET".into(),
             headers: Vec::new(),
             body: Vec::new(),
@@ -131,6 +137,9 @@ pub struct Errors {
     pub timeout: u64,
     /// Malformed responses.
     pub protocol: u64,
+    /// TLS handshakes that failed (certificate verification or another
+    /// TLS error).
+    pub tls: u64,
     /// Responses with status `>= 400`, by status.
     pub status: BTreeMap<u16, u64>,
 }
@@ -143,6 +152,7 @@ impl Errors {
             + self.write
             + self.timeout
             + self.protocol
+            + self.tls
             + self.status.values().sum::<u64>()
     }
 
@@ -152,6 +162,7 @@ impl Errors {
         self.write += o.write;
         self.timeout += o.timeout;
         self.protocol += o.protocol;
+        self.tls += o.tls;
         for (k, v) in &o.status {
             *self.status.entry(*k).or_default() += v;
         }
@@ -203,7 +214,14 @@ pub struct Report {
     /// Open model: the target rate.
     pub target_rate: Option<f64>,
     /// Latency of answered requests (open model: from the intended start).
+    /// For `https://` it leaves out the TLS handshake of a new connection
+    /// (see [`handshake`](Report::handshake)), like `oha` and k6.
     pub latency: Latency,
+    /// `https://`: time of the TLS handshakes in the measured phase (after
+    /// the TCP connect), reported apart from request latency.
+    pub handshake: Option<Latency>,
+    /// `https://`: TLS handshakes completed in the measured phase.
+    pub handshakes: u64,
     /// Errors by class.
     pub errors: Errors,
     /// Responses by status.
@@ -291,6 +309,8 @@ struct Plan {
     request: Vec<u8>,
     head: bool,
     addr: std::net::SocketAddr,
+    /// `https://`: the TLS configuration and the server name.
+    tls: Option<(Arc<weft_http::rustls::ClientConfig>, String)>,
     timeout: Duration,
     keep_alive: bool,
     /// Warmup starts here; measuring starts at `measure`.
@@ -307,6 +327,8 @@ struct Plan {
     /// Latency histograms, one per group of users: a histogram is ~270 KB,
     /// so one per user would cost gigabytes at 10,000 users.
     hists: Box<[weft::sync::Mutex<Histogram<u64>>]>,
+    /// TLS handshake times, sharded like `hists`.
+    hs_hists: Box<[weft::sync::Mutex<Histogram<u64>>]>,
 }
 
 /// Users per latency histogram shard is `concurrency / HIST_SHARDS`.
@@ -391,6 +413,14 @@ pub fn run(config: &Config) -> Result<Report, Error> {
         request,
         head: config.method.eq_ignore_ascii_case("HEAD"),
         addr,
+        tls: url.is_https().then(|| {
+            let cfg = if config.insecure {
+                weft_http::tls::danger_accept_any_certificate()
+            } else {
+                weft_http::tls::default_client_config(&[])
+            };
+            (cfg, url.host().to_owned())
+        }),
         timeout: config.timeout,
         keep_alive: config.keep_alive,
         t0,
@@ -404,6 +434,9 @@ pub fn run(config: &Config) -> Result<Report, Error> {
         failed: AtomicU64::new(0),
         stop: AtomicBool::new(false),
         hists: (0..HIST_SHARDS.min(config.concurrency))
+            .map(|_| weft::sync::Mutex::new(new_histogram()))
+            .collect(),
+        hs_hists: (0..HIST_SHARDS.min(config.concurrency))
             .map(|_| weft::sync::Mutex::new(new_histogram()))
             .collect(),
     });
@@ -459,22 +492,12 @@ pub fn run(config: &Config) -> Result<Report, Error> {
     let failures = total.errors.total();
     let requests = total.ok + failures;
     let secs = measured.as_secs_f64();
-    let h = &hist;
-    let ms = |us: u64| us as f64 / 1000.0;
-    let latency = if h.is_empty() {
-        Latency::default()
-    } else {
-        Latency {
-            mean_ms: h.mean() / 1000.0,
-            min_ms: ms(h.min()),
-            max_ms: ms(h.max()),
-            stdev_ms: h.stdev() / 1000.0,
-            p50_ms: ms(h.value_at_quantile(0.5)),
-            p90_ms: ms(h.value_at_quantile(0.9)),
-            p99_ms: ms(h.value_at_quantile(0.99)),
-            p999_ms: ms(h.value_at_quantile(0.999)),
-        }
-    };
+    let mut hs = new_histogram();
+    for h in plan.hs_hists.iter() {
+        let _ = hs.add(&*h.lock().unwrap_or_else(|e| e.into_inner()));
+    }
+    let latency = summary(&hist);
+    let handshake = plan.tls.is_some().then(|| summary(&hs));
     Ok(Report {
         name: config
             .name
@@ -494,6 +517,8 @@ pub fn run(config: &Config) -> Result<Report, Error> {
         failures_per_sec: failures as f64 / secs,
         target_rate: config.rate,
         latency,
+        handshake,
+        handshakes: hs.len(),
         errors: total.errors,
         status_counts: total.status,
         body_bytes: total.bytes,
@@ -501,10 +526,30 @@ pub fn run(config: &Config) -> Result<Report, Error> {
     })
 }
 
+/// Latency summary of a histogram of microseconds.
+fn summary(h: &Histogram<u64>) -> Latency {
+    let ms = |us: u64| us as f64 / 1000.0;
+    if h.is_empty() {
+        Latency::default()
+    } else {
+        Latency {
+            mean_ms: h.mean() / 1000.0,
+            min_ms: ms(h.min()),
+            max_ms: ms(h.max()),
+            stdev_ms: h.stdev() / 1000.0,
+            p50_ms: ms(h.value_at_quantile(0.5)),
+            p90_ms: ms(h.value_at_quantile(0.9)),
+            p99_ms: ms(h.value_at_quantile(0.99)),
+            p999_ms: ms(h.value_at_quantile(0.999)),
+        }
+    }
+}
+
 /// One simulated user, starting `delay` after the run.
 fn user(p: &Plan, index: usize, delay: Duration) -> Tally {
     let mut t = Tally::new();
     let hist = &p.hists[index % p.hists.len()];
+    let hs_hist = &p.hs_hists[index % p.hs_hists.len()];
     let mut conn: Option<Connection> = None;
     if !delay.is_zero() && weft::sleep_until(p.t0 + delay).is_err() {
         return t;
@@ -542,10 +587,15 @@ fn user(p: &Plan, index: usize, delay: Duration) -> Tally {
                 (now, measured)
             }
         };
+        let mut handshake = None;
         let result = match conn.as_mut() {
             Some(c) => c.exchange(&p.request, p.head, Some(p.timeout)),
-            None => match Connection::connect(p.addr, p.timeout) {
+            None => match match &p.tls {
+                None => Connection::connect(p.addr, p.timeout),
+                Some((cfg, host)) => Connection::connect_tls(p.addr, host, cfg.clone(), p.timeout),
+            } {
                 Ok(c) => {
+                    handshake = c.handshake_time();
                     let _ = c.set_nodelay(true);
                     conn.insert(c).exchange(&p.request, p.head, Some(p.timeout))
                 }
@@ -553,7 +603,10 @@ fn user(p: &Plan, index: usize, delay: Duration) -> Tally {
             },
         };
         let finished = Instant::now();
-        let elapsed = finished.saturating_duration_since(start);
+        // The TLS handshake is reported on its own, not as request latency.
+        let elapsed = finished
+            .saturating_duration_since(start)
+            .saturating_sub(handshake.unwrap_or_default());
         // Closed model: an answer after the window is not counted; in a
         // duration run (no request limit to claim from) an answer inside
         // the window counts even when its request was sent in warmup.
@@ -572,6 +625,13 @@ fn user(p: &Plan, index: usize, delay: Duration) -> Tally {
                     conn = None;
                 }
                 if measured {
+                    if let Some(h) = handshake {
+                        let us = (h.as_micros() as u64).max(1);
+                        let _ = hs_hist
+                            .lock()
+                            .unwrap_or_else(|e| e.into_inner())
+                            .record(us.min(3_600_000_000));
+                    }
                     let us = (elapsed.as_micros() as u64).max(1);
                     let _ = hist
                         .lock()
@@ -597,11 +657,15 @@ fn user(p: &Plan, index: usize, delay: Duration) -> Tally {
                         ErrorKind::Read => t.errors.read += 1,
                         ErrorKind::Timeout => t.errors.timeout += 1,
                         ErrorKind::Protocol | ErrorKind::InvalidUrl => t.errors.protocol += 1,
+                        ErrorKind::Certificate | ErrorKind::Tls => t.errors.tls += 1,
                     }
                     p.failed.fetch_add(1, Ordering::Relaxed);
                     p.done.fetch_add(1, Ordering::Relaxed);
                 }
-                if e.kind() == ErrorKind::Connect {
+                if matches!(
+                    e.kind(),
+                    ErrorKind::Connect | ErrorKind::Certificate | ErrorKind::Tls
+                ) {
                     // Do not spin on a refused port: a short pause.
                     let _ = weft::sleep(Duration::from_millis(1));
                 }
@@ -728,13 +792,26 @@ impl Report {
             if e.total() > 0 {
                 let _ = write!(
                     s,
-                    "{}: errors: connect {}, read {}, write {}, timeout {}, protocol {}",
-                    r.name, e.connect, e.read, e.write, e.timeout, e.protocol
+                    "{}: errors: connect {}, read {}, write {}, timeout {}, protocol {}, tls {}",
+                    r.name, e.connect, e.read, e.write, e.timeout, e.protocol, e.tls
                 );
                 for (code, n) in &e.status {
                     let _ = write!(s, ", status {code}: {n}");
                 }
                 s.push('\n');
+            }
+            if let Some(h) = &r.handshake {
+                let _ = writeln!(
+                    s,
+                    "{}: TLS handshakes {} ({:.1}/s): avg {} ms, median {} ms, p99 {} ms, max {} ms (not in the latencies above)",
+                    r.name,
+                    r.handshakes,
+                    r.handshakes as f64 / r.duration_secs,
+                    fmt_ms(h.mean_ms),
+                    fmt_ms(h.p50_ms),
+                    fmt_ms(h.p99_ms),
+                    fmt_ms(h.max_ms),
+                );
             }
             if let Some(target) = r.target_rate {
                 let _ = writeln!(
@@ -831,7 +908,7 @@ mod tests {
         };
         assert!(matches!(run(&c), Err(Error::Config(_))));
         let c = Config {
-            url: "https://x/".into(),
+            url: "ftp://x/".into(),
             ..Config::default()
         };
         assert!(matches!(run(&c), Err(Error::Config(_))));

@@ -5,6 +5,7 @@
 //! weft-load -c 100 -R 2000 -d 30s --warmup 5s http://…/        # open model (wrk2-style)
 //! weft-load -n 10000 -m POST -H 'Content-Type: application/json' -b '{"a":1}' http://…/
 //! weft-load --json -c 10 -d 5s http://…/ > report.json
+//! weft-load --insecure -c 100 -d 10s https://127.0.0.1:8443/   # self-signed test server
 //! ```
 
 use std::process::ExitCode;
@@ -18,8 +19,11 @@ use weft_load::{Config, parse_duration};
 #[derive(Parser, Debug)]
 #[command(name = "weft-load", version)]
 struct Cli {
-    /// Target URL (http://host:port/path).
+    /// Target URL (http://host:port/path or https://…).
     url: String,
+    /// https: accept any certificate (self-signed test servers).
+    #[arg(short = 'k', long)]
+    insecure: bool,
     /// Concurrent users (connections), one virtual thread each.
     #[arg(short = 'c', long = "connections", default_value_t = 10)]
     concurrency: usize,
@@ -100,6 +104,7 @@ fn run(cli: Cli) -> Result<ExitCode, Box<dyn std::error::Error>> {
     };
     let config = Config {
         url: cli.url,
+        insecure: cli.insecure,
         method: cli.method,
         headers,
         body,

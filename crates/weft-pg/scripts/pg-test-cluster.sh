@@ -17,8 +17,11 @@
 # `postgres` user (or a created `weftci` user). The server listens on a free
 # loopback port and on a Unix socket in DIR/sock, with password
 # authentication: role `weft` (SCRAM-SHA-256) and role `weft_md5` (MD5), both
-# on database `weft`, over TCP and the Unix socket. Tuned for tests
-# (fsync=off): never put data you want to keep in it.
+# on database `weft`, over TCP and the Unix socket. TLS is on (ssl=on) with
+# a certificate for `localhost` and 127.0.0.1 (and its CA) made at init
+# (openssl CLI), exported as WEFT_PG_SSLROOTCERT, so tests run TLS queries
+# with sslmode=verify-full. Tuned for tests (fsync=off): never put data you
+# want to keep in it.
 set -euo pipefail
 
 cmd=${1:-start}
@@ -123,6 +126,7 @@ full_page_writes = off
 log_min_messages = warning
 log_connections = off
 EOF
+    make_cert
     cat >"$DATA/pg_hba.conf" <<EOF
 # weft-pg test cluster: passwords everywhere except the admin's socket login.
 local all weft_admin             trust
@@ -135,6 +139,41 @@ EOF
         chown "$OWNER" "$DATA/postgresql.conf" "$DATA/pg_hba.conf"
     fi
     echo "$port" >"$DIR/port"
+}
+
+# A server certificate for localhost and 127.0.0.1, signed by a throwaway
+# CA whose certificate is WEFT_PG_SSLROOTCERT. Without openssl the
+# cluster runs without TLS and the TLS tests skip.
+make_cert() {
+    if ! command -v openssl >/dev/null 2>&1; then
+        log "openssl not found: the cluster runs without TLS"
+        return 0
+    fi
+    # A CA (its certificate is the root clients trust) and a server
+    # certificate it signs: webpki refuses a CA certificate as a server's.
+    printf 'subjectAltName=DNS:localhost,IP:127.0.0.1\nbasicConstraints=critical,CA:FALSE\nkeyUsage=critical,digitalSignature\nextendedKeyUsage=serverAuth\n' >"$DIR/server.ext"
+    {
+        openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes \
+            -days 3650 -subj "/CN=weft-pg test CA" \
+            -keyout "$DIR/ca.key" -out "$DIR/root.crt" &&
+        openssl req -new -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes \
+            -subj "/CN=localhost" -keyout "$DATA/server.key" -out "$DIR/server.csr" &&
+        openssl x509 -req -in "$DIR/server.csr" -CA "$DIR/root.crt" -CAkey "$DIR/ca.key" \
+            -CAcreateserial -days 3650 -extfile "$DIR/server.ext" -out "$DATA/server.crt"
+    } >"$DIR/openssl.log" 2>&1 || {
+        cat "$DIR/openssl.log" >&2
+        return 1
+    }
+    chmod 0600 "$DATA/server.key"
+    chmod 0644 "$DIR/root.crt"
+    if [ "$(id -u)" = 0 ]; then
+        chown "$OWNER" "$DATA/server.key" "$DATA/server.crt"
+    fi
+    cat >>"$DATA/postgresql.conf" <<EOF
+ssl = on
+ssl_cert_file = 'server.crt'
+ssl_key_file = 'server.key'
+EOF
 }
 
 start_server() {
@@ -171,6 +210,9 @@ export WEFT_PG_PORT='$port'
 export WEFT_PG_DIR='$DIR'
 export WEFT_PG_BINDIR='$BINDIR'
 EOF
+    if [ -f "$DIR/root.crt" ]; then
+        echo "export WEFT_PG_SSLROOTCERT='$DIR/root.crt'" >>"$ENVFILE"
+    fi
 }
 
 BINDIR=$(find_bindir) || {

@@ -24,6 +24,7 @@ use crate::error::{Error, Result};
 #[derive(Clone, Debug)]
 pub struct Config {
     pub(crate) pg: PgConfig,
+    pub(crate) tls: crate::TlsOptions,
     pub(crate) pool_name: String,
     pub(crate) max_size: usize,
     pub(crate) min_idle: Option<usize>,
@@ -44,8 +45,17 @@ impl Config {
     /// directory, port, user, password, dbname, application_name, …), with
     /// every pool knob at its default.
     pub fn new(pg: PgConfig) -> Config {
+        let tls = crate::TlsOptions {
+            mode: match pg.get_ssl_mode() {
+                tokio_postgres::config::SslMode::Disable => crate::SslMode::Disable,
+                tokio_postgres::config::SslMode::Require => crate::SslMode::Require,
+                _ => crate::SslMode::Prefer,
+            },
+            root_cert: None,
+        };
         Config {
             pg,
+            tls,
             pool_name: "weft-pg".into(),
             max_size: 10,
             min_idle: None,
@@ -63,7 +73,9 @@ impl Config {
     }
 
     /// Settings from a URL (`postgres://user:pass@host:port/db?options`)
-    /// or a libpq key=value string (`host=/run/pg port=5432 user=app`).
+    /// or a libpq key=value string (`host=/run/pg port=5432 user=app`),
+    /// including `sslmode` (`disable` … `verify-full`) and `sslrootcert`
+    /// (see [`tls`](crate::tls)).
     ///
     /// # Errors
     ///
@@ -80,8 +92,28 @@ impl Config {
     /// # Ok::<(), weft_pg::Error>(())
     /// ```
     pub fn from_url(url: &str) -> Result<Config> {
-        let pg: PgConfig = url.parse().map_err(|e| Error::Config(format!("{e}")))?;
-        Ok(Config::new(pg))
+        let (rest, tls) = crate::tls::split_options(url)?;
+        let pg: PgConfig = rest.parse().map_err(|e| Error::Config(format!("{e}")))?;
+        let mut c = Config::new(pg);
+        c.tls = tls;
+        Ok(c)
+    }
+
+    /// Sets `sslmode` (see [`tls`](crate::tls)).
+    pub fn ssl_mode(mut self, mode: crate::SslMode) -> Config {
+        self.tls.mode = mode;
+        self
+    }
+
+    /// Sets `sslrootcert`: a PEM file of trusted roots, or `system`.
+    pub fn ssl_root_cert(mut self, path: impl Into<std::path::PathBuf>) -> Config {
+        self.tls.root_cert = Some(path.into());
+        self
+    }
+
+    /// The TLS settings.
+    pub fn get_tls(&self) -> &crate::TlsOptions {
+        &self.tls
     }
 
     /// The server settings, to adjust them (e.g. `application_name`).

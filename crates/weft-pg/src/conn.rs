@@ -5,21 +5,21 @@ use std::future::Future;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::pin::pin;
+use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
+use rustls::pki_types::ServerName;
 use tokio_postgres::error::SqlState;
-use tokio_postgres::tls::NoTlsStream;
 use tokio_postgres::types::{ToSql, Type};
-use tokio_postgres::{
-    Client, Config as PgConfig, NoTls, Row, SimpleQueryMessage, Statement, ToStatement,
-};
+use tokio_postgres::{Client, Config as PgConfig, Row, SimpleQueryMessage, Statement, ToStatement};
 
 use crate::drive::{Stop, Stream, run};
 use crate::error::{Error, Result, is_fatal};
+use crate::tls::{Connector, TlsOptions, TlsStream};
 use crate::transaction::Transaction;
 
-type PgConnection = tokio_postgres::Connection<Stream, NoTlsStream>;
+type PgConnection = tokio_postgres::Connection<Stream, TlsStream>;
 
 /// How long an interrupted query may take to end after the cancel request
 /// before its connection is given up as broken.
@@ -68,6 +68,20 @@ impl Target {
     }
 }
 
+/// The TLS connector for one connection attempt (`None`: plain).
+fn connector(tls: &Option<(Arc<rustls::ClientConfig>, ServerName<'static>)>) -> Connector {
+    match tls {
+        Some((c, n)) => Connector {
+            config: Some(c.clone()),
+            name: n.clone(),
+        },
+        None => Connector {
+            config: None,
+            name: ServerName::try_from("localhost").expect("valid name"),
+        },
+    }
+}
+
 /// Polls a future inside [`weft::blocking`]: for the connection handshake,
 /// whose SCRAM-SHA-256 step is a few milliseconds of CPU (PBKDF2, 4096
 /// rounds; far more in a debug build). Each poll runs on an offload
@@ -89,7 +103,9 @@ where
 }
 
 /// The server addresses named by `config`, in order.
-fn targets(config: &PgConfig) -> Result<Vec<Target>> {
+/// The server addresses named by `config`, in order, each with its host
+/// name (for TLS).
+fn targets(config: &PgConfig) -> Result<Vec<(Target, String)>> {
     let hosts = config.get_hosts();
     if hosts.is_empty() {
         return Err(Error::Config(
@@ -109,14 +125,17 @@ fn targets(config: &PgConfig) -> Result<Vec<Target>> {
         };
         match host {
             tokio_postgres::config::Host::Unix(dir) => {
-                out.push(Target::Unix(dir.join(format!(".s.PGSQL.{port}"))));
+                out.push((
+                    Target::Unix(dir.join(format!(".s.PGSQL.{port}"))),
+                    String::new(),
+                ));
             }
             tokio_postgres::config::Host::Tcp(name) => {
                 if let Some(ip) = addrs.get(i) {
-                    out.push(Target::Tcp(SocketAddr::new(*ip, port)));
+                    out.push((Target::Tcp(SocketAddr::new(*ip, port)), name.clone()));
                 } else {
                     match weft::net::lookup_host((name.as_str(), port)) {
-                        Ok(it) => out.extend(it.map(Target::Tcp)),
+                        Ok(it) => out.extend(it.map(|a| (Target::Tcp(a), name.clone()))),
                         Err(e) => {
                             return Err(Error::Connect {
                                 target: format!("{name}:{port}"),
@@ -155,6 +174,8 @@ pub struct Connection {
     conn_error: Option<tokio_postgres::Error>,
     broken: bool,
     target: Target,
+    /// For cancel requests: the TLS configuration and server name.
+    tls: Option<(Arc<rustls::ClientConfig>, ServerName<'static>)>,
 }
 
 impl fmt::Debug for Connection {
@@ -187,8 +208,12 @@ fn poll_conn(
 impl Connection {
     /// Opens a session as `config` says (host and port or Unix socket
     /// directory, user, password, database, `connect_timeout`,
-    /// `application_name`, `options`). Password authentication with
-    /// SCRAM-SHA-256 and MD5 is supported; TLS is not (yet).
+    /// `application_name`, `options`, `sslmode` as far as
+    /// tokio-postgres's `Config` holds it: `disable`, `prefer`, `require`).
+    /// Password authentication with SCRAM-SHA-256 and MD5 is supported.
+    /// For `verify-ca`/`verify-full` use
+    /// [`connect_url`](Connection::connect_url) or
+    /// [`connect_with_tls`](Connection::connect_with_tls).
     ///
     /// # Errors
     ///
@@ -200,7 +225,29 @@ impl Connection {
         let deadline = config
             .get_connect_timeout()
             .and_then(|t| Instant::now().checked_add(*t));
-        Connection::connect_until(config, deadline)
+        let tls = TlsOptions {
+            mode: match config.get_ssl_mode() {
+                tokio_postgres::config::SslMode::Disable => crate::SslMode::Disable,
+                tokio_postgres::config::SslMode::Require => crate::SslMode::Require,
+                _ => crate::SslMode::Prefer,
+            },
+            root_cert: None,
+        };
+        Connection::connect_until(config, &tls, deadline)
+    }
+
+    /// Opens a session with `tls` settings (`sslmode`, `sslrootcert`; see
+    /// [`tls`](crate::tls)) in place of `config`'s `sslmode`.
+    ///
+    /// # Errors
+    ///
+    /// As [`connect`](Connection::connect), and [`Error::Tls`] when the
+    /// TLS handshake fails (e.g. the certificate does not verify).
+    pub fn connect_with_tls(config: &PgConfig, tls: &TlsOptions) -> Result<Connection> {
+        let deadline = config
+            .get_connect_timeout()
+            .and_then(|t| Instant::now().checked_add(*t));
+        Connection::connect_until(config, tls, deadline)
     }
 
     /// Parses a URL (`postgres://user:pass@host:port/db`) or a key=value
@@ -211,19 +258,36 @@ impl Connection {
     /// [`Error::Config`] for a string that does not parse, else as
     /// [`connect`](Connection::connect).
     pub fn connect_url(url: &str) -> Result<Connection> {
-        let config: PgConfig = url.parse().map_err(|e| Error::Config(format!("{e}")))?;
-        Connection::connect(&config)
+        let (rest, tls) = crate::tls::split_options(url)?;
+        let config: PgConfig = rest.parse().map_err(|e| Error::Config(format!("{e}")))?;
+        Connection::connect_with_tls(&config, &tls)
     }
 
     pub(crate) fn connect_until(
         config: &PgConfig,
+        tls: &TlsOptions,
         deadline: Option<Instant>,
     ) -> Result<Connection> {
+        let tls_config = tls.client_config()?;
         let mut last = None;
-        for target in targets(config)? {
-            match Connection::connect_target(config, target, deadline) {
+        for (target, host) in targets(config)? {
+            let mut cfg = config.clone();
+            let name = match (&target, &tls_config) {
+                // As libpq: no TLS over Unix sockets.
+                (Target::Unix(_), _) | (_, None) => {
+                    cfg.ssl_mode(tokio_postgres::config::SslMode::Disable);
+                    None
+                }
+                (Target::Tcp(addr), Some(c)) => {
+                    cfg.ssl_mode(tls.to_pg());
+                    let name = ServerName::try_from(host.clone())
+                        .unwrap_or_else(|_| ServerName::IpAddress(addr.ip().into()));
+                    Some((c.clone(), name))
+                }
+            };
+            match Connection::connect_target(&cfg, target, name, deadline) {
                 Ok(c) => return Ok(c),
-                Err(e @ (Error::Interrupted | Error::Db(_))) => return Err(e),
+                Err(e @ (Error::Interrupted | Error::Db(_) | Error::Tls { .. })) => return Err(e),
                 Err(e) => last = Some(e),
             }
         }
@@ -233,6 +297,7 @@ impl Connection {
     fn connect_target(
         config: &PgConfig,
         target: Target,
+        tls: Option<(Arc<rustls::ClientConfig>, ServerName<'static>)>,
         deadline: Option<Instant>,
     ) -> Result<Connection> {
         let stream = target.open(deadline).map_err(|e| {
@@ -245,7 +310,9 @@ impl Connection {
                 }
             }
         })?;
-        let fut = pin!(Offload(Box::pin(config.connect_raw(stream, NoTls))));
+        let fut = pin!(Offload(Box::pin(
+            config.connect_raw(stream, connector(&tls))
+        )));
         match run(fut, &mut |_| {}, deadline, true) {
             Ok(Ok((client, conn))) => Ok(Connection {
                 client,
@@ -253,8 +320,16 @@ impl Connection {
                 conn_error: None,
                 broken: false,
                 target,
+                tls,
             }),
-            Ok(Err(e)) => Err(Error::Db(e)),
+            Ok(Err(e)) => match crate::tls::tls_failure(&e) {
+                Some(message) => Err(Error::Tls {
+                    target: target.to_string(),
+                    message,
+                    source: e,
+                }),
+                None => Err(Error::Db(e)),
+            },
             Err(Stop::Interrupted) => Err(Error::Interrupted),
             Err(Stop::TimedOut) => Err(Error::ServerTimeout {
                 what: "connecting",
@@ -287,6 +362,7 @@ impl Connection {
             conn_error,
             broken,
             target,
+            tls,
         } = self;
         let client: &'a Client = client;
         let mut side = |cx: &mut Context<'_>| poll_conn(conn, conn_error, cx);
@@ -302,7 +378,7 @@ impl Connection {
                 let deadline = Instant::now() + CANCEL_GRACE;
                 let sent = match target.open(Some(deadline)) {
                     Ok(s) => {
-                        let cancel = pin!(token.cancel_query_raw(s, NoTls));
+                        let cancel = pin!(token.cancel_query_raw(s, connector(tls)));
                         matches!(run(cancel, &mut |_| {}, Some(deadline), false), Ok(Ok(())))
                     }
                     Err(_) => false,

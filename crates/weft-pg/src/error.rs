@@ -51,6 +51,18 @@ pub enum Error {
     Broken,
     /// Invalid configuration.
     Config(String),
+    /// The TLS handshake with the server failed: its certificate did not
+    /// verify (`sslmode=verify-ca`/`verify-full`: unknown issuer, wrong
+    /// host name, expired), or the server refused TLS that `sslmode`
+    /// requires.
+    Tls {
+        /// The server address.
+        target: String,
+        /// What failed, e.g. `TLS certificate verification failed: …`.
+        message: String,
+        /// The error from the protocol layer.
+        source: tokio_postgres::Error,
+    },
     /// A system resource could not be had (e.g. the pool's housekeeper
     /// thread could not be spawned).
     Io(io::Error),
@@ -133,6 +145,7 @@ impl Error {
             Error::ConnectionLost(_)
             | Error::Connect { .. }
             | Error::Broken
+            | Error::Tls { .. }
             | Error::ServerTimeout { .. } => true,
             _ => false,
         }
@@ -177,6 +190,9 @@ impl fmt::Display for Error {
             Error::PoolClosed => f.write_str("the pool is closed"),
             Error::Broken => f.write_str("the connection is broken"),
             Error::Config(m) => write!(f, "invalid configuration: {m}"),
+            Error::Tls {
+                target, message, ..
+            } => write!(f, "{target}: {message}"),
             Error::Io(e) => write!(f, "{e}"),
         }
     }
@@ -186,6 +202,7 @@ impl std::error::Error for Error {
     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
         match self {
             Error::Db(e) | Error::ConnectionLost(e) => Some(e),
+            Error::Tls { source, .. } => Some(source),
             Error::Connect { source, .. } | Error::Io(source) => Some(source),
             _ => None,
         }

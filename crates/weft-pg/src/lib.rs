@@ -90,9 +90,10 @@
 //!
 //! # Limits
 //!
-//! - No TLS yet (`sslmode=require` fails to connect; the default
-//!   `prefer` connects in plain text). It can come later through
-//!   `tokio-postgres`'s `TlsConnect` over the same weft streams.
+//! - TLS: `sslmode` (`disable`, `prefer`, `require`, `verify-ca`,
+//!   `verify-full`) and `sslrootcert` as in libpq, through rustls; see
+//!   [`tls`]. No client certificates (`sslcert`/`sslkey`), no
+//!   `sslmode=allow`, no SCRAM channel binding.
 //! - No `COPY`, no `LISTEN`/`NOTIFY` delivery, no portals: the connection
 //!   is only read while a call runs.
 //! - A transaction opened with a raw `BEGIN` (rather than
@@ -109,6 +110,7 @@ mod drive;
 mod error;
 mod metrics;
 mod pool;
+pub mod tls;
 mod transaction;
 
 pub use config::Config;
@@ -116,6 +118,7 @@ pub use conn::Connection;
 pub use error::{Error, PoolTimeout, Result};
 pub use metrics::{Metrics, Timing};
 pub use pool::{Pool, PooledConnection};
+pub use tls::{SslMode, TlsOptions};
 pub use transaction::Transaction;
 
 pub use tokio_postgres::error::{DbError, SqlState};

@@ -567,8 +567,8 @@ impl Inner {
             Some(t) => deadline.min(deadline_after(*t)),
             None => deadline,
         };
-        let res =
-            Connection::connect_until(&self.cfg.pg, Some(connect_deadline)).and_then(|mut conn| {
+        let res = Connection::connect_until(&self.cfg.pg, &self.cfg.tls, Some(connect_deadline))
+            .and_then(|mut conn| {
                 if let Some(sql) = &self.cfg.connection_init_sql
                     && let Err(e) = conn.batch_execute(sql)
                 {

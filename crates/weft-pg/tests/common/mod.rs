@@ -29,6 +29,9 @@ pub struct Server {
     pub socket: Option<(PathBuf, u16)>,
     /// Cluster directory (for `pg-test-cluster.sh restart`), if ours.
     pub dir: Option<String>,
+    /// The server certificate's root (`WEFT_PG_SSLROOTCERT`), when the
+    /// server has TLS on.
+    pub ssl_root_cert: Option<String>,
 }
 
 fn script() -> PathBuf {
@@ -46,6 +49,7 @@ fn from_vars(vars: &HashMap<String, String>) -> Option<Server> {
         md5_url: vars.get("WEFT_PG_MD5_URL").cloned(),
         socket,
         dir: vars.get("WEFT_PG_DIR").cloned(),
+        ssl_root_cert: vars.get("WEFT_PG_SSLROOTCERT").cloned(),
     })
 }
 
