@@ -111,6 +111,13 @@ mod symbols;
 pub mod sync;
 mod thread;
 mod timer;
+#[cfg(all(
+    feature = "transparent",
+    target_os = "linux",
+    target_env = "gnu",
+    any(target_arch = "x86_64", target_arch = "aarch64")
+))]
+pub mod transparent;
 
 pub use blocking::{DEFAULT_STALL_THRESHOLD, blocking, is_pinned, pinned};
 pub use dump::{Container, Dump, ThreadInfo, dump};
