@@ -194,6 +194,13 @@ impl IoState {
         w.wake();
     }
 
+    /// Marks both directions closed and wakes their waiters (a hooked
+    /// descriptor being closed: their retried call fails with `EBADF`).
+    #[cfg_attr(not(feature = "transparent"), allow(dead_code))]
+    pub(crate) fn set_closed(&self) {
+        self.set_ready(READ_CLOSED | WRITE_CLOSED);
+    }
+
     /// Wakes every waiter of both directions (used when a socket is shut
     /// down under a blocked thread).
     pub(crate) fn wake_all(&self) {

@@ -133,7 +133,7 @@ pub(super) fn forget(fd: c_int) {
     if let Some(r) = r {
         NREGS.fetch_sub(1, Ordering::Relaxed);
         let saved = sys::errno();
-        r.state().wake_all();
+        r.state().set_closed();
         drop(r); // EPOLL_CTL_DEL now, or when the last waiter lets go
         sys::set_errno(saved);
     }
