@@ -181,3 +181,56 @@ fn os_thread_sleep_unchanged() {
     });
     assert_eq!(t.join().unwrap(), (true, 0, false));
 }
+
+/// Inside `weft::pinned` a hooked call keeps the carrier (the tool for I/O
+/// done under a `std::sync::Mutex` shared by virtual threads).
+#[test]
+fn pinned_sleep_keeps_the_carrier() {
+    let rt = strict_runtime(1);
+    let done = Arc::new(AtomicBool::new(false));
+    let d = done.clone();
+    let a = rt.spawn(move || {
+        weft::pinned(|| std::thread::sleep(Duration::from_millis(100)));
+        d.store(true, Ordering::SeqCst);
+    });
+    let after = rt
+        .spawn(move || done.load(Ordering::SeqCst))
+        .join()
+        .unwrap();
+    a.join().unwrap();
+    assert!(
+        after,
+        "the second thread ran while the pinned sleep held the carrier"
+    );
+}
+
+/// A `fork` child has no carriers: its hooked calls pass through.
+#[test]
+fn fork_child_passes_through() {
+    let rt = strict_runtime(1);
+    let status = rt
+        .spawn(|| {
+            std::thread::sleep(Duration::from_millis(1)); // hooks armed
+            // SAFETY: the child only makes async-signal-safe calls
+            // (nanosleep through the hook's raw path, _exit).
+            let pid = unsafe { libc::fork() };
+            if pid == 0 {
+                let ts = libc::timespec {
+                    tv_sec: 0,
+                    tv_nsec: 1_000_000,
+                };
+                // SAFETY: valid pointer; _exit ends the child.
+                unsafe {
+                    let r = libc::nanosleep(&ts, std::ptr::null_mut());
+                    libc::_exit(if r == 0 { 7 } else { 1 });
+                }
+            }
+            let mut st = 0;
+            // SAFETY: waiting for our own child.
+            unsafe { libc::waitpid(pid, &mut st, 0) };
+            libc::WEXITSTATUS(st)
+        })
+        .join()
+        .unwrap();
+    assert_eq!(status, 7);
+}

@@ -79,6 +79,19 @@
 //! mappings per thread, roughly 32k threads by default). A stack overflow
 //! prints `virtual thread '<name>' (#id) has overflowed its stack` and
 //! aborts, like std.
+//!
+//! # Transparent blocking (feature `transparent`)
+//!
+//! With the Cargo feature `transparent`, Weft interposes libc's blocking
+//! calls (`read`, `recv`, `connect`, `accept`, `poll`, `nanosleep`, …) in
+//! the final binary: unmodified `std::net`, `std::thread::sleep` and crates
+//! or C libraries built on them park the virtual thread instead of its
+//! carrier, and behave exactly as before on OS threads. `WEFT_TRANSPARENT=0`
+//! turns it off at run time. Enable it only in the binary's own crate
+//! (Cargo unifies features across a build). Linux with glibc (x86_64,
+//! aarch64) only; files, pipes and ttys, and `std::sync`/`parking_lot`
+//! waits still hold the carrier. The module `transparent` (present with the
+//! feature) lists the calls, the semantics kept, and the limits.
 
 #![warn(missing_docs)]
 
