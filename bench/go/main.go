@@ -90,7 +90,7 @@ func main() {
 	name, args := os.Args[1], os.Args[2:]
 
 	switch name {
-	case "spawn":
+	case "spawn", "spawn-main": // Go spawns from the main goroutine either way
 		expectArgs(name, args, "<n>")
 		n := parseInt("n", args[0], 1)
 		report(name, runSpawn(n), "ns/op")
@@ -98,7 +98,7 @@ func main() {
 		expectArgs(name, args, "<n>")
 		n := parseInt("n", args[0], 1)
 		report(name, runPingPong(n), "ns/op")
-	case "sleep":
+	case "sleep", "sleep-main":
 		expectArgs(name, args, "<n>", "<ms>")
 		n := parseInt("n", args[0], 1)
 		ms := parseInt("ms", args[1], 0)

@@ -82,17 +82,17 @@ public final class Bench {
         String workload = args[0];
         try {
             switch (workload) {
-                case "spawn" -> {
+                case "spawn", "spawn-main" -> { // from the main thread either way
                     expectArgs(args, 1);
-                    report("spawn", spawn(parseCount(args[1], "n")), "ns/op");
+                    report(workload, spawn(parseCount(args[1], "n")), "ns/op");
                 }
                 case "pingpong" -> {
                     expectArgs(args, 1);
                     report("pingpong", pingpong(parseCount(args[1], "n")), "ns/op");
                 }
-                case "sleep" -> {
+                case "sleep", "sleep-main" -> {
                     expectArgs(args, 2);
-                    report("sleep", sleep(parseCount(args[1], "n"), parseNonNegative(args[2], "ms")), "ms");
+                    report(workload, sleep(parseCount(args[1], "n"), parseNonNegative(args[2], "ms")), "ms");
                 }
                 case "mutex" -> {
                     expectArgs(args, 2);

@@ -2,17 +2,18 @@
 //! goroutines and Java virtual threads, on this machine, in one table.
 //!
 //! ```text
-//! cargo run --release -p weft-bench                  # full run (~15 min), medians of 3-5 runs
+//! cargo run --release -p weft-bench                  # full run (~15 min), medians of 3-5 runs; rewrites docs/bench.md
 //! cargo run --release -p weft-bench -- --quick       # smaller sizes, under 3 minutes
 //! cargo run --release -p weft-bench -- --only echo,http --runtimes weft,go
-//! cargo run --release -p weft-bench -- --update-readme   # also rewrites README.md's table
+//! cargo run --release -p weft-bench -- --quick --update-docs   # a partial run that still rewrites docs/bench.md
 //! cargo run --release -p weft-bench -- --list        # the workloads and columns
 //! ```
 //!
 //! Every measurement is a fresh process (`weft-bench worker …`, the Go
 //! binary built from `bench/go`, or `java Bench` compiled from
-//! `bench/java`), so each figure's peak RSS (`wait4`'s `ru_maxrss`) is that
-//! run's alone. Servers are driven from this process: TCP echo by a Tokio
+//! `bench/java`), so each figure's peak RSS is that run's alone: the
+//! worker's own `VmHWM` (`wait4`'s `ru_maxrss` would inherit the suite's
+//! high-water mark across fork+exec; see `weft_bench_support::child`). Servers are driven from this process: TCP echo by a Tokio
 //! current-thread client, HTTP by `weft-load` — the same load for every
 //! server. A missing Go or JDK (≥ 21) skips its column with a note.
 //!
@@ -58,9 +59,11 @@ struct Cli {
     /// Output directory (default: target/weft-bench in the workspace).
     #[arg(long)]
     out: Option<PathBuf>,
-    /// Rewrite the table between the weft-bench markers in README.md.
-    #[arg(long)]
-    update_readme: bool,
+    /// Rewrite the table between the weft-bench markers in docs/bench.md
+    /// even for a partial run (`--quick`, `--only`, `--runtimes`, `--runs`);
+    /// a full run always does.
+    #[arg(long, alias = "update-readme")]
+    update_docs: bool,
     /// Print the workloads and columns and exit.
     #[arg(long)]
     list: bool,
@@ -187,6 +190,19 @@ fn plan(quick: bool, runs: Option<usize>) -> Vec<Spec> {
     s.overrides.push(("std", Ok(vec![q(10_000, 2_000)])));
     v.push(s);
 
+    // The same from the program's main OS thread, as most programs spawn
+    // (Go's main goroutine and Java's main thread are what "spawn" uses).
+    let mut s = own(
+        "spawn-main",
+        "spawn + join, from main",
+        "as spawn + join, spawned from the main OS thread (Weft: fn main; Tokio: the block_on future; Go: the main goroutine; Java: the main thread)",
+        Unit::Ns,
+        vec![q(100_000, 20_000)],
+    );
+    s.worker = "spawn-main";
+    s.overrides.push(("std", Ok(vec![q(10_000, 2_000)])));
+    v.push(s);
+
     let mut s = own(
         "pingpong",
         "ping-pong round trip",
@@ -244,6 +260,25 @@ fn plan(quick: bool, runs: Option<usize>) -> Vec<Spec> {
     v.push(sleepers("sleep-100k", 100_000));
     if !quick {
         v.push(sleepers("sleep-1m", 1_000_000));
+    }
+    let from_main = |mut s: Spec, id, title| {
+        s.id = id;
+        s.title = title;
+        s.worker = "sleep-main";
+        s.what = "as the row above, spawned from the main OS thread (Weft: fn main; Tokio: the block_on future; Go: the main goroutine; Java: the main thread)";
+        s
+    };
+    v.push(from_main(
+        sleepers("sleep-100k", 100_000),
+        "sleep-100k-main",
+        "100k × sleep(1 s), from main",
+    ));
+    if !quick {
+        v.push(from_main(
+            sleepers("sleep-1m", 1_000_000),
+            "sleep-1m-main",
+            "1M × sleep(1 s), from main",
+        ));
     }
 
     v.push(server(
@@ -366,10 +401,10 @@ fn build_java(out: &Path) -> Result<(Launcher, String), String> {
             homes.push(h.into());
         }
     }
-    if let Some(java) = which("java").and_then(|p| p.canonicalize().ok()) {
-        if let Some(home) = java.parent().and_then(Path::parent) {
-            homes.push(home.to_path_buf());
-        }
+    if let Some(java) = which("java").and_then(|p| p.canonicalize().ok())
+        && let Some(home) = java.parent().and_then(Path::parent)
+    {
+        homes.push(home.to_path_buf());
     }
     if let Ok(rd) = std::fs::read_dir("/usr/lib/jvm") {
         let mut more: Vec<PathBuf> = rd.flatten().map(|e| e.path()).collect();
@@ -558,10 +593,10 @@ fn suite(cli: &Cli) -> Result<(), String> {
                 )),
             }
         };
-        if let Err(e) = &built {
-            if wanted {
-                eprintln!("note: column {label} skipped: {e}");
-            }
+        if let Err(e) = &built
+            && wanted
+        {
+            eprintln!("note: column {label} skipped: {e}");
         }
         columns.push(Column {
             id: id.into(),
@@ -687,12 +722,15 @@ fn suite(cli: &Cli) -> Result<(), String> {
         out.display(),
         duration.as_secs_f64()
     );
-    if cli.update_readme {
-        let readme = workspace_dir().join("README.md");
-        let text = std::fs::read_to_string(&readme).map_err(|e| e.to_string())?;
-        let new = report::splice_readme(&text, &md)?;
-        write(&readme, &new)?;
-        println!("updated {}", readme.display());
+    let full_run =
+        !cli.quick && cli.only.is_empty() && cli.runtimes.is_empty() && cli.runs.is_none();
+    if cli.update_docs || full_run {
+        let doc = workspace_dir().join("docs").join("bench.md");
+        let text = std::fs::read_to_string(&doc)
+            .map_err(|e| format!("cannot read {}: {e}", doc.display()))?;
+        let new = report::splice_docs(&text, &md)?;
+        write(&doc, &new)?;
+        println!("updated {}", doc.display());
     }
     Ok(())
 }
@@ -731,7 +769,15 @@ mod tests {
         assert!(quick.len() < full.len());
         for s in &full {
             if matches!(s.drive, Drive::Own) {
-                let known = ["spawn", "pingpong", "mutex", "channel", "sleep"];
+                let known = [
+                    "spawn",
+                    "spawn-main",
+                    "pingpong",
+                    "mutex",
+                    "channel",
+                    "sleep",
+                    "sleep-main",
+                ];
                 assert!(known.contains(&s.worker), "{}: {}", s.id, s.worker);
             }
         }

@@ -1,9 +1,15 @@
-//! Results: medians, the text table, `report.md` (and the README section),
-//! `results.json`, and one SVG bar chart per workload.
+//! Results: medians, the text table, `report.md` (and the section of
+//! `docs/bench.md`), `results.json`, and one SVG bar chart per workload —
+//! with the medians, tables and charts of [`weft_bench_support`].
 
 use std::fmt::Write as _;
 
 use serde::Serialize;
+use weft_bench_support::format::ratio;
+pub use weft_bench_support::format::{kib as format_kib, thousands};
+use weft_bench_support::stats::median;
+use weft_bench_support::svg::{Bar, Panel, bar_chart};
+use weft_bench_support::table::Table;
 
 use crate::proc::Launcher;
 
@@ -35,31 +41,6 @@ impl Unit {
     }
 }
 
-/// `1234567` → `1,234,567`.
-pub fn thousands(n: u64) -> String {
-    let s = n.to_string();
-    let mut out = String::new();
-    for (i, c) in s.chars().enumerate() {
-        if i > 0 && (s.len() - i) % 3 == 0 {
-            out.push(',');
-        }
-        out.push(c);
-    }
-    out
-}
-
-/// `KiB` → `12.3 MiB` / `1.21 GiB`.
-pub fn format_kib(kib: u64) -> String {
-    let mib = kib as f64 / 1024.0;
-    if mib >= 1024.0 {
-        format!("{:.2} GiB", mib / 1024.0)
-    } else if mib >= 100.0 {
-        format!("{mib:.0} MiB")
-    } else {
-        format!("{mib:.1} MiB")
-    }
-}
-
 /// One measured run.
 #[derive(Clone, Debug, Serialize)]
 pub struct Run {
@@ -88,34 +69,21 @@ pub struct Cell {
     pub error: Option<String>,
 }
 
-fn median(mut v: Vec<f64>) -> Option<f64> {
-    if v.is_empty() {
-        return None;
-    }
-    v.sort_by(f64::total_cmp);
-    let n = v.len();
-    Some(if n % 2 == 1 {
-        v[n / 2]
-    } else {
-        (v[n / 2 - 1] + v[n / 2]) / 2.0
-    })
-}
-
 impl Cell {
     fn metric(&self, m: Metric) -> Option<f64> {
         if self.error.is_some() {
             return None;
         }
-        median(
-            self.runs
-                .iter()
-                .filter_map(|r| match m {
-                    Metric::Value => Some(r.value),
-                    Metric::P99 => r.p99_ms,
-                    Metric::Rss => Some(r.rss_kib as f64),
-                })
-                .collect(),
-        )
+        let v: Vec<f64> = self
+            .runs
+            .iter()
+            .filter_map(|r| match m {
+                Metric::Value => Some(r.value),
+                Metric::P99 => r.p99_ms,
+                Metric::Rss => Some(r.rss_kib as f64),
+            })
+            .collect();
+        median(&v)
     }
 
     fn errors(&self) -> u64 {
@@ -402,45 +370,18 @@ impl Report {
     }
 }
 
-fn ratio(r: f64) -> String {
-    if r >= 10.0 {
-        format!("{r:.0}")
-    } else {
-        format!("{r:.2}")
-    }
-}
-
 /// The console table.
 pub fn text_table(rep: &Report, rows: &[Row]) -> String {
     let cols = rep.shown_columns();
-    let mut grid: Vec<Vec<String>> = Vec::new();
     let mut head = vec!["workload".to_string(), "ideal".to_string()];
     head.extend(cols.iter().map(|&c| rep.columns[c].id.clone()));
-    grid.push(head);
+    let mut table = Table::new(head).right(1..cols.len() + 2);
     for row in rows {
         let mut line = vec![rep.row_label(row), rep.ideal(row)];
         line.extend(cols.iter().map(|&c| rep.cell(row, c, false)));
-        grid.push(line);
+        table.row(line);
     }
-    let widths: Vec<usize> = (0..grid[0].len())
-        .map(|i| grid.iter().map(|l| l[i].chars().count()).max().unwrap_or(0))
-        .collect();
-    let mut out = String::new();
-    for (n, line) in grid.iter().enumerate() {
-        for (i, cell) in line.iter().enumerate() {
-            let pad = widths[i] - cell.chars().count();
-            if i == 0 {
-                let _ = write!(out, "{cell}{}", " ".repeat(pad));
-            } else {
-                let _ = write!(out, "  {}{cell}", " ".repeat(pad));
-            }
-        }
-        out.push('\n');
-        if n == 0 {
-            out.push_str(&"-".repeat(widths.iter().sum::<usize>() + 2 * (widths.len() - 1)));
-            out.push('\n');
-        }
-    }
+    let mut out = table.text();
     let _ = writeln!(
         out,
         "\nmedians of {}; (×r) = r times Weft's figure; lower is better for ns, ms and RSS, higher for /s",
@@ -516,22 +457,15 @@ pub fn markdown(rep: &Report, rows: &[Row]) -> String {
         rep.duration_secs,
         runs_phrase(rep)
     );
-    let _ = write!(out, "| workload | ideal |");
-    for &c in &cols {
-        let _ = write!(out, " {} |", rep.columns[c].label);
-    }
-    let _ = write!(out, "\n|---|---|");
-    for _ in &cols {
-        out.push_str("---|");
-    }
-    out.push('\n');
+    let mut head = vec!["workload".to_string(), "ideal".to_string()];
+    head.extend(cols.iter().map(|&c| rep.columns[c].label.clone()));
+    let mut table = Table::new(head);
     for row in rows {
-        let _ = write!(out, "| {} | {} |", rep.row_label(row), rep.ideal(row));
-        for &c in &cols {
-            let _ = write!(out, " {} |", rep.cell(row, c, true));
-        }
-        out.push('\n');
+        let mut line = vec![rep.row_label(row), rep.ideal(row)];
+        line.extend(cols.iter().map(|&c| rep.cell(row, c, true)));
+        table.row(line);
     }
+    out.push_str(&table.markdown());
     out.push('\n');
     let _ = writeln!(out, "Toolchains: {}.", {
         let v: Vec<String> = rep
@@ -564,27 +498,20 @@ pub fn markdown(rep: &Report, rows: &[Row]) -> String {
 }
 
 /// Replaces the text between `<!-- weft-bench:begin -->` and
-/// `<!-- weft-bench:end -->` with `section`.
-pub fn splice_readme(readme: &str, section: &str) -> Result<String, String> {
+/// `<!-- weft-bench:end -->` of `doc` (the text of `docs/bench.md`) with
+/// `section`.
+pub fn splice_docs(doc: &str, section: &str) -> Result<String, String> {
     const BEGIN: &str = "<!-- weft-bench:begin -->";
     const END: &str = "<!-- weft-bench:end -->";
-    let b = readme
+    let b = doc
         .find(BEGIN)
-        .ok_or("README.md has no <!-- weft-bench:begin --> marker")?;
-    let e = readme
+        .ok_or("docs/bench.md has no <!-- weft-bench:begin --> marker")?;
+    let e = doc
         .find(END)
         .filter(|&e| e > b)
-        .ok_or("README.md has no <!-- weft-bench:end --> marker after the begin marker")?;
-    Ok(format!(
-        "{}{BEGIN}\n{section}{}",
-        &readme[..b],
-        &readme[e..]
-    ))
+        .ok_or("docs/bench.md has no <!-- weft-bench:end --> marker after the begin marker")?;
+    Ok(format!("{}{BEGIN}\n{section}{}", &doc[..b], &doc[e..]))
 }
-
-const COLORS: [&str; 6] = [
-    "#d9480f", "#1c7ed6", "#74c0fc", "#868e96", "#2f9e44", "#9c36b5",
-];
 
 /// One SVG per workload: a panel of horizontal bars for its figure, and
 /// for p99 and peak RSS where the workload has them; a dashed line marks
@@ -608,96 +535,34 @@ pub fn svg(w: &WorkloadResult, columns: &[ColumnSummary]) -> String {
     if w.rss_row {
         panels.push(("peak RSS, MiB".into(), Metric::Rss, None));
     }
-    let bar = 22.0;
-    let label_w = 190.0;
-    let plot_w = 430.0;
-    let width = label_w + plot_w + 130.0;
-    let panel_h = |n: usize| 34.0 + n as f64 * (bar + 6.0) + 10.0;
-    let n = columns.len();
-    let height = 40.0 + panels.len() as f64 * panel_h(n);
-    let mut s = String::new();
-    let _ = writeln!(
-        s,
-        r#"<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" viewBox="0 0 {width} {height}" font-family="sans-serif" font-size="12">"#
-    );
-    let _ = writeln!(
-        s,
-        r#"<rect width="100%" height="100%" fill="white"/><text x="10" y="24" font-size="16" font-weight="bold">{}</text>"#,
-        esc(&w.title)
-    );
-    let mut y0 = 40.0;
-    for (title, metric, ideal) in panels {
-        let vals: Vec<Option<f64>> = w.cells.iter().map(|c| c.metric(metric)).collect();
-        let max = vals
-            .iter()
-            .flatten()
-            .copied()
-            .chain(ideal)
-            .fold(0.0f64, f64::max)
-            .max(f64::MIN_POSITIVE);
-        let _ = writeln!(
-            s,
-            r##"<text x="10" y="{}" fill="#495057">{}</text>"##,
-            y0 + 18.0,
-            esc(&title)
-        );
-        for (i, (v, col)) in vals.iter().zip(columns).enumerate() {
-            let y = y0 + 30.0 + i as f64 * (bar + 6.0);
-            let _ = writeln!(
-                s,
-                r#"<text x="{}" y="{}" text-anchor="end">{}</text>"#,
-                label_w - 8.0,
-                y + bar * 0.7,
-                esc(&col.label)
-            );
-            match v {
-                Some(v) => {
-                    let len = (v / max * plot_w).max(1.0);
-                    let text = match metric {
-                        Metric::Value => w.unit.format(*v),
-                        Metric::P99 => Unit::Ms.format(*v),
-                        Metric::Rss => format_kib(*v as u64),
-                    };
-                    let _ = writeln!(
-                        s,
-                        r#"<rect x="{label_w}" y="{y}" width="{len:.1}" height="{bar}" fill="{}"/><text x="{:.1}" y="{}">{}</text>"#,
-                        COLORS[i % COLORS.len()],
-                        label_w + len + 6.0,
-                        y + bar * 0.7,
-                        esc(&text)
-                    );
-                }
-                None => {
-                    let _ = writeln!(
-                        s,
-                        r##"<text x="{}" y="{}" fill="#868e96">{}</text>"##,
-                        label_w + 4.0,
-                        y + bar * 0.7,
-                        esc(&w.cells[i].absent())
-                    );
-                }
-            }
-        }
-        if let Some(ideal) = ideal {
-            let x = label_w + ideal / max * plot_w;
-            let _ = writeln!(
-                s,
-                r##"<line x1="{x:.1}" y1="{}" x2="{x:.1}" y2="{}" stroke="#212529" stroke-dasharray="4 3"/><text x="{x:.1}" y="{}" text-anchor="middle" fill="#212529">ideal</text>"##,
-                y0 + 26.0,
-                y0 + panel_h(n) - 8.0,
-                y0 + 24.0
-            );
-        }
-        y0 += panel_h(n);
-    }
-    s.push_str("</svg>\n");
-    s
-}
-
-fn esc(s: &str) -> String {
-    s.replace('&', "&amp;")
-        .replace('<', "&lt;")
-        .replace('>', "&gt;")
+    let panels: Vec<Panel> = panels
+        .into_iter()
+        .map(|(title, metric, ideal)| Panel {
+            title,
+            ideal,
+            bars: w
+                .cells
+                .iter()
+                .zip(columns)
+                .map(|(cell, col)| {
+                    let value = cell.metric(metric);
+                    Bar {
+                        label: col.label.clone(),
+                        value,
+                        text: match value {
+                            Some(v) => match metric {
+                                Metric::Value => w.unit.format(v),
+                                Metric::P99 => Unit::Ms.format(v),
+                                Metric::Rss => format_kib(v as u64),
+                            },
+                            None => cell.absent(),
+                        },
+                    }
+                })
+                .collect(),
+        })
+        .collect();
+    bar_chart(&w.title, &panels)
 }
 
 #[cfg(test)]
@@ -714,13 +579,6 @@ mod tests {
     }
 
     #[test]
-    fn medians() {
-        assert_eq!(median(vec![]), None);
-        assert_eq!(median(vec![3.0, 1.0, 2.0]), Some(2.0));
-        assert_eq!(median(vec![4.0, 1.0, 2.0, 3.0]), Some(2.5));
-    }
-
-    #[test]
     fn units_format() {
         assert_eq!(Unit::Ns.format(312.4), "312 ns");
         assert_eq!(Unit::Ns.format(1_240.0), "1.24 µs");
@@ -731,7 +589,7 @@ mod tests {
     }
 
     #[test]
-    fn ratios_table_and_readme_splice() {
+    fn ratios_table_and_docs_splice() {
         let cols: Vec<ColumnSummary> = ["weft", "go"]
             .iter()
             .map(|id| ColumnSummary {
@@ -779,13 +637,13 @@ mod tests {
             md.contains("| spawn + join |  | **200 ns** | 400 ns (×2.00) |"),
             "{md}"
         );
-        let readme = "a\n<!-- weft-bench:begin -->\nold\n<!-- weft-bench:end -->\nb\n";
-        let new = splice_readme(readme, "NEW\n").unwrap();
+        let doc = "a\n<!-- weft-bench:begin -->\nold\n<!-- weft-bench:end -->\nb\n";
+        let new = splice_docs(doc, "NEW\n").unwrap();
         assert_eq!(
             new,
             "a\n<!-- weft-bench:begin -->\nNEW\n<!-- weft-bench:end -->\nb\n"
         );
-        assert!(splice_readme("no markers", "x").is_err());
+        assert!(splice_docs("no markers", "x").is_err());
         let chart = svg(&rep.workloads[0], &cols);
         assert!(chart.starts_with("<svg") && chart.contains("400 ns"));
     }

@@ -47,18 +47,19 @@ pub fn run(rt: Rt, workload: &str, args: &[u64]) -> Result<(), String> {
             .ok_or_else(|| format!("{workload}: missing argument {}", i + 1))
     };
     let (value, unit) = match workload {
-        "spawn" => {
-            let n = arg(0)?;
-            spawn(rt, (n / 10).max(1));
-            (ns_per(spawn(rt, n), n), "ns/op")
+        "spawn" | "spawn-main" => {
+            let (n, from) = (arg(0)?, From::of(workload));
+            spawn(rt, (n / 10).max(1), from);
+            (ns_per(spawn(rt, n, from), n), "ns/op")
         }
         "pingpong" => {
             let n = arg(0)?;
             pingpong(rt, (n / 10).max(1));
             (ns_per(pingpong(rt, n), n), "ns/op")
         }
-        "sleep" => {
-            let took = sleep(rt, arg(0)?, Duration::from_millis(arg(1)?));
+        "sleep" | "sleep-main" => {
+            let d = Duration::from_millis(arg(1)?);
+            let took = sleep(rt, arg(0)?, d, From::of(workload));
             (took.as_secs_f64() * 1e3, "ms")
         }
         "mutex" => {
@@ -235,6 +236,55 @@ impl Blocking for StdThreads {
 
 /// Runs a blocking workload on `rt`'s kind of thread (Weft: from inside a
 /// virtual thread, so spawning is what a virtual thread does).
+/// Where a fan-out workload's spawns come from.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum From {
+    /// Inside the runtime: a virtual thread, a Tokio task.
+    Inside,
+    /// The program's main OS thread, as most programs spawn: Weft's
+    /// `spawn` from `fn main`, Tokio's `Runtime::block_on` future (which
+    /// runs on the calling thread), std threads as always.
+    Main,
+}
+
+impl From {
+    /// `*-main` workloads spawn from the main thread.
+    fn of(workload: &str) -> From {
+        if workload.ends_with("-main") {
+            From::Main
+        } else {
+            From::Inside
+        }
+    }
+}
+
+/// Runs a Tokio workload from `from`: inside a spawned task, or as the
+/// `block_on` future on this (main) thread.
+fn tokio_from<T: Send + 'static>(
+    rt: Rt,
+    from: From,
+    fut: impl std::future::Future<Output = T> + Send + 'static,
+) -> T {
+    match from {
+        From::Inside => tokio_on(rt, fut),
+        From::Main => tokio_rt(rt).block_on(fut),
+    }
+}
+
+/// Runs a blocking workload from `from`: Weft's on a virtual thread or on
+/// this (main) OS thread; std's on this thread either way.
+fn blocking_from<R: Send + 'static>(
+    rt: Rt,
+    from: From,
+    weft: impl FnOnce() -> R + Send + 'static,
+    std: impl FnOnce() -> R,
+) -> R {
+    match (rt, from) {
+        (Rt::Weft, From::Main) => weft(),
+        _ => blocking(rt, weft, std),
+    }
+}
+
 fn blocking<R: Send + 'static>(
     rt: Rt,
     weft: impl FnOnce() -> R + Send + 'static,
@@ -261,12 +311,12 @@ fn fan_out<B: Blocking, F: FnOnce() + Send + 'static>(n: u64, f: impl Fn(u64) ->
 // spawn: N empty threads, all started, then all joined
 // ---------------------------------------------------------------------------
 
-fn spawn(rt: Rt, n: u64) -> Duration {
+fn spawn(rt: Rt, n: u64, from: From) -> Duration {
     fn run<B: Blocking>(n: u64) -> Duration {
         fan_out::<B, _>(n, |_| || {})
     }
     match rt {
-        Rt::TokioMt | Rt::TokioCt => tokio_on(rt, async move {
+        Rt::TokioMt | Rt::TokioCt => tokio_from(rt, from, async move {
             let t = Instant::now();
             let hs: Vec<_> = (0..n).map(|_| tokio::spawn(async {})).collect();
             for h in hs {
@@ -274,7 +324,12 @@ fn spawn(rt: Rt, n: u64) -> Duration {
             }
             t.elapsed()
         }),
-        _ => blocking(rt, move || run::<WeftThreads>(n), || run::<StdThreads>(n)),
+        _ => blocking_from(
+            rt,
+            from,
+            move || run::<WeftThreads>(n),
+            || run::<StdThreads>(n),
+        ),
     }
 }
 
@@ -338,12 +393,12 @@ fn pingpong(rt: Rt, n: u64) -> Duration {
 // sleep: N threads each sleep, wall time until all have finished
 // ---------------------------------------------------------------------------
 
-fn sleep(rt: Rt, n: u64, d: Duration) -> Duration {
+fn sleep(rt: Rt, n: u64, d: Duration, from: From) -> Duration {
     fn run<B: Blocking>(n: u64, d: Duration) -> Duration {
         fan_out::<B, _>(n, |_| move || B::sleep(d))
     }
     match rt {
-        Rt::TokioMt | Rt::TokioCt => tokio_on(rt, async move {
+        Rt::TokioMt | Rt::TokioCt => tokio_from(rt, from, async move {
             let t = Instant::now();
             let hs: Vec<_> = (0..n)
                 .map(|_| tokio::spawn(tokio::time::sleep(d)))
@@ -353,8 +408,9 @@ fn sleep(rt: Rt, n: u64, d: Duration) -> Duration {
             }
             t.elapsed()
         }),
-        _ => blocking(
+        _ => blocking_from(
             rt,
+            from,
             move || run::<WeftThreads>(n, d),
             || run::<StdThreads>(n, d),
         ),
@@ -722,9 +778,12 @@ mod tests {
     #[test]
     fn every_rust_workload_runs_on_every_runtime() {
         for rt in [Rt::Weft, Rt::TokioMt, Rt::TokioCt, Rt::Std] {
-            assert!(spawn(rt, 100) > Duration::ZERO);
+            for from in [From::Inside, From::Main] {
+                assert!(spawn(rt, 100, from) > Duration::ZERO);
+                let d = Duration::from_millis(20);
+                assert!(sleep(rt, 50, d, from) >= d);
+            }
             assert!(pingpong(rt, 100) > Duration::ZERO);
-            assert!(sleep(rt, 50, Duration::from_millis(20)) >= Duration::from_millis(20));
             mutex(rt, 8, 500).unwrap();
             channel(rt, 1, 1000, 16).unwrap();
             channel(rt, 7, 1000, 0).unwrap();

@@ -45,7 +45,17 @@ fn quick_subset_measures_every_selected_cell() {
         .iter()
         .map(|w| w["id"].as_str().unwrap())
         .collect();
-    assert_eq!(ids, ["spawn", "pingpong", "echo-100", "http-hello-100"]);
+    // `--only` selects ids that contain a name: "spawn" takes "spawn-main".
+    assert_eq!(
+        ids,
+        [
+            "spawn",
+            "spawn-main",
+            "pingpong",
+            "echo-100",
+            "http-hello-100"
+        ]
+    );
     for w in workloads {
         for c in w["cells"].as_array().unwrap() {
             let col = c["column"].as_str().unwrap();

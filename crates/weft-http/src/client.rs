@@ -35,6 +35,7 @@ use std::time::{Duration, Instant};
 
 use weft::net::TcpStream;
 
+use crate::unpoison::Unpoison;
 use crate::wire::{
     Chunk, ChunkedWriter, Framing, InBuf, has_token, parse_content_length, read_body,
 };
@@ -806,6 +807,32 @@ fn encode_head<'h>(
 
 /// A blocking HTTP/1.1 client with per-host keep-alive pooling. Cheap to
 /// clone (clones share the pool); safe to use from many threads.
+///
+/// # Examples
+///
+/// ```
+/// use weft_http::{Client, Request, Response};
+///
+/// let server = weft_http::serve("127.0.0.1:0", |req: &mut Request<'_>| {
+///     Response::text(req.header("x-name").unwrap_or("nobody").to_string())
+/// })?;
+/// let url = format!("http://{}/", server.local_addr());
+///
+/// let client = Client::new();
+/// for _ in 0..3 {
+///     let resp = client.get(&url).header("x-name", "weft").send()?;
+///     assert_eq!(resp.status(), 200);
+///     assert_eq!(resp.text()?, "weft");
+/// }
+/// // The three requests shared one pooled keep-alive connection.
+/// assert_eq!(client.idle_connections(), 1);
+/// assert_eq!(server.stats().accepted_connections, 1);
+///
+/// // Failures are errors with a kind, never panics.
+/// let err = client.get("not a url").send().unwrap_err();
+/// assert_eq!(err.kind(), weft_http::ErrorKind::InvalidUrl);
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 #[derive(Clone)]
 pub struct Client {
     inner: Arc<ClientInner>,
@@ -857,7 +884,7 @@ impl Client {
         self.inner
             .pool
             .lock()
-            .unwrap_or_else(|e| e.into_inner())
+            .unpoison()
             .values()
             .map(Vec::len)
             .sum()
@@ -901,7 +928,7 @@ impl Client {
     }
 
     fn checkout(&self, key: &str) -> Option<Connection> {
-        let mut pool = self.inner.pool.lock().unwrap_or_else(|e| e.into_inner());
+        let mut pool = self.inner.pool.lock().unpoison();
         let list = pool.get_mut(key)?;
         let now = Instant::now();
         while let Some((conn, since)) = list.pop() {
@@ -916,7 +943,7 @@ impl Client {
         if !self.inner.config.keep_alive || !conn.is_reusable() {
             return;
         }
-        let mut pool = self.inner.pool.lock().unwrap_or_else(|e| e.into_inner());
+        let mut pool = self.inner.pool.lock().unpoison();
         let list = pool.entry(key.to_owned()).or_default();
         if list.len() < self.inner.config.max_idle_per_host {
             list.push((conn, Instant::now()));

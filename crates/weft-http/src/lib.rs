@@ -153,6 +153,7 @@ mod response;
 mod router;
 mod server;
 mod signal;
+mod unpoison;
 mod wire;
 
 pub use client::{Client, ClientConfig, Connection, Error, ErrorKind, Exchange, Url};

@@ -34,6 +34,7 @@ use crate::request::{BodyError, Request, RequestBody, Version};
 use crate::response::reason;
 use crate::response::{Body, IntoResponse, Response};
 use crate::router::Handler;
+use crate::unpoison::Unpoison;
 use crate::wire::{
     BufferedStream, ChunkedWriter, Framing, InBuf, LimitedWriter, has_token, parse_content_length,
     push_u64, valid_header_name, valid_header_value, write_all_vectored,
@@ -435,6 +436,27 @@ pub struct Server {
 impl Server {
     /// Binds a listener on `addr` (with `SO_REUSEADDR` and
     /// [`ServerConfig::backlog`]).
+    ///
+    /// # Errors
+    ///
+    /// `InvalidInput` naming the setting when `config` is invalid (a zero
+    /// limit or timeout); the OS error when no address can be bound.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::io::ErrorKind;
+    /// use weft_http::{Server, ServerConfig, ThreadMode};
+    ///
+    /// let server = Server::bind("127.0.0.1:0", ServerConfig::default())?;
+    /// assert_ne!(server.local_addr()?.port(), 0); // port 0: the OS picked one
+    ///
+    /// let config = ServerConfig::default().thread_mode(ThreadMode::Platform { threads: 0 });
+    /// let err = Server::bind("127.0.0.1:0", config).err().unwrap();
+    /// assert_eq!(err.kind(), ErrorKind::InvalidInput);
+    /// assert!(err.to_string().contains("at least one thread"));
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
     pub fn bind(addr: impl ToSocketAddrs, config: ServerConfig) -> io::Result<Server> {
         config.validate()?;
         let mut last = None;
@@ -520,6 +542,8 @@ fn bind_one(addr: SocketAddr, backlog: u32) -> io::Result<std::net::TcpListener>
 
 /// Starts a server with the default configuration on `addr`.
 ///
+/// # Examples
+///
 /// ```
 /// let h = weft_http::serve("127.0.0.1:0", |_req: &mut weft_http::Request<'_>| {
 ///     weft_http::Response::text("hello")
@@ -578,24 +602,24 @@ struct LifeState {
 
 impl Life {
     fn update(&self, f: impl FnOnce(&mut LifeState)) {
-        let mut g = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        let mut g = self.state.lock().unpoison();
         f(&mut g);
         self.changed.notify_all();
     }
 
     /// Waits until `f` returns `Some`.
     fn wait_for<T>(&self, mut f: impl FnMut(&LifeState) -> Option<T>) -> T {
-        let mut g = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        let mut g = self.state.lock().unpoison();
         loop {
             if let Some(t) = f(&g) {
                 return t;
             }
-            g = self.changed.wait(g).unwrap_or_else(|e| e.into_inner());
+            g = self.changed.wait(g).unpoison();
         }
     }
 
     fn close_signals(&self) {
-        if let Some(h) = &*self.signals.lock().unwrap_or_else(|e| e.into_inner()) {
+        if let Some(h) = &*self.signals.lock().unpoison() {
             h.close();
         }
     }
@@ -622,6 +646,28 @@ impl ServerHandle {
     /// (their responses carry `Connection: close`), and waits up to `grace`
     /// for every connection to end. Connections still open at the deadline
     /// are interrupted. Idempotent; later calls return at once.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use weft_http::{Client, Request, Response};
+    ///
+    /// let server = weft_http::serve("127.0.0.1:0", |_req: &mut Request<'_>| {
+    ///     weft::sleep(Duration::from_millis(200)).unwrap();
+    ///     Response::text("finished")
+    /// })?;
+    /// let url = format!("http://{}/", server.local_addr());
+    /// let in_flight = weft::spawn(move || Client::new().get(&url).send()?.text());
+    /// while server.stats().in_flight == 0 {
+    ///     weft::sleep(Duration::from_millis(1))?;
+    /// }
+    /// // The request in flight finishes; nothing new is accepted.
+    /// let report = server.shutdown(Duration::from_secs(10));
+    /// assert!(report.drained);
+    /// assert_eq!(in_flight.join().unwrap()?, "finished");
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn shutdown(&self, grace: Duration) -> ShutdownReport {
         if self.shut_down.swap(true, Ordering::SeqCst) {
             return ShutdownReport {
@@ -687,7 +733,7 @@ impl ServerHandle {
         let mut signals = signal_hook::iterator::Signals::new(crate::signal::SIGNALS)?;
         let waiting = Arc::new(crate::signal::Waiting::start());
         let handle = signals.handle();
-        *self.life.signals.lock().unwrap_or_else(|e| e.into_inner()) = Some(handle.clone());
+        *self.life.signals.lock().unpoison() = Some(handle.clone());
         if self.shut_down.load(Ordering::SeqCst) {
             handle.close();
         }
@@ -713,11 +759,7 @@ impl ServerHandle {
             .wait_for(|s| (s.signaled || s.stopping).then_some(s.signaled));
         handle.close();
         let _ = watcher.join();
-        self.life
-            .signals
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .take();
+        self.life.signals.lock().unpoison().take();
         waiting.release();
         if signaled {
             self.shutdown(grace);
@@ -732,12 +774,7 @@ impl ServerHandle {
         shared.shutting_down.store(true, Ordering::SeqCst);
         // Stop the acceptor: an interrupt makes its accept (or permit wait)
         // fail and shuts the listener down.
-        if let Some(acceptor) = self
-            .acceptor
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .take()
-        {
+        if let Some(acceptor) = self.acceptor.lock().unpoison().take() {
             acceptor.thread().interrupt();
             // Bounded: an acceptor that cannot run (its carrier is held,
             // e.g. by a handler blocked on an OS lock) is left behind
@@ -815,7 +852,7 @@ struct ConnSlot {
 impl ConnSlot {
     fn interrupt(&self) {
         self.thread.interrupt();
-        if let Some(w) = &*self.worker.lock().unwrap_or_else(|e| e.into_inner()) {
+        if let Some(w) = &*self.worker.lock().unpoison() {
             w.interrupt();
         }
     }
@@ -837,17 +874,12 @@ struct Shared {
 
 impl Shared {
     fn slots(&self) -> Vec<Arc<ConnSlot>> {
-        self.conns
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .values()
-            .cloned()
-            .collect()
+        self.conns.lock().unpoison().values().cloned().collect()
     }
 
     /// Waits until no connection is open or `deadline` passes.
     fn wait_closed(&self, deadline: Instant) -> bool {
-        let mut g = self.drain.lock().unwrap_or_else(|e| e.into_inner());
+        let mut g = self.drain.lock().unpoison();
         loop {
             if self.stats.open.load(Ordering::SeqCst) == 0 {
                 return true;
@@ -902,12 +934,12 @@ impl Pool {
     }
 
     fn sender(&self) -> Option<weft::channel::Sender<Job>> {
-        self.tx.lock().unwrap_or_else(|e| e.into_inner()).clone()
+        self.tx.lock().unpoison().clone()
     }
 
     /// Lets the workers exit once the queue is empty.
     fn close(&self) {
-        self.tx.lock().unwrap_or_else(|e| e.into_inner()).take();
+        self.tx.lock().unpoison().take();
     }
 }
 
@@ -960,9 +992,13 @@ fn accept_loop(shared: Arc<Shared>, listener: TcpListener) {
         inc(&shared.stats.accepted);
         shared.stats.open.fetch_add(1, Ordering::SeqCst);
         let s = shared.clone();
-        let spawned = weft::Builder::new().spawn_on(&shared.rt, move || {
-            run_connection(&s, stream, peer, permit);
-        });
+        // Named for dumps, stall events and panic messages.
+        let spawned =
+            weft::Builder::new()
+                .name(format!("http {peer}"))
+                .spawn_on(&shared.rt, move || {
+                    run_connection(&s, stream, peer, permit);
+                });
         if spawned.is_err() {
             inc(&shared.stats.accept);
             connection_closed(&shared);
@@ -1049,11 +1085,7 @@ fn run_connection(
         state: AtomicU8::new(ACTIVE),
         worker: Mutex::new(None),
     });
-    shared
-        .conns
-        .lock()
-        .unwrap_or_else(|e| e.into_inner())
-        .insert(id, slot.clone());
+    shared.conns.lock().unpoison().insert(id, slot.clone());
 
     let _ = stream.set_nodelay(cfg.nodelay);
     let _ = stream.set_write_timeout(Some(cfg.write_timeout));
@@ -1097,9 +1129,9 @@ fn run_connection(
                 };
                 let (tx, s, sl) = (tx.clone(), shared.clone(), slot.clone());
                 let job: Job = Box::new(move || {
-                    *sl.worker.lock().unwrap_or_else(|e| e.into_inner()) = Some(weft::current());
+                    *sl.worker.lock().unpoison() = Some(weft::current());
                     let keep = process(&mut c, &s);
-                    *sl.worker.lock().unwrap_or_else(|e| e.into_inner()) = None;
+                    *sl.worker.lock().unpoison() = None;
                     let _ = tx.send((c, keep));
                 });
                 if jobs.send(job).is_err() {
@@ -1129,11 +1161,7 @@ fn run_connection(
         }
         drop(c);
     }
-    shared
-        .conns
-        .lock()
-        .unwrap_or_else(|e| e.into_inner())
-        .remove(&id);
+    shared.conns.lock().unpoison().remove(&id);
     drop(permit);
     connection_closed(shared);
 }
@@ -1396,6 +1424,8 @@ fn process(conn: &mut Conn, shared: &Shared) -> bool {
         },
     };
 
+    // The request in progress, for thread dumps (cleared once answered).
+    weft::set_activity(format_args!("{method} {target}"));
     let result = catch_unwind(AssertUnwindSafe(|| shared.handler.handle(&mut req)));
     let mut resp = match result {
         Ok(r) => r,
@@ -1437,6 +1467,7 @@ fn process(conn: &mut Conn, shared: &Shared) -> bool {
     shared.stats.response(resp.status);
     inc(&shared.stats.finished);
     let written = write_response(stream, out, scratch, resp, version, keep_alive, head_only);
+    weft::set_activity("");
     keep_alive = match written {
         Ok(k) => k,
         Err(_) => {

@@ -10,17 +10,12 @@ use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
-use common::{connect, get, start};
+use common::{connect, get, modes, start};
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 use weft_http::{
-    Client, ErrorKind, HttpError, Json, Request, Response, Router, ServerConfig, ThreadMode,
-    WhenFull,
+    Client, ErrorKind, HttpError, Json, Request, Response, Router, ServerConfig, WhenFull,
 };
-
-fn modes() -> [ThreadMode; 2] {
-    [ThreadMode::Virtual, ThreadMode::Platform { threads: 4 }]
-}
 
 /// The hook used by the error tests: JSON plus a header that proves the
 /// hook rendered the answer.

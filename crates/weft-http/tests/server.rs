@@ -7,7 +7,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
-use common::{TEST_TIMEOUT, connect, get, start};
+use common::{TEST_TIMEOUT, connect, get, modes, start};
 use weft_http::{Response, Router, ServerConfig, ThreadMode, WhenFull};
 
 fn app() -> Router {
@@ -47,10 +47,6 @@ fn app() -> Router {
             ))
         })
         .delete("/users/:id", |_req| Response::new(204))
-}
-
-fn modes() -> [ThreadMode; 2] {
-    [ThreadMode::Virtual, ThreadMode::Platform { threads: 4 }]
 }
 
 fn cfg(mode: ThreadMode) -> ServerConfig {

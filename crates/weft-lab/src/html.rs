@@ -8,6 +8,7 @@ use std::path::Path;
 
 use plotters::coord::Shift;
 use plotters::prelude::*;
+use weft_bench_support::svg::{log_ticks, tick_label};
 
 use crate::report::{self, ExperimentResult, Mode, Report, Row};
 
@@ -71,7 +72,10 @@ fn throughput(area: &Area<'_>, rows: &[&Row]) -> DrawResult {
         .margin(8)
         .x_label_area_size(50)
         .y_label_area_size(60)
-        .build_cartesian_2d((0..n).into_segmented(), (lo..hi).log_scale())?;
+        .build_cartesian_2d(
+            (0..n).into_segmented(),
+            (lo..hi).log_scale().with_key_points(log_ticks(lo, hi)),
+        )?;
     let labels: Vec<String> = rows.iter().map(|r| r.short.clone()).collect();
     chart
         .configure_mesh()
@@ -82,6 +86,7 @@ fn throughput(area: &Area<'_>, rows: &[&Row]) -> DrawResult {
             _ => String::new(),
         })
         .x_label_style(("sans-serif", 11))
+        .y_label_formatter(&|v| tick_label(*v))
         .y_desc("req/s")
         .draw()?;
     chart.draw_series(rows.iter().enumerate().map(|(i, r)| {
@@ -136,7 +141,10 @@ fn latency(area: &Area<'_>, rows: &[&Row]) -> DrawResult {
         .margin(8)
         .x_label_area_size(50)
         .y_label_area_size(60)
-        .build_cartesian_2d((0..4u32).into_segmented(), (lo..hi).log_scale())?;
+        .build_cartesian_2d(
+            (0..4u32).into_segmented(),
+            (lo..hi).log_scale().with_key_points(log_ticks(lo, hi)),
+        )?;
     chart
         .configure_mesh()
         .disable_x_mesh()
@@ -145,6 +153,7 @@ fn latency(area: &Area<'_>, rows: &[&Row]) -> DrawResult {
             SegmentValue::CenterOf(i) => STATS.get(*i as usize).unwrap_or(&"").to_string(),
             _ => String::new(),
         })
+        .y_label_formatter(&|v| tick_label(*v))
         .y_desc("ms")
         .draw()?;
     for (i, r) in rows.iter().enumerate() {
@@ -238,6 +247,7 @@ pub fn page(report: &Report) -> String {
          td,th{border:1px solid #ccc;padding:3px 6px;text-align:right}\n\
          td:first-child,td:last-child,th{text-align:left}\n\
          .skip{color:#a33}.t{color:#777;font-size:12px}\n\
+         .summary li{font-family:monospace;margin:2px 0}\n\
          </style>\n</head>\n<body>\n<h1>weft-lab: virtual vs platform threads</h1>\n",
     );
     out += &format!(
@@ -251,6 +261,11 @@ pub fn page(report: &Report) -> String {
         report.total_seconds,
         escape(&report.command.join(" ")),
     );
+    out += "<h2>Summary</h2>\n<ul class=\"summary\">\n";
+    for e in &report.experiments {
+        out += &format!("<li>{}</li>\n", escape(&report::summary_line(e)));
+    }
+    out += "</ul>\n";
     for e in &report.experiments {
         out += &section(e);
     }
@@ -285,5 +300,18 @@ mod tests {
         assert!(svg.starts_with("<svg"), "{}", &svg[..40.min(svg.len())]);
         assert!(svg.contains("</svg>"));
         assert!(chart("empty", &[]).unwrap().contains("<svg"));
+        // Log axes are labelled at powers of ten, as people write them —
+        // not plotters' default stack of "90.0 80.0 70.0 …".
+        let labels = |svg: &str| -> Vec<String> {
+            svg.split("</text>")
+                .filter_map(|t| t.rsplit('>').next())
+                .map(|t| t.trim().to_string())
+                .collect()
+        };
+        let l = labels(&svg);
+        for tick in ["1", "10", "100"] {
+            assert!(l.iter().any(|t| t == tick), "no tick {tick}: {l:?}");
+        }
+        assert!(!l.iter().any(|t| t.ends_with(".0")), "{l:?}");
     }
 }

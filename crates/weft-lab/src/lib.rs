@@ -17,11 +17,10 @@
 //! | `E6` | 2 downstream calls of 100 ms + a database write; 500 clients |
 //! | `E7` | pinning: a driver lock (`std::sync::Mutex` vs `weft::sync::Mutex`) around a 20 ms block |
 //!
-//! PostgreSQL support (E5, and E6's database write) is behind the `pg`
-//! feature — `cargo run --release --features weft-lab/pg` — for now: weft-pg
-//! does not yet pass `clippy -D warnings`, which would fail this crate's
-//! lint gate. Without it E5 is skipped and E6 writes to memory, both said
-//! in the output.
+//! PostgreSQL (E5, and E6's database write) comes through weft-pg, the
+//! default feature `pg`; without it (`--no-default-features`), or with no
+//! server to reach, E5 is skipped and E6 writes to memory, both said in
+//! the output.
 //!
 //! Everything runs in this process (servers, downstream service, load
 //! users); only PostgreSQL is a separate process tree, started and stopped
@@ -33,9 +32,13 @@
 //! cargo run --release -- E2 E7 --duration 20s
 //! ```
 //!
-//! Output: a table per experiment on stdout, a progress bar per experiment
-//! on a terminal, `target/weft-lab/report.html` (one chart per experiment)
-//! and `target/weft-lab/results.json`.
+//! Output: a table per experiment on stdout and a one-line-per-experiment
+//! summary (the verdict and virtual req/s as a multiple of platform req/s),
+//! a progress bar per experiment on a terminal (elsewhere a log line per
+//! configuration on stderr), `target/weft-lab/report.html` (the summary,
+//! then a chart per experiment), `target/weft-lab/results.json`, and — for
+//! a default run, or with `--update-docs` — `docs/lab.md`, the page the
+//! README links to.
 
 pub mod experiments;
 pub mod html;

@@ -32,6 +32,18 @@ struct Cli {
     /// Print `results.json` to stdout instead of the tables.
     #[arg(long)]
     json: bool,
+    /// Rewrite `docs/lab.md` even for a partial run (experiments named,
+    /// `--quick`, `--big`, `--duration`); a default run always does.
+    #[arg(long)]
+    update_docs: bool,
+}
+
+/// `docs/lab.md` of the workspace this binary was built from, if that
+/// directory is still there.
+fn docs_page() -> Option<PathBuf> {
+    let docs = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../docs");
+    let docs = std::fs::canonicalize(&docs).ok()?;
+    docs.is_dir().then(|| docs.join("lab.md"))
 }
 
 fn main() -> ExitCode {
@@ -60,12 +72,40 @@ fn main() -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
+    let default_run =
+        cli.experiments.is_empty() && !cli.quick && !cli.big && cli.duration.is_none();
+    let docs = if cli.update_docs || default_run {
+        match docs_page() {
+            Some(path) => match std::fs::write(&path, weft_lab::report::markdown(&report)) {
+                Ok(()) => Some(path),
+                Err(e) => {
+                    eprintln!("weft-lab: cannot write {}: {e}", path.display());
+                    None
+                }
+            },
+            None => {
+                eprintln!(
+                    "weft-lab: no docs/ directory beside the sources; docs/lab.md not written"
+                );
+                None
+            }
+        }
+    } else {
+        None
+    };
     if cli.json {
         println!("{}", report.to_json());
     } else {
+        println!("\nsummary (virtual req/s as a multiple of platform req/s):");
+        for e in &report.experiments {
+            println!("  {}", weft_lab::report::summary_line(e));
+        }
         println!(
             "\nideal = Little's law (concurrency / service time); % ideal = req/s / ideal req/s."
         );
+        if let Some(path) = &docs {
+            println!("docs: {}", path.display());
+        }
         println!(
             "report: {} and {}",
             options.out.join("report.html").display(),

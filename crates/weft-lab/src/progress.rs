@@ -1,14 +1,26 @@
-//! One progress bar per experiment on a terminal; silent when standard
-//! error is not a terminal or `CI` is set to `true`.
+//! One progress bar per experiment on a terminal; elsewhere (a pipe, a
+//! log file, `CI=true`) one line on stderr per configuration as it starts,
+//! with the time since the experiment began, so a long run shows where it
+//! is.
 
 use std::io::IsTerminal;
-use std::time::Duration;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
 
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 
 /// A progress bar counting an experiment's configurations.
 pub struct Progress {
     bar: ProgressBar,
+    // Without a bar: log a line per configuration (`None`: stay silent).
+    log: Option<Log>,
+}
+
+struct Log {
+    id: String,
+    steps: u64,
+    started: Instant,
+    done: AtomicU64,
 }
 
 /// Whether bars are drawn: stderr is a terminal and `CI` is not `true`.
@@ -34,24 +46,43 @@ impl Progress {
         );
         bar.set_prefix(id.to_string());
         bar.enable_steady_tick(Duration::from_millis(200));
-        Progress { bar }
+        let log = (!enabled()).then(|| Log {
+            id: id.to_string(),
+            steps,
+            started: Instant::now(),
+            done: AtomicU64::new(0),
+        });
+        Progress { bar, log }
     }
 
     /// A bar that never draws (for tests and library use).
     pub fn hidden() -> Progress {
         Progress {
             bar: ProgressBar::hidden(),
+            log: None,
         }
     }
 
     /// Says which configuration runs now.
     pub fn start(&self, what: &str) {
         self.bar.set_message(what.to_string());
+        if let Some(log) = &self.log {
+            eprintln!(
+                "[{:>6.1} s] {} {}/{}: {what}",
+                log.started.elapsed().as_secs_f64(),
+                log.id,
+                log.done.load(Ordering::Relaxed) + 1,
+                log.steps
+            );
+        }
     }
 
     /// One configuration done.
     pub fn step(&self) {
         self.bar.inc(1);
+        if let Some(log) = &self.log {
+            log.done.fetch_add(1, Ordering::Relaxed);
+        }
     }
 
     /// Clears the bar.

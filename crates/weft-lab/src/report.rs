@@ -1,10 +1,14 @@
-//! Report rows, the console table and `results.json`.
+//! Report rows, the summary, the console table, `results.json` and the
+//! markdown page `docs/lab.md`.
 
+use std::fmt::Write as _;
 use std::io;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use serde::Serialize;
+pub use weft_bench_support::format::thousands;
+use weft_bench_support::table::Table;
 
 use crate::experiments::{Experiment, Options};
 
@@ -162,19 +166,6 @@ impl Row {
     }
 }
 
-/// Formats an integer with `,` thousands separators: `100000` → `100,000`.
-pub fn thousands(n: u64) -> String {
-    let digits = n.to_string();
-    let mut out = String::with_capacity(digits.len() + digits.len() / 3);
-    for (i, c) in digits.chars().enumerate() {
-        if i > 0 && (digits.len() - i) % 3 == 0 {
-            out.push(',');
-        }
-        out.push(c);
-    }
-    out
-}
-
 /// Formats a figure compactly: thousands separators from 100 up, one
 /// decimal below, two below 10.
 pub fn figure(v: f64) -> String {
@@ -226,43 +217,170 @@ pub fn cells(row: &Row) -> [String; 11] {
     ]
 }
 
-/// Renders `rows` (one experiment) as an aligned text table.
-pub fn table(rows: &[Row]) -> String {
-    let right = [
-        false, true, true, true, true, true, true, true, true, true, false,
-    ];
-    let lines: Vec<[String; 11]> = rows.iter().map(cells).collect();
-    let mut widths = HEADER.map(str::len);
-    for line in &lines {
-        for (w, c) in widths.iter_mut().zip(line) {
-            *w = (*w).max(c.chars().count());
-        }
+fn table_of(rows: &[Row]) -> Table {
+    let mut table = Table::new(HEADER).right(1..10);
+    for row in rows {
+        table.row(cells(row));
     }
-    let render = |line: &[String]| {
-        let parts: Vec<String> = line
-            .iter()
-            .zip(widths.iter().zip(right))
-            .map(|(c, (&w, r))| {
-                if r {
-                    format!("{c:>w$}")
-                } else {
-                    format!("{c:<w$}")
-                }
-            })
-            .collect();
-        parts.join("  ").trim_end().to_string() + "\n"
-    };
-    let mut out = render(&HEADER.map(String::from));
-    out += &(widths.map(|w| "-".repeat(w)).join("  ") + "\n");
-    for line in &lines {
-        out += &render(line);
-    }
+    table
+}
+
+fn notes(rows: &[Row], bullet: &str) -> String {
+    let mut out = String::new();
     for row in rows {
         if let Some(e) = &row.error {
-            out += &format!("  {}: FAILED: {e}\n", row.label);
+            let _ = writeln!(out, "{bullet}{}: FAILED: {e}", row.label);
         }
         for n in &row.notes {
-            out += &format!("  {}: {n}\n", row.label);
+            let _ = writeln!(out, "{bullet}{}: {n}", row.label);
+        }
+    }
+    out
+}
+
+/// Renders `rows` (one experiment) as an aligned text table, with the
+/// rows' failures and notes under it.
+pub fn table(rows: &[Row]) -> String {
+    table_of(rows).text() + &notes(rows, "  ")
+}
+
+/// `r` as a ratio: `100×`, `8.0×`, `0.35×`.
+fn times(r: f64) -> String {
+    if r >= 10.0 {
+        format!("{}×", thousands(r.round() as u64))
+    } else {
+        format!("{r:.2}×")
+    }
+}
+
+/// One line that says what an experiment found: each virtual row's
+/// throughput as a multiple of the platform row it is compared with (the
+/// platform row in the same position, or the last one), with the verdict
+/// in a word — e.g. `E2  faster: virtual 1 carrier 100× platform 1 (100
+/// vs 1.00 req/s)`.
+pub fn summary_line(e: &ExperimentResult) -> String {
+    let id = e.experiment.id();
+    if let Some(why) = &e.skipped {
+        return format!("{id}  skipped: {why}");
+    }
+    let measured = |mode: Mode| -> Vec<(&Row, f64)> {
+        e.rows
+            .iter()
+            .filter(|r| r.mode == mode && r.error.is_none())
+            .filter_map(|r| r.rps.filter(|v| v.is_finite()).map(|v| (r, v)))
+            .collect()
+    };
+    let (platform, virt) = (measured(Mode::Platform), measured(Mode::Virtual));
+    let failed = e.rows.iter().filter(|r| r.error.is_some()).count();
+    let failed = match failed {
+        0 => String::new(),
+        n => format!(" ({n} row(s) FAILED)"),
+    };
+    if platform.is_empty() || virt.is_empty() {
+        return format!("{id}  no platform/virtual pair measured{failed}");
+    }
+    let parts: Vec<String> = virt
+        .iter()
+        .enumerate()
+        .map(|(i, &(v, v_rps))| {
+            let (p, p_rps) = platform[i.min(platform.len() - 1)];
+            let (verdict, ratio) = if p_rps > 0.0 {
+                let r = v_rps / p_rps;
+                let verdict = if r >= 1.1 {
+                    "faster"
+                } else if r <= 0.9 {
+                    "SLOWER"
+                } else {
+                    "on par"
+                };
+                (verdict, times(r))
+            } else if v_rps > 0.0 {
+                ("faster", "∞×".to_string())
+            } else {
+                ("on par", "–".to_string())
+            };
+            let failures = match v.errors {
+                0 => String::new(),
+                n => format!(", {} failed", thousands(n)),
+            };
+            format!(
+                "{verdict}: {} {ratio} {} ({} vs {} req/s{failures})",
+                v.short,
+                p.short,
+                figure(v_rps),
+                figure(p_rps)
+            )
+        })
+        .collect();
+    format!("{id}  {}{failed}", parts.join("; "))
+}
+
+/// A UTC date and time, `2026-11-22 21:30 UTC`, from Unix seconds.
+pub fn utc(unix: u64) -> String {
+    // Days to civil date: Howard Hinnant's `civil_from_days`.
+    let days = (unix / 86_400) as i64;
+    let secs = unix % 86_400;
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = doy - (153 * mp + 2) / 5 + 1;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 };
+    let y = yoe + era * 400 + i64::from(m <= 2);
+    format!(
+        "{y:04}-{m:02}-{d:02} {:02}:{:02} UTC",
+        secs / 3600,
+        secs % 3600 / 60
+    )
+}
+
+/// The markdown page (`docs/lab.md`): how it was made, the summary, then a
+/// table per experiment.
+pub fn markdown(report: &Report) -> String {
+    let mut out = String::from("# The lab's results (weft-lab)\n\n");
+    let _ = writeln!(
+        out,
+        "Generated by `{}` on {} ({} {}, {} cores, kernel {}); the run took {:.0} s. \
+         `cargo run --release` rewrites this file; the same run writes \
+         `target/weft-lab/report.html` (a chart per experiment) and \
+         `target/weft-lab/results.json`. Ideal = Little's law (concurrency / \
+         service time; platform rows: their pool's limit); \"article\" is the figure \
+         the original article reported. One run: on a shared machine the \
+         figures move between runs, so compare rows within this page.\n",
+        report.command_line(),
+        utc(report.unix_time),
+        report.machine.os,
+        report.machine.arch,
+        report.machine.cores,
+        report.machine.kernel.as_deref().unwrap_or("?"),
+        report.total_seconds,
+    );
+    out.push_str("## Summary\n\n");
+    for e in &report.experiments {
+        let _ = writeln!(out, "- {}", summary_line(e));
+    }
+    for e in &report.experiments {
+        let _ = writeln!(
+            out,
+            "\n## {} — {} ({:.1} s)\n",
+            e.experiment.id(),
+            e.title,
+            e.seconds
+        );
+        match &e.skipped {
+            Some(why) => {
+                let _ = writeln!(out, "Skipped: {why}");
+            }
+            None => {
+                out.push_str(&table_of(&e.rows).markdown());
+                let n = notes(&e.rows, "- ");
+                if !n.is_empty() {
+                    out.push('\n');
+                    out.push_str(&n);
+                }
+            }
         }
     }
     out
@@ -348,6 +466,17 @@ impl Report {
         }
     }
 
+    /// The command that reproduces it: `cargo run --release` with the
+    /// arguments this run was given.
+    pub fn command_line(&self) -> String {
+        let args = self.command.get(1..).unwrap_or_default();
+        if args.is_empty() {
+            "cargo run --release".to_string()
+        } else {
+            format!("cargo run --release -- {}", args.join(" "))
+        }
+    }
+
     /// The report as pretty-printed JSON.
     pub fn to_json(&self) -> String {
         serde_json::to_string_pretty(self).unwrap_or_else(|e| format!("{{\"error\":\"{e}\"}}"))
@@ -392,6 +521,102 @@ mod tests {
         assert_eq!(l.max_ms, 100.0);
         assert_eq!(l.avg_ms, 50.5);
         assert!(Latency::from_micros(&mut []).is_none());
+    }
+
+    #[test]
+    fn dates() {
+        assert_eq!(utc(0), "1970-01-01 00:00 UTC");
+        assert_eq!(utc(951_782_400 + 3_660), "2000-02-29 01:01 UTC");
+        assert_eq!(utc(1_795_392_000), "2026-11-23 00:00 UTC");
+    }
+
+    fn result(experiment: Experiment, rows: Vec<Row>) -> ExperimentResult {
+        ExperimentResult {
+            experiment,
+            title: experiment.title(),
+            skipped: None,
+            rows,
+            seconds: 1.0,
+        }
+    }
+
+    /// A row of `mode` that served `ok` requests and failed `failed` in one
+    /// second.
+    fn served(mode: Mode, short: &str, ok: usize, failed: u64) -> Row {
+        Row::new("E", mode, short).short(short).measured(
+            vec![1; ok],
+            failed,
+            Duration::from_secs(1),
+        )
+    }
+
+    #[test]
+    fn summary_lines_give_the_verdict_and_the_ratio() {
+        use Mode::{Platform, Virtual};
+        let e2 = result(
+            Experiment::E2,
+            vec![
+                served(Platform, "platform 1", 1, 0),
+                served(Virtual, "virtual 1 carrier", 100, 0),
+            ],
+        );
+        assert_eq!(
+            summary_line(&e2),
+            "E2  faster: virtual 1 carrier 100× platform 1 (100 vs 1.00 req/s)"
+        );
+        let e7 = result(
+            Experiment::E7,
+            vec![
+                served(Platform, "platform", 494, 0),
+                served(Virtual, "std Mutex", 173, 0),
+                served(Virtual, "weft Mutex", 493, 0),
+                Row::new("E7", Virtual, "x").failed("boom"),
+            ],
+        );
+        assert_eq!(
+            summary_line(&e7),
+            "E7  SLOWER: std Mutex 0.35× platform (173 vs 494 req/s); \
+             on par: weft Mutex 1.00× platform (493 vs 494 req/s) (1 row(s) FAILED)"
+        );
+        // A row that served nothing is the strongest finding, not a gap.
+        let deadlocked = result(
+            Experiment::E7,
+            vec![
+                served(Platform, "platform", 495, 0),
+                served(Virtual, "std Mutex", 0, 200),
+            ],
+        );
+        assert_eq!(
+            summary_line(&deadlocked),
+            "E7  SLOWER: std Mutex 0.00× platform (0.00 vs 495 req/s, 200 failed)"
+        );
+        let mut skipped = result(Experiment::E5, Vec::new());
+        skipped.skipped = Some("no PostgreSQL".into());
+        assert_eq!(summary_line(&skipped), "E5  skipped: no PostgreSQL");
+        let empty = result(Experiment::E6, Vec::new());
+        assert_eq!(
+            summary_line(&empty),
+            "E6  no platform/virtual pair measured"
+        );
+    }
+
+    #[test]
+    fn markdown_page_opens_with_the_summary() {
+        let e4 = result(
+            Experiment::E4,
+            vec![
+                served(Mode::Platform, "platform 100", 100, 0).note("scaled down"),
+                served(Mode::Virtual, "virtual", 800, 0),
+            ],
+        );
+        let report = Report::new(&Options::default(), vec![e4], Duration::from_secs(1));
+        let md = markdown(&report);
+        let summary = md
+            .find("## Summary\n\n- E4  faster: virtual 8.00× platform 100")
+            .unwrap();
+        let table = md.find("| mode | users | req/s |").unwrap();
+        assert!(summary < table, "{md}");
+        assert!(md.contains("- platform 100: scaled down"), "{md}");
     }
 
     #[test]

@@ -36,6 +36,10 @@ use std::io::{BufRead, BufReader, Read, Write};
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
+use weft_bench_support::child::Launcher;
+use weft_bench_support::stats::{median, summary};
+use weft_bench_support::table::Table;
+
 const HELLO: &str = "Hello, World!";
 
 // ---------------------------------------------------------------------------
@@ -152,9 +156,9 @@ struct ServerProc {
 
 impl ServerProc {
     fn start(kind: &str) -> ServerProc {
-        let exe = std::env::current_exe().unwrap();
-        let mut child = Command::new(exe)
-            .args(["--serve", kind])
+        let mut child = Launcher::this_exe(["--serve"])
+            .expect("this executable")
+            .command([kind])
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit())
@@ -279,24 +283,15 @@ fn num(v: &serde_json::Value, path: &[&str]) -> f64 {
 struct Cell(Vec<f64>);
 
 impl Cell {
-    fn median(&self) -> f64 {
-        let mut v: Vec<f64> = self.0.iter().copied().filter(|x| x.is_finite()).collect();
-        if v.is_empty() {
-            return f64::NAN;
-        }
-        v.sort_by(f64::total_cmp);
-        v[v.len() / 2]
+    /// The median of the runs (NaN when none measured anything).
+    fn mid(&self) -> f64 {
+        median(&self.0).unwrap_or(f64::NAN)
     }
     fn show(&self) -> String {
-        if self.0.is_empty() {
-            return "—".into();
-        }
-        let min = self.0.iter().copied().fold(f64::INFINITY, f64::min);
-        let max = self.0.iter().copied().fold(f64::NEG_INFINITY, f64::max);
-        if self.0.len() == 1 {
-            format!("{:.0}", self.median())
-        } else {
-            format!("{:.0} ({:.0}..{:.0})", self.median(), min, max)
+        match summary(&self.0) {
+            None => "—".into(),
+            Some(s) if s.n == 1 => format!("{:.0}", s.median),
+            Some(s) => format!("{:.0} ({:.0}..{:.0})", s.median, s.min, s.max),
         }
     }
 }
@@ -449,24 +444,31 @@ fn hello(args: &Args) {
         }
         rows.push((kind, w, wp99, l, lp99));
     }
-    let tokio_wrk = rows.last().map_or(f64::NAN, |r| r.1.median());
-    let tokio_load = rows.last().map_or(f64::NAN, |r| r.3.median());
-    println!(
-        "| server | wrk req/s | wrk p99 ms | weft-load req/s | weft-load p99 ms | weft-load / wrk | vs Tokio (wrk) | vs Tokio (weft-load) |"
-    );
-    println!("|---|---|---|---|---|---|---|---|");
+    let tokio_wrk = rows.last().map_or(f64::NAN, |r| r.1.mid());
+    let tokio_load = rows.last().map_or(f64::NAN, |r| r.3.mid());
+    let mut table = Table::new([
+        "server",
+        "wrk req/s",
+        "wrk p99 ms",
+        "weft-load req/s",
+        "weft-load p99 ms",
+        "weft-load / wrk",
+        "vs Tokio (wrk)",
+        "vs Tokio (weft-load)",
+    ]);
     for (kind, w, wp99, l, lp99) in &rows {
-        println!(
-            "| {kind} | {} | {:.2} | {} | {:.2} | {:.1}% | {:.1}% | {:.1}% |",
+        table.row([
+            kind.to_string(),
             w.show(),
-            wp99.median(),
+            format!("{:.2}", wp99.mid()),
             l.show(),
-            lp99.median(),
-            100.0 * l.median() / w.median(),
-            100.0 * w.median() / tokio_wrk,
-            100.0 * l.median() / tokio_load,
-        );
+            format!("{:.2}", lp99.mid()),
+            format!("{:.1}%", 100.0 * l.mid() / w.mid()),
+            format!("{:.1}%", 100.0 * w.mid() / tokio_wrk),
+            format!("{:.1}%", 100.0 * l.mid() / tokio_load),
+        ]);
     }
+    print!("{}", table.markdown());
 }
 
 fn sleep10k(args: &Args) {
@@ -476,8 +478,16 @@ fn sleep10k(args: &Args) {
         "\n## 1 s sleeping handler, {conns} connections, one-carrier weft server: weft-load -c {conns} -d {secs}s --warmup 5s --ramp-up 1s ({} runs)\n",
         args.runs.min(2)
     );
-    println!("| run | req/s | ideal (Little) | % of ideal | p50 ms | p99 ms | max ms | failures |");
-    println!("|---|---|---|---|---|---|---|---|");
+    let mut table = Table::new([
+        "run",
+        "req/s",
+        "ideal (Little)",
+        "% of ideal",
+        "p50 ms",
+        "p99 ms",
+        "max ms",
+        "failures",
+    ]);
     for run in 0..args.runs.min(2) {
         let s = ServerProc::start("weft-sleep-1carrier");
         let r = weft_load_unpinned(&[
@@ -496,17 +506,18 @@ fn sleep10k(args: &Args) {
         ]);
         let rps = num(&r, &["throughput"]);
         let ideal = conns as f64 / 1.0;
-        println!(
-            "| {} | {:.0} | {:.0} | {:.2}% | {:.1} | {:.1} | {:.1} | {} |",
-            run + 1,
-            rps,
-            ideal,
-            100.0 * rps / ideal,
-            num(&r, &["latency", "p50_ms"]),
-            num(&r, &["latency", "p99_ms"]),
-            num(&r, &["latency", "max_ms"]),
-            num(&r, &["failures"]),
-        );
+        table.row([
+            (run + 1).to_string(),
+            format!("{rps:.0}"),
+            format!("{ideal:.0}"),
+            format!("{:.2}%", 100.0 * rps / ideal),
+            format!("{:.1}", num(&r, &["latency", "p50_ms"])),
+            format!("{:.1}", num(&r, &["latency", "p99_ms"])),
+            format!("{:.1}", num(&r, &["latency", "max_ms"])),
+            num(&r, &["failures"]).to_string(),
+        ]);
+        eprintln!("  sleep10k run {}: {rps:.0} req/s", run + 1);
         drop(s);
     }
+    print!("{}", table.markdown());
 }

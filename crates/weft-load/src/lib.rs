@@ -314,6 +314,38 @@ const HIST_SHARDS: usize = 16;
 
 /// Runs a load test and returns its report. Blocks the calling thread
 /// (virtual or OS) until the run ends.
+///
+/// # Errors
+///
+/// An [`Error`] for a configuration that cannot run (no users, a URL it
+/// cannot send to, no way to stop); failed requests are not errors but
+/// counted in the [`Report`].
+///
+/// # Examples
+///
+/// An open-model run (wrk2-style: requests scheduled at a fixed rate,
+/// latency charged from the intended start):
+///
+/// ```
+/// use std::time::Duration;
+/// use weft_http::{Request, Response};
+///
+/// let server = weft_http::serve("127.0.0.1:0", |_req: &mut Request<'_>| Response::text("ok"))?;
+/// let report = weft_load::run(&weft_load::Config {
+///     url: format!("http://{}/", server.local_addr()),
+///     concurrency: 8,
+///     rate: Some(200.0),
+///     duration: Some(Duration::from_millis(500)),
+///     ..weft_load::Config::default()
+/// })?;
+/// assert_eq!(report.failures, 0);
+/// assert!(report.requests > 0);
+/// println!("{} req/s, p99 {} ms", report.throughput, report.latency.p99_ms);
+///
+/// let no_users = weft_load::Config { concurrency: 0, ..weft_load::Config::default() };
+/// assert!(weft_load::run(&no_users).is_err());
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 pub fn run(config: &Config) -> Result<Report, Error> {
     if config.concurrency == 0 {
         return Err(Error::Config("concurrency must be at least 1".into()));
@@ -736,6 +768,22 @@ fn fmt_ms(v: f64) -> String {
 
 /// Parses a duration like `10s`, `500ms`, `2m`, `1h`, `250us` or a plain
 /// number of seconds.
+///
+/// # Errors
+///
+/// A message naming the input when it is not such a duration.
+///
+/// # Examples
+///
+/// ```
+/// use std::time::Duration;
+/// use weft_load::parse_duration;
+///
+/// assert_eq!(parse_duration("500ms"), Ok(Duration::from_millis(500)));
+/// assert_eq!(parse_duration("2m"), Ok(Duration::from_secs(120)));
+/// assert_eq!(parse_duration("1.5"), Ok(Duration::from_millis(1500)));
+/// assert!(parse_duration("soon").is_err());
+/// ```
 pub fn parse_duration(s: &str) -> Result<Duration, String> {
     let t = s.trim();
     let split = t

@@ -38,6 +38,8 @@ use bytes::BytesMut;
 use fallible_iterator::FallibleIterator;
 use postgres_protocol::message::{backend, frontend};
 use tokio_postgres::NoTls;
+use weft_bench_support::stats::{self, summary};
+use weft_bench_support::table::Table;
 use weft_pg::{Config, Pool};
 
 struct Args {
@@ -633,11 +635,6 @@ fn lat1_tokio(t: &Target, window: Duration) -> Sample {
 
 // ---------------------------------------------------------------------------
 
-fn median(v: &mut [f64]) -> f64 {
-    v.sort_by(|a, b| a.partial_cmp(b).unwrap());
-    v[v.len() / 2]
-}
-
 fn main() {
     let args = parse_args();
     let Some(url) = server_url() else {
@@ -712,21 +709,25 @@ fn main() {
             results[i].push(s);
         }
     }
-    println!(
-        "\n| row | queries/s (median) | min..max | client CPU µs/query | stall / pinned events | notes |"
-    );
-    println!("|---|---|---|---|---|---|");
+    let mut table = Table::new([
+        "row",
+        "queries/s (median)",
+        "min..max",
+        "client CPU µs/query",
+        "stall / pinned events",
+        "notes",
+    ]);
     let med_of = |id: &str| {
         rows.iter()
             .position(|(r, _)| *r == id)
-            .map(|i| median(&mut results[i].iter().map(|s| s.qps).collect::<Vec<_>>()))
+            .and_then(|i| stats::median(&results[i].iter().map(|s| s.qps).collect::<Vec<_>>()))
     };
     let tokio = med_of("select1/tokio");
     let thread = med_of("driver/thread");
     for (i, (id, _)) in rows.iter().enumerate() {
-        let mut q: Vec<f64> = results[i].iter().map(|s| s.qps).collect();
-        let med = median(&mut q);
-        let (lo, hi) = (q[0], q[q.len() - 1]);
+        let q: Vec<f64> = results[i].iter().map(|s| s.qps).collect();
+        let (med, lo, hi) =
+            summary(&q).map_or((f64::NAN, f64::NAN, f64::NAN), |s| (s.median, s.min, s.max));
         let stalls: u64 = results[i].iter().map(|s| s.stalls).sum();
         let pinned: u64 = results[i].iter().map(|s| s.pinned).sum();
         let note = if id.starts_with("sleep/") {
@@ -756,13 +757,22 @@ fn main() {
         } else {
             format!("{stalls} / {pinned}")
         };
-        let mut cpu: Vec<f64> = results[i].iter().map(|s| s.cpu_us).collect();
-        let cpu = median(&mut cpu);
+        let cpu: Vec<f64> = results[i].iter().map(|s| s.cpu_us).collect();
+        let cpu = stats::median(&cpu).unwrap_or(0.0);
         let cpu = if cpu > 0.0 {
             format!("{cpu:.1}")
         } else {
             "-".into()
         };
-        println!("| `{id}` | {med:.1} | {lo:.1}..{hi:.1} | {cpu} | {events} | {note} |");
+        table.row([
+            format!("`{id}`"),
+            format!("{med:.1}"),
+            format!("{lo:.1}..{hi:.1}"),
+            cpu,
+            events,
+            note,
+        ]);
     }
+    println!();
+    print!("{}", table.markdown());
 }

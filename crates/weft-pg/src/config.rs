@@ -68,6 +68,17 @@ impl Config {
     /// # Errors
     ///
     /// [`Error::Config`] if it does not parse.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let config = weft_pg::Config::from_url("postgres://app:secret@db.internal:5433/orders")?;
+    /// assert_eq!(config.get_max_size(), 10); // HikariCP's default pool size
+    ///
+    /// let err = weft_pg::Config::from_url("postgres://app@db:notaport/orders").unwrap_err();
+    /// assert!(matches!(err, weft_pg::Error::Config(_)), "{err}");
+    /// # Ok::<(), weft_pg::Error>(())
+    /// ```
     pub fn from_url(url: &str) -> Result<Config> {
         let pg: PgConfig = url.parse().map_err(|e| Error::Config(format!("{e}")))?;
         Ok(Config::new(pg))

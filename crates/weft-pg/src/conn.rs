@@ -456,6 +456,28 @@ impl Connection {
     /// # Errors
     ///
     /// As [`batch_execute`](Connection::batch_execute).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// // Needs a server: runs against WEFT_PG_URL (CI sets it) and returns
+    /// // early without one.
+    /// let Ok(url) = std::env::var("WEFT_PG_URL") else { return Ok(()) };
+    /// let pool = weft_pg::Pool::new(weft_pg::Config::from_url(&url)?)?;
+    /// let mut conn = pool.get()?;
+    /// conn.batch_execute("CREATE TEMP TABLE doc_tx (n int4)")?;
+    /// {
+    ///     let mut tx = conn.transaction()?;
+    ///     tx.execute("INSERT INTO doc_tx VALUES (1)", &[])?;
+    ///     // dropped without commit: rolled back
+    /// }
+    /// let mut tx = conn.transaction()?;
+    /// tx.execute("INSERT INTO doc_tx VALUES (2)", &[])?;
+    /// tx.commit()?;
+    /// let n: i64 = conn.query_one("SELECT count(*) FROM doc_tx", &[])?.get(0);
+    /// assert_eq!(n, 1);
+    /// # Ok::<(), weft_pg::Error>(())
+    /// ```
     pub fn transaction(&mut self) -> Result<Transaction<'_>> {
         self.batch_execute("BEGIN")?;
         Ok(Transaction::new(self, 0))
@@ -552,11 +574,11 @@ impl Connection {
             ..
         } = self;
         drop(client);
-        if let Some(mut conn) = conn {
-            if !broken {
-                let deadline = Instant::now().checked_add(CLOSE_GRACE);
-                let _ = run(pin!(&mut conn), &mut |_| {}, deadline, false);
-            }
+        if let Some(mut conn) = conn
+            && !broken
+        {
+            let deadline = Instant::now().checked_add(CLOSE_GRACE);
+            let _ = run(pin!(&mut conn), &mut |_| {}, deadline, false);
         }
     }
 }

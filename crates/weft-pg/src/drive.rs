@@ -96,10 +96,10 @@ pub(crate) fn run<F: Future>(
     let woken = || fut_w.woken.load(Ordering::SeqCst) || side_w.woken.load(Ordering::SeqCst);
     let mut held_interrupt = false;
     let out = loop {
-        if fut_w.woken.swap(false, Ordering::SeqCst) {
-            if let Poll::Ready(v) = fut.as_mut().poll(&mut fut_cx) {
-                break Ok(v);
-            }
+        if fut_w.woken.swap(false, Ordering::SeqCst)
+            && let Poll::Ready(v) = fut.as_mut().poll(&mut fut_cx)
+        {
+            break Ok(v);
         }
         // Polled after the call: a request it just queued goes out now.
         if side_w.woken.swap(false, Ordering::SeqCst) {
@@ -118,10 +118,10 @@ pub(crate) fn run<F: Future>(
             held_interrupt = true;
         }
         let now = deadline.map(|_| Instant::now());
-        if let (Some(d), Some(now)) = (deadline, now) {
-            if now >= d {
-                break Err(Stop::TimedOut);
-            }
+        if let (Some(d), Some(now)) = (deadline, now)
+            && now >= d
+        {
+            break Err(Stop::TimedOut);
         }
         sleeper.sleeping.store(true, Ordering::SeqCst);
         if !woken() {

@@ -46,8 +46,13 @@ use crate::metrics::{Metrics, Timer};
 /// Usable from virtual threads and OS threads alike: a thread waiting for
 /// a connection parks (virtual) or blocks (OS), in FIFO order.
 ///
-/// ```no_run
-/// let pool = weft_pg::Pool::new(weft_pg::Config::from_url("postgres://app:pw@127.0.0.1/app")?)?;
+/// # Examples
+///
+/// ```
+/// // Needs a server: runs against WEFT_PG_URL (CI sets it) and returns
+/// // early without one.
+/// let Ok(url) = std::env::var("WEFT_PG_URL") else { return Ok(()) };
+/// let pool = weft_pg::Pool::new(weft_pg::Config::from_url(&url)?)?;
 /// let mut conn = pool.get()?;
 /// let row = conn.query_one("SELECT $1::int4 * 2", &[&21i32])?;
 /// assert_eq!(row.get::<_, i32>(0), 42);
@@ -159,6 +164,20 @@ impl Pool {
     ///
     /// [`Error::Config`] for invalid settings; the connection error if the
     /// first connection fails.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    ///
+    /// // Nothing listens on port 1: with `fail_fast` (the default) the
+    /// // pool says so at once instead of failing on the first `get`.
+    /// let config = weft_pg::Config::from_url("postgres://app@127.0.0.1:1/app")?
+    ///     .connection_timeout(Duration::from_millis(500));
+    /// let err = weft_pg::Pool::new(config).err().unwrap();
+    /// assert!(err.is_connection_error() || matches!(err, weft_pg::Error::Timeout(_)), "{err}");
+    /// # Ok::<(), weft_pg::Error>(())
+    /// ```
     pub fn new(config: Config) -> Result<Pool> {
         config.check()?;
         let inner = Arc::new(Inner {
@@ -206,6 +225,29 @@ impl Pool {
     /// available in time; [`Error::Interrupted`] if the thread was
     /// interrupted while waiting; [`Error::PoolClosed`]; a connection error
     /// that retrying cannot fix (e.g. wrong password).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    ///
+    /// // Needs a server: runs against WEFT_PG_URL (CI sets it) and returns
+    /// // early without one.
+    /// let Ok(url) = std::env::var("WEFT_PG_URL") else { return Ok(()) };
+    /// let pool = weft_pg::Pool::new(
+    ///     weft_pg::Config::from_url(&url)?
+    ///         .max_size(1)
+    ///         .connection_timeout(Duration::from_millis(200)),
+    /// )?;
+    /// let held = pool.get()?;
+    /// // The only connection is taken: the next `get` waits, then times out
+    /// // with the pool's counts in the error.
+    /// let err = pool.get().err().unwrap();
+    /// assert!(matches!(err, weft_pg::Error::Timeout(_)), "{err}");
+    /// drop(held); // back to the pool
+    /// assert_eq!(pool.get()?.query_one("SELECT 1", &[])?.get::<_, i32>(0), 1);
+    /// # Ok::<(), weft_pg::Error>(())
+    /// ```
     #[track_caller]
     pub fn get(&self) -> Result<PooledConnection> {
         let inner = &self.handle.inner;
@@ -527,11 +569,11 @@ impl Inner {
         };
         let res =
             Connection::connect_until(&self.cfg.pg, Some(connect_deadline)).and_then(|mut conn| {
-                if let Some(sql) = &self.cfg.connection_init_sql {
-                    if let Err(e) = conn.batch_execute(sql) {
-                        conn.close();
-                        return Err(e);
-                    }
+                if let Some(sql) = &self.cfg.connection_init_sql
+                    && let Err(e) = conn.batch_execute(sql)
+                {
+                    conn.close();
+                    return Err(e);
                 }
                 Ok(conn)
             });

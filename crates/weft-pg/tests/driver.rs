@@ -1,7 +1,7 @@
 //! The blocking driver against a real server: authentication, transports,
 //! both query protocols, types, transactions, errors, interrupts.
 
-mod support;
+mod common;
 
 use std::time::{Duration, Instant};
 
@@ -387,7 +387,7 @@ fn interrupt_cancels_a_running_query_and_the_connection_survives() {
         .unwrap();
     // Interrupt once the query is really waiting on the server.
     let t = h.thread().clone();
-    support::wait_until(Duration::from_secs(10), "the query to start", || {
+    common::wait_until(Duration::from_secs(10), "the query to start", || {
         let mut c = pg.connect();
         let n: i64 = c
                 .query_one(

@@ -3,7 +3,7 @@
 //! the connection. (Own test binary: it installs a global `tracing`
 //! subscriber to see the warning.)
 
-mod support;
+mod common;
 
 use std::fmt;
 use std::sync::{Arc, Mutex, OnceLock};
@@ -96,7 +96,7 @@ fn a_connection_held_too_long_logs_one_warning_naming_the_thread() {
             line
         })
         .unwrap();
-    support::wait_until(Duration::from_secs(10), "the leak warning", || {
+    common::wait_until(Duration::from_secs(10), "the leak warning", || {
         !logged(Level::WARN).is_empty()
     });
     // Held for three more thresholds: still exactly one warning.
@@ -114,7 +114,7 @@ fn a_connection_held_too_long_logs_one_warning_naming_the_thread() {
         "no get() location in: {w}"
     );
     assert!(w.contains("weft-pg-leak"), "no pool name in: {w}");
-    support::wait_until(Duration::from_secs(10), "the 'returned' notice", || {
+    common::wait_until(Duration::from_secs(10), "the 'returned' notice", || {
         logged(Level::INFO).iter().any(|m| {
             m.contains("previously reported leaked connection") && m.contains("leaky-worker")
         })

@@ -2,7 +2,7 @@
 //! timeouts, interrupts, broken and expired connections, OS threads, and
 //! no carrier-blocking events under load.
 
-mod support;
+mod common;
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 use weft::sync::{CountDownLatch, Mutex};
 use weft_pg::{Error, Pool, SqlState};
 
-use support::wait_until;
+use common::wait_until;
 
 const LIMIT: Duration = Duration::from_secs(10);
 
@@ -18,7 +18,7 @@ fn backend_pid(c: &mut weft_pg::Connection) -> i32 {
     c.query_one("SELECT pg_backend_pid()", &[]).unwrap().get(0)
 }
 
-fn terminate(pg: &support::Server, pid: i32) {
+fn terminate(pg: &common::Server, pid: i32) {
     let mut admin = pg.connect();
     let ok: bool = admin
         .query_one("SELECT pg_terminate_backend($1)", &[&pid])
@@ -161,7 +161,7 @@ fn a_broken_connection_is_discarded_not_returned() {
     let err = weft::spawn(move || {
         let mut c = p.get().unwrap();
         let pid = backend_pid(&mut c);
-        terminate(support::server().unwrap(), pid);
+        terminate(common::server().unwrap(), pid);
         let err = c.query_one("SELECT 1", &[]).unwrap_err();
         assert!(c.is_broken());
         err
@@ -195,7 +195,7 @@ fn an_idle_connection_is_validated_and_replaced() {
     weft::spawn(move || {
         let pid = backend_pid(&mut p.get().unwrap());
         assert_eq!(p.metrics().idle, 1);
-        terminate(support::server().unwrap(), pid);
+        terminate(common::server().unwrap(), pid);
         // Validation finds the dead connection and opens another: the
         // caller never sees an error.
         let mut c = p.get().unwrap();

@@ -2,7 +2,7 @@
 //! the pool recovers, no connection leaks (client or server side), no
 //! panic. (Own test binary: the restart would disturb other tests.)
 
-mod support;
+mod common;
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -58,12 +58,12 @@ fn restart_under_load_errors_in_flight_calls_and_the_pool_recovers() {
             })
         })
         .collect();
-    support::wait_until(Duration::from_secs(10), "load to run", || {
+    common::wait_until(Duration::from_secs(10), "load to run", || {
         ok.load(Ordering::Relaxed) > 100
     });
     assert!(pg.restart());
     let at_restart = ok.load(Ordering::Relaxed);
-    support::wait_until(Duration::from_secs(30), "the pool to recover", || {
+    common::wait_until(Duration::from_secs(30), "the pool to recover", || {
         ok.load(Ordering::Relaxed) > at_restart + 200
     });
     stop.store(true, Ordering::Relaxed);
@@ -87,16 +87,16 @@ fn restart_under_load_errors_in_flight_calls_and_the_pool_recovers() {
     let m = pool.metrics();
     assert_eq!((m.active, m.pending, m.creating), (0, 0, 0), "{m:?}");
     assert!(m.total <= 8);
-    support::wait_until(
+    common::wait_until(
         Duration::from_secs(10),
         "server sessions == pool total",
         || pg.sessions(app) == pool.metrics().total as i64,
     );
     drop(pool);
-    support::wait_until(Duration::from_secs(10), "all sessions closed", || {
+    common::wait_until(Duration::from_secs(10), "all sessions closed", || {
         pg.sessions(app) == 0
     });
-    support::wait_until(Duration::from_secs(10), "client sockets released", || {
+    common::wait_until(Duration::from_secs(10), "client sockets released", || {
         weft::net::registered_sockets() <= sockets_before
     });
 }

@@ -19,19 +19,24 @@
 //! | `mutex` | T threads each add to one counter under a mutex; time / total increments |
 //! | `sleepers` | N virtual threads × `sleep(1 s)`, spawned and joined in a child process; wall time, peak RSS, the most threads asleep at once (below N when spawning N takes longer than a sleep) and RSS per such thread |
 //!
-//! The sleeper runs re-execute this binary (`--child sleepers N`) so that each
-//! has a fresh process: its peak RSS is read from `wait4`'s `ru_maxrss`, and
-//! the child also reports its own `VmHWM`.
+//! The sleeper runs re-execute this binary (`--child sleepers N`, with
+//! `weft_bench_support::child`) so that each has a fresh process: its peak
+//! RSS is read from `wait4`'s `ru_maxrss`, and the child also reports its
+//! own `VmHWM` (the figure to trust: `ru_maxrss` can carry the parent's
+//! high-water mark across exec).
 //!
 //! Run without `--bench` (as `cargo test --benches` does) the binary only
 //! smoke-tests each benchmark with tiny sizes.
 
 use std::hint::black_box;
-use std::io::Read;
-use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
+
+use weft_bench_support::child::{Launcher, Worker, vm_hwm_kib};
+use weft_bench_support::format::sig3;
+use weft_bench_support::stats::{median, summary};
+use weft_bench_support::table::Table;
 
 // ---------------------------------------------------------------------------
 // Command line
@@ -129,38 +134,12 @@ struct Row {
 }
 
 impl Row {
-    fn median(&self) -> Option<f64> {
-        if self.samples.is_empty() {
-            return None;
-        }
-        let mut sorted = self.samples.clone();
-        sorted.sort_by(f64::total_cmp);
-        let mid = sorted.len() / 2;
-        Some(if sorted.len() % 2 == 1 {
-            sorted[mid]
-        } else {
-            (sorted[mid - 1] + sorted[mid]) / 2.0
-        })
-    }
-
     fn cells(&self) -> [String; 6] {
-        let fmt = |v: f64| {
-            if v >= 100.0 {
-                format!("{v:.0}")
-            } else if v >= 10.0 {
-                format!("{v:.1}")
-            } else {
-                format!("{v:.2}")
-            }
-        };
-        let median = self.median();
-        let min = self.samples.iter().copied().reduce(f64::min);
-        let max = self.samples.iter().copied().reduce(f64::max);
-        let spread = match (min, max) {
-            (Some(min), Some(max)) => {
-                format!("{}..{} (n={})", fmt(min), fmt(max), self.samples.len())
-            }
-            _ => "-".to_string(),
+        let fmt = sig3;
+        let median = median(&self.samples);
+        let spread = match summary(&self.samples) {
+            Some(s) => format!("{}..{} (n={})", fmt(s.min), fmt(s.max), self.samples.len()),
+            None => "-".to_string(),
         };
         let target = self
             .target
@@ -183,47 +162,25 @@ impl Row {
 }
 
 fn print_table(rows: &[Row]) {
-    let header = [
+    let mut table = Table::new([
         "benchmark",
         "median",
         "min..max",
         "unit",
         "target",
         "verdict",
-    ];
-    let right = [false, true, false, false, false, false];
-    let cells: Vec<[String; 6]> = rows.iter().map(Row::cells).collect();
-    let mut widths = header.map(str::len);
-    for line in &cells {
-        for (w, c) in widths.iter_mut().zip(line) {
-            *w = (*w).max(c.chars().count());
-        }
-    }
-    let render = |line: &[String]| {
-        let parts: Vec<String> = line
-            .iter()
-            .zip(widths.iter().zip(right))
-            .map(|(c, (&w, right))| {
-                if right {
-                    format!("{c:>w$}")
-                } else {
-                    format!("{c:<w$}")
-                }
-            })
-            .collect();
-        parts.join("  ").trim_end().to_string()
-    };
-    println!("{}", render(&header.map(String::from)));
-    println!("{}", widths.map(|w| "-".repeat(w)).join("  "));
+    ])
+    .right([1]);
     let mut group = "";
-    for (row, line) in rows.iter().zip(&cells) {
+    for row in rows {
         let this_group = row.id.split('/').next().unwrap_or("");
         if !group.is_empty() && this_group != group {
-            println!();
+            table.gap();
         }
         group = this_group;
-        println!("{}", render(line));
+        table.row(row.cells());
     }
+    print!("{}", table.text());
 }
 
 // ---------------------------------------------------------------------------
@@ -946,14 +903,7 @@ fn child_sleepers(n: u64) -> ! {
         }
     }
     let wall = start.elapsed();
-    let vmhwm_kb = std::fs::read_to_string("/proc/self/status")
-        .ok()
-        .and_then(|status| {
-            status
-                .lines()
-                .find_map(|l| l.strip_prefix("VmHWM:"))
-                .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
-        });
+    let vmhwm_kb = vm_hwm_kib("self");
     match error {
         None => {
             println!(
@@ -974,36 +924,16 @@ fn child_sleepers(n: u64) -> ! {
 /// In the parent: re-executes this binary as `--child sleepers n`, waits for
 /// it with `wait4` and returns its report.
 fn run_child_sleepers(n: u64) -> Result<ChildReport, String> {
-    let exe = std::env::current_exe().map_err(|e| format!("current_exe: {e}"))?;
-    let mut child = Command::new(exe)
-        .args(["--child", "sleepers", &n.to_string()])
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::inherit())
-        .spawn()
-        .map_err(|e| format!("cannot start child: {e}"))?;
-    let mut out = String::new();
-    if let Some(mut stdout) = child.stdout.take() {
-        stdout
-            .read_to_string(&mut out)
-            .map_err(|e| format!("reading child output: {e}"))?;
-    }
-    let pid = child.id() as libc::pid_t;
-    let mut status: libc::c_int = 0;
-    // SAFETY: an all-zero `rusage` is a valid value of this plain C struct.
-    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
-    // SAFETY: `pid` is our own unreaped child; `status` and `usage` are valid
-    // for writes. `std::process::Child` is not used to wait afterwards.
-    let rc = unsafe { libc::wait4(pid, &mut status, 0, &mut usage) };
-    if rc != pid {
-        return Err(format!("wait4: {}", std::io::Error::last_os_error()));
-    }
+    let launcher = Launcher::this_exe(["--child", "sleepers"])?;
+    // Far above a sleeper run's few seconds: only a hung child hits it.
+    let worker = Worker::start(&launcher, [n.to_string()], Duration::from_secs(600))?;
+    let (exit, out) = worker.finish_with_output()?;
     let line = out
         .lines()
         .find_map(|l| l.strip_prefix(CHILD_TAG))
-        .ok_or_else(|| format!("child printed no result (wait status {status:#x})"))?;
+        .ok_or_else(|| format!("child printed no result ({})", exit.describe()))?;
     let mut report = ChildReport {
-        maxrss: usage.ru_maxrss as u64 * 1024,
+        maxrss: exit.max_rss_kib * 1024,
         ..ChildReport::default()
     };
     if let Some(e) = line.trim().strip_prefix("error=") {
@@ -1020,8 +950,8 @@ fn run_child_sleepers(n: u64) -> Result<ChildReport, String> {
             _ => {}
         }
     }
-    if !libc::WIFEXITED(status) || libc::WEXITSTATUS(status) != 0 {
-        return Err(format!("child failed (wait status {status:#x})"));
+    if !exit.ok_or_terminated() {
+        return Err(format!("child failed ({})", exit.describe()));
     }
     Ok(report)
 }

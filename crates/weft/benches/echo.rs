@@ -36,6 +36,10 @@ use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use weft_bench_support::format::rate;
+use weft_bench_support::stats::{self, summary};
+use weft_bench_support::table::Table;
+
 const MSG: usize = 64;
 const CONNECTORS: usize = 50;
 
@@ -511,17 +515,6 @@ fn std_echo(conns: usize, window: Duration) -> EchoResult {
 // Table
 // ---------------------------------------------------------------------------
 
-fn median(v: &[f64]) -> f64 {
-    let mut s = v.to_vec();
-    s.sort_by(f64::total_cmp);
-    let m = s.len() / 2;
-    if s.len() % 2 == 1 {
-        s[m]
-    } else {
-        (s[m - 1] + s[m]) / 2.0
-    }
-}
-
 struct Row {
     id: String,
     imp: &'static str,
@@ -531,52 +524,37 @@ struct Row {
 
 impl Row {
     fn rate_median(&self) -> f64 {
-        median(&self.rate)
+        stats::median(&self.rate).unwrap_or(f64::NAN)
     }
     fn p99_median(&self) -> Option<f64> {
-        (!self.p99_us.is_empty()).then(|| median(&self.p99_us))
-    }
-}
-
-fn fmt_rate(x: f64) -> String {
-    if x >= 1e6 {
-        format!("{:.2}M", x / 1e6)
-    } else if x >= 1e3 {
-        format!("{:.1}k", x / 1e3)
-    } else {
-        format!("{x:.0}")
+        stats::median(&self.p99_us)
     }
 }
 
 fn print_table(rows: &[Row]) {
-    println!();
-    println!(
-        "| row | impl | rate (median) | min..max | p99 µs (median) | p99 min..max | rate vs Tokio | p99 vs Tokio |"
-    );
-    println!("|---|---|---|---|---|---|---|---|");
+    let mut table = Table::new([
+        "row",
+        "impl",
+        "rate (median)",
+        "min..max",
+        "p99 µs (median)",
+        "p99 min..max",
+        "rate vs Tokio",
+        "p99 vs Tokio",
+    ]);
     for r in rows {
         let tokio = rows.iter().find(|t| t.id == r.id && t.imp == "tokio");
-        let (lo, hi) = (
-            r.rate.iter().copied().fold(f64::INFINITY, f64::min),
-            r.rate.iter().copied().fold(0.0, f64::max),
-        );
         let unit = if r.id.starts_with("accept") {
             "conn/s"
         } else {
             "msg/s"
         };
+        let range = |v: &[f64], f: &dyn Fn(f64) -> String| {
+            summary(v).map_or("-".to_string(), |s| format!("{}..{}", f(s.min), f(s.max)))
+        };
         let p99 = r
             .p99_median()
             .map_or("-".to_string(), |p| format!("{p:.0}"));
-        let p99_range = if r.p99_us.is_empty() {
-            "-".to_string()
-        } else {
-            format!(
-                "{:.0}..{:.0}",
-                r.p99_us.iter().copied().fold(f64::INFINITY, f64::min),
-                r.p99_us.iter().copied().fold(0.0, f64::max)
-            )
-        };
         let (vs_rate, vs_p99) = match tokio {
             Some(t) if t.imp != r.imp => (
                 format!("{:.2}x", r.rate_median() / t.rate_median()),
@@ -590,15 +568,19 @@ fn print_table(rows: &[Row]) {
                 if r.p99_us.is_empty() { "-" } else { "1.00x" }.into(),
             ),
         };
-        println!(
-            "| {} | {} | {} {unit} | {}..{} | {p99} | {p99_range} | {vs_rate} | {vs_p99} |",
-            r.id,
-            r.imp,
-            fmt_rate(r.rate_median()),
-            fmt_rate(lo),
-            fmt_rate(hi),
-        );
+        table.row([
+            r.id.clone(),
+            r.imp.to_string(),
+            format!("{} {unit}", rate(r.rate_median())),
+            range(&r.rate, &rate),
+            p99,
+            range(&r.p99_us, &|p| format!("{p:.0}")),
+            vs_rate,
+            vs_p99,
+        ]);
     }
+    println!();
+    print!("{}", table.markdown());
 }
 
 // ---------------------------------------------------------------------------
@@ -683,7 +665,7 @@ fn main() {
                 };
                 eprintln!(
                     "  {id} {imp}: {} msg/s, p99 {:?}",
-                    fmt_rate(r.msgs_per_sec),
+                    rate(r.msgs_per_sec),
                     r.p99
                 );
                 row.rate.push(r.msgs_per_sec);
@@ -705,7 +687,7 @@ fn main() {
                     "weft" => weft_accept(args.window),
                     _ => tokio_accept(&rt, args.window),
                 };
-                eprintln!("  accept {imp}: {} conn/s", fmt_rate(r));
+                eprintln!("  accept {imp}: {} conn/s", rate(r));
                 row.rate.push(r);
             }
             rows.push(row);

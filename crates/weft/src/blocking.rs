@@ -19,26 +19,13 @@
 //! does not unmount; it parks the carrier itself (state
 //! [`State::Pinned`](crate::State::Pinned)) and records a pinned event with
 //! the thread's stack.
-//!
-//! ```
-//! let len = weft::spawn(|| {
-//!     // Offloaded: this virtual thread parks while an OS thread reads.
-//!     weft::blocking(|| std::fs::read("Cargo.toml").map(|b| b.len()))
-//! })
-//! .join()
-//! .unwrap()
-//! .unwrap();
-//! assert!(len > 0);
-//! ```
 
 use std::cell::UnsafeCell;
 use std::panic::{AssertUnwindSafe, catch_unwind, resume_unwind};
-use std::sync::atomic::{AtomicBool, Ordering, fence};
-use std::time::{Duration, Instant};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
 
-use crate::events::{Event, EventKind};
-use crate::sched;
-use crate::thread::{Blocker, Inner, State, current_virtual, set_inner_state};
+use crate::thread::{Blocker, VThread, current_virtual};
 
 /// Runs `f`, which may block its OS thread, without stalling other virtual
 /// threads.
@@ -54,6 +41,8 @@ use crate::thread::{Blocker, Inner, State, current_virtual, set_inner_state};
 ///
 /// On an OS thread, or inside [`pinned`], it simply calls `f`.
 ///
+/// # Examples
+///
 /// ```
 /// let data = vec![1u8, 2, 3];
 /// let n = weft::spawn(move || {
@@ -63,6 +52,17 @@ use crate::thread::{Blocker, Inner, State, current_virtual, set_inner_state};
 /// .join()
 /// .unwrap();
 /// assert_eq!(n, 6);
+/// ```
+///
+/// ```
+/// let len = weft::spawn(|| {
+///     // Offloaded: this virtual thread parks while an OS thread reads.
+///     weft::blocking(|| std::fs::read("Cargo.toml").map(|b| b.len()))
+/// })
+/// .join()
+/// .unwrap()
+/// .unwrap();
+/// assert!(len > 0);
 /// ```
 pub fn blocking<F, R>(f: F) -> R
 where
@@ -151,7 +151,7 @@ where
         return f();
     };
     inner.pin_depth.set(inner.pin_depth.get() + 1);
-    struct Exit<'a>(&'a Inner);
+    struct Exit<'a>(&'a VThread);
     impl Drop for Exit<'_> {
         fn drop(&mut self) {
             self.0.pin_depth.set(self.0.pin_depth.get() - 1);
@@ -164,69 +164,6 @@ where
 /// Whether the current virtual thread is inside [`pinned`].
 pub fn is_pinned() -> bool {
     current_virtual().is_some_and(|i| i.pin_depth.get() > 0)
-}
-
-/// A park that holds the carrier: waits on the carrier's OS thread until
-/// the permit arrives, the deadline passes, or an interrupt.
-pub(crate) fn pinned_park(inner: &Inner, deadline: Option<Instant>) {
-    if inner.park.try_consume() {
-        return;
-    }
-    let explicit_pin = inner.pin_depth.get() > 0;
-    set_inner_state(inner, State::Pinned);
-    *inner
-        .pinned_waiter
-        .lock()
-        .unwrap_or_else(|e| e.into_inner()) = Some(std::thread::current());
-    inner.pinned_waiting.store(true, Ordering::SeqCst);
-    // Pairs with the fence in `Thread::unpark`: either the unparker sees
-    // `pinned_waiting`, or we see its permit below.
-    fence(Ordering::SeqCst);
-    let guard = sched::enter_blocking();
-    let stack = (explicit_pin && crate::events::capture_stacks()).then(|| {
-        let mut ips = Vec::with_capacity(32);
-        backtrace::trace(|f| {
-            ips.push(f.ip() as usize);
-            ips.len() < crate::sample::MAX_FRAMES
-        });
-        ips
-    });
-    let t0 = Instant::now();
-    loop {
-        if inner.park.try_consume() || crate::thread::current_interrupted() {
-            break;
-        }
-        match deadline {
-            None => std::thread::park(),
-            Some(d) => {
-                let now = Instant::now();
-                if now >= d {
-                    break;
-                }
-                std::thread::park_timeout(d - now);
-            }
-        }
-    }
-    let held = t0.elapsed();
-    inner.pinned_waiting.store(false, Ordering::SeqCst);
-    drop(guard);
-    set_inner_state(inner, State::Running);
-    if explicit_pin {
-        let (name, id) = crate::thread::Thread::peek_name_id(inner);
-        let stack = stack.map(|ips| crate::symbols::Resolver::default().frames(&ips));
-        crate::events::record(Event {
-            kind: EventKind::Pinned,
-            thread_id: id,
-            thread_name: name.map(str::to_owned),
-            duration: held,
-            at: std::time::SystemTime::now(),
-            call_site: stack.as_ref().and_then(|f| {
-                crate::symbols::first_user_frame(f).map(|i| crate::symbols::describe(&f[i]))
-            }),
-            stack: stack.map(|f| crate::symbols::format_stack(&f)),
-            detail: None,
-        });
-    }
 }
 
 /// Default stall threshold (the JFR `VirtualThreadPinned` threshold).

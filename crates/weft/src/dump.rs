@@ -2,26 +2,6 @@
 //! holds that, and its stack — as `jstack`-like text or JSON in the shape of
 //! JDK 25's `jcmd <pid> Thread.dump_to_file -format=json`.
 //!
-//! ```
-//! use std::time::Duration;
-//! let h = weft::Builder::new()
-//!     .name("napper")
-//!     .spawn(|| weft::sleep(Duration::from_secs(30)))
-//!     .unwrap();
-//! // Wait until it is parked, then dump.
-//! while h.thread().state() != weft::State::Parked {
-//!     std::thread::yield_now();
-//! }
-//! let dump = weft::dump();
-//! let t = dump.thread(h.thread().id()).expect("listed");
-//! assert_eq!(t.name.as_deref(), Some("napper"));
-//! assert!(matches!(t.blocker, weft::Blocker::Sleep(_)));
-//! assert!(dump.to_string().contains("napper"));
-//! assert!(dump.to_json().contains("\"threadDump\""));
-//! h.thread().interrupt();
-//! assert!(h.join().unwrap().is_err());
-//! ```
-//!
 //! # How stacks of parked threads are taken
 //!
 //! A parked virtual thread is not running anywhere, so nothing can unwind
@@ -42,162 +22,19 @@
 //!
 //! # Registry
 //!
-//! Every virtual thread is in a sharded registry from spawn to exit (one
-//! short lock on each). The registry holds raw pointers; a thread leaves it
-//! before its carrier lets go of it, so a pointer read under the shard lock
-//! is valid.
+//! The threads come from the registry (`thread/registry.rs`), which every
+//! virtual thread is in from spawn to exit; a dump only iterates it.
 
 use std::collections::{HashMap, HashSet};
 use std::fmt::{self, Write as _};
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant, SystemTime};
 
-use crate::sched::Task;
 use crate::symbols::{Frame, Resolver};
-use crate::thread::{Blocker, Inner, State, Thread, ThreadId};
-
-// ---------------------------------------------------------------------------
-// Registry.
-
-const SHARDS: usize = 16;
-
-struct Shard {
-    slots: Vec<usize>,
-    free: Vec<usize>,
-}
-
-static REGISTRY: [Mutex<Shard>; SHARDS] = [const {
-    Mutex::new(Shard {
-        slots: Vec::new(),
-        free: Vec::new(),
-    })
-}; SHARDS];
-
-fn shard_of(inner: &Inner) -> usize {
-    (Thread::peek_name_id(inner).1 as usize) % SHARDS
-}
-
-/// Adds a new virtual thread (before it can run).
-pub(crate) fn register(inner: &Arc<Inner>) {
-    let mut sh = REGISTRY[shard_of(inner)]
-        .lock()
-        .unwrap_or_else(|e| e.into_inner());
-    let p = Arc::as_ptr(inner) as usize;
-    let key = match sh.free.pop() {
-        Some(k) => {
-            sh.slots[k] = p;
-            k
-        }
-        None => {
-            sh.slots.push(p);
-            sh.slots.len() - 1
-        }
-    };
-    inner.reg_key.store(key, Ordering::Relaxed);
-}
-
-/// Removes a finished thread (while its carrier still holds it).
-pub(crate) fn unregister(inner: &Inner) {
-    let mut sh = REGISTRY[shard_of(inner)]
-        .lock()
-        .unwrap_or_else(|e| e.into_inner());
-    let k = inner.reg_key.load(Ordering::Relaxed);
-    if sh.slots.get(k) == Some(&(inner as *const Inner as usize)) {
-        sh.slots[k] = 0;
-        sh.free.push(k);
-    }
-}
-
-/// Strong handles to every registered thread.
-fn all_threads() -> Vec<Task> {
-    let mut out = Vec::new();
-    for s in REGISTRY.iter() {
-        let sh = s.lock().unwrap_or_else(|e| e.into_inner());
-        for &p in sh.slots.iter().filter(|&&p| p != 0) {
-            let p = p as *const Inner;
-            // SAFETY: registered pointers are live (module docs: a thread
-            // leaves the registry, under this lock, before it can be freed),
-            // so adding a strong count under the lock is sound.
-            unsafe {
-                Arc::increment_strong_count(p);
-                out.push(Arc::from_raw(p));
-            }
-        }
-    }
-    out
-}
-
-/// Calls `f` with every registered thread (metrics).
-pub(crate) fn for_each_thread(mut f: impl FnMut(&Inner)) {
-    for t in all_threads() {
-        f(&t);
-    }
-}
-
-// ---------------------------------------------------------------------------
-// Containers: the root, each executor, each scope.
-
-/// Id of the root container.
-pub(crate) const ROOT: u64 = 0;
-
-static NEXT_CONTAINER: AtomicU64 = AtomicU64::new(1);
-static CONTAINERS: Mutex<Vec<(u64, String, u64)>> = Mutex::new(Vec::new());
-
-/// Registers a container (an executor or a scope) and returns its id.
-pub(crate) fn new_container(kind: &str, parent: u64) -> u64 {
-    let id = NEXT_CONTAINER.fetch_add(1, Ordering::Relaxed);
-    CONTAINERS
-        .lock()
-        .unwrap_or_else(|e| e.into_inner())
-        .push((id, format!("{kind}@{id}"), parent));
-    id
-}
-
-/// Forgets a container (closed executor, finished scope).
-pub(crate) fn drop_container(id: u64) {
-    CONTAINERS
-        .lock()
-        .unwrap_or_else(|e| e.into_inner())
-        .retain(|c| c.0 != id);
-}
-
-// ---------------------------------------------------------------------------
-// Stack capture of parked threads.
-
-/// A dump's request to parked threads, and where they put their stacks.
-pub(crate) struct CaptureJob {
-    results: Mutex<Vec<(u64, Vec<usize>)>>,
-    pending: AtomicUsize,
-    waiter: Thread,
-}
-
-const MAX_FRAMES: usize = 64;
-
-/// Called by a thread that resumed inside `park` with a capture request.
-pub(crate) fn capture_here(inner: &Inner) {
-    let p = inner
-        .capture_job
-        .swap(std::ptr::null_mut(), Ordering::AcqRel);
-    if p.is_null() {
-        return;
-    }
-    // SAFETY: the dump put an `Arc::into_raw` here and waits for `pending`
-    // to reach zero before dropping its own handle; we own this count.
-    let job = unsafe { Arc::from_raw(p as *const CaptureJob) };
-    let mut ips = Vec::with_capacity(32);
-    backtrace::trace(|f| {
-        ips.push(f.ip() as usize);
-        ips.len() < MAX_FRAMES
-    });
-    job.results
-        .lock()
-        .unwrap_or_else(|e| e.into_inner())
-        .push((Thread::peek_name_id(inner).1, ips));
-    if job.pending.fetch_sub(1, Ordering::AcqRel) == 1 {
-        job.waiter.unpark();
-    }
-}
+use crate::thread::capture::CaptureJob;
+use crate::thread::registry::{ROOT, all_threads};
+use crate::thread::{Blocker, State, Thread, ThreadId};
 
 // ---------------------------------------------------------------------------
 // The snapshot.
@@ -224,6 +61,8 @@ pub struct ThreadInfo {
     pub home_stalled: bool,
     /// What it waits on.
     pub blocker: Blocker,
+    /// What it said it is doing ([`crate::set_activity`]), if anything.
+    pub activity: Option<String>,
     /// Addresses of `weft::sync` locks it holds that others wait for.
     pub owns: Vec<usize>,
     /// Its stack, innermost frame first: at the park point for a parked
@@ -276,19 +115,44 @@ impl Dump {
 struct Seen {
     state: State,
     blocker: Blocker,
+    activity: Option<String>,
     carrier: Option<usize>,
     home: Option<usize>,
     home_stalled: bool,
 }
 
-/// How long a dump waits for parked threads to report their stacks; those
-/// that have not by then (their carrier is busy) are listed without one.
+/// How long a dump waits for the next parked thread to report its stack.
+/// The wait goes on while reports keep coming (a loaded machine is slow,
+/// not stuck); after a whole timeout without one (every carrier that could
+/// run them is busy), the rest are listed without a stack.
 const CAPTURE_TIMEOUT: Duration = Duration::from_secs(1);
 
 /// Takes a thread dump of every virtual thread in the process.
 ///
 /// Parked threads are briefly resumed to record their stacks (see the
 /// module docs); everything else is read without stopping anyone.
+///
+/// # Examples
+///
+/// ```
+/// use std::time::Duration;
+/// let h = weft::Builder::new()
+///     .name("napper")
+///     .spawn(|| weft::sleep(Duration::from_secs(30)))
+///     .unwrap();
+/// // Wait until it is parked, then dump.
+/// while h.thread().state() != weft::State::Parked {
+///     std::thread::yield_now();
+/// }
+/// let dump = weft::dump();
+/// let t = dump.thread(h.thread().id()).expect("listed");
+/// assert_eq!(t.name.as_deref(), Some("napper"));
+/// assert!(matches!(t.blocker, weft::Blocker::Sleep(_)));
+/// assert!(dump.to_string().contains("napper"));
+/// assert!(dump.to_json().contains("\"threadDump\""));
+/// h.thread().interrupt();
+/// assert!(h.join().unwrap().is_err());
+/// ```
 pub fn dump() -> Dump {
     // One dump at a time: a thread holds one capture request at a time, so
     // a second, concurrent dump would find it taken and list it without a
@@ -310,6 +174,7 @@ pub fn dump() -> Dump {
             Seen {
                 state: crate::thread::inner_state(t),
                 blocker: crate::thread::inner_blocker(t),
+                activity: crate::thread::inner_activity(t),
                 carrier: carriers.get(&(Arc::as_ptr(t) as usize)).copied(),
                 home,
                 home_stalled: home
@@ -317,6 +182,30 @@ pub fn dump() -> Dump {
             }
         })
         .collect();
+    // Threads running on a carrier (or blocked in the kernel there): sample
+    // the carrier's stack (see `sample.rs`), kept only if the carrier was
+    // still on the same thread and switch afterwards. First, before the
+    // parked threads are asked for theirs (which can take a while on busy
+    // carriers): the samples then match the states just read.
+    let mut sampled: HashMap<u64, Vec<usize>> = HashMap::new();
+    for (t, seen) in threads.iter().zip(&before) {
+        let (Some(i), State::Running | State::Pinned) = (seen.carrier, seen.state) else {
+            continue;
+        };
+        let Some(shared) = t.runtime_shared() else {
+            continue;
+        };
+        let Some((tid, sw)) = shared.carrier_running(i, t) else {
+            continue;
+        };
+        if let Some(ips) = crate::sample::sample(tid)
+            && shared
+                .carrier_running(i, t)
+                .is_some_and(|(_, now)| now == sw)
+        {
+            sampled.insert(Thread::peek_name_id(t).1, ips);
+        }
+    }
     let job = Arc::new(CaptureJob {
         results: Mutex::new(Vec::new()),
         pending: AtomicUsize::new(1),
@@ -357,9 +246,24 @@ pub fn dump() -> Dump {
     }
     // Our own initial count.
     if job.pending.fetch_sub(1, Ordering::AcqRel) != 1 {
-        let deadline = Instant::now() + CAPTURE_TIMEOUT;
+        // Wait while the threads make progress: a slow machine finishes,
+        // a carrier that never comes back costs one timeout.
+        let mut deadline = Instant::now() + CAPTURE_TIMEOUT;
+        let mut left = job.pending.load(Ordering::Acquire);
         let was = crate::thread::take_interrupt();
-        while job.pending.load(Ordering::Acquire) != 0 && Instant::now() < deadline {
+        loop {
+            let now_left = job.pending.load(Ordering::Acquire);
+            if now_left == 0 {
+                break;
+            }
+            let now = Instant::now();
+            if now >= deadline {
+                if now_left >= left {
+                    break; // no thread reported for a whole timeout
+                }
+                left = now_left;
+                deadline = now + CAPTURE_TIMEOUT;
+            }
             crate::thread::park_deadline(Some(deadline));
         }
         if was {
@@ -370,27 +274,7 @@ pub fn dump() -> Dump {
         std::mem::take(&mut *job.results.lock().unwrap_or_else(|e| e.into_inner()))
             .into_iter()
             .collect();
-    // Threads running on a carrier (or blocked in the kernel there): sample
-    // the carrier's stack (see `sample.rs`), kept only if the carrier was
-    // still on the same thread and switch afterwards.
-    for (t, seen) in threads.iter().zip(&before) {
-        let (Some(i), State::Running | State::Pinned) = (seen.carrier, seen.state) else {
-            continue;
-        };
-        let Some(shared) = t.runtime_shared() else {
-            continue;
-        };
-        let Some((tid, sw)) = shared.carrier_running(i, t) else {
-            continue;
-        };
-        if let Some(ips) = crate::sample::sample(tid)
-            && shared
-                .carrier_running(i, t)
-                .is_some_and(|(_, now)| now == sw)
-        {
-            stacks.insert(Thread::peek_name_id(t).1, ips);
-        }
-    }
+    stacks.extend(sampled);
     let mut resolver = Resolver::default();
     let mut infos: Vec<ThreadInfo> = threads
         .iter()
@@ -399,6 +283,7 @@ pub fn dump() -> Dump {
             let Seen {
                 state,
                 blocker,
+                activity,
                 carrier,
                 home,
                 home_stalled,
@@ -418,6 +303,7 @@ pub fn dump() -> Dump {
                 home,
                 home_stalled,
                 blocker,
+                activity,
                 owns: Vec::new(),
                 stack,
                 container: t.container,
@@ -461,7 +347,7 @@ pub fn dump() -> Dump {
 }
 
 fn build_containers(infos: &[ThreadInfo]) -> Vec<Container> {
-    let table = CONTAINERS.lock().unwrap_or_else(|e| e.into_inner()).clone();
+    let table = crate::thread::registry::containers();
     let mut out = vec![Container {
         id: ROOT,
         name: "<root>".into(),
@@ -605,6 +491,9 @@ impl fmt::Display for Dump {
                         .map(|c| format!(" on carrier {c}"))
                         .unwrap_or_default()
                 )?;
+                if let Some(a) = &t.activity {
+                    writeln!(f, "   - doing: {a}")?;
+                }
                 if let Some(b) = describe_blocker(&t.blocker) {
                     writeln!(f, "   - {b}")?;
                 }
@@ -695,6 +584,10 @@ impl Dump {
                 o.push_str(",\"state\":");
                 json_str(&mut o, state_name(t.state));
                 o.push_str(",\"virtual\":true");
+                if let Some(a) = &t.activity {
+                    o.push_str(",\"activity\":");
+                    json_str(&mut o, a);
+                }
                 if let Some(c) = t.carrier {
                     let _ = write!(o, ",\"carrier\":\"{c}\"");
                 }

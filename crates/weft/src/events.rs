@@ -214,7 +214,7 @@ pub(crate) fn record(ev: Event) {
     // and a log that repeats one line that often hides everything else.
     // The first warning after a quiet spell says how many were held back.
     if let Some(suppressed) = LIMITERS[limiter_index(ev.kind, ev.call_site.as_deref())]
-        .admit(crate::sched::ns_of(std::time::Instant::now()))
+        .admit(crate::clock::ns_of(std::time::Instant::now()))
     {
         tracing::warn!(
             target: "weft::events",
@@ -240,7 +240,9 @@ pub(crate) fn record(ev: Event) {
         }
         Trace::Full => match &ev.stack {
             Some(st) => eprintln!("{ev}\n{st}"),
-            None => eprintln!("{ev}\n    <no stack: the thread was running on its carrier>"),
+            None => eprintln!(
+                "{ev}\n    <no stack: the carrier could not be sampled (moved on, or WEFT_SAMPLE_STACKS=0)>"
+            ),
         },
     }
     let mut ring = RING.lock().unwrap_or_else(|e| e.into_inner());

@@ -3,21 +3,6 @@
 //! `newFixedThreadPool`). The same task code runs on either; on the fixed
 //! pool a blocking call really blocks its OS thread, which is the point of
 //! comparing the two.
-//!
-//! ```
-//! use std::time::Duration;
-//! for exec in [weft::Executor::virtual_per_task(), weft::Executor::fixed(4)] {
-//!     let handles: Vec<_> = (0..8)
-//!         .map(|i| exec.submit(move || {
-//!             weft::sleep(Duration::from_millis(5)).unwrap();
-//!             i * 2
-//!         }))
-//!         .collect();
-//!     let sum: i32 = handles.into_iter().map(|h| h.join().unwrap()).sum();
-//!     assert_eq!(sum, 56);
-//!     exec.close(); // waits for everything submitted
-//! }
-//! ```
 
 use std::collections::VecDeque;
 use std::fmt;
@@ -33,6 +18,23 @@ type Job = Box<dyn FnOnce() + Send + 'static>;
 
 /// Runs submitted tasks either on a virtual thread each or on a fixed pool
 /// of OS threads. Dropping it closes it (waits for submitted tasks).
+///
+/// # Examples
+///
+/// ```
+/// use std::time::Duration;
+/// for exec in [weft::Executor::virtual_per_task(), weft::Executor::fixed(4)] {
+///     let handles: Vec<_> = (0..8)
+///         .map(|i| exec.submit(move || {
+///             weft::sleep(Duration::from_millis(5)).unwrap();
+///             i * 2
+///         }))
+///         .collect();
+///     let sum: i32 = handles.into_iter().map(|h| h.join().unwrap()).sum();
+///     assert_eq!(sum, 56);
+///     exec.close(); // waits for everything submitted
+/// }
+/// ```
 pub struct Executor {
     inner: Arc<ExecInner>,
 }
@@ -125,7 +127,10 @@ impl Executor {
         };
         Executor {
             inner: Arc::new(ExecInner {
-                container: crate::dump::new_container(name, crate::dump::ROOT),
+                container: crate::thread::registry::new_container(
+                    name,
+                    crate::thread::registry::ROOT,
+                ),
                 kind,
                 outstanding: Mutex::new(0),
                 closers: Mutex::new(Vec::new()),
@@ -220,7 +225,7 @@ impl Executor {
     pub fn close(&self) {
         self.inner.closed.store(true, Ordering::SeqCst);
         self.inner.wait_idle();
-        crate::dump::drop_container(self.inner.container);
+        crate::thread::registry::drop_container(self.inner.container);
         if let Kind::Fixed(pool) = &self.inner.kind {
             pool.queue
                 .lock()

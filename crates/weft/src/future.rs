@@ -8,18 +8,6 @@
 //! reactor (e.g. Tokio's timers) still need that reactor running somewhere;
 //! weft's own sockets implement `futures-io`/`tokio` I/O traits driven by
 //! weft's poller (cargo features `futures-io`, `tokio`).
-//!
-//! ```
-//! let v = weft::spawn(|| {
-//!     weft::block_on(async {
-//!         let a = async { 20 };
-//!         a.await + 22
-//!     })
-//! })
-//! .join()
-//! .unwrap();
-//! assert_eq!(v, 42);
-//! ```
 
 use std::future::Future;
 use std::pin::pin;
@@ -44,6 +32,20 @@ impl Wake for ThreadWaker {
 ///
 /// Not interruptible: an interrupt that arrives while waiting is kept (the
 /// flag stays set for the next interruptible call) and the wait goes on.
+///
+/// # Examples
+///
+/// ```
+/// let v = weft::spawn(|| {
+///     weft::block_on(async {
+///         let a = async { 20 };
+///         a.await + 22
+///     })
+/// })
+/// .join()
+/// .unwrap();
+/// assert_eq!(v, 42);
+/// ```
 pub fn block_on<F: Future>(fut: F) -> F::Output {
     let me = current();
     let waker = Waker::from(Arc::new(ThreadWaker(me.clone())));

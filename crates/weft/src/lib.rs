@@ -21,6 +21,33 @@
 //! assert!(start.elapsed() < Duration::from_secs(30));
 //! ```
 //!
+//! # Coming from Java
+//!
+//! | Java | Weft |
+//! |---|---|
+//! | `Thread.ofVirtual().name("w").start(r)` | `weft::Builder::new().name("w").spawn(f)?` (also `.stack_size(n)`, `.spawn_on(&rt, f)`) |
+//! | `Thread.startVirtualThread(r)` | `weft::spawn(f)` → `JoinHandle<T>` |
+//! | `t.join()` | `handle.join()` → `std::thread::Result<T>`; `handle.is_finished()`, `handle.thread()` |
+//! | `Thread.currentThread()`, `t.isVirtual()` | `weft::current()`, `.is_virtual()` (works on OS threads too) |
+//! | `t.getName()`, `t.threadId()` | `t.name()`, `t.id()` |
+//! | `LockSupport.park()`, `parkNanos(n)`, `unpark(t)` | `weft::park()`, `weft::park_timeout(d)`, `t.unpark()` |
+//! | `Thread.sleep(ms)` | `weft::sleep(d)?` (also `weft::sleep_until(instant)?`) |
+//! | `Thread.yield()` | `weft::yield_now()` |
+//! | `t.interrupt()`, `t.isInterrupted()`, `Thread.interrupted()` | `t.interrupt()`, `t.is_interrupted()`, `weft::interrupted()`; blocking calls return `ErrorKind::Interrupted` |
+//! | `Thread.State` (NEW … TERMINATED), `t.getState()` | `weft::State`, `t.state()` |
+//! | scheduler parallelism / `maxPoolSize` system properties | `weft::Runtime::builder().parallelism(n).max_pool_size(m).stack_size(s).build()?`, `rt.spawn(f)` |
+//! | `ReentrantLock`, `ReentrantReadWriteLock`, `Condition`, `Semaphore`, `CountDownLatch`, `CyclicBarrier` | `weft::sync::{Mutex, RwLock, Condvar, Semaphore, CountDownLatch, Barrier}` — they park the virtual thread, never the carrier |
+//! | `ArrayBlockingQueue` / `LinkedBlockingQueue` | `weft::channel::bounded(n)` / `weft::channel::unbounded()` → `(Sender, Receiver)` |
+//! | `Executors.newVirtualThreadPerTaskExecutor()` / `newFixedThreadPool(n)` | `weft::Executor::virtual_per_task()` / `weft::Executor::fixed(n)`; `exec.submit(f)`, `exec.close()` |
+//! | `StructuredTaskScope` | `weft::scope(\|s\| { s.spawn(…); … })` — threads may borrow, all joined at the end |
+//! | `ThreadLocal` on virtual threads / `ScopedValue` | `weft::local! { static X: T = …; }`, `X.with(\|x\| …)` |
+//! | blocking `java.net` sockets | `weft::net::{TcpListener, TcpStream, UdpSocket, UnixListener, UnixStream, lookup_host}` mirroring `std::net`, with timeouts; features `futures-io` / `tokio` add the async I/O traits |
+//! | file I/O | `weft::fs` (mirrors `std::fs`, through the blocking offload) |
+//! | managed blocker / pinning | `weft::blocking(\|\| …)`, `weft::pinned(\|\| …)`, `weft::events::{recent, counters}` |
+//! | `CompletableFuture.join()` | `weft::block_on(future)` (parks the virtual thread; no nested-runtime panic) |
+//! | `jcmd <pid> Thread.dump_to_file -format=json` | `weft::dump()` (`Display` = jstack-like text, `.to_json()` = JDK-shaped JSON), `kill -QUIT <pid>` |
+//! | JMX / Micrometer gauges | `weft::metrics::snapshot()`, `weft::metrics::prometheus()` |
+//!
 //! # Both kinds of thread
 //!
 //! Every weft API works on a virtual thread *and* on a plain OS thread. On a
@@ -69,6 +96,19 @@
 //! or with a `k`/`m`/`g` suffix) override it; a bad value is an error that
 //! names the variable. [`Runtime::builder`] builds private runtimes.
 //!
+//! | variable | meaning | default |
+//! |---|---|---|
+//! | `WEFT_PARALLELISM` | carrier threads running virtual threads at once | number of CPUs |
+//! | `WEFT_MAX_POOL_SIZE` | upper bound on carriers, counting spares that replace blocked ones | 256 |
+//! | `WEFT_STACK_SIZE` | reserved stack per virtual thread, bytes or with a `k`/`m`/`g` suffix | 1 MiB |
+//! | `WEFT_STALL_THRESHOLD` | how long one virtual thread may hold a carrier before the monitor reports a stall (`20ms`, `500us`, `1s`) | 20 ms |
+//! | `WEFT_MAX_BLOCKING_THREADS` | OS threads that run [`blocking`] closures | 512 |
+//! | `WEFT_TRACE_PINNED` | `short` or `full`: print pinned and stall events with stacks to stderr | off |
+//! | `WEFT_DUMP_ON_SIGQUIT` | `0` disables the thread dump on `SIGQUIT` | on |
+//! | `WEFT_DUMP_PATH` | write the `SIGQUIT` dump as JSON to this file instead of stderr | — |
+//! | `WEFT_SAMPLE_STACKS` | `0` turns off sampling the stacks of running threads by signal | on |
+//! | `WEFT_PANIC_HOOK` | `0` leaves the panic hook alone (no thread names in panic messages) | on |
+//!
 //! # Stacks
 //!
 //! Each virtual thread reserves `WEFT_STACK_SIZE` (1 MiB by default) of
@@ -79,6 +119,35 @@
 //! mappings per thread, roughly 32k threads by default). A stack overflow
 //! prints `virtual thread '<name>' (#id) has overflowed its stack` and
 //! aborts, like std.
+//!
+//! # Finding the culprit
+//!
+//! - **Thread dumps.** [`dump()`] lists every virtual thread with its
+//!   state, what it waits on, what it said it is doing ([`set_activity`];
+//!   `weft-http` sets the request line) and its stack, innermost first,
+//!   with the first frame outside Weft and std marked. A parked thread's
+//!   stack is recorded at its park point; a thread *running* on its carrier
+//!   (or blocked in the kernel there) is sampled by a signal to that
+//!   carrier (`SIGURG`; `WEFT_SAMPLE_STACKS=0` turns sampling off).
+//!   `SIGQUIT` (`kill -3`) writes a text dump to stderr, or the JSON to
+//!   `WEFT_DUMP_PATH`, as `jstack` would (`WEFT_DUMP_ON_SIGQUIT=0` turns
+//!   it off).
+//! - **Stall events.** A virtual thread that holds its carrier past
+//!   `WEFT_STALL_THRESHOLD` (20 ms by default) is recorded in [`events`]
+//!   with the sampled stack and the call site — the first frame outside
+//!   Weft and std, with file and line when the binary has line tables
+//!   (`debug = "line-tables-only"` in the release profile).
+//!   `WEFT_TRACE_PINNED=short|full` prints them; through `tracing`
+//!   they are warnings limited per kind and call site, with a count of
+//!   those held back.
+//! - **Panics** on a virtual thread name it: `virtual thread 'http
+//!   127.0.0.1:5123' (#812) panicked at src/handlers.rs:42:9:`. Weft wraps
+//!   Rust's default panic hook when the first runtime starts; a hook the
+//!   program installed before is kept as it is, and `WEFT_PANIC_HOOK=0`
+//!   leaves the hook alone.
+//! - **Context that follows the thread.** [`context`] runs hooks when a
+//!   virtual thread unmounts and mounts again, so per-thread context such
+//!   as a `tracing` span stays with its virtual thread.
 //!
 //! # Transparent blocking (feature `transparent`)
 //!
@@ -96,12 +165,15 @@
 #![warn(missing_docs)]
 
 mod blocking;
+mod builder;
 pub mod channel;
+mod clock;
 pub mod context;
 mod dump;
 pub mod events;
 mod executor;
 pub mod fs;
+mod futex;
 mod future;
 #[cfg(any(feature = "futures-io", feature = "tokio"))]
 mod io_compat;
@@ -110,6 +182,7 @@ pub mod metrics;
 pub mod net;
 mod offload;
 mod overflow;
+mod panic;
 #[doc(hidden)]
 pub mod park;
 mod poll;
@@ -123,7 +196,6 @@ pub mod stall;
 mod symbols;
 pub mod sync;
 mod thread;
-mod timer;
 #[cfg(all(
     feature = "transparent",
     target_os = "linux",
@@ -133,6 +205,7 @@ mod timer;
 pub mod transparent;
 
 pub use blocking::{DEFAULT_STALL_THRESHOLD, blocking, is_pinned, pinned};
+pub use builder::{Builder, spawn};
 pub use dump::{Container, Dump, ThreadInfo, dump};
 pub use executor::Executor;
 pub use future::block_on;
@@ -144,6 +217,6 @@ pub use scope::{Scope, ScopedJoinHandle, scope};
 pub use stack::guard_pages_in_place;
 pub use symbols::Frame;
 pub use thread::{
-    Blocker, Builder, JoinHandle, State, Thread, ThreadId, current, interrupted, is_virtual,
-    panicking, park, park_timeout, sleep, sleep_until, spawn, yield_now,
+    Blocker, JoinHandle, MAX_ACTIVITY_LEN, State, Thread, ThreadId, current, interrupted,
+    is_virtual, panicking, park, park_timeout, set_activity, sleep, sleep_until, yield_now,
 };

@@ -23,28 +23,10 @@
 //! ```
 
 use std::any::Any;
-use std::cell::UnsafeCell;
 use std::marker::PhantomData;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
-/// Values of every `local!` key for one thread, indexed by key id.
-#[derive(Default)]
-pub(crate) struct Locals {
-    slots: Vec<Option<Box<dyn Any>>>,
-}
-
-impl Locals {
-    /// Drops every value (at thread exit). Values are moved out first, so a
-    /// destructor that touches a local sees a fresh slot, not a dangling one.
-    pub(crate) fn clear(&mut self) {
-        let slots = std::mem::take(&mut self.slots);
-        drop(slots);
-    }
-}
-
-std::thread_local! {
-    static OS_LOCALS: UnsafeCell<Locals> = UnsafeCell::new(Locals::default());
-}
+use crate::thread::current_locals;
 
 /// A key for per-virtual-thread storage, created by [`local!`](crate::local!).
 pub struct LocalKey<T: 'static> {
@@ -119,16 +101,9 @@ impl<T: 'static> LocalKey<T> {
     }
 }
 
-fn current_locals() -> *mut Locals {
-    match crate::thread::current_virtual() {
-        Some(inner) => inner.locals.get(),
-        None => OS_LOCALS.with(|l| l.get()),
-    }
-}
-
 /// Declares per-virtual-thread storage, with the syntax of `thread_local!`.
 ///
-/// See the [module docs](crate::local) for an example.
+/// See the [module docs](mod@crate::local) for an example.
 #[macro_export]
 macro_rules! local {
     () => {};

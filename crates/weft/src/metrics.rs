@@ -72,7 +72,21 @@ pub struct Metrics {
 pub fn snapshot() -> Metrics {
     let mut m = Metrics::default();
     for rt in crate::sched::runtimes() {
-        rt.add_metrics(&mut m);
+        let s = rt.stats();
+        m.carriers_total += s.carriers_active;
+        m.carriers_busy += s.carriers_busy;
+        m.carriers_idle += s.carriers_active.saturating_sub(s.carriers_busy);
+        m.carriers_spare += s.carriers_spare;
+        m.carriers_blocked += s.carriers_blocked;
+        m.carriers_searching += s.carriers_searching;
+        m.carriers_sleeping += s.carriers_sleeping;
+        m.spares_started += s.spares_started;
+        m.run_queue_global += s.run_queue_global;
+        m.run_queue_local.extend(s.run_queue_local);
+        m.threads_live += s.threads_live;
+        m.threads_started += s.threads_started;
+        m.steals += s.steals;
+        m.timers_pending += s.timers_pending;
     }
     m.threads_finished = m.threads_started.saturating_sub(m.threads_live);
     let mut reasons: [(&'static str, usize); 8] = [
@@ -85,7 +99,7 @@ pub fn snapshot() -> Metrics {
         ("other", 0),
         ("unrecorded", 0),
     ];
-    crate::dump::for_each_thread(|t| {
+    crate::thread::registry::for_each_thread(|t| {
         if crate::thread::inner_state(t) != State::Parked {
             return;
         }

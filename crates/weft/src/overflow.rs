@@ -36,41 +36,6 @@ pub(crate) fn install() {
     });
 }
 
-/// Gives the calling carrier an alternate signal stack if it has none, so
-/// the handler can run when the faulting stack is exhausted.
-pub(crate) fn ensure_altstack() {
-    // SAFETY: querying and setting the alternate stack of this thread; the
-    // new stack is leaked on purpose (carriers live as long as the runtime,
-    // and a signal may arrive at any moment of their life).
-    unsafe {
-        let mut cur: libc::stack_t = std::mem::zeroed();
-        if libc::sigaltstack(std::ptr::null(), &mut cur) != 0 {
-            return;
-        }
-        if cur.ss_flags & libc::SS_DISABLE == 0 && !cur.ss_sp.is_null() {
-            return;
-        }
-        let size = (libc::SIGSTKSZ).max(64 * 1024);
-        let mem = libc::mmap(
-            std::ptr::null_mut(),
-            size,
-            libc::PROT_READ | libc::PROT_WRITE,
-            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
-            -1,
-            0,
-        );
-        if mem == libc::MAP_FAILED {
-            return;
-        }
-        let st = libc::stack_t {
-            ss_sp: mem,
-            ss_flags: 0,
-            ss_size: size,
-        };
-        libc::sigaltstack(&st, std::ptr::null_mut());
-    }
-}
-
 fn write_stderr(bytes: &[u8]) {
     // SAFETY: write(2) is async-signal-safe; the buffer is valid for its length.
     unsafe {
@@ -106,10 +71,9 @@ extern "C" fn handler(sig: libc::c_int, info: *mut libc::siginfo_t, ctx: *mut li
 fn report_overflow(size: usize) {
     write_stderr(b"\nvirtual thread '");
     let mut id = 0u64;
-    let p = crate::sched::current_task_ptr();
-    // SAFETY: the mounted thread's Inner is kept alive by its carrier while
-    // it runs, and the faulting thread is that one.
-    if let Some(inner) = unsafe { p.as_ref() } {
+    // The mounted thread's record is kept alive by its carrier while it
+    // runs, and the faulting thread is that one.
+    if let Some(inner) = crate::thread::current_virtual() {
         let t = crate::thread::Thread::peek_name_id(inner);
         write_stderr(t.0.unwrap_or("<unnamed>").as_bytes());
         id = t.1;
@@ -120,7 +84,7 @@ fn report_overflow(size: usize) {
     write_stderr(b"' (#");
     write_stderr(fmt_u64(id, &mut buf));
     write_stderr(b") has overflowed its stack (");
-    let (n, unit): (u64, &[u8]) = if size % (1 << 20) == 0 {
+    let (n, unit): (u64, &[u8]) = if size.is_multiple_of(1 << 20) {
         ((size >> 20) as u64, b" MiB")
     } else {
         ((size >> 10) as u64, b" KiB")

@@ -8,8 +8,9 @@ use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
 use crate::JoinHandle;
-use crate::sched::{SchedConfig, Shared, Spawner, Task};
+use crate::sched::{SchedConfig, Shared, Spawner};
 use crate::stack::{Stack, StackPool};
+use crate::thread::VThread;
 
 /// Default reserved stack per virtual thread (like a Java thread).
 pub const DEFAULT_STACK_SIZE: usize = 1 << 20;
@@ -184,6 +185,7 @@ impl RuntimeBuilder {
             spare_keepalive: self.spare_keepalive.unwrap_or(DEFAULT_SPARE_KEEPALIVE),
         };
         crate::overflow::install();
+        crate::panic::install();
         crate::dump::install_sigquit();
         let (shared, locals) = Shared::new(
             SchedConfig {
@@ -259,6 +261,16 @@ fn pool_for(stack_size: usize) -> &'static StackPool {
 
 impl Runtime {
     /// A builder for a new runtime.
+    ///
+    /// # Examples
+    ///
+    /// let rt = weft::Runtime::builder()
+    ///     .parallelism(2)
+    ///     .build()
+    ///     .expect("runtime");
+    /// assert_eq!(rt.parallelism(), 2);
+    /// let h = rt.spawn(|| weft::is_virtual());
+    /// assert!(h.join().unwrap());
     pub fn builder() -> RuntimeBuilder {
         RuntimeBuilder::default()
     }
@@ -318,16 +330,6 @@ impl Runtime {
         self.handle.shared.live.load(Ordering::Relaxed)
     }
 
-    /// Called by a finishing thread just before it completes its join
-    /// packet, so that whoever joins it never still counts it live.
-    pub(crate) fn thread_finished(&self) {
-        self.handle.shared.live.fetch_sub(1, Ordering::Relaxed);
-    }
-
-    pub(crate) fn schedule(&self, task: Task) {
-        self.handle.shared.schedule(task);
-    }
-
     /// The scheduler state behind this handle.
     pub(crate) fn shared(&self) -> &Arc<Shared> {
         &self.handle.shared
@@ -339,7 +341,7 @@ impl Runtime {
         self.handle.shared.migrate
     }
 
-    pub(crate) fn spawn_thread(&self, task: Task) {
+    pub(crate) fn spawn_thread(&self, task: Arc<VThread>) {
         Spawner(&self.handle.shared).spawn(task);
     }
 

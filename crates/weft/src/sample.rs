@@ -22,11 +22,23 @@
 //! unwind tables (older pairs take a recursive loader lock, which the
 //! interrupted thread can re-enter; only a thread stuck inside `dlopen`
 //! forever could make the handler wait, and the sampler gives up after
-//! [`SAMPLE_TIMEOUT`]). Rust code and corosensei's context switches carry
-//! unwind tables for every instruction (corosensei's `unwind` feature is
-//! what lets a backtrace cross from a virtual thread's stack into its
-//! carrier's), and the unwinder stops, rather than guesses, at an address
-//! it has no table for. The handler saves and restores `errno`.
+//! [`SAMPLE_TIMEOUT`]). Rust code carries unwind tables for every
+//! instruction, corosensei's `unwind` feature lets a backtrace cross from a
+//! virtual thread's stack into its carrier's, and the unwinder stops,
+//! rather than guesses, at an address it has no table for. The handler
+//! saves and restores `errno`.
+//!
+//! The one place the tables do not describe the machine is the context
+//! switch itself: inside corosensei's switch the stack pointer already
+//! points at the other stack while the frame being left still looks
+//! current, and an unwind started there follows garbage (a dump test hit
+//! `SIGSEGV` in `_Unwind_Backtrace` this way). So every switch is bracketed
+//! by [`set_switching`]: the carrier raises a per-OS-thread flag before
+//! `resume` and the virtual thread before `suspend` (and before its body
+//! returns); whichever side runs next lowers it. A signal that lands while
+//! the flag is up answers "no sample" at once. The flag is a `const`
+//! thread-local of a `Cell<bool>`: no lazy initialisation and no
+//! destructor, so reading it in the handler is a plain TLS load.
 //!
 //! # What the sampled thread sees
 //!
@@ -42,6 +54,7 @@
 //! it alone and takes no samples; `WEFT_SAMPLE_STACKS=0` turns sampling
 //! off.
 
+use std::cell::Cell;
 use std::sync::Mutex;
 use std::sync::OnceLock;
 use std::sync::atomic::{AtomicI32, AtomicU32, AtomicUsize, Ordering};
@@ -121,6 +134,29 @@ fn install() -> bool {
     }
 }
 
+thread_local! {
+    /// Up while this OS thread is between two stacks (see the module docs).
+    static SWITCHING: Cell<bool> = const { Cell::new(false) };
+}
+
+/// Raises (`true`) or lowers the calling OS thread's "between stacks" flag.
+/// Not inlined: a virtual thread may continue on another OS thread after a
+/// switch (a runtime that allows migration), and the thread-local's address
+/// must be computed afresh on each call.
+#[inline(never)]
+pub(crate) fn set_switching(on: bool) {
+    SWITCHING.with(|s| s.set(on));
+    // The flag is read by a signal handler on this same thread: keep the
+    // store ahead of the switch's instructions.
+    std::sync::atomic::compiler_fence(Ordering::SeqCst);
+}
+
+/// Whether the calling OS thread is between stacks.
+#[inline(never)]
+fn switching() -> bool {
+    SWITCHING.with(Cell::get)
+}
+
 extern "C" fn on_signal(_sig: libc::c_int, _info: *mut libc::siginfo_t, ctx: *mut libc::c_void) {
     // SAFETY: __errno_location is the calling thread's errno; async-signal-safe.
     let errno = unsafe { *libc::__errno_location() };
@@ -134,15 +170,20 @@ extern "C" fn on_signal(_sig: libc::c_int, _info: *mut libc::siginfo_t, ctx: *mu
     {
         SLOT.pc.store(interrupted_pc(ctx), Ordering::Relaxed);
         let mut n = 0usize;
-        // SAFETY: `trace_unsynchronized` is unsafe because callers must not
-        // run it concurrently on platforms whose unwinder is not thread-safe
-        // (Windows' dbghelp); libgcc's is. The closure only stores to atomics.
-        unsafe {
-            backtrace::trace_unsynchronized(|f| {
-                SLOT.ips[n].store(f.ip() as usize, Ordering::Relaxed);
-                n += 1;
-                n < MAX_FRAMES
-            });
+        // Mid-switch: answer with no frames rather than unwind.
+        let skip = switching();
+        if !skip {
+            // SAFETY: `trace_unsynchronized` is unsafe because callers must
+            // not run it concurrently on platforms whose unwinder is not
+            // thread-safe (Windows' dbghelp); libgcc's is. The closure only
+            // stores to atomics. Not mid-switch: the stack is described.
+            unsafe {
+                backtrace::trace_unsynchronized(|f| {
+                    SLOT.ips[n].store(f.ip() as usize, Ordering::Relaxed);
+                    n += 1;
+                    n < MAX_FRAMES
+                });
+            }
         }
         SLOT.len.store(n, Ordering::Relaxed);
         // Release: the sampler's Acquire load of DONE sees every store above.
@@ -239,6 +280,9 @@ pub(crate) fn sample(tid: i32) -> Option<Vec<usize>> {
         .map(|i| SLOT.ips[i].load(Ordering::Relaxed))
         .collect();
     SLOT.state.store(IDLE, Ordering::Release);
+    if n == 0 {
+        return None; // caught mid-switch (or nothing to unwind)
+    }
     // Drop the handler's own frames and the signal trampoline: the sample
     // starts at the interrupted instruction.
     let start = ips.iter().position(|&ip| ip == pc).unwrap_or(0);

@@ -1,20 +1,5 @@
 //! Scoped virtual threads, like `std::thread::scope`: threads that may
 //! borrow from the caller's stack, all joined before `scope` returns.
-//!
-//! ```
-//! let mut data = vec![1, 2, 3];
-//! let total = std::sync::atomic::AtomicI32::new(0);
-//! weft::scope(|s| {
-//!     s.spawn(|| {
-//!         for x in &data {
-//!             total.fetch_add(*x, std::sync::atomic::Ordering::Relaxed);
-//!         }
-//!     });
-//!     s.spawn(|| println!("len = {}", data.len()));
-//! });
-//! data.push(4); // borrows ended: every scoped thread has been joined
-//! assert_eq!(total.into_inner(), 6);
-//! ```
 
 use std::marker::PhantomData;
 use std::panic::{AssertUnwindSafe, catch_unwind, resume_unwind};
@@ -108,13 +93,33 @@ impl<T> ScopedJoinHandle<'_, T> {
 /// All threads spawned in the scope are joined before `scope` returns. If
 /// `f` panics, or a thread panicked and was not joined, `scope` panics after
 /// joining them all — exactly like `std::thread::scope`.
+///
+/// # Examples
+///
+/// ```
+/// let mut data = vec![1, 2, 3];
+/// let total = std::sync::atomic::AtomicI32::new(0);
+/// weft::scope(|s| {
+///     s.spawn(|| {
+///         for x in &data {
+///             total.fetch_add(*x, std::sync::atomic::Ordering::Relaxed);
+///         }
+///     });
+///     s.spawn(|| println!("len = {}", data.len()));
+/// });
+/// data.push(4); // borrows ended: every scoped thread has been joined
+/// assert_eq!(total.into_inner(), 6);
+/// ```
 pub fn scope<'env, F, T>(f: F) -> T
 where
     F: for<'scope> FnOnce(&'scope Scope<'scope, 'env>) -> T,
 {
     let scope = Scope {
         data: Arc::new(ScopeData {
-            container: crate::dump::new_container("Scope", crate::dump::ROOT),
+            container: crate::thread::registry::new_container(
+                "Scope",
+                crate::thread::registry::ROOT,
+            ),
             running: AtomicUsize::new(0),
             a_thread_panicked: AtomicBool::new(false),
             owner: current(),
@@ -131,7 +136,7 @@ where
             current().interrupt_flag_restore();
         }
     }
-    crate::dump::drop_container(scope.data.container);
+    crate::thread::registry::drop_container(scope.data.container);
     match result {
         Err(e) => resume_unwind(e),
         Ok(_) if scope.data.a_thread_panicked.load(Ordering::SeqCst) => {

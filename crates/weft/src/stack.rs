@@ -585,3 +585,41 @@ pub(crate) fn guard_hit(addr: usize) -> Option<usize> {
     }
     None
 }
+
+// ---------------------------------------------------------------------------
+// The carrier's alternate signal stack (for the overflow handler, `overflow.rs`).
+
+/// Gives the calling carrier an alternate signal stack if it has none, so
+/// the handler can run when the faulting stack is exhausted.
+pub(crate) fn ensure_altstack() {
+    // SAFETY: querying and setting the alternate stack of this thread; the
+    // new stack is leaked on purpose (carriers live as long as the runtime,
+    // and a signal may arrive at any moment of their life).
+    unsafe {
+        let mut cur: libc::stack_t = std::mem::zeroed();
+        if libc::sigaltstack(std::ptr::null(), &mut cur) != 0 {
+            return;
+        }
+        if cur.ss_flags & libc::SS_DISABLE == 0 && !cur.ss_sp.is_null() {
+            return;
+        }
+        let size = (libc::SIGSTKSZ).max(64 * 1024);
+        let mem = libc::mmap(
+            std::ptr::null_mut(),
+            size,
+            libc::PROT_READ | libc::PROT_WRITE,
+            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+            -1,
+            0,
+        );
+        if mem == libc::MAP_FAILED {
+            return;
+        }
+        let st = libc::stack_t {
+            ss_sp: mem,
+            ss_flags: 0,
+            ss_size: size,
+        };
+        libc::sigaltstack(&st, std::ptr::null_mut());
+    }
+}

@@ -184,19 +184,39 @@ fn trim_plumbing(frames: Vec<Frame>) -> Vec<Frame> {
     // Then the spawn closure and the panic-catching wrappers around the
     // user's function (std and weft plumbing at the bottom).
     while v.last().is_some_and(|f| {
-        let n = f.function.as_str();
+        let n = last_segment(&f.function);
         n.starts_with("catch_unwind")
+            || n == "__rust_try"
             || n.starts_with("do_call")
             || n.starts_with("call_once")
             || n.contains("spawn_unchecked")
+            || f.function.contains("spawn_unchecked")
             || (n.starts_with("{closure")
                 && f.file
                     .as_deref()
-                    .is_some_and(|p| p.ends_with("weft/src/thread.rs")))
+                    .is_some_and(|p| p.ends_with("weft/src/builder.rs")))
     }) {
         v.pop();
     }
     v
+}
+
+/// The last `::` segment of a function name outside generic brackets:
+/// `call_once` for `<Box<F, A> as FnOnce<Args>>::call_once`, the name
+/// itself for the bare names debug info gives inlined frames.
+fn last_segment(function: &str) -> &str {
+    let mut depth = 0i32;
+    let mut start = 0;
+    let bytes = function.as_bytes();
+    for (i, &b) in bytes.iter().enumerate() {
+        match b {
+            b'<' => depth += 1,
+            b'>' => depth -= 1,
+            b':' if depth == 0 && i > 0 && bytes[i - 1] == b':' => start = i + 1,
+            _ => {}
+        }
+    }
+    &function[start..]
 }
 
 #[cfg(test)]
@@ -248,6 +268,20 @@ mod tests {
         assert!(fr("<std::io::BufReader<R> as std::io::Read>::read", None).is_runtime());
         assert!(fr("<unknown> @ 0x1234", None).is_runtime());
         assert!(first_user_frame(&[fr("std::thread::sleep", None)]).is_none());
+    }
+
+    #[test]
+    fn last_segments_skip_generic_paths() {
+        assert_eq!(
+            last_segment("<alloc::boxed::Box<F,A> as core::ops::FnOnce<Args>>::call_once"),
+            "call_once"
+        );
+        assert_eq!(last_segment("std::panicking::catch_unwind"), "catch_unwind");
+        assert_eq!(last_segment("do_call"), "do_call");
+        assert_eq!(
+            last_segment("weft::thread::Builder::spawn_unchecked::{{closure}}"),
+            "{{closure}}"
+        );
     }
 
     #[test]

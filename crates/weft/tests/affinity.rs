@@ -42,7 +42,7 @@ fn every_kind_of_wait(
         check(t);
 
         // A short CPU burst, unevenly spread.
-        if (i + round) % 5 == 0 {
+        if (i + round).is_multiple_of(5) {
             let mut x = i as u64;
             for k in 0..20_000u64 {
                 x = x.wrapping_mul(6364136223846793005).wrapping_add(k);

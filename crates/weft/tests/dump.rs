@@ -210,36 +210,77 @@ fn many_parked_threads_dump() {
 }
 
 /// SIGQUIT prints the dump to stderr and the process keeps running.
+///
+/// The child raises SIGQUIT and then waits for its stdin to close; the
+/// parent closes it only once the dump has appeared on the child's stderr
+/// (the first dump of a debug build resolves symbols for a while).
 #[test]
 fn sigquit_prints_dump_and_process_continues() {
+    use std::io::{BufRead, BufReader, Read};
+    use std::process::Stdio;
     if std::env::var("WEFT_DUMP_CHILD").is_ok() {
         let h = weft::Builder::new()
             .name("quit-sleeper")
-            .spawn(|| weft::sleep(Duration::from_secs(2)))
+            .spawn(|| weft::sleep(Duration::from_secs(600)))
             .unwrap();
         wait_state(h.thread(), State::Parked);
         // SAFETY: raising a signal on ourselves.
         unsafe { libc::raise(libc::SIGQUIT) };
-        h.join().unwrap().unwrap();
+        let _ = std::io::stdin().read_to_end(&mut Vec::new());
+        h.thread().interrupt();
+        assert!(h.join().unwrap().is_err(), "the sleeper was interrupted");
         println!("child still alive");
         return;
     }
-    let out = std::process::Command::new(std::env::current_exe().unwrap())
+    let mut child = std::process::Command::new(std::env::current_exe().unwrap())
         .args([
             "--exact",
             "sigquit_prints_dump_and_process_continues",
             "--nocapture",
         ])
         .env("WEFT_DUMP_CHILD", "1")
-        .output()
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
         .unwrap();
-    let stderr = String::from_utf8_lossy(&out.stderr);
+    let stdin = child.stdin.take().unwrap();
+    let stderr = child.stderr.take().unwrap();
+    // Read stderr on a thread, so a child that never dumps fails the test
+    // at the deadline instead of hanging it.
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stderr).lines() {
+            let Ok(line) = line else { break };
+            if tx.send(line).is_err() {
+                break;
+            }
+        }
+    });
+    let deadline = std::time::Instant::now() + Duration::from_secs(120);
+    let mut seen = String::new();
+    let mut header = false;
+    loop {
+        let left = deadline.saturating_duration_since(std::time::Instant::now());
+        match rx.recv_timeout(left) {
+            Ok(line) => {
+                header |= line.contains("Weft thread dump");
+                let sleeper = header && line.contains("quit-sleeper");
+                seen.push_str(&line);
+                seen.push('\n');
+                if sleeper {
+                    break;
+                }
+            }
+            Err(_) => {
+                let _ = child.kill();
+                panic!("no dump listing quit-sleeper on stderr within 120 s:\n{seen}");
+            }
+        }
+    }
+    drop(stdin); // the child may finish now
+    let out = child.wait_with_output().unwrap();
     let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(out.status.success(), "child failed: {stderr}");
-    assert!(
-        stderr.contains("Weft thread dump"),
-        "no dump on stderr: {stderr}"
-    );
-    assert!(stderr.contains("quit-sleeper"), "{stderr}");
-    assert!(stdout.contains("child still alive"));
+    assert!(out.status.success(), "child failed: {seen}");
+    assert!(stdout.contains("child still alive"), "{stdout}");
 }

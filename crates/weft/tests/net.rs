@@ -552,7 +552,7 @@ fn rss_bytes() -> usize {
 /// answers one byte per connection.
 ///
 /// No read timeouts here: a timed park leaves an entry in the carrier's
-/// timer heap until its deadline (by design, see `timer.rs`), which would
+/// timer heap until its deadline (by design, see `sched/timers.rs`), which would
 /// hold memory for the length of the timeout and blur the measurement. The
 /// child process has a watchdog instead.
 fn churn(addr: SocketAddr, total: usize) {
@@ -643,6 +643,10 @@ fn no_fd_or_memory_leak_after_100k_connections() {
     });
     // Warm up: pools, stacks, allocator arenas.
     churn(addr, 10_000);
+    // And the symbol tables a stall event or a dump loads once (a busy
+    // machine makes carriers look stalled; a debug binary's DWARF takes
+    // tens of MiB): a dump resolves the acceptor's stack.
+    assert!(!weft::dump().threads.is_empty());
     wait_until("server handlers to finish", || {
         live.load(Ordering::SeqCst) == 0
     });

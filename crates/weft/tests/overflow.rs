@@ -38,7 +38,7 @@ fn join_timeout<T: Send + 'static>(h: JoinHandle<T>) -> T {
 fn dig(frames: usize, yield_every: usize) -> usize {
     let mut pad = [0u8; FRAME];
     black_box(&mut pad);
-    if yield_every != 0 && frames % yield_every == 0 {
+    if yield_every != 0 && frames.is_multiple_of(yield_every) {
         weft::yield_now();
     }
     let low = if frames == 0 {

@@ -7,11 +7,18 @@ use std::io::{self, Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::time::Duration;
 
-use weft_http::{Handler, Server, ServerConfig, ServerHandle};
+use weft_http::{Handler, Server, ServerConfig, ServerHandle, ThreadMode};
 
 /// Generous failure detector for blocking reads in tests.
 pub const TEST_TIMEOUT: Duration = Duration::from_secs(20);
 
+/// Both thread modes, for tests that must hold in each: virtual threads,
+/// and a small pool of OS threads.
+pub fn modes() -> [ThreadMode; 2] {
+    [ThreadMode::Virtual, ThreadMode::Platform { threads: 4 }]
+}
+
+/// A server on a free loopback port.
 pub fn start(config: ServerConfig, handler: impl Handler) -> ServerHandle {
     Server::bind("127.0.0.1:0", config)
         .expect("bind")

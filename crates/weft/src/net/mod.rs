@@ -249,10 +249,10 @@ impl<S: AsRawFd> Io<S> {
                 }
             }
         });
-        if let Err(e) = &r {
-            if e.kind() == io::ErrorKind::Interrupted {
-                self.shutdown_after_interrupt();
-            }
+        if let Err(e) = &r
+            && e.kind() == io::ErrorKind::Interrupted
+        {
+            self.shutdown_after_interrupt();
         }
         r
     }
@@ -279,10 +279,10 @@ impl<S: AsRawFd> Io<S> {
                 }
             }
         });
-        if let Err(e) = &r {
-            if e.kind() == io::ErrorKind::Interrupted {
-                self.shutdown_after_interrupt();
-            }
+        if let Err(e) = &r
+            && e.kind() == io::ErrorKind::Interrupted
+        {
+            self.shutdown_after_interrupt();
         }
         r
     }

@@ -65,10 +65,10 @@ fn start_local() -> Result<Server, String> {
     }
     let mut vars = HashMap::new();
     for line in String::from_utf8_lossy(&out.stdout).lines() {
-        if let Some(rest) = line.strip_prefix("export ") {
-            if let Some((k, v)) = rest.split_once('=') {
-                vars.insert(k.to_string(), v.trim_matches('\'').to_string());
-            }
+        if let Some(rest) = line.strip_prefix("export ")
+            && let Some((k, v)) = rest.split_once('=')
+        {
+            vars.insert(k.to_string(), v.trim_matches('\'').to_string());
         }
     }
     from_vars(&vars).ok_or_else(|| "the cluster script printed no WEFT_PG_URL".to_string())
@@ -106,7 +106,7 @@ pub fn server() -> Option<&'static Server> {
 #[macro_export]
 macro_rules! require_pg {
     () => {
-        match $crate::support::server() {
+        match $crate::common::server() {
             Some(s) => s,
             None => return,
         }

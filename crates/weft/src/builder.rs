@@ -1,0 +1,195 @@
+//! Spawning: [`Builder`] and [`spawn`].
+//!
+//! Spawning creates the thread's record (`thread/record.rs`), puts the body
+//! in its coroutine slot (the stack is taken at first run), registers the
+//! thread (`thread/registry.rs`) and hands it to its runtime's scheduler.
+//! It sits above the runtime: it needs one to spawn onto.
+
+use std::io;
+use std::panic::{AssertUnwindSafe, catch_unwind};
+use std::sync::Arc;
+
+use crate::runtime::Runtime;
+use crate::sched::Suspend;
+use crate::thread::{
+    Body, BodyFor, Completer, CoroSlot, JoinHandle, Kind, Packet, State, Thread, current_virtual,
+    set_inner_state,
+};
+
+/// Configures a new virtual thread: name, stack size, runtime.
+///
+/// # Examples
+///
+/// let h = weft::Builder::new()
+///     .name("worker-1")
+///     .stack_size(64 * 1024)
+///     .spawn(|| weft::current().name().map(str::to_owned))
+///     .expect("spawn");
+/// assert_eq!(h.join().unwrap().as_deref(), Some("worker-1"));
+///
+/// // On a private runtime, with the error instead of a panic:
+/// let rt = weft::Runtime::builder().parallelism(1).build().unwrap();
+/// let h = weft::Builder::new().spawn_on(&rt, || 6 * 7).unwrap();
+/// assert_eq!(h.join().unwrap(), 42);
+#[derive(Debug, Default)]
+#[must_use = "a Builder does nothing until `spawn` is called"]
+pub struct Builder {
+    name: Option<String>,
+    stack_size: Option<usize>,
+    container: u64,
+}
+
+impl Builder {
+    /// A builder with default settings.
+    pub fn new() -> Builder {
+        Builder::default()
+    }
+
+    /// Names the thread (shown in panics, dumps and events).
+    pub fn name(mut self, name: impl Into<String>) -> Builder {
+        self.name = Some(name.into());
+        self
+    }
+
+    /// Puts the thread in a dump container (executor or scope).
+    pub(crate) fn container(mut self, id: u64) -> Builder {
+        self.container = id;
+        self
+    }
+
+    /// Reserves at least `size` bytes of stack (rounded up to a power of
+    /// two, at least 16 KiB, at most 1 GiB). Memory is
+    /// committed only as the stack grows.
+    pub fn stack_size(mut self, size: usize) -> Builder {
+        self.stack_size = Some(size);
+        self
+    }
+
+    /// Spawns a virtual thread on the default runtime.
+    ///
+    /// Returns an error, never aborts, when memory or address space for the
+    /// stack cannot be had, or the default runtime cannot start.
+    pub fn spawn<F, T>(self, f: F) -> io::Result<JoinHandle<T>>
+    where
+        F: FnOnce() -> T + Send + 'static,
+        T: Send + 'static,
+    {
+        let rt = crate::runtime::default_runtime()?;
+        self.spawn_on(&rt, f)
+    }
+
+    /// Spawns a virtual thread on `rt`.
+    pub fn spawn_on<F, T>(self, rt: &Runtime, f: F) -> io::Result<JoinHandle<T>>
+    where
+        F: FnOnce() -> T + Send + 'static,
+        T: Send + 'static,
+    {
+        // SAFETY: F and T are 'static, so nothing borrowed can dangle.
+        unsafe { self.spawn_unchecked(rt, f) }
+    }
+
+    /// Spawns without the `'static` bound.
+    ///
+    /// # Safety
+    /// Everything `f` borrows must outlive the thread: the caller must join
+    /// it (as `weft::scope` does) before those borrows end.
+    pub(crate) unsafe fn spawn_unchecked<'a, F, T>(
+        self,
+        rt: &Runtime,
+        f: F,
+    ) -> io::Result<JoinHandle<T>>
+    where
+        F: FnOnce() -> T + Send + 'a,
+        T: Send + 'a,
+    {
+        // An explicit size is reserved now (rare; its own pool); the default
+        // stack is taken at first run (see `CoroSlot`).
+        let stack = match self.stack_size {
+            Some(_) => Some(rt.alloc_stack(self.stack_size)?),
+            None => {
+                rt.promise_stack()?;
+                None
+            }
+        };
+        let thread = Thread::new_virtual(
+            self.name,
+            rt.shared().clone(),
+            Box::new(rt.clone()),
+            self.container,
+        );
+        let packet: Arc<Packet<T>> = Packet::new();
+        let their_packet = Completer {
+            packet: Some(packet.clone()),
+        };
+        let body = move |y: &corosensei::Yielder<(), Suspend>, (): ()| {
+            // On our own stack now (raised by the carrier's `resume`).
+            crate::sample::set_switching(false);
+            let me = current_virtual().expect("weft: coroutine started off its carrier");
+            me.yielder.set(y as *const _);
+            let r = catch_unwind(AssertUnwindSafe(f));
+            // What follows runs user `Drop`s too (`local!` values; the
+            // result or panic payload of a detached thread, dropped inside
+            // `complete`). A panic there must not unwind into the carrier:
+            // abort with a message, as std does for a panicking thread-local
+            // destructor or thread result.
+            let finish = catch_unwind(AssertUnwindSafe(move || {
+                // Drop weft::local! values while still on this thread.
+                // SAFETY: locals are only touched by the running thread.
+                unsafe { (*me.locals.get()).clear() };
+                if let Kind::Virtual { shared, .. } = &me.kind {
+                    shared.thread_finished();
+                }
+                // Before the joiner can return: it may look at our state.
+                set_inner_state(me, State::Terminated);
+                their_packet.complete(r);
+            }));
+            if finish.is_err() {
+                crate::thread::abort_after_drop_panic(me);
+            }
+            // Back to the carrier's stack as this returns.
+            crate::sample::set_switching(true);
+        };
+        // SAFETY: the caller guarantees that everything `body` borrows
+        // outlives the coroutine (see above); corosensei's only extra
+        // requirement is that the coroutine is run to completion or dropped
+        // before those borrows end, which joining guarantees.
+        let body: BodyFor<'a> = Box::new(body);
+        // SAFETY: lifetime erasure only; see `CoroSlot::get` for why the
+        // borrows stay valid for as long as the coroutine runs.
+        let body: Body = unsafe { std::mem::transmute(body) };
+        if let Kind::Virtual { coro: slot, .. } = &thread.inner.kind {
+            // SAFETY: the thread is not yet visible to any carrier.
+            unsafe { *slot.get() = CoroSlot::Pending(stack, body) };
+        }
+        thread.set_state(State::Started);
+        crate::thread::registry::register(&thread.inner);
+        rt.spawn_thread(thread.inner.clone());
+        Ok(JoinHandle { packet, thread })
+    }
+}
+
+/// Spawns a virtual thread on the default runtime and returns its handle.
+///
+/// # Panics
+/// If the thread cannot be created (out of memory or address space, or the
+/// default runtime failed to start, e.g. a bad `WEFT_*` variable); use
+/// [`Builder::spawn`] to get the error instead, as with `std::thread::spawn`.
+///
+/// # Examples
+///
+/// let h = weft::spawn(|| {
+///     // Blocks this virtual thread only; its carrier runs others meanwhile.
+///     weft::sleep(std::time::Duration::from_millis(10)).unwrap();
+///     "done"
+/// });
+/// assert!(weft::current().id() != h.thread().id());
+/// assert_eq!(h.join().unwrap(), "done");
+pub fn spawn<F, T>(f: F) -> JoinHandle<T>
+where
+    F: FnOnce() -> T + Send + 'static,
+    T: Send + 'static,
+{
+    Builder::new()
+        .spawn(f)
+        .unwrap_or_else(|e| panic!("weft::spawn failed: {e}"))
+}

@@ -1,0 +1,464 @@
+//! The scheduler: carriers, run queues, work stealing and idle sleep.
+//!
+//! # Shape (Go's `runtime/proc.go`, in small, with affinity)
+//!
+//! Each carrier (an OS thread) owns
+//! - a FIFO run queue of threads that have *not started yet*
+//!   (`crossbeam_deque::Worker`), which others may steal half of: this is
+//!   where load is balanced;
+//! - an inbox of runnable threads *bound* to it (a started thread runs on
+//!   the carrier that first ran it, for its whole life): only this carrier
+//!   takes from it; anyone may push, kicking the carrier if it sleeps;
+//! - a LIFO `next` slot: a thread woken by the running thread goes there and
+//!   runs as soon as the current one suspends (hand-off latency of a
+//!   ping-pong is one switch, and the partner's data is still in cache);
+//! - a timer heap (`timers.rs`).
+//!
+//! A global injector takes new threads from outside the runtime.
+//!
+//! Why affinity: a virtual thread's stack holds values Rust ties to an OS
+//! thread (thread-local references, `ThreadRng`, `Rc`s from thread-locals,
+//! std lock guards, LLVM's cached TLS addresses). Resuming it on another OS
+//! thread is undefined behaviour reachable from safe code; the `may` crate
+//! had to make its spawn `unsafe` for this. Go and Java migrate because
+//! their compilers control what a stack may hold; Rust's does not. Started
+//! threads therefore stay put; only a runtime built with the `unsafe`
+//! `RuntimeBuilder::allow_migration` leaves them unbound (`NO_HOME`), and
+//! then they flow through the stealable queues as before.
+//!
+//! # Invariants
+//!
+//! 1. A thread is in at most one place at a time: a run queue, an inbox, a
+//!    `next` slot, mounted on one carrier, or nowhere (parked: then
+//!    whoever moves its park state out of PARKED owns it, see `park.rs`).
+//! 2. A bound thread is only ever queued on, or mounted by, its home
+//!    carrier: stealable queues and the injector hold unbound threads only,
+//!    and a `next` slot is stolen only on a runtime that allows migration.
+//! 3. The `next` slot may win at most [`NEXT_STREAK_CAP`] times in a row;
+//!    then the slot's occupant goes to the back of the queue, so two threads
+//!    ping-ponging through it cannot starve the others. The inbox and the
+//!    stealable queue take turns.
+//! 4. Every [`GLOBAL_CHECK_INTERVAL`] ticks a carrier takes from the
+//!    injector first, so outside work cannot starve behind local work.
+//! 5. No lost wake-ups of carriers. For stealable work, the `Idle` protocol
+//!    below (after Tokio's `idle.rs`): work is published *before* the
+//!    searching/unparked counts are read (SeqCst), and the last searcher to
+//!    give up re-checks every queue *after* publishing that it gave up. For
+//!    a bound thread, the inbox handshake (`CarrierSlot::sleeping`): the
+//!    pusher publishes, then reads `sleeping`; the carrier raises
+//!    `sleeping`, then re-reads the inbox — so either the pusher kicks, or
+//!    the carrier sees the work.
+//! 6. An idle carrier sleeps in the kernel (zero CPU) with a timeout to its
+//!    next timer, after a bounded spin.
+//!
+//! # Files
+//!
+//! - `mod.rs` (this file): [`Shared`], the state of one runtime's
+//!   scheduler, and the decisions that involve every carrier: where a
+//!   woken or new thread goes ([`Shared::schedule`], [`Spawner`]), waking a
+//!   carrier for new work, bringing in spare carriers (compensation).
+//! - `slot.rs`: [`CarrierSlot`](slot::CarrierSlot), the part of a carrier
+//!   that other threads may touch (`next` slot, inbox, kick word, flags).
+//! - `carrier.rs`: [`Carrier`], a carrier's own state and its loop.
+//! - `idle.rs`: the idle protocol (who searches, who sleeps).
+//! - `timers.rs`: the per-carrier timer heap.
+//! - `monitor.rs`: the monitor thread (stalls, blocked carriers).
+//! - `blocked.rs`: marking a carrier blocked around a pinned or offloaded wait.
+//! - `stats.rs`: a plain snapshot of the figures, for `metrics` to read.
+
+mod blocked;
+mod carrier;
+mod idle;
+mod monitor;
+mod slot;
+mod stats;
+mod timers;
+
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering, fence};
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::{Duration, Instant};
+
+use crossbeam_deque::{Injector, Stealer, Worker};
+
+use crate::stack::StackPool;
+use crate::thread::{NO_HOME, State, VThread};
+
+pub(crate) use blocked::enter_blocking;
+pub(crate) use carrier::{
+    carrier, mounted_arc, mounted_ptr, resume_unwinding, run_carrier, suspend_unwinding,
+    suspended_unwinders,
+};
+use idle::Idle;
+use monitor::Monitor;
+pub(crate) use monitor::run_monitor;
+use slot::CarrierSlot;
+
+/// What a virtual thread asks of its carrier when it suspends. Handled by
+/// the carrier *after* the switch (the suspend protocol, `park.rs`).
+pub(crate) enum Suspend {
+    /// Park until unparked.
+    Park,
+    /// Park until unparked or the deadline passes.
+    ParkUntil(Instant),
+    /// Go to the back of the run queue.
+    Yield,
+}
+
+/// State shared by all carriers of one runtime.
+pub(crate) struct Shared {
+    pub(crate) injector: Injector<Arc<VThread>>,
+    stealers: Box<[Stealer<Arc<VThread>>]>,
+    carriers: Box<[CarrierSlot]>,
+    idle: Idle,
+    pub(crate) shutdown: AtomicBool,
+    pub(crate) stacks: &'static StackPool,
+    /// Virtual threads started and not yet finished.
+    pub(crate) live: AtomicUsize,
+    /// Virtual threads ever started.
+    pub(crate) started: AtomicUsize,
+    /// Successful steals (batches).
+    pub(crate) steals: AtomicUsize,
+    monitor: Monitor,
+    /// Carriers that always run (the runtime's parallelism).
+    core: usize,
+    /// Upper bound on carriers including spares (`max_pool_size`).
+    max: usize,
+    /// Carriers in their main loop (core + spares on duty).
+    active: AtomicUsize,
+    /// Carriers in a pinned wait, or counted as stalled by the monitor.
+    /// `active - blocked` is what really runs (see `stall.rs`).
+    blocked: crate::stall::Blocked,
+    /// Run queues of slots without a thread (spares not started or retired).
+    free_slots: Mutex<Vec<(usize, Worker<Arc<VThread>>)>>,
+    /// Spare slots whose threads wait in keep-alive for duty.
+    idle_spares: Mutex<Vec<usize>>,
+    /// Carrier thread name prefix.
+    name: String,
+    /// How long one thread may hold a carrier before the monitor calls it a
+    /// stall (WEFT_STALL_THRESHOLD).
+    pub(crate) stall_threshold: Duration,
+    /// How long an idle spare carrier waits for duty before it exits.
+    spare_keepalive: Duration,
+    /// Spare carriers ever started (metrics).
+    pub(crate) spares_started: AtomicUsize,
+    /// Weak self-reference, so compensation can start carrier threads.
+    me_weak: OnceLock<std::sync::Weak<Shared>>,
+    /// Started threads may move between carriers (the `unsafe` opt-in,
+    /// `RuntimeBuilder::allow_migration`); otherwise each is bound to the
+    /// carrier that first ran it.
+    pub(crate) migrate: bool,
+}
+
+/// Scheduler settings from the runtime builder.
+pub(crate) struct SchedConfig {
+    pub(crate) core: usize,
+    pub(crate) max: usize,
+    pub(crate) name: String,
+    pub(crate) stall_threshold: Duration,
+    pub(crate) spare_keepalive: Duration,
+    pub(crate) migrate: bool,
+}
+
+impl Shared {
+    /// Creates the shared state for `core` carriers and up to `max` in all.
+    /// Returns the run queues of the core carriers.
+    pub(crate) fn new(
+        cfg: SchedConfig,
+        stacks: &'static StackPool,
+    ) -> (Arc<Shared>, Vec<Worker<Arc<VThread>>>) {
+        let SchedConfig {
+            core,
+            max,
+            name,
+            stall_threshold,
+            spare_keepalive,
+            migrate,
+        } = cfg;
+        let mut locals: Vec<Worker<Arc<VThread>>> = (0..max).map(|_| Worker::new_fifo()).collect();
+        let stealers = locals.iter().map(Worker::stealer).collect();
+        let carriers = (0..max).map(|_| CarrierSlot::new()).collect();
+        let spare_locals: Vec<Worker<Arc<VThread>>> = locals.split_off(core);
+        let free_slots = spare_locals
+            .into_iter()
+            .enumerate()
+            .map(|(i, w)| (core + i, w))
+            .rev()
+            .collect();
+        let shared = Arc::new(Shared {
+            injector: Injector::new(),
+            stealers,
+            carriers,
+            idle: Idle::new(core),
+            shutdown: AtomicBool::new(false),
+            stacks,
+            live: AtomicUsize::new(0),
+            started: AtomicUsize::new(0),
+            steals: AtomicUsize::new(0),
+            monitor: Monitor {
+                thread: OnceLock::new(),
+                deep_sleep: AtomicBool::new(false),
+            },
+            core,
+            max,
+            active: AtomicUsize::new(core),
+            blocked: crate::stall::Blocked::new(),
+            free_slots: Mutex::new(free_slots),
+            idle_spares: Mutex::new(Vec::new()),
+            name,
+            stall_threshold,
+            spare_keepalive,
+            spares_started: AtomicUsize::new(0),
+            me_weak: OnceLock::new(),
+            migrate,
+        });
+        let _ = shared.me_weak.set(Arc::downgrade(&shared));
+        (shared, locals)
+    }
+
+    /// Called by a finishing thread just before it completes its join
+    /// packet, so that whoever joins it never still counts it live.
+    pub(crate) fn thread_finished(&self) {
+        self.live.fetch_sub(1, Ordering::Relaxed);
+    }
+
+    /// Carriers in their main loop right now (core + spares on duty).
+    pub(crate) fn active_carriers(&self) -> usize {
+        self.active.load(Ordering::Relaxed)
+    }
+
+    /// Whether carrier `i` is held by one thread past the stall threshold
+    /// (the monitor's mark) or in a pinned wait: the threads bound to it
+    /// wait.
+    pub(crate) fn carrier_held(&self, i: usize) -> bool {
+        self.carriers
+            .get(i)
+            .is_some_and(|w| w.stalled.is_set() || w.in_blocking.load(Ordering::Relaxed))
+    }
+
+    /// Carrier `i`'s kernel thread id and switch count, if it is running
+    /// `thread` right now (for a dump to sample its stack, and to check
+    /// afterwards that it was still the same thread).
+    pub(crate) fn carrier_running(&self, i: usize, thread: &VThread) -> Option<(i32, u64)> {
+        let w = self.carriers.get(i)?;
+        let sw = w.switches.load(Ordering::SeqCst);
+        std::ptr::eq(w.mounted.load(Ordering::SeqCst), thread)
+            .then(|| (w.tid.load(Ordering::Relaxed), sw))
+    }
+
+    /// Carriers blocked or stalled right now.
+    pub(crate) fn blocked_carriers(&self) -> usize {
+        self.blocked.get()
+    }
+
+    /// Makes `task`, a thread that has run before, runnable again.
+    ///
+    /// A thread bound to a carrier (affinity, the default) goes back to that
+    /// carrier only: to its `next` slot when the waker runs there (it runs
+    /// as soon as the current thread suspends), to its inbox otherwise,
+    /// kicking the carrier if it sleeps. An unbound thread (a runtime that
+    /// allows migration) goes to the waker's `next` slot on one of this
+    /// runtime's carriers, to the injector from anywhere else.
+    pub(crate) fn schedule(self: &Arc<Shared>, task: Arc<VThread>) {
+        let home = task.home.load(Ordering::Relaxed);
+        let here = carrier().filter(|c| Arc::ptr_eq(&c.shared, self));
+        if home != NO_HOME {
+            match here {
+                Some(c) if c.index == home as usize => c.push_next(task),
+                _ => {
+                    set_state(&task, State::Runnable);
+                    self.carriers[home as usize].push_home(task);
+                }
+            }
+            return;
+        }
+        if let Some(c) = here
+            && !c.me().in_blocking.load(Ordering::Relaxed)
+        {
+            c.push_next(task);
+            return;
+        }
+        self.injector.push(task);
+        self.notify_work();
+    }
+
+    /// Wakes a sleeping carrier if no carrier is searching for work.
+    pub(crate) fn notify_work(&self) {
+        fence(Ordering::SeqCst);
+        if let Some(i) = self.idle.carrier_to_notify() {
+            self.wake_carrier(i);
+        } else if self.blocked.get() > 0 {
+            // Every awake carrier may be blocked: bring in a spare.
+            self.compensate();
+        }
+    }
+
+    /// Puts one more carrier on duty if blocked carriers leave fewer than
+    /// `core` running, within `max`: wakes a spare in keep-alive or starts
+    /// a new one.
+    pub(crate) fn compensate(self: &Shared) {
+        self.compensate_up_to(self.max);
+    }
+
+    /// [`Shared::compensate`] with at most `limit` carriers on duty.
+    fn compensate_up_to(self: &Shared, limit: usize) {
+        let limit = limit.min(self.max);
+        let mut active = self.active.load(Ordering::SeqCst);
+        loop {
+            let blocked = self.blocked.get();
+            if active.saturating_sub(blocked) >= self.core
+                || active >= limit
+                || self.shutdown.load(Ordering::SeqCst)
+            {
+                return;
+            }
+            match self.active.compare_exchange(
+                active,
+                active + 1,
+                Ordering::SeqCst,
+                Ordering::SeqCst,
+            ) {
+                Ok(_) => break,
+                Err(a) => active = a,
+            }
+        }
+        let spare = self
+            .idle_spares
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .pop();
+        if let Some(i) = spare {
+            let w = &self.carriers[i];
+            w.spare_wake.store(true, Ordering::SeqCst);
+            w.kick();
+            return;
+        }
+        let slot = self
+            .free_slots
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .pop();
+        let Some((i, local)) = slot else {
+            self.active.fetch_sub(1, Ordering::SeqCst);
+            return;
+        };
+        let Some(me) = self.self_arc() else {
+            self.return_slot(i, local);
+            self.active.fetch_sub(1, Ordering::SeqCst);
+            return;
+        };
+        self.spares_started.fetch_add(1, Ordering::Relaxed);
+        let spawned = std::thread::Builder::new()
+            .name(format!("{}-{i}", self.name))
+            .spawn(move || run_carrier(me, i, local));
+        if spawned.is_err() {
+            // The slot's queue went down with the closure; make a new one is
+            // impossible (its stealer is fixed), so the slot stays unused.
+            self.active.fetch_sub(1, Ordering::SeqCst);
+        }
+    }
+
+    fn return_slot(&self, i: usize, local: Worker<Arc<VThread>>) {
+        self.free_slots
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push((i, local));
+    }
+
+    /// An owning handle to this Shared, from the registry kept by the
+    /// monitor (compensation may run on any thread, holding only `&Shared`).
+    fn self_arc(&self) -> Option<Arc<Shared>> {
+        self.me_weak.get().and_then(std::sync::Weak::upgrade)
+    }
+
+    fn wake_carrier(&self, i: usize) {
+        let w = &self.carriers[i];
+        w.notified.store(true, Ordering::SeqCst);
+        self.kick_carrier(i);
+    }
+
+    /// Unparks carrier `i`'s OS thread without claiming it for work (it
+    /// re-reads its timers and goes back to sleep if there is nothing).
+    fn kick_carrier(&self, i: usize) {
+        self.carriers[i].kick();
+    }
+
+    /// Wakes every carrier (shutdown).
+    pub(crate) fn wake_all(&self) {
+        while let Some(i) = self.idle.pop_any_sleeper() {
+            self.wake_carrier(i);
+        }
+        for w in self.carriers.iter() {
+            w.spare_wake.store(false, Ordering::SeqCst);
+            w.kick();
+        }
+        self.monitor.deep_sleep.store(true, Ordering::SeqCst);
+        self.wake_monitor();
+    }
+
+    fn has_visible_work(&self) -> bool {
+        // `next` slots are not counted: their carriers are awake and will
+        // run them; one stuck in a long-running thread is the monitor's job.
+        !self.injector.is_empty() || self.stealers.iter().any(|s| !s.is_empty())
+    }
+}
+
+fn set_state(task: &VThread, s: State) {
+    crate::thread::set_inner_state(task, s);
+}
+
+/// Handle to spawn work into this module's queues from `runtime.rs`.
+pub(crate) struct Spawner<'a>(pub(crate) &'a Arc<Shared>);
+
+impl Spawner<'_> {
+    pub(crate) fn spawn(&self, task: Arc<VThread>) {
+        let shared = self.0;
+        shared.live.fetch_add(1, Ordering::Relaxed);
+        shared.started.fetch_add(1, Ordering::Relaxed);
+        set_state(&task, State::Runnable);
+        if let Some(c) = carrier()
+            && Arc::ptr_eq(&c.shared, shared)
+            && !c.me().in_blocking.load(Ordering::Relaxed)
+        {
+            // New threads go to the back of the local queue (stealable), so a
+            // spawning loop keeps running and idle carriers help.
+            c.push_back(task);
+            return;
+        }
+        shared.injector.push(task);
+        shared.notify_work();
+    }
+}
+
+/// Every runtime in the process (for dumps and metrics).
+static RUNTIMES: Mutex<Vec<std::sync::Weak<Shared>>> = Mutex::new(Vec::new());
+
+/// Lists a new runtime.
+pub(crate) fn register_runtime(shared: &Arc<Shared>) {
+    let mut r = RUNTIMES.lock().unwrap_or_else(|e| e.into_inner());
+    r.retain(|w| w.strong_count() > 0);
+    r.push(Arc::downgrade(shared));
+}
+
+/// Live runtimes.
+pub(crate) fn runtimes() -> Vec<Arc<Shared>> {
+    RUNTIMES
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .iter()
+        .filter_map(std::sync::Weak::upgrade)
+        .collect()
+}
+
+/// Mounted threads (as `VThread` addresses) and the carrier index they run on.
+pub(crate) fn mounted_carriers() -> std::collections::HashMap<usize, usize> {
+    let mut m = std::collections::HashMap::new();
+    for rt in runtimes() {
+        for (i, w) in rt.carriers.iter().enumerate() {
+            let p = w.mounted.load(Ordering::Relaxed);
+            if !p.is_null() {
+                m.insert(p as usize, i);
+            }
+        }
+    }
+    m
+}

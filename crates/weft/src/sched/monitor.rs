@@ -1,0 +1,332 @@
+//! The monitor: one OS thread per runtime that watches its carriers (Go's
+//! sysmon, in small).
+//!
+//! It never runs virtual threads. It reads the carriers' counters
+//! (`switches`, `mounted`, `in_blocking`) without locks, fires the timers of
+//! carriers that cannot (they are blocked), marks a carrier held past the
+//! stall threshold as blocked (so a spare can come in), and records a stall
+//! or blocked-with-waiters event naming the thread. Recording an event is
+//! its only write outside the scheduler: `events` is a sink that reads
+//! nothing back. It sleeps without a timeout while no carrier is busy.
+
+use std::fmt::Write as _;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, OnceLock};
+use std::time::{Duration, Instant};
+
+use super::Shared;
+use super::slot::{CarrierSlot, Identity};
+use crate::thread::State;
+
+/// The monitor thread's parking spot (Go's sysmon sleeps the same way when
+/// every P is idle).
+pub(super) struct Monitor {
+    pub(super) thread: OnceLock<std::thread::Thread>,
+    /// Set while the monitor sleeps without a timeout because no carrier
+    /// was busy; the first carrier to mount a thread wakes it.
+    pub(super) deep_sleep: AtomicBool,
+}
+
+/// Upper bound on the monitor's tick while any carrier is busy.
+pub(super) const MONITOR_TICK: Duration = Duration::from_millis(10);
+/// Quiet ticks (no carrier busy) before the monitor sleeps until woken.
+pub(super) const MONITOR_QUIET_TICKS: u32 = 10;
+
+impl Shared {
+    pub(super) fn wake_monitor(&self) {
+        if self.monitor.deep_sleep.swap(false, Ordering::SeqCst)
+            && let Some(t) = self.monitor.thread.get()
+        {
+            t.unpark();
+        }
+    }
+}
+
+/// Body of the monitor thread. It never runs virtual threads. Each tick it
+/// 1. fires due timers of carriers that are blocked (their owners cannot),
+/// 2. reports a stall when a carrier has run one thread past the stall
+///    threshold, counts that carrier as blocked and compensates,
+/// 3. wakes an idle carrier when a busy one has work waiting behind its
+///    running thread (in its `next` slot or queue), so it can be stolen.
+///
+/// It holds only a `Weak` reference, so it ends with the runtime, and it
+/// sleeps without a timeout while no carrier is busy (an idle runtime costs
+/// no CPU).
+pub(crate) fn run_monitor(weak: std::sync::Weak<Shared>) {
+    let mut last: Vec<u64> = Vec::new();
+    // When the monitor first saw each carrier on its current switch count:
+    // a carrier seen on the same count for `stall_threshold` is stalled.
+    // (Monitor-side clocks keep `Instant::now` off the carriers' hot path.)
+    let mut since: Vec<Instant> = Vec::new();
+    let mut quiet = 0u32;
+    loop {
+        let Some(shared) = weak.upgrade() else { return };
+        if shared.shutdown.load(Ordering::SeqCst) {
+            return;
+        }
+        let _ = shared.monitor.thread.set(std::thread::current());
+        let tick = MONITOR_TICK
+            .min(shared.stall_threshold / 2)
+            .max(Duration::from_millis(1));
+        let n = shared.carriers.len();
+        last.resize(n, u64::MAX);
+        let now = Instant::now();
+        since.resize(n, now);
+        let mut any_busy = false;
+        for (i, w) in shared.carriers.iter().enumerate() {
+            let sw = w.switches.load(Ordering::Relaxed);
+            let busy = !w.mounted.load(Ordering::Relaxed).is_null();
+            let in_blocking = w.in_blocking.load(Ordering::SeqCst);
+            any_busy |= busy;
+            let same = busy && sw == last[i];
+            if sw != last[i] || !busy {
+                since[i] = now;
+            }
+            last[i] = sw;
+            if in_blocking || w.stalled.is_set() {
+                // The owner cannot fire them. Bound threads still can run
+                // only there, but they are runnable the moment it is back;
+                // unbound ones (migration) run elsewhere at once.
+                if w.fire_timers_home(now, |t| shared.injector.push(t)) > 0 {
+                    shared.notify_work();
+                }
+            }
+            let held = now.saturating_duration_since(since[i]);
+            if same && held >= shared.stall_threshold {
+                let report = !in_blocking && w.reported.load(Ordering::Relaxed) != sw;
+                // The pinning deadlock: held in the kernel while threads
+                // bound here wait (they can run nowhere else).
+                let waiters = w.reported_waiters.load(Ordering::Relaxed) != sw && w.has_home_work();
+                // Who holds it, read now: by the time the stack is sampled
+                // and a spare started the thread may have moved on.
+                let who = if report || waiters {
+                    w.mounted_identity(sw)
+                } else {
+                    None
+                };
+                if let Some(who) = who {
+                    let tid = w.tid.load(Ordering::Relaxed);
+                    let cpu = kernel_state(tid) == Some('R');
+                    if report {
+                        w.reported.store(sw, Ordering::Relaxed);
+                        // The stack first (the carrier may move on at any
+                        // moment), the symbols after compensating.
+                        let ips = crate::sample::sample(tid)
+                            .filter(|_| w.switches.load(Ordering::SeqCst) == sw);
+                        // A CPU-bound thread waits for nothing a spare could
+                        // help with: it is counted as blocked (which makes
+                        // room for a spare) only while fewer than twice the
+                        // parallelism carriers are on duty. Past that,
+                        // CPU-bound stalls add no carrier at all.
+                        let count = !cpu || shared.active.load(Ordering::SeqCst) < 2 * shared.core;
+                        if count && shared.blocked.mark(&w.stalled) {
+                            // The carrier may have moved on in between; undo
+                            // (whoever clears the flag uncounts it, once).
+                            if w.switches.load(Ordering::SeqCst) != sw {
+                                shared.blocked.clear(&w.stalled);
+                            } else if cpu {
+                                shared.compensate_up_to(2 * shared.core);
+                            } else {
+                                shared.compensate();
+                            }
+                        }
+                        report_stall(&shared, i, w, &who, held, cpu, ips);
+                    }
+                    if waiters && !cpu {
+                        w.reported_waiters.store(sw, Ordering::Relaxed);
+                        report_blocked_with_waiters(&shared, i, w, &who, held, in_blocking);
+                    }
+                }
+            }
+            if same && !shared.stealers[i].is_empty() {
+                shared.notify_work();
+            }
+        }
+        // Safety net (Go's sysmon does the same): work queued while no
+        // carrier searches gets a carrier, whatever the wake-up protocol
+        // missed. Cheap: a few loads per tick.
+        let queued = shared.has_visible_work();
+        if queued && shared.idle.searching.load(Ordering::SeqCst) == 0 {
+            shared.notify_work();
+        }
+        let all_asleep =
+            shared.idle.num_sleepers.load(Ordering::SeqCst) >= shared.active.load(Ordering::SeqCst);
+        quiet = if any_busy || !all_asleep || queued {
+            0
+        } else {
+            quiet + 1
+        };
+        if quiet >= MONITOR_QUIET_TICKS {
+            shared.monitor.deep_sleep.store(true, Ordering::SeqCst);
+            // Re-check after announcing the deep sleep: a carrier that woke
+            // in between left the sleeper count first and checks
+            // `deep_sleep` after (both SeqCst), so one of us sees the other.
+            let all_asleep = shared.idle.num_sleepers.load(Ordering::SeqCst)
+                >= shared.active.load(Ordering::SeqCst);
+            drop(shared);
+            if all_asleep {
+                std::thread::park();
+            }
+            quiet = 0;
+            if let Some(shared) = weak.upgrade() {
+                shared.monitor.deep_sleep.store(false, Ordering::SeqCst);
+            }
+            continue;
+        }
+        drop(shared);
+        std::thread::sleep(tick);
+    }
+}
+
+/// Records a stall of carrier `i`: which thread, for how long, whether the
+/// OS thread is running (CPU) or sleeping in the kernel (blocked), and the
+/// threads bound to the carrier that wait behind it.
+pub(super) fn report_stall(
+    shared: &Arc<Shared>,
+    i: usize,
+    w: &CarrierSlot,
+    who: &Identity,
+    held: Duration,
+    cpu: bool,
+    ips: Option<Vec<usize>>,
+) {
+    let tid = w.tid.load(Ordering::Relaxed);
+    let mut detail = format!("carrier {i}, tid {tid}");
+    if !cpu && let Some(call) = kernel_call(tid) {
+        let _ = write!(detail, ", in {call}");
+    }
+    let frames = ips.map(|ips| crate::symbols::Resolver::default().frames(&ips));
+    // (A registry walk: only when something is queued behind it.)
+    if w.has_home_work() {
+        let waiting = waiting_behind(shared, i);
+        if !waiting.is_empty() {
+            let _ = write!(detail, "; waiting behind it: {waiting}");
+        }
+    }
+    let kind = if cpu {
+        crate::events::EventKind::StallCpu
+    } else {
+        crate::events::EventKind::StallBlocked
+    };
+    record_carrier_event(who, kind, held, detail, frames);
+}
+
+/// Records `kind` for `who`, the thread that held its carrier.
+pub(super) fn record_carrier_event(
+    who: &Identity,
+    kind: crate::events::EventKind,
+    held: Duration,
+    detail: String,
+    frames: Option<Vec<crate::symbols::Frame>>,
+) {
+    crate::events::record(crate::events::Event {
+        kind,
+        thread_id: who.0,
+        thread_name: who.1.clone(),
+        duration: held,
+        at: std::time::SystemTime::now(),
+        call_site: frames.as_ref().and_then(|f| {
+            crate::symbols::first_user_frame(f).map(|i| crate::symbols::describe(&f[i]))
+        }),
+        stack: frames.map(|f| crate::symbols::format_stack(&f)),
+        detail: Some(detail),
+    });
+}
+
+/// Records that carrier `i` is held in the kernel (or in a pinned wait)
+/// while threads bound to it are runnable: the pinning deadlock shape.
+pub(super) fn report_blocked_with_waiters(
+    shared: &Arc<Shared>,
+    i: usize,
+    w: &CarrierSlot,
+    who: &Identity,
+    held: Duration,
+    pinned_wait: bool,
+) {
+    let tid = w.tid.load(Ordering::Relaxed);
+    let call = if pinned_wait {
+        "a pinned wait (weft::pinned)".to_string()
+    } else {
+        kernel_call(tid).unwrap_or_else(|| "the kernel".into())
+    };
+    let waiting = waiting_behind(shared, i);
+    let detail = format!(
+        "carrier {i} (tid {tid}) is blocked in {call} while threads bound to it wait: {}. \
+         They can run only on this carrier. If the blocked thread waits for an OS-level lock \
+         (std::sync, parking_lot) that one of them holds across a weft blocking call, this is \
+         a deadlock: use weft::sync locks, or do not block while holding an OS lock",
+        if waiting.is_empty() {
+            "(none listed)".to_string()
+        } else {
+            waiting
+        }
+    );
+    record_carrier_event(
+        who,
+        crate::events::EventKind::BlockedWithWaiters,
+        held,
+        detail,
+        None,
+    );
+}
+
+/// The runnable threads bound to carrier `i` of `shared`, as
+/// `#id 'name', …` (at most 8 named, then a count).
+pub(super) fn waiting_behind(shared: &Arc<Shared>, i: usize) -> String {
+    let mut names = Vec::new();
+    let mut n = 0usize;
+    crate::thread::registry::for_each_thread(|t| {
+        if t.home.load(Ordering::Relaxed) as usize == i
+            && crate::thread::inner_state(t) == State::Runnable
+            && t.runtime_shared().is_some_and(|s| Arc::ptr_eq(s, shared))
+        {
+            n += 1;
+            if names.len() < 8 {
+                let (name, id) = crate::thread::Thread::peek_name_id(t);
+                names.push(format!("#{id} '{}'", name.unwrap_or("")));
+            }
+        }
+    });
+    let mut out = names.join(", ");
+    if n > names.len() {
+        let _ = write!(out, " and {} more", n - names.len());
+    }
+    out
+}
+
+/// The system call a kernel thread of this process sleeps in, by name
+/// where we know it (`/proc/self/task/<tid>/syscall`).
+pub(super) fn kernel_call(tid: i32) -> Option<String> {
+    let s = std::fs::read_to_string(format!("/proc/self/task/{tid}/syscall")).ok()?;
+    let nr: i64 = s.split_whitespace().next()?.parse().ok()?;
+    Some(
+        match nr {
+            libc::SYS_futex => "futex (a std::sync/parking_lot lock, a condvar, thread::park)",
+            libc::SYS_read => "read",
+            libc::SYS_write => "write",
+            libc::SYS_recvfrom => "recvfrom",
+            libc::SYS_sendto => "sendto",
+            libc::SYS_recvmsg => "recvmsg",
+            libc::SYS_accept4 => "accept4",
+            libc::SYS_connect => "connect",
+            libc::SYS_nanosleep => "nanosleep (std::thread::sleep)",
+            libc::SYS_clock_nanosleep => "clock_nanosleep (std::thread::sleep)",
+            libc::SYS_poll => "poll",
+            libc::SYS_ppoll => "ppoll",
+            libc::SYS_epoll_wait => "epoll_wait",
+            libc::SYS_epoll_pwait => "epoll_pwait",
+            libc::SYS_wait4 => "wait4",
+            _ => return Some(format!("system call {nr}")),
+        }
+        .to_string(),
+    )
+}
+
+/// State letter of a kernel thread of this process (`R`, `S`, `D`, ...).
+pub(super) fn kernel_state(tid: i32) -> Option<char> {
+    let stat = std::fs::read_to_string(format!("/proc/self/task/{tid}/stat")).ok()?;
+    // The state follows the parenthesised command name, which may itself
+    // contain spaces or parentheses: take the last ')'.
+    let rest = &stat[stat.rfind(')')? + 1..];
+    rest.trim_start().chars().next()
+}

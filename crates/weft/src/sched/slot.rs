@@ -1,0 +1,197 @@
+//! A carrier's slot: the part of a carrier that other threads may touch.
+//!
+//! [`CarrierSlot`] lives in the runtime's [`Shared`](super::Shared), one per
+//! carrier index (core carriers and spares alike). Its owner, the carrier
+//! thread, is the only one that pops the inbox, runs what it takes and
+//! writes `mounted`/`switches`; anyone may push to the inbox and kick the
+//! carrier (the inbox handshake, invariant 5 in `mod.rs`); a thief may take
+//! the `next` slot on a runtime that allows migration; the monitor reads
+//! the counters, and the mounted thread only under the `inspect` handshake
+//! ([`CarrierSlot::mounted_identity`]). The timer heap's methods are in
+//! `timers.rs`.
+
+use std::collections::BinaryHeap;
+use std::sync::atomic::{
+    AtomicBool, AtomicI32, AtomicPtr, AtomicU32, AtomicU64, AtomicUsize, Ordering, fence,
+};
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::Instant;
+
+use crossbeam_deque::{Injector, Steal};
+
+use super::timers::TimerEntry;
+use crate::thread::VThread;
+
+/// A virtual thread's id and name, as read off its carrier.
+pub(super) type Identity = (u64, Option<String>);
+
+pub(super) struct CarrierSlot {
+    pub(super) os_thread: OnceLock<std::thread::Thread>,
+    /// Set by a notifier that removed this carrier from the sleeper list.
+    pub(super) notified: AtomicBool,
+    /// The LIFO `next` slot: an `Arc<VThread>` turned into a raw pointer, or
+    /// null. Atomic so that a thief can take it from a carrier that is stuck
+    /// in one long-running thread (Go steals `runnext` the same way).
+    pub(super) next: AtomicPtr<VThread>,
+    /// Count of threads this carrier has mounted (the monitor compares
+    /// snapshots to find a carrier stuck in one thread).
+    pub(super) switches: AtomicU64,
+    /// Timers of threads that parked on this carrier. Locked by the owner
+    /// (uncontended) and, rarely, by the monitor when the owner is blocked.
+    pub(super) timers: Mutex<BinaryHeap<TimerEntry>>,
+    /// The carrier is inside `weft::blocking` or a pinned wait.
+    pub(super) in_blocking: AtomicBool,
+    /// The monitor counted this carrier as blocked (a stall); cleared, and
+    /// uncounted, by the carrier when its thread next leaves it.
+    pub(super) stalled: crate::stall::StallFlag,
+    /// Earliest timer deadline (ns since `now_ns` epoch), `u64::MAX` if
+    /// none: lets `find_local` skip the heap (and the clock) when empty.
+    pub(super) timer_next: AtomicU64,
+    /// Heap size at which `push_timer` next looks for stale entries
+    /// (written under the `timers` lock).
+    pub(super) timer_scan_at: AtomicUsize,
+    /// `switches` value for which a stall was already reported.
+    pub(super) reported: AtomicU64,
+    /// Kernel thread id of the carrier (for /proc lookups).
+    pub(super) tid: AtomicI32,
+    /// A spare in keep-alive was picked for duty.
+    pub(super) spare_wake: AtomicBool,
+    /// Event count the carrier sleeps on (a futex word). Anyone who wants
+    /// a sleeping carrier to look again bumps it and wakes the futex. Its
+    /// own word, not the OS thread's park token: code running on the
+    /// carrier thread can never consume a wake-up meant for the scheduler.
+    pub(super) wake_word: AtomicU32,
+    /// The mounted thread, null when none (a borrowed pointer; the monitor
+    /// reads through it only under the `inspect` handshake).
+    pub(super) mounted: AtomicPtr<VThread>,
+    /// Set by the monitor while it reads through `mounted`. A carrier that
+    /// finds it set after a thread left it waits before letting go of that
+    /// thread (see `mounted_identity`).
+    pub(super) inspect: AtomicBool,
+    /// Runnable threads bound to this carrier (affinity): only this carrier
+    /// takes from it; anyone may push (a wake-up from another carrier, an
+    /// OS thread, the poller, the monitor's timers). Never stolen.
+    pub(super) inbox: Injector<Arc<VThread>>,
+    /// Set while the carrier sleeps (or waits off duty): a pusher to
+    /// `inbox` that sees it kicks the carrier. Dekker-style with the
+    /// inbox: the pusher publishes its task then reads this (SeqCst); the
+    /// carrier sets this then re-checks the inbox (SeqCst).
+    pub(super) sleeping: AtomicBool,
+    /// Live threads bound to this carrier. A spare carrier with bound
+    /// threads cannot exit: it keeps serving them off duty.
+    pub(super) homed: AtomicUsize,
+    /// `switches` value for which a blocked-with-waiters event was recorded.
+    pub(super) reported_waiters: AtomicU64,
+}
+
+impl CarrierSlot {
+    /// Makes a sleeping carrier look again (see `wake_word`).
+    pub(super) fn kick(&self) {
+        self.wake_word.fetch_add(1, Ordering::SeqCst);
+        crate::futex::futex_wake(&self.wake_word);
+    }
+
+    /// Sleeps while `wake_word` still equals `seen`, at most until `until`.
+    pub(super) fn wait_kick(&self, seen: u32, until: Option<Instant>) {
+        let timeout = match until {
+            None => None,
+            Some(d) => {
+                let now = Instant::now();
+                if d <= now {
+                    return;
+                }
+                Some(d - now)
+            }
+        };
+        crate::futex::futex_wait(&self.wake_word, seen, timeout);
+    }
+
+    pub(super) fn new() -> CarrierSlot {
+        CarrierSlot {
+            os_thread: OnceLock::new(),
+            notified: AtomicBool::new(false),
+            next: AtomicPtr::new(std::ptr::null_mut()),
+            switches: AtomicU64::new(0),
+            timers: Mutex::new(BinaryHeap::new()),
+            in_blocking: AtomicBool::new(false),
+            stalled: crate::stall::StallFlag::new(),
+            timer_next: AtomicU64::new(u64::MAX),
+            timer_scan_at: AtomicUsize::new(super::timers::SCAN_MIN),
+            reported: AtomicU64::new(u64::MAX),
+            tid: AtomicI32::new(0),
+            spare_wake: AtomicBool::new(false),
+            wake_word: AtomicU32::new(0),
+            mounted: AtomicPtr::new(std::ptr::null_mut()),
+            inspect: AtomicBool::new(false),
+            inbox: Injector::new(),
+            sleeping: AtomicBool::new(false),
+            homed: AtomicUsize::new(0),
+            reported_waiters: AtomicU64::new(u64::MAX),
+        }
+    }
+
+    /// Queues `task`, a runnable thread bound to this carrier, and kicks
+    /// the carrier if it sleeps (see `sleeping`).
+    pub(super) fn push_home(&self, task: Arc<VThread>) {
+        self.inbox.push(task);
+        fence(Ordering::SeqCst);
+        if self.sleeping.load(Ordering::SeqCst) {
+            self.kick();
+        }
+    }
+
+    /// Takes the oldest runnable thread bound to this carrier.
+    pub(super) fn pop_home(&self) -> Option<Arc<VThread>> {
+        loop {
+            match self.inbox.steal() {
+                Steal::Success(t) => return Some(t),
+                Steal::Empty => return None,
+                Steal::Retry => continue,
+            }
+        }
+    }
+
+    /// Whether threads bound to this carrier wait to run on it.
+    pub(super) fn has_home_work(&self) -> bool {
+        !self.inbox.is_empty() || self.has_next()
+    }
+
+    pub(super) fn take_next(&self) -> Option<Arc<VThread>> {
+        if self.next.load(Ordering::Relaxed).is_null() {
+            return None;
+        }
+        let p = self.next.swap(std::ptr::null_mut(), Ordering::AcqRel);
+        // SAFETY: non-null values in `next` come from `Arc::into_raw` in
+        // `push_next`, and the swap gives us sole ownership of that count.
+        (!p.is_null()).then(|| unsafe { Arc::from_raw(p) })
+    }
+
+    pub(super) fn has_next(&self) -> bool {
+        !self.next.load(Ordering::Relaxed).is_null()
+    }
+
+    /// Id and name of the thread mounted here (for stall reports), if it
+    /// is still the one mounted at switch count `sw`.
+    ///
+    /// Handshake: we raise `inspect`, then read `mounted` and `switches`.
+    /// The carrier swaps `mounted` to null *before* it checks `inspect`
+    /// after a thread leaves it (both SeqCst), so if we still see the thread
+    /// mounted on switch `sw`, the carrier has not yet passed that check and
+    /// will wait for us before it can let go of the thread: the pointer is
+    /// valid until we lower `inspect`.
+    pub(super) fn mounted_identity(&self, sw: u64) -> Option<Identity> {
+        self.inspect.store(true, Ordering::SeqCst);
+        let mut out = None;
+        let p = self.mounted.load(Ordering::SeqCst);
+        if !p.is_null() && self.switches.load(Ordering::SeqCst) == sw {
+            // SAFETY: see the handshake above; the carrier holds the
+            // thread's Arc until it has seen `inspect` lowered.
+            if let Some(t) = unsafe { p.as_ref() } {
+                let (name, id) = crate::thread::Thread::peek_name_id(t);
+                out = Some((id, name.map(str::to_owned)));
+            }
+        }
+        self.inspect.store(false, Ordering::SeqCst);
+        out
+    }
+}

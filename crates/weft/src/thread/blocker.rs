@@ -1,0 +1,168 @@
+//! [`Blocker`]: what a blocked thread waits for, for dumps and metrics.
+//!
+//! Each record holds one in a [`BlockerCell`], a sequence lock written only
+//! by its own thread (around a wait, [`with_blocker`]) and read by anyone
+//! without locks.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Instant;
+
+use super::*;
+
+/// What a blocked thread waits for (shown in thread dumps).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Blocker {
+    /// Not blocked in a weft primitive (or not recorded).
+    #[default]
+    None,
+    /// `sleep` until the given instant.
+    Sleep(Instant),
+    /// `park` / `park_timeout` called directly.
+    Park,
+    /// A socket or other descriptor: fd and whether it waits to read.
+    Io {
+        /// The file descriptor.
+        fd: i32,
+        /// True for a read (or accept), false for a write (or connect).
+        read: bool,
+    },
+    /// A `weft::sync` primitive at this address, owned by this thread id
+    /// (when it has an owner).
+    Lock {
+        /// The kind of primitive (`"Mutex"`, `"RwLock"`, ...).
+        kind: &'static str,
+        /// Address of the primitive, to match waiters with owners.
+        addr: usize,
+        /// The owner's thread id, if known.
+        owner: Option<u64>,
+    },
+    /// A channel operation.
+    Channel {
+        /// True for `recv`, false for `send`.
+        recv: bool,
+    },
+    /// Joining the thread with this id.
+    Join(u64),
+    /// Anything else, described.
+    Other(&'static str),
+    /// A libc call intercepted by the `transparent` feature (`"recv"`,
+    /// `"nanosleep"`, …) and the descriptor it waits on (-1 if none).
+    Call {
+        /// The C function's name.
+        call: &'static str,
+        /// The file descriptor, or -1.
+        fd: i32,
+    },
+}
+
+/// A [`Blocker`] in atomics, written only by its own thread and read by
+/// anyone (dumps) without locks: a sequence lock. The writer makes the
+/// sequence odd, stores the words, makes it even again; a reader retries
+/// until it sees the same even sequence before and after reading.
+#[derive(Default)]
+pub(crate) struct BlockerCell {
+    pub(super) seq: AtomicU64,
+    pub(super) w: [AtomicU64; 5],
+}
+
+impl BlockerCell {
+    pub(super) fn set(&self, b: Blocker) {
+        let words = encode(&b);
+        let s = self.seq.load(Ordering::Relaxed);
+        self.seq.store(s.wrapping_add(1), Ordering::Relaxed);
+        std::sync::atomic::fence(Ordering::Release);
+        for (slot, v) in self.w.iter().zip(words) {
+            slot.store(v, Ordering::Relaxed);
+        }
+        self.seq.store(s.wrapping_add(2), Ordering::Release);
+    }
+
+    pub(crate) fn get(&self) -> Blocker {
+        loop {
+            let s1 = self.seq.load(Ordering::Acquire);
+            if s1 & 1 == 1 {
+                std::hint::spin_loop();
+                continue;
+            }
+            let words: [u64; 5] = std::array::from_fn(|i| self.w[i].load(Ordering::Relaxed));
+            std::sync::atomic::fence(Ordering::Acquire);
+            if self.seq.load(Ordering::Relaxed) == s1 {
+                return decode(words);
+            }
+        }
+    }
+}
+
+pub(super) fn str_words(s: &'static str) -> (u64, u64) {
+    (s.as_ptr() as u64, s.len() as u64)
+}
+
+pub(super) fn words_str(ptr: u64, len: u64) -> &'static str {
+    // SAFETY: (ptr, len) was produced by `str_words` from a &'static str
+    // (the seqlock guarantees the pair is not torn).
+    unsafe {
+        std::str::from_utf8_unchecked(std::slice::from_raw_parts(ptr as *const u8, len as usize))
+    }
+}
+
+pub(super) fn encode(b: &Blocker) -> [u64; 5] {
+    match *b {
+        Blocker::None => [0; 5],
+        Blocker::Sleep(t) => [1, crate::clock::ns_of(t), 0, 0, 0],
+        Blocker::Park => [2, 0, 0, 0, 0],
+        Blocker::Io { fd, read } => [3, fd as u32 as u64, read as u64, 0, 0],
+        Blocker::Lock { kind, addr, owner } => {
+            let (p, l) = str_words(kind);
+            [4, p, l, addr as u64, owner.unwrap_or(0)]
+        }
+        Blocker::Channel { recv } => [5, recv as u64, 0, 0, 0],
+        Blocker::Join(id) => [6, id, 0, 0, 0],
+        Blocker::Other(s) => {
+            let (p, l) = str_words(s);
+            [7, p, l, 0, 0]
+        }
+        Blocker::Call { call, fd } => {
+            let (p, l) = str_words(call);
+            [8, p, l, fd as u32 as u64, 0]
+        }
+    }
+}
+
+pub(super) fn decode(w: [u64; 5]) -> Blocker {
+    match w[0] {
+        1 => Blocker::Sleep(crate::clock::instant_of(w[1])),
+        2 => Blocker::Park,
+        3 => Blocker::Io {
+            fd: w[1] as u32 as i32,
+            read: w[2] != 0,
+        },
+        4 => Blocker::Lock {
+            kind: words_str(w[1], w[2]),
+            addr: w[3] as usize,
+            owner: (w[4] != 0).then_some(w[4]),
+        },
+        5 => Blocker::Channel { recv: w[1] != 0 },
+        6 => Blocker::Join(w[1]),
+        7 => Blocker::Other(words_str(w[1], w[2])),
+        8 => Blocker::Call {
+            call: words_str(w[1], w[2]),
+            fd: w[3] as u32 as i32,
+        },
+        _ => Blocker::None,
+    }
+}
+
+/// Records `b` as the current thread's blocker while `f` runs.
+pub(crate) fn with_blocker<R>(b: Blocker, f: impl FnOnce() -> R) -> R {
+    fn set(b: Blocker) {
+        match current_virtual() {
+            Some(inner) => inner.blocker.set(b),
+            None => with_os_thread(|t| t.inner.blocker.set(b)),
+        }
+    }
+    set(b);
+    let r = f();
+    set(Blocker::None);
+    r
+}

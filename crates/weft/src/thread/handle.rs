@@ -1,0 +1,217 @@
+//! [`Thread`], the handle to a thread (virtual or OS), and [`ThreadId`].
+//!
+//! A handle is an `Arc` of the record (`record.rs`); anyone may hold one
+//! and call `unpark` or `interrupt` through it. `unpark` is the one place
+//! that turns a PARKED virtual thread back into a runnable one from
+//! outside the scheduler (it takes over the strong count the carrier leaked
+//! at park, `Carrier::after_park`).
+
+use std::cell::{Cell, UnsafeCell};
+use std::fmt;
+use std::num::NonZeroU64;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU8, AtomicU32, AtomicU64, AtomicUsize, Ordering};
+
+use super::*;
+use crate::park::ParkState;
+
+/// A unique identifier for a weft thread (virtual or OS). Never reused.
+#[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct ThreadId(pub(super) NonZeroU64);
+
+impl ThreadId {
+    pub(super) fn next() -> ThreadId {
+        static NEXT: AtomicU64 = AtomicU64::new(1);
+        let id = NEXT.fetch_add(1, Ordering::Relaxed);
+        ThreadId(NonZeroU64::new(id).expect("thread id overflow"))
+    }
+
+    /// The id as a number (stable for the thread's life, unique in the process).
+    pub fn as_u64(&self) -> NonZeroU64 {
+        self.0
+    }
+}
+
+impl fmt::Debug for ThreadId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "ThreadId({})", self.0)
+    }
+}
+
+/// A handle to a thread, virtual or OS. Cheap to clone.
+#[derive(Clone)]
+pub struct Thread {
+    pub(crate) inner: Arc<VThread>,
+}
+
+impl Thread {
+    /// A new virtual thread's handle: `shared` is its runtime's scheduler,
+    /// `keep_alive` a handle that keeps the runtime running while it lives.
+    pub(crate) fn new_virtual(
+        name: Option<String>,
+        shared: Arc<crate::sched::Shared>,
+        keep_alive: Box<dyn std::any::Any + Send + Sync>,
+        container: u64,
+    ) -> Thread {
+        Thread::from_kind(
+            name,
+            Kind::Virtual {
+                shared,
+                _keep_alive: keep_alive,
+                coro: UnsafeCell::new(CoroSlot::Empty),
+            },
+            container,
+        )
+    }
+
+    pub(super) fn from_kind(name: Option<String>, kind: Kind, container: u64) -> Thread {
+        Thread {
+            inner: Arc::new(VThread {
+                id: ThreadId::next(),
+                name: name.map(String::into_boxed_str),
+                kind,
+                state: AtomicU8::new(State::New as u8),
+                park: ParkState::new(),
+                interrupted: AtomicBool::new(false),
+                timer_seq: AtomicU64::new(0),
+                yielder: Cell::new(std::ptr::null()),
+                low_sp: AtomicUsize::new(usize::MAX),
+                locals: UnsafeCell::new(super::Locals::default()),
+                blocker: BlockerCell::default(),
+                pin_depth: Cell::new(0),
+                home: AtomicU32::new(NO_HOME),
+                unwinding: Cell::new(false),
+                dump_borrowed: AtomicBool::new(false),
+                pinned_waiting: AtomicBool::new(false),
+                pinned_waiter: std::sync::Mutex::new(None),
+                reg_key: AtomicUsize::new(0),
+                container,
+                capture_job: std::sync::atomic::AtomicPtr::new(std::ptr::null_mut()),
+                activity: std::sync::Mutex::new(String::new()),
+            }),
+        }
+    }
+
+    /// The thread's unique id.
+    pub fn id(&self) -> ThreadId {
+        self.inner.id
+    }
+
+    /// The thread's name, if it has one.
+    pub fn name(&self) -> Option<&str> {
+        self.inner.name.as_deref()
+    }
+
+    /// Whether this is a virtual thread (as opposed to an OS thread).
+    pub fn is_virtual(&self) -> bool {
+        matches!(self.inner.kind, Kind::Virtual { .. })
+    }
+
+    /// What the thread is blocked on right now, if recorded. A snapshot.
+    pub fn blocker(&self) -> Blocker {
+        self.inner.blocker.get()
+    }
+
+    /// The thread's current state. A snapshot: it may change at once.
+    pub fn state(&self) -> State {
+        State::from_u8(self.inner.state.load(Ordering::Relaxed))
+    }
+
+    pub(crate) fn set_state(&self, s: State) {
+        self.inner.state.store(s as u8, Ordering::Relaxed);
+    }
+
+    /// Makes the thread's permit available: its next (or current) `park`
+    /// returns. Like `std::thread::Thread::unpark`, unparks do not accumulate.
+    pub fn unpark(&self) {
+        match &self.inner.kind {
+            Kind::Os(t) => {
+                if let Some(t) = t.get() {
+                    t.unpark();
+                }
+            }
+            Kind::Virtual { shared, .. } => {
+                if self.inner.park.unpark() == crate::park::Unpark::Schedule {
+                    self.set_state(State::Runnable);
+                    // SAFETY: a PARKED thread carries one strong count leaked
+                    // by its carrier (`Carrier::after_park`); moving it out of
+                    // PARKED made that count ours.
+                    let task = unsafe { Arc::from_raw(Arc::as_ptr(&self.inner)) };
+                    shared.schedule(task);
+                } else {
+                    // Pairs with the fence in `crate::blocking::pinned_park`.
+                    std::sync::atomic::fence(Ordering::SeqCst);
+                    if self.inner.pinned_waiting.load(Ordering::SeqCst) {
+                        let w = self
+                            .inner
+                            .pinned_waiter
+                            .lock()
+                            .unwrap_or_else(|e| e.into_inner());
+                        if let Some(t) = &*w {
+                            t.unpark();
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    /// Sets the thread's interrupt flag and wakes it: a weft blocking call it
+    /// is in (or makes next) returns `ErrorKind::Interrupted` (or the
+    /// `Interrupted` variant of its error type) and clears the flag; `park`
+    /// returns early and leaves the flag set, like Java's `LockSupport.park`.
+    ///
+    /// # Examples
+    ///
+    /// use std::io::ErrorKind;
+    /// use std::time::Duration;
+    ///
+    /// let sleeper = weft::spawn(|| weft::sleep(Duration::from_secs(3600)));
+    /// sleeper.thread().interrupt();
+    /// let err = sleeper.join().unwrap().unwrap_err();
+    /// assert_eq!(err.kind(), ErrorKind::Interrupted);
+    pub fn interrupt(&self) {
+        self.inner.interrupted.store(true, Ordering::SeqCst);
+        self.unpark();
+    }
+
+    /// Whether the interrupt flag is set (does not clear it).
+    pub fn is_interrupted(&self) -> bool {
+        self.inner.interrupted.load(Ordering::SeqCst)
+    }
+
+    /// Sets the interrupt flag without waking (restoring a flag that an
+    /// uninterruptible wait had to clear).
+    pub(crate) fn interrupt_flag_restore(&self) {
+        self.inner.interrupted.store(true, Ordering::SeqCst);
+    }
+
+    pub(crate) fn clear_interrupt(&self) -> bool {
+        self.inner.interrupted.swap(false, Ordering::SeqCst)
+    }
+}
+
+impl PartialEq for Thread {
+    fn eq(&self, other: &Self) -> bool {
+        Arc::ptr_eq(&self.inner, &other.inner)
+    }
+}
+impl Eq for Thread {}
+
+impl fmt::Debug for Thread {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Thread")
+            .field("id", &self.id())
+            .field("name", &self.name())
+            .field("virtual", &self.is_virtual())
+            .field("state", &self.state())
+            .finish()
+    }
+}
+
+impl Thread {
+    /// Name and id of a thread, without allocating (for signal handlers).
+    pub(crate) fn peek_name_id(inner: &VThread) -> (Option<&str>, u64) {
+        (inner.name.as_deref(), inner.id.0.get())
+    }
+}

@@ -1,0 +1,62 @@
+//! Threads: the virtual-thread record and its handle, identity and state,
+//! joining, the registry of live threads, and the blocking primitives
+//! (`park`, `sleep`, `yield_now`) that every other weft API is built on.
+//! Spawning, which needs a runtime, is one layer up (`builder.rs`).
+//!
+//! Every function here works on both kinds of thread. On a virtual thread it
+//! suspends the thread and frees its carrier; on an OS thread it behaves like
+//! its `std::thread` counterpart and really blocks.
+//!
+//! # Files
+//!
+//! - `record.rs`: [`VThread`], the record of one virtual (or OS) thread, and
+//!   its coroutine slot.
+//! - `state.rs`: [`State`], its life cycle.
+//! - `blocker.rs`: [`Blocker`], what it waits for (a seqlock in the record).
+//! - `handle.rs`: [`Thread`] and [`ThreadId`].
+//! - `current.rs`: the calling thread, its interrupt flag.
+//! - `park.rs`: `park`, `sleep`, `yield_now`, the switch to the carrier.
+//! - `pinned.rs`: the park that holds the carrier (`weft::pinned`).
+//! - `join.rs`: the join packet and [`JoinHandle`].
+//! - `locals.rs`: the storage behind `weft::local!`.
+//! - `registry.rs`: every live virtual thread, and dump containers.
+//! - `capture.rs`: a thread dump's request that a parked thread record its
+//!   own stack.
+//! - `activity.rs`: what a thread says it is doing, for dumps.
+
+mod activity;
+mod blocker;
+pub(crate) mod capture;
+mod current;
+mod handle;
+mod join;
+mod locals;
+mod park;
+mod pinned;
+mod record;
+pub(crate) mod registry;
+mod state;
+
+pub(crate) use activity::inner_activity;
+pub use activity::{MAX_ACTIVITY_LEN, set_activity};
+pub use blocker::Blocker;
+pub(crate) use blocker::{BlockerCell, with_blocker};
+use current::with_os_thread;
+pub use current::{current, interrupted, is_virtual};
+pub(crate) use current::{
+    current_id, current_interrupted, current_virtual, interrupted_error, new_os_task,
+    run_as_os_task, take_interrupt,
+};
+pub use handle::{Thread, ThreadId};
+pub(crate) use join::Completer;
+pub use join::JoinHandle;
+pub(crate) use join::{Packet, set_never_ran_reason};
+pub(crate) use locals::{Locals, current_locals};
+pub(crate) use park::{borrow_parked, park_deadline};
+pub use park::{panicking, park, park_timeout, sleep, sleep_until, yield_now};
+pub(crate) use pinned::pinned_park;
+pub(crate) use record::{
+    Body, BodyFor, CoroSlot, Kind, NO_HOME, VThread, abort_after_drop_panic, inner_blocker,
+    inner_state, set_inner_state,
+};
+pub use state::State;

@@ -1,0 +1,243 @@
+//! Parking: [`park`], [`sleep`], [`yield_now`] and the switch to the
+//! carrier ([`suspend`]), on which every other blocking call is built.
+//!
+//! A virtual thread parks by moving its park word RUNNING → PARKING
+//! (`crate::park`) and switching to its carrier with a [`Suspend`] request;
+//! the carrier publishes PARKED after the switch. A parked thread may be
+//! *borrowed* by a thread dump ([`borrow_parked`]): it then resumes here,
+//! answers the dump's capture request (`capture.rs`) and parks again.
+//! Inside `weft::pinned` the thread parks its carrier's OS thread instead
+//! (`pinned.rs`).
+
+use std::io;
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::time::{Duration, Instant};
+
+use super::*;
+use crate::sched::{self, Suspend};
+
+/// Blocks until the current thread's permit is available (then consumes
+/// it), it is interrupted, or spuriously. See `std::thread::park`.
+///
+/// # Examples
+///
+/// use std::sync::atomic::{AtomicBool, Ordering};
+/// use std::sync::Arc;
+///
+/// let ready = Arc::new(AtomicBool::new(false));
+/// let r = ready.clone();
+/// let waiter = weft::spawn(move || {
+///     // Spurious wake-ups are allowed: park in a loop on a condition.
+///     while !r.load(Ordering::Acquire) {
+///         weft::park();
+///     }
+/// });
+/// ready.store(true, Ordering::Release);
+/// waiter.thread().unpark();
+/// waiter.join().unwrap();
+pub fn park() {
+    park_deadline(None)
+}
+
+/// Like [`park`], returning after at most `dur`.
+pub fn park_timeout(dur: Duration) {
+    with_blocker(Blocker::Park, || {
+        park_deadline(Instant::now().checked_add(dur))
+    })
+}
+
+/// Parks until unparked, `deadline`, or interrupt; spurious wakeups possible.
+pub(crate) fn park_deadline(deadline: Option<Instant>) {
+    match current_virtual() {
+        Some(inner) => {
+            if inner.interrupted.load(Ordering::SeqCst) {
+                return;
+            }
+            if deadline.is_some_and(|d| d <= Instant::now()) {
+                return;
+            }
+            if inner.pin_depth.get() > 0 {
+                super::pinned_park(inner, deadline);
+                return;
+            }
+            let begin = inner.park.begin_park();
+            if begin == crate::park::BeginPark::Consumed {
+                return;
+            }
+            inner.state.store(State::Parking as u8, Ordering::Relaxed);
+            let mut s = match deadline {
+                None => Suspend::Park,
+                Some(d) => Suspend::ParkUntil(d),
+            };
+            loop {
+                suspend(inner, s);
+                // Only a thread dump that moved us out of PARKED sets this
+                // (before it schedules us), so anything else that resumed
+                // us was a real wake-up: never park again for a dump then,
+                // or that wake-up is lost.
+                if !inner.dump_borrowed.load(Ordering::Acquire) {
+                    // A dump may still have left a request we did not
+                    // serve; answer it so the dump does not wait for us.
+                    if !inner.capture_job.load(Ordering::Acquire).is_null() {
+                        super::capture::capture_here(inner);
+                    }
+                    break;
+                }
+                inner.dump_borrowed.store(false, Ordering::Relaxed);
+                // Borrowed by a thread dump: record the stack, park again
+                // (our timer, if any, is still pending), unless a real
+                // unpark arrived meanwhile.
+                super::capture::capture_here(inner);
+                if inner.park.begin_park() == crate::park::BeginPark::Consumed {
+                    break;
+                }
+                inner.state.store(State::Parking as u8, Ordering::Relaxed);
+                s = Suspend::Park;
+            }
+            if deadline.is_some() {
+                inner.timer_seq.fetch_add(1, Ordering::Relaxed);
+            }
+        }
+        None => with_os_thread(|t| {
+            if t.is_interrupted() {
+                return;
+            }
+            t.set_state(State::Parked);
+            match deadline {
+                None => std::thread::park(),
+                Some(d) => {
+                    let now = Instant::now();
+                    if d > now {
+                        std::thread::park_timeout(d - now);
+                    }
+                }
+            }
+            t.set_state(State::Running);
+        }),
+    }
+}
+
+/// Switches from the virtual thread to its carrier, handing it `s`.
+#[inline(never)]
+pub(crate) fn suspend(inner: &VThread, s: Suspend) {
+    let marker = 0u8;
+    let sp = &marker as *const u8 as usize;
+    if sp < inner.low_sp.load(Ordering::Relaxed) {
+        inner.low_sp.store(sp, Ordering::Relaxed);
+    }
+    // Per-OS-thread context (tracing spans, registered hooks) leaves the
+    // carrier with us and comes back when we do.
+    let context = crate::context::unmount();
+    // A panic being unwound belongs to the OS thread's panic count, which
+    // the other virtual threads of this carrier see while we are away.
+    let unwinding = sched::suspend_unwinding(inner);
+    let y = inner.yielder.get();
+    // SAFETY: `yielder` was set when this coroutine started and points into
+    // its own stack, which is the stack we are running on now; it is valid
+    // for the coroutine's whole life.
+    unsafe {
+        crate::sample::set_switching(true);
+        (*y).suspend(s);
+        crate::sample::set_switching(false);
+    }
+    if unwinding {
+        sched::resume_unwinding();
+    }
+    crate::context::mount(context);
+}
+
+/// Whether the calling thread is unwinding a panic: `std::thread::panicking`
+/// for the calling *virtual* thread.
+///
+/// Rust counts panics per OS thread. A virtual thread that blocks while it
+/// unwinds (a `Drop` that takes a contended [`weft::sync::Mutex`](crate::sync::Mutex))
+/// leaves that count raised on its carrier, so `std::thread::panicking()`
+/// answers `true` to every other virtual thread that runs there meanwhile.
+/// This function subtracts the carrier's suspended unwinders; weft's locks
+/// use it for poisoning. When two virtual threads of one carrier unwind at
+/// once, the one not suspended may be reported as not panicking (its
+/// locks are then not poisoned), never the other way round.
+pub fn panicking() -> bool {
+    if !std::thread::panicking() {
+        return false;
+    }
+    match current_virtual() {
+        None => true,
+        Some(inner) => inner.unwinding.get() || sched::suspended_unwinders() == 0,
+    }
+}
+
+/// Takes a PARKED virtual thread off its park for a thread dump and
+/// schedules it; false if it was not parked (then nothing happened).
+pub(crate) fn borrow_parked(t: &Arc<VThread>) -> bool {
+    let Kind::Virtual { shared, .. } = &t.kind else {
+        return false;
+    };
+    if !t.park.borrow_parked() {
+        return false;
+    }
+    // Before scheduling: the thread reads it when it resumes.
+    t.dump_borrowed.store(true, Ordering::Release);
+    set_inner_state(t, State::Runnable);
+    // SAFETY: moving the thread out of PARKED made the count its carrier
+    // leaked at park ours (as in `Thread::unpark`).
+    let task = unsafe { Arc::from_raw(Arc::as_ptr(t)) };
+    shared.schedule(task);
+    true
+}
+
+/// Puts the current thread to sleep for at least `dur`.
+///
+/// Unlike `std::thread::sleep` this returns a `Result`: if the thread is
+/// interrupted (before or during the sleep) it returns
+/// `Err(ErrorKind::Interrupted)` and clears the flag.
+///
+/// # Examples
+///
+/// use std::time::{Duration, Instant};
+///
+/// let h = weft::spawn(|| {
+///     let start = Instant::now();
+///     weft::sleep(Duration::from_millis(20)).unwrap();
+///     start.elapsed()
+/// });
+/// assert!(h.join().unwrap() >= Duration::from_millis(20));
+pub fn sleep(dur: Duration) -> io::Result<()> {
+    let Some(deadline) = Instant::now().checked_add(dur) else {
+        // Effectively forever.
+        loop {
+            park();
+            if take_interrupt() {
+                return Err(interrupted_error());
+            }
+        }
+    };
+    loop {
+        if take_interrupt() {
+            return Err(interrupted_error());
+        }
+        if Instant::now() >= deadline {
+            return Ok(());
+        }
+        with_blocker(Blocker::Sleep(deadline), || park_deadline(Some(deadline)));
+    }
+}
+
+/// Like [`sleep`], until `deadline`.
+pub fn sleep_until(deadline: Instant) -> io::Result<()> {
+    sleep(deadline.saturating_duration_since(Instant::now()))
+}
+
+/// Gives up the carrier: the current virtual thread goes to the back of the
+/// run queue. On an OS thread, `std::thread::yield_now`.
+pub fn yield_now() {
+    match current_virtual() {
+        // Inside `weft::pinned` the thread keeps its carrier.
+        Some(inner) if inner.pin_depth.get() == 0 => {
+            inner.state.store(State::Yielding as u8, Ordering::Relaxed);
+            suspend(inner, Suspend::Yield);
+        }
+        _ => std::thread::yield_now(),
+    }
+}

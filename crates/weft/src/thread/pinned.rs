@@ -1,0 +1,82 @@
+//! The pinned park: a park that holds the carrier.
+//!
+//! Inside `weft::pinned` a virtual thread does not unmount: it waits on its
+//! carrier's OS thread until the permit arrives, the deadline passes or an
+//! interrupt, with the carrier marked blocked (`sched::enter_blocking`) so
+//! a spare can come in. `Thread::unpark` wakes it through `pinned_waiter`
+//! (the two SeqCst fences pair up: either the unparker sees
+//! `pinned_waiting`, or the waiter sees the permit). Each explicit pinned
+//! wait records a `Pinned` event (`events` is a sink: recording is a write
+//! the runtime never reads back).
+
+use std::sync::atomic::{Ordering, fence};
+use std::time::Instant;
+
+use crate::events::{Event, EventKind};
+use crate::sched;
+
+use super::*;
+
+/// A park that holds the carrier: waits on the carrier's OS thread until
+/// the permit arrives, the deadline passes, or an interrupt.
+pub(crate) fn pinned_park(inner: &VThread, deadline: Option<Instant>) {
+    if inner.park.try_consume() {
+        return;
+    }
+    let explicit_pin = inner.pin_depth.get() > 0;
+    set_inner_state(inner, State::Pinned);
+    *inner
+        .pinned_waiter
+        .lock()
+        .unwrap_or_else(|e| e.into_inner()) = Some(std::thread::current());
+    inner.pinned_waiting.store(true, Ordering::SeqCst);
+    // Pairs with the fence in `Thread::unpark`: either the unparker sees
+    // `pinned_waiting`, or we see its permit below.
+    fence(Ordering::SeqCst);
+    let guard = sched::enter_blocking();
+    // The carrier is held from here: the stack capture counts.
+    let t0 = Instant::now();
+    let stack = (explicit_pin && crate::events::capture_stacks()).then(|| {
+        let mut ips = Vec::with_capacity(32);
+        backtrace::trace(|f| {
+            ips.push(f.ip() as usize);
+            ips.len() < crate::sample::MAX_FRAMES
+        });
+        ips
+    });
+    loop {
+        if inner.park.try_consume() || crate::thread::current_interrupted() {
+            break;
+        }
+        match deadline {
+            None => std::thread::park(),
+            Some(d) => {
+                let now = Instant::now();
+                if now >= d {
+                    break;
+                }
+                std::thread::park_timeout(d - now);
+            }
+        }
+    }
+    let held = t0.elapsed();
+    inner.pinned_waiting.store(false, Ordering::SeqCst);
+    drop(guard);
+    set_inner_state(inner, State::Running);
+    if explicit_pin {
+        let (name, id) = crate::thread::Thread::peek_name_id(inner);
+        let stack = stack.map(|ips| crate::symbols::Resolver::default().frames(&ips));
+        crate::events::record(Event {
+            kind: EventKind::Pinned,
+            thread_id: id,
+            thread_name: name.map(str::to_owned),
+            duration: held,
+            at: std::time::SystemTime::now(),
+            call_site: stack.as_ref().and_then(|f| {
+                crate::symbols::first_user_frame(f).map(|i| crate::symbols::describe(&f[i]))
+            }),
+            stack: stack.map(|f| crate::symbols::format_stack(&f)),
+            detail: None,
+        });
+    }
+}

@@ -1,0 +1,208 @@
+//! The virtual-thread record, [`VThread`]: everything the runtime keeps about
+//! one thread, and its coroutine slot.
+//!
+//! Who touches which field when is written on each field. In short: the
+//! identity (`id`, `name`, `container`) is immutable; the coroutine, the
+//! yielder, the locals, `pin_depth` and `unwinding` belong to the thread
+//! itself or to the one carrier that has it mounted; `park` is the park
+//! state machine (`crate::park`), the only hand-off between a waker and the
+//! carrier; everything else is atomic and documented on the field. The
+//! scheduler's queues hold the record as `Arc<VThread>` (`sched::Arc<VThread>`).
+
+use std::cell::{Cell, UnsafeCell};
+use std::io;
+use std::sync::atomic::{AtomicBool, AtomicU8, AtomicU32, AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, OnceLock};
+
+use super::*;
+use crate::park::ParkState;
+use crate::sched::Suspend;
+
+/// What a virtual thread runs: its coroutine, owned by whichever carrier has
+/// it mounted (exclusive by the scheduling protocol).
+pub(crate) type Coro = corosensei::Coroutine<(), Suspend, (), crate::stack::Stack>;
+
+/// The body of a virtual thread as corosensei runs it, for lifetime `'a`.
+pub(crate) type BodyFor<'a> = Box<dyn FnOnce(&corosensei::Yielder<(), Suspend>, ()) + Send + 'a>;
+
+/// [`BodyFor`] with its lifetime erased.
+pub(crate) type Body = BodyFor<'static>;
+
+/// A virtual thread's coroutine, created lazily by the carrier that first
+/// runs the thread.
+///
+/// Why lazily, stack included: a thread with the default stack size takes
+/// its stack from that carrier's cache only when it first runs, not when it
+/// is spawned. A loop that spawns 100,000 short threads then needs only as
+/// many stacks as run at once — the cache hands the same few, already
+/// resident stacks round — instead of 100,000 fresh ones, each costing a
+/// page fault and a page of RSS (Go's `gfget` reuses dead goroutines'
+/// stacks the same way). Building the coroutine is what first touches the
+/// stack, so that fault, when there is one, lands on a carrier in parallel
+/// with the spawner. Running out of address space is still a `spawn` error:
+/// spawning promises a slot (`StackPool::promise`). Should taking the slot
+/// fail anyway (the kernel refusing a guard page), the thread ends without
+/// running and `join` returns `Err` with the reason (see [`Completer`]).
+pub(crate) enum CoroSlot {
+    /// Finished (or not yet set up).
+    Empty,
+    /// Spawned, never run; `None`: take a default-size stack at first run.
+    Pending(Option<crate::stack::Stack>, Body),
+    /// Started.
+    Running(Coro),
+}
+
+impl CoroSlot {
+    /// The coroutine, building it on first use with the reserved stack or,
+    /// if none was reserved, one from `alloc`. On error the slot is left
+    /// `Pending`.
+    pub(crate) fn get(
+        &mut self,
+        alloc: impl FnOnce() -> io::Result<crate::stack::Stack>,
+    ) -> io::Result<&mut Coro> {
+        if let CoroSlot::Pending(stack, _) = self {
+            let stack = match stack.take() {
+                Some(s) => s,
+                None => alloc()?,
+            };
+            let CoroSlot::Pending(_, body) = std::mem::replace(self, CoroSlot::Empty) else {
+                unreachable!()
+            };
+            // SAFETY: `body`'s true lifetime was erased in `spawn_unchecked`,
+            // whose caller guarantees the borrows outlive the thread;
+            // corosensei's extra requirement (run to completion or drop
+            // before the borrows end) holds because joining waits for it.
+            *self = CoroSlot::Running(unsafe { Coro::with_stack_unchecked(stack, body) });
+        }
+        match self {
+            CoroSlot::Running(c) => Ok(c),
+            _ => panic!("weft: runnable thread without a coroutine"),
+        }
+    }
+}
+
+pub(crate) enum Kind {
+    /// A virtual thread and the runtime it belongs to.
+    Virtual {
+        /// The scheduler of the thread's runtime.
+        shared: Arc<crate::sched::Shared>,
+        /// A handle to the runtime (a `Runtime`, type-erased so that the
+        /// record does not depend on the layer above it): the runtime
+        /// stops only when no thread of it is left.
+        _keep_alive: Box<dyn std::any::Any + Send + Sync>,
+        /// SAFETY (field invariant): accessed only by the carrier that has
+        /// the thread mounted or is publishing its suspension; the park state
+        /// machine and run queues hand the thread to one carrier at a time.
+        coro: UnsafeCell<CoroSlot>,
+    },
+    /// An OS thread (or a task of a fixed OS-thread pool, bound to its
+    /// worker when it starts); blocks with `std::thread::park`.
+    Os(OnceLock<std::thread::Thread>),
+}
+
+/// [`VThread::home`] of a thread that is not bound to a carrier.
+pub(crate) const NO_HOME: u32 = u32::MAX;
+
+pub(crate) struct VThread {
+    pub(super) id: ThreadId,
+    pub(super) name: Option<Box<str>>,
+    pub(crate) kind: Kind,
+    pub(super) state: AtomicU8,
+    pub(crate) park: ParkState,
+    pub(super) interrupted: AtomicBool,
+    /// Bumped whenever a timed park ends, so a stale timer cannot unpark a
+    /// later park (it still may: that is a spurious wakeup, which is allowed).
+    pub(crate) timer_seq: AtomicU64,
+    /// Yielder of the coroutine (set once when it starts).
+    pub(crate) yielder: Cell<*const corosensei::Yielder<(), Suspend>>,
+    /// Lowest stack address seen at a suspension point (for trimming).
+    pub(crate) low_sp: AtomicUsize,
+    /// `weft::local!` storage.
+    pub(crate) locals: UnsafeCell<super::Locals>,
+    /// What the thread is blocked on, for dumps (set around waits by the
+    /// primitive that parks).
+    pub(crate) blocker: BlockerCell,
+    /// Depth of `weft::pinned` sections (touched only by the thread).
+    pub(crate) pin_depth: Cell<u32>,
+    /// Index of the carrier this thread is bound to ([`NO_HOME`] until its
+    /// first run, and for ever on a runtime that allows migration). Written
+    /// once, by the carrier that first runs the thread, before the thread
+    /// can suspend; read by whoever schedules the thread after a wake-up
+    /// (the park state machine's acquire/release hand-off orders the two).
+    pub(crate) home: AtomicU32,
+    /// The thread suspended while its carrier's OS thread was unwinding a
+    /// panic on its behalf (see `crate::thread::panicking`). Touched only
+    /// by the thread itself.
+    pub(crate) unwinding: Cell<bool>,
+    /// Set by a thread dump that moved the thread out of PARKED to record
+    /// its stack (see `borrow_parked`); consumed by the thread when it
+    /// resumes. Tells a dump's borrow from a real wake-up.
+    pub(crate) dump_borrowed: AtomicBool,
+    /// Set while the thread waits on its carrier's OS thread (pinned); the
+    /// OS thread to unpark is in `pinned_waiter`.
+    pub(crate) pinned_waiting: AtomicBool,
+    pub(crate) pinned_waiter: std::sync::Mutex<Option<std::thread::Thread>>,
+    /// Slot in the dump registry.
+    pub(crate) reg_key: AtomicUsize,
+    /// Dump container (0 = root; an executor or a scope otherwise).
+    pub(crate) container: u64,
+    /// A thread dump's request to record this thread's stack (an
+    /// `Arc<CaptureJob>` as a raw pointer), or null.
+    pub(crate) capture_job: std::sync::atomic::AtomicPtr<()>,
+    /// What the thread says it is doing (`weft::set_activity`), for dumps.
+    /// Written by the thread itself, read by a dump; the lock is never
+    /// held across a park.
+    pub(crate) activity: std::sync::Mutex<String>,
+}
+
+// SAFETY: the non-Sync fields (`coro`, `yielder`, `locals`, `pin_depth`,
+// `unwinding`) are only touched by the thread itself or the one carrier that
+// owns it at that moment, as documented on each field; everything else is
+// atomic or immutable.
+unsafe impl Sync for VThread {}
+// SAFETY: the record moves between OS threads as a handle (wakers, join
+// handles, run queues). Its coroutine, which holds the thread's stack and so
+// values that may be tied to an OS thread, runs only on its home carrier
+// once started (`home`): by default nothing on the stack ever changes OS
+// thread. Only `RuntimeBuilder::allow_migration`, an `unsafe fn` whose
+// caller takes on that obligation, lets a started coroutine move.
+unsafe impl Send for VThread {}
+
+impl VThread {
+    /// The scheduler of a virtual thread's runtime.
+    pub(crate) fn runtime_shared(&self) -> Option<&Arc<crate::sched::Shared>> {
+        match &self.kind {
+            Kind::Virtual { shared, .. } => Some(shared),
+            Kind::Os(_) => None,
+        }
+    }
+
+    /// The carrier a virtual thread is bound to, if any.
+    pub(crate) fn home_carrier(&self) -> Option<usize> {
+        let h = self.home.load(Ordering::Relaxed);
+        (h != NO_HOME).then_some(h as usize)
+    }
+}
+
+pub(crate) fn inner_state(inner: &VThread) -> State {
+    State::from_u8(inner.state.load(Ordering::Relaxed))
+}
+
+pub(crate) fn inner_blocker(inner: &VThread) -> Blocker {
+    inner.blocker.get()
+}
+
+pub(crate) fn set_inner_state(inner: &VThread, s: State) {
+    inner.state.store(s as u8, Ordering::Relaxed);
+}
+
+/// A `Drop` panicked after a virtual thread's body had returned.
+#[cold]
+pub(crate) fn abort_after_drop_panic(inner: &VThread) -> ! {
+    let (name, id) = Thread::peek_name_id(inner);
+    eprintln!(
+        "weft: virtual thread #{id} '{}' panicked while dropping its `local!` values or its result; aborting",
+        name.unwrap_or("")
+    );
+    std::process::abort()
+}
