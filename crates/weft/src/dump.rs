@@ -448,6 +448,8 @@ fn describe_blocker(b: &Blocker) -> Option<String> {
         }
         Blocker::Join(id) => format!("joining #{id}"),
         Blocker::Other(s) => s.to_string(),
+        Blocker::Call { call, fd } if fd >= 0 => format!("parked in {call} on fd {fd}"),
+        Blocker::Call { call, .. } => format!("parked in {call}"),
     })
 }
 

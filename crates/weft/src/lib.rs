@@ -148,6 +148,19 @@
 //! - **Context that follows the thread.** [`context`] runs hooks when a
 //!   virtual thread unmounts and mounts again, so per-thread context such
 //!   as a `tracing` span stays with its virtual thread.
+//!
+//! # Transparent blocking (feature `transparent`)
+//!
+//! With the Cargo feature `transparent`, Weft interposes libc's blocking
+//! calls (`read`, `recv`, `connect`, `accept`, `poll`, `nanosleep`, …) in
+//! the final binary: unmodified `std::net`, `std::thread::sleep` and crates
+//! or C libraries built on them park the virtual thread instead of its
+//! carrier, and behave exactly as before on OS threads. `WEFT_TRANSPARENT=0`
+//! turns it off at run time. Enable it only in the binary's own crate
+//! (Cargo unifies features across a build). Linux with glibc (x86_64,
+//! aarch64) only; files, pipes and ttys, and `std::sync`/`parking_lot`
+//! waits still hold the carrier. The module `transparent` (present with the
+//! feature) lists the calls, the semantics kept, and the limits.
 
 #![warn(missing_docs)]
 
@@ -184,6 +197,13 @@ mod switching;
 mod symbols;
 pub mod sync;
 mod thread;
+#[cfg(all(
+    feature = "transparent",
+    target_os = "linux",
+    target_env = "gnu",
+    any(target_arch = "x86_64", target_arch = "aarch64")
+))]
+pub mod transparent;
 
 pub use blocking::{DEFAULT_STALL_THRESHOLD, blocking, is_pinned, pinned};
 pub use builder::{Builder, spawn};

@@ -106,7 +106,7 @@ pub fn snapshot() -> Metrics {
         let i = match crate::thread::inner_blocker(t) {
             Blocker::Sleep(_) => 0,
             Blocker::Park => 1,
-            Blocker::Io { .. } => 2,
+            Blocker::Io { .. } | Blocker::Call { .. } => 2,
             Blocker::Lock { .. } => 3,
             Blocker::Channel { .. } => 4,
             Blocker::Join(_) => 5,

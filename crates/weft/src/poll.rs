@@ -194,6 +194,13 @@ impl IoState {
         w.wake();
     }
 
+    /// Marks both directions closed and wakes their waiters (a hooked
+    /// descriptor being closed: their retried call fails with `EBADF`).
+    #[cfg_attr(not(feature = "transparent"), allow(dead_code))]
+    pub(crate) fn set_closed(&self) {
+        self.set_ready(READ_CLOSED | WRITE_CLOSED);
+    }
+
     /// Wakes every waiter of both directions (used when a socket is shut
     /// down under a blocked thread).
     pub(crate) fn wake_all(&self) {
@@ -244,6 +251,20 @@ impl Registration {
 
     pub(crate) fn state(&self) -> &Arc<IoState> {
         &self.state
+    }
+
+    /// The readiness word, for [`Registration::clear_if`] (see "Readiness
+    /// protocol"): whether `i` looked ready, and the snapshot.
+    #[cfg_attr(not(feature = "transparent"), allow(dead_code))]
+    pub(crate) fn snapshot(&self, i: Interest) -> (bool, usize) {
+        let s = self.state.readiness.load(Ordering::SeqCst);
+        (s & i.ready_mask() != 0, s)
+    }
+
+    /// Clears `i`'s readiness if no event arrived since `snap`.
+    #[cfg_attr(not(feature = "transparent"), allow(dead_code))]
+    pub(crate) fn clear_if(&self, i: Interest, snap: usize) {
+        self.state.clear(i, snap)
     }
 
     /// Runs `op` until it does not return `WouldBlock`, parking between
@@ -309,6 +330,20 @@ impl Registration {
 
     /// Parks until `i` is ready, the deadline passes, or an interrupt.
     pub(crate) fn wait(&self, i: Interest, deadline: Option<Instant>) -> Result<(), WaitError> {
+        let b = crate::thread::Blocker::Io {
+            fd: self.state.fd,
+            read: i == Interest::Read,
+        };
+        self.wait_as(i, deadline, b)
+    }
+
+    /// [`Registration::wait`], shown in dumps as blocked on `b`.
+    pub(crate) fn wait_as(
+        &self,
+        i: Interest,
+        deadline: Option<Instant>,
+        b: crate::thread::Blocker,
+    ) -> Result<(), WaitError> {
         let st = &*self.state;
         let mut me: Option<Thread> = None;
         loop {
@@ -329,11 +364,7 @@ impl Registration {
                 .list(i)
                 .push(Waiter::Thread(t));
             if !st.is_ready(i) {
-                let b = crate::thread::Blocker::Io {
-                    fd: st.fd,
-                    read: i == Interest::Read,
-                };
-                crate::thread::with_blocker(b, || park_deadline(deadline));
+                crate::thread::with_blocker(b.clone(), || park_deadline(deadline));
             }
             // Leave the list if we are still on it (timeout, interrupt,
             // spurious wake-up), so it cannot grow without bound.

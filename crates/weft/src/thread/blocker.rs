@@ -46,6 +46,14 @@ pub enum Blocker {
     Join(u64),
     /// Anything else, described.
     Other(&'static str),
+    /// A libc call intercepted by the `transparent` feature (`"recv"`,
+    /// `"nanosleep"`, …) and the descriptor it waits on (-1 if none).
+    Call {
+        /// The C function's name.
+        call: &'static str,
+        /// The file descriptor, or -1.
+        fd: i32,
+    },
 }
 
 /// A [`Blocker`] in atomics, written only by its own thread and read by
@@ -114,6 +122,10 @@ pub(super) fn encode(b: &Blocker) -> [u64; 5] {
             let (p, l) = str_words(s);
             [7, p, l, 0, 0]
         }
+        Blocker::Call { call, fd } => {
+            let (p, l) = str_words(call);
+            [8, p, l, fd as u32 as u64, 0]
+        }
     }
 }
 
@@ -133,6 +145,10 @@ pub(super) fn decode(w: [u64; 5]) -> Blocker {
         5 => Blocker::Channel { recv: w[1] != 0 },
         6 => Blocker::Join(w[1]),
         7 => Blocker::Other(words_str(w[1], w[2])),
+        8 => Blocker::Call {
+            call: words_str(w[1], w[2]),
+            fd: w[3] as u32 as i32,
+        },
         _ => Blocker::None,
     }
 }

@@ -1,0 +1,260 @@
+//! Per-descriptor state: whether Weft made a socket non-blocking behind the
+//! program's back, and the poller registrations the hooks wait on.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, AtomicU8, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use libc::c_int;
+
+use super::sys;
+use crate::poll::{Interest, Registration, WaitError};
+use crate::thread::Blocker;
+
+/// Descriptors at or above this pass through untouched.
+pub(super) const MAX_FDS: usize = 1 << 20;
+
+/// Not looked at since it was opened (or by an OS thread only).
+pub(super) const UNKNOWN: u8 = 0;
+/// Not a socket: calls pass through.
+pub(super) const OTHER: u8 = 1;
+/// A socket the program made non-blocking: calls pass through.
+pub(super) const USER_NB: u8 = 2;
+/// A socket the program believes blocking, non-blocking in the kernel
+/// because Weft made it so: calls wait (park or poll) on `EAGAIN`.
+pub(super) const MANAGED: u8 = 3;
+
+// 1 MiB of zeroed .bss: committed by the kernel only where touched.
+static STATE: [AtomicU8; MAX_FDS] = [const { AtomicU8::new(UNKNOWN) }; MAX_FDS];
+
+static REGS: Mutex<Option<HashMap<c_int, Arc<Registration>>>> = Mutex::new(None);
+/// Entries in `REGS`: `forget` skips the lock while there are none.
+static NREGS: AtomicUsize = AtomicUsize::new(0);
+
+/// Set in a `fork` child: it has no carriers, every call passes through.
+static FORKED: AtomicBool = AtomicBool::new(false);
+
+extern "C" fn in_child() {
+    FORKED.store(true, Ordering::Relaxed);
+}
+
+fn slot(fd: c_int) -> Option<&'static AtomicU8> {
+    usize::try_from(fd).ok().and_then(|i| STATE.get(i))
+}
+
+pub(super) fn state(fd: c_int) -> u8 {
+    slot(fd).map_or(OTHER, |s| s.load(Ordering::Relaxed))
+}
+
+pub(super) fn set_state(fd: c_int, st: u8) {
+    if let Some(s) = slot(fd) {
+        s.store(st, Ordering::Relaxed);
+    }
+}
+
+/// Whether the caller is a virtual thread whose hooked calls may park.
+pub(crate) fn on_virtual() -> bool {
+    if FORKED.load(Ordering::Relaxed) {
+        return false;
+    }
+    if crate::thread::current_virtual().is_none() || !super::enabled() {
+        return false;
+    }
+    static ATFORK: std::sync::Once = std::sync::Once::new();
+    ATFORK.call_once(|| {
+        // SAFETY: registers a handler that only stores an atomic.
+        unsafe { libc::pthread_atfork(None, None, Some(in_child)) };
+    });
+    true
+}
+
+/// Classifies `fd` for a virtual thread's call, making a blocking socket
+/// non-blocking in the kernel (state `MANAGED`). Raw syscalls only.
+pub(super) fn classify(fd: c_int) -> u8 {
+    let st = state(fd);
+    if st != UNKNOWN || slot(fd).is_none() {
+        return st;
+    }
+    let saved = sys::errno();
+    let new = match sys::is_socket(fd) {
+        Some(true) => {
+            let fl = sys::fcntl(fd, libc::F_GETFL, 0);
+            if fl < 0 {
+                OTHER
+            } else if fl & libc::O_NONBLOCK != 0 {
+                USER_NB
+            } else if sys::fcntl(fd, libc::F_SETFL, (fl | libc::O_NONBLOCK) as usize) < 0 {
+                OTHER
+            } else {
+                MANAGED
+            }
+        }
+        Some(false) => OTHER,
+        None => UNKNOWN, // bad descriptor: let the call itself fail
+    };
+    sys::set_errno(saved);
+    if new != UNKNOWN {
+        set_state(fd, new);
+    }
+    new
+}
+
+/// The poller registration for `fd`, made on first use.
+pub(super) fn registration(fd: c_int) -> Option<Arc<Registration>> {
+    let mut g = REGS.lock().unwrap_or_else(|e| e.into_inner());
+    let map = g.get_or_insert_with(HashMap::new);
+    if let Some(r) = map.get(&fd) {
+        return Some(r.clone());
+    }
+    let saved = sys::errno();
+    // EEXIST: a weft::net socket, registered by Weft itself.
+    let r = Registration::new(fd).ok().map(Arc::new);
+    sys::set_errno(saved);
+    if let Some(r) = &r {
+        NREGS.fetch_add(1, Ordering::Relaxed);
+        map.insert(fd, r.clone());
+    }
+    r
+}
+
+/// Forgets `fd` before it is closed (or replaced by `dup2`): wakes the
+/// threads waiting on it (their retried call then fails with `EBADF`).
+pub(super) fn forget(fd: c_int) {
+    set_state(fd, UNKNOWN);
+    if NREGS.load(Ordering::Relaxed) == 0 {
+        return;
+    }
+    let r = REGS
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .as_mut()
+        .and_then(|m| m.remove(&fd));
+    if let Some(r) = r {
+        NREGS.fetch_sub(1, Ordering::Relaxed);
+        let saved = sys::errno();
+        r.state().set_closed();
+        drop(r); // EPOLL_CTL_DEL now, or when the last waiter lets go
+        sys::set_errno(saved);
+    }
+}
+
+/// Why a park ended without the operation completing.
+pub(super) enum Stop {
+    TimedOut,
+    Interrupted,
+}
+
+/// Runs `op` (`None` = would block) on a virtual thread, parking on the
+/// poller between attempts. `Err(None)` if `fd` cannot be registered.
+pub(super) fn park_io<R>(
+    fd: c_int,
+    i: Interest,
+    deadline: Option<Instant>,
+    call: &'static str,
+    mut op: impl FnMut() -> Option<R>,
+) -> Result<R, Option<Stop>> {
+    let reg = registration(fd).ok_or(None)?;
+    let mut counted = false;
+    loop {
+        let (ready, snap) = reg.snapshot(i);
+        if ready {
+            if let Some(r) = op() {
+                return Ok(r);
+            }
+            reg.clear_if(i, snap);
+        }
+        if !counted {
+            counted = true;
+            super::count_park(call);
+        }
+        let saved = sys::errno();
+        let w = reg.wait_as(i, deadline, Blocker::Call { call, fd });
+        sys::set_errno(saved);
+        match w {
+            Ok(()) => {}
+            Err(WaitError::TimedOut) => return Err(Some(Stop::TimedOut)),
+            Err(WaitError::Interrupted) => return Err(Some(Stop::Interrupted)),
+        }
+    }
+}
+
+/// A raw call's result: `Some` unless it failed with `EAGAIN`.
+pub(super) fn unless_eagain(r: isize) -> Option<isize> {
+    if r < 0 {
+        let e = sys::errno();
+        if e == libc::EAGAIN || e == libc::EWOULDBLOCK {
+            return None;
+        }
+    }
+    Some(r)
+}
+
+/// A stream/datagram call on a socket: the shared logic of the read and
+/// write families. `op` is the raw call; `dontwait` if the caller passed
+/// `MSG_DONTWAIT`.
+pub(super) fn sock_call(
+    fd: c_int,
+    read: bool,
+    call: &'static str,
+    dontwait: bool,
+    mut op: impl FnMut() -> isize,
+) -> isize {
+    let st = state(fd);
+    if dontwait || st == OTHER || st == USER_NB {
+        return op();
+    }
+    let virt = on_virtual();
+    if st == UNKNOWN && !(virt && classify(fd) == MANAGED) {
+        return op();
+    }
+    // MANAGED from here on.
+    if let Some(r) = unless_eagain(op()) {
+        return r;
+    }
+    let timeout = sys::sock_timeout(fd, read);
+    let deadline = timeout.and_then(|d| Instant::now().checked_add(d));
+    let i = if read {
+        Interest::Read
+    } else {
+        Interest::Write
+    };
+    if virt {
+        match park_io(fd, i, deadline, call, || unless_eagain(op())) {
+            Ok(r) => return r,
+            Err(Some(Stop::TimedOut)) => return fail(libc::EAGAIN),
+            Err(Some(Stop::Interrupted)) => return fail(libc::EINTR),
+            Err(None) => {} // cannot register: block the carrier instead
+        }
+    }
+    let ev = if read { libc::POLLIN } else { libc::POLLOUT };
+    loop {
+        let left = match deadline {
+            None => None,
+            Some(d) => match d.checked_duration_since(Instant::now()) {
+                Some(l) if !l.is_zero() => Some(l),
+                _ => return fail(libc::EAGAIN),
+            },
+        };
+        let p = sys::poll_one(fd, ev, left);
+        if p < 0 {
+            return -1;
+        }
+        if p == 0 {
+            return fail(libc::EAGAIN);
+        }
+        if let Some(r) = unless_eagain(op()) {
+            return r;
+        }
+    }
+}
+
+pub(super) fn fail(e: c_int) -> isize {
+    sys::set_errno(e);
+    -1
+}
+
+/// `Duration` to a deadline, `None` for "forever" or overflow.
+pub(super) fn deadline_after(d: Option<Duration>) -> Option<Instant> {
+    d.and_then(|d| Instant::now().checked_add(d))
+}

@@ -1,0 +1,796 @@
+//! The interposed C functions. Each is `unsafe extern "C"` with libc's
+//! signature; its safety contract is libc's for the function of that name
+//! (pointers valid for the sizes given), which every caller in C or Rust
+//! already keeps. None of them unwinds.
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+
+use libc::{
+    addrinfo, c_char, c_int, c_uint, c_ulong, c_void, epoll_event, fd_set, iovec, msghdr, nfds_t,
+    pollfd, sigset_t, size_t, sockaddr, socklen_t, ssize_t, timespec, timeval,
+};
+
+use super::fds::{
+    self, MANAGED, OTHER, Stop, UNKNOWN, USER_NB, classify, fail, on_virtual, park_io, sock_call,
+    state,
+};
+use super::sys::{self, raw};
+use crate::poll::Interest;
+use crate::thread::Blocker;
+
+// ---------------------------------------------------------------- read/write
+
+/// # Safety
+/// libc's `read(2)` contract.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn read(fd: c_int, buf: *mut c_void, n: size_t) -> ssize_t {
+    sock_call(fd, true, "read", false, || {
+        raw!(libc::SYS_read, fd, buf, n) as isize
+    })
+}
+
+/// # Safety
+/// libc's `write(2)` contract.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn write(fd: c_int, buf: *const c_void, n: size_t) -> ssize_t {
+    sock_call(fd, false, "write", false, || {
+        raw!(libc::SYS_write, fd, buf, n) as isize
+    })
+}
+
+/// # Safety
+/// libc's `readv(2)` contract.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn readv(fd: c_int, iov: *const iovec, cnt: c_int) -> ssize_t {
+    sock_call(fd, true, "readv", false, || {
+        raw!(libc::SYS_readv, fd, iov, cnt) as isize
+    })
+}
+
+/// # Safety
+/// libc's `writev(2)` contract.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn writev(fd: c_int, iov: *const iovec, cnt: c_int) -> ssize_t {
+    sock_call(fd, false, "writev", false, || {
+        raw!(libc::SYS_writev, fd, iov, cnt) as isize
+    })
+}
+
+fn dontwait(flags: c_int) -> bool {
+    flags & libc::MSG_DONTWAIT != 0
+}
+
+/// # Safety
+/// libc's `recv(2)` contract.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn recv(fd: c_int, buf: *mut c_void, n: size_t, flags: c_int) -> ssize_t {
+    sock_call(fd, true, "recv", dontwait(flags), || {
+        raw!(libc::SYS_recvfrom, fd, buf, n, flags, 0usize, 0usize) as isize
+    })
+}
+
+/// # Safety
+/// libc's `recvfrom(2)` contract.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn recvfrom(
+    fd: c_int,
+    buf: *mut c_void,
+    n: size_t,
+    flags: c_int,
+    addr: *mut sockaddr,
+    len: *mut socklen_t,
+) -> ssize_t {
+    sock_call(fd, true, "recvfrom", dontwait(flags), || {
+        raw!(libc::SYS_recvfrom, fd, buf, n, flags, addr, len) as isize
+    })
+}
+
+/// # Safety
+/// libc's `recvmsg(2)` contract.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn recvmsg(fd: c_int, msg: *mut msghdr, flags: c_int) -> ssize_t {
+    sock_call(fd, true, "recvmsg", dontwait(flags), || {
+        raw!(libc::SYS_recvmsg, fd, msg, flags) as isize
+    })
+}
+
+/// # Safety
+/// libc's `send(2)` contract.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn send(fd: c_int, buf: *const c_void, n: size_t, flags: c_int) -> ssize_t {
+    sock_call(fd, false, "send", dontwait(flags), || {
+        raw!(libc::SYS_sendto, fd, buf, n, flags, 0usize, 0usize) as isize
+    })
+}
+
+/// # Safety
+/// libc's `sendto(2)` contract.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn sendto(
+    fd: c_int,
+    buf: *const c_void,
+    n: size_t,
+    flags: c_int,
+    addr: *const sockaddr,
+    len: socklen_t,
+) -> ssize_t {
+    sock_call(fd, false, "sendto", dontwait(flags), || {
+        raw!(libc::SYS_sendto, fd, buf, n, flags, addr, len) as isize
+    })
+}
+
+/// # Safety
+/// libc's `sendmsg(2)` contract.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn sendmsg(fd: c_int, msg: *const msghdr, flags: c_int) -> ssize_t {
+    sock_call(fd, false, "sendmsg", dontwait(flags), || {
+        raw!(libc::SYS_sendmsg, fd, msg, flags) as isize
+    })
+}
+
+// ------------------------------------------------------------ connect/accept
+
+/// # Safety
+/// libc's `connect(2)` contract.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn connect(fd: c_int, addr: *const sockaddr, len: socklen_t) -> c_int {
+    let go = || raw!(libc::SYS_connect, fd, addr, len) as c_int;
+    let st = state(fd);
+    if st == OTHER || st == USER_NB {
+        return go();
+    }
+    let virt = on_virtual();
+    if st == UNKNOWN && !(virt && classify(fd) == MANAGED) {
+        return go();
+    }
+    let r = go();
+    if r == 0 || sys::errno() != libc::EINPROGRESS {
+        return r;
+    }
+    let timeout = sys::sock_timeout(fd, false);
+    let deadline = fds::deadline_after(timeout);
+    let mut done = false;
+    if virt {
+        let ready = || (sys::poll_one(fd, libc::POLLOUT, Some(Duration::ZERO)) != 0).then_some(());
+        match park_io(fd, Interest::Write, deadline, "connect", ready) {
+            Ok(()) => done = true,
+            Err(Some(Stop::TimedOut)) => return fail(libc::EINPROGRESS) as c_int,
+            Err(Some(Stop::Interrupted)) => return fail(libc::EINTR) as c_int,
+            Err(None) => {}
+        }
+    }
+    if !done {
+        match sys::poll_one(fd, libc::POLLOUT, timeout) {
+            0 => return fail(libc::EINPROGRESS) as c_int,
+            p if p < 0 => return -1,
+            _ => {}
+        }
+    }
+    match sys::so_error(fd) {
+        0 => 0,
+        e => fail(e) as c_int,
+    }
+}
+
+fn accepted(r: isize, flags: c_int) -> c_int {
+    if r >= 0 {
+        let fd = r as c_int;
+        fds::forget(fd);
+        if flags & libc::SOCK_NONBLOCK != 0 {
+            fds::set_state(fd, USER_NB);
+        }
+    }
+    r as c_int
+}
+
+/// # Safety
+/// libc's `accept(2)` contract.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn accept(fd: c_int, addr: *mut sockaddr, len: *mut socklen_t) -> c_int {
+    let r = sock_call(fd, true, "accept", false, || {
+        raw!(libc::SYS_accept4, fd, addr, len, 0) as isize
+    });
+    accepted(r, 0)
+}
+
+/// # Safety
+/// libc's `accept4(2)` contract.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn accept4(
+    fd: c_int,
+    addr: *mut sockaddr,
+    len: *mut socklen_t,
+    flags: c_int,
+) -> c_int {
+    let r = sock_call(fd, true, "accept4", false, || {
+        raw!(libc::SYS_accept4, fd, addr, len, flags) as isize
+    });
+    accepted(r, flags)
+}
+
+// ------------------------------------------------------------- poll/select
+
+fn ts_of(d: Duration) -> timespec {
+    timespec {
+        tv_sec: d.as_secs().min(i64::MAX as u64) as libc::time_t,
+        tv_nsec: d.subsec_nanos() as libc::c_long,
+    }
+}
+
+fn dur_of(ts: &timespec) -> Option<Duration> {
+    if ts.tv_sec < 0 || !(0..1_000_000_000).contains(&ts.tv_nsec) {
+        return None;
+    }
+    Some(Duration::new(ts.tv_sec as u64, ts.tv_nsec as u32))
+}
+
+fn raw_ppoll(fds: usize, n: nfds_t, timeout: Option<Duration>, mask: usize) -> c_int {
+    let ts = timeout.map(ts_of);
+    let tsp = ts
+        .as_ref()
+        .map_or(0usize, |t| t as *const timespec as usize);
+    let sz = if mask == 0 { 0 } else { 8 };
+    raw!(libc::SYS_ppoll, fds, n, tsp, mask, sz) as c_int
+}
+
+/// The virtual-thread form of `poll`/`ppoll` (timeout not zero).
+fn vpoll(fds: *mut pollfd, n: nfds_t, timeout: Option<Duration>, call: &'static str) -> c_int {
+    if n == 1 {
+        // SAFETY: the caller passed one valid pollfd.
+        let pf = unsafe { &*fds };
+        let rd = pf.events & (libc::POLLIN | libc::POLLPRI) != 0;
+        let wr = pf.events & libc::POLLOUT != 0;
+        if rd != wr && matches!(classify(pf.fd), MANAGED | USER_NB) {
+            let i = if rd { Interest::Read } else { Interest::Write };
+            let deadline = fds::deadline_after(timeout);
+            let addr = fds as usize;
+            let op = || {
+                let r = raw_ppoll(addr, 1, Some(Duration::ZERO), 0);
+                (r != 0).then_some(r)
+            };
+            match park_io(pf.fd, i, deadline, call, op) {
+                Ok(r) => return r,
+                Err(Some(Stop::TimedOut)) => return 0,
+                Err(Some(Stop::Interrupted)) => return fail(libc::EINTR) as c_int,
+                Err(None) => {}
+            }
+        }
+    }
+    // Several descriptors or not a socket: an offload thread polls.
+    let r = raw_ppoll(fds as usize, n, Some(Duration::ZERO), 0);
+    if r != 0 {
+        return r;
+    }
+    super::count_park(call);
+    let addr = fds as usize;
+    let (r, e) = crate::thread::with_blocker(Blocker::Call { call, fd: -1 }, || {
+        crate::blocking::blocking(move || (raw_ppoll(addr, n, timeout, 0), sys::errno()))
+    });
+    sys::set_errno(e);
+    r
+}
+
+/// # Safety
+/// libc's `poll(2)` contract.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn poll(fds: *mut pollfd, n: nfds_t, timeout: c_int) -> c_int {
+    let t = (timeout >= 0).then(|| Duration::from_millis(timeout as u64));
+    if timeout == 0 || !on_virtual() {
+        return raw_ppoll(fds as usize, n, t, 0);
+    }
+    vpoll(fds, n, t, "poll")
+}
+
+/// # Safety
+/// libc's `ppoll(2)` contract.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn ppoll(
+    fds: *mut pollfd,
+    n: nfds_t,
+    ts: *const timespec,
+    mask: *const sigset_t,
+) -> c_int {
+    // SAFETY: a non-null timeout points to a timespec (ppoll's contract).
+    let t = if ts.is_null() {
+        None
+    } else {
+        match dur_of(unsafe { &*ts }) {
+            Some(d) => Some(d),
+            None => return fail(libc::EINVAL) as c_int,
+        }
+    };
+    if !mask.is_null() || t == Some(Duration::ZERO) || !on_virtual() {
+        return raw_ppoll(fds as usize, n, t, mask as usize);
+    }
+    vpoll(fds, n, t, "ppoll")
+}
+
+fn raw_select(n: c_int, r: usize, w: usize, e: usize, tv: *mut timeval) -> c_int {
+    if tv.is_null() {
+        return raw!(libc::SYS_pselect6, n, r, w, e, 0usize, 0usize) as c_int;
+    }
+    // SAFETY: select's contract: a non-null timeout is a valid timeval.
+    let t = unsafe { &mut *tv };
+    if t.tv_sec < 0 || !(0..1_000_000).contains(&t.tv_usec) {
+        return fail(libc::EINVAL) as c_int;
+    }
+    let mut ts = timespec {
+        tv_sec: t.tv_sec,
+        tv_nsec: t.tv_usec * 1000,
+    };
+    let res = raw!(
+        libc::SYS_pselect6,
+        n,
+        r,
+        w,
+        e,
+        &mut ts as *mut timespec,
+        0usize
+    ) as c_int;
+    // Linux's select writes back the time left.
+    t.tv_sec = ts.tv_sec;
+    t.tv_usec = ts.tv_nsec / 1000;
+    res
+}
+
+/// # Safety
+/// libc's `select(2)` contract.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn select(
+    n: c_int,
+    r: *mut fd_set,
+    w: *mut fd_set,
+    e: *mut fd_set,
+    tv: *mut timeval,
+) -> c_int {
+    // SAFETY: as in raw_select.
+    let zero = !tv.is_null() && unsafe { (*tv).tv_sec == 0 && (*tv).tv_usec == 0 };
+    if zero || !on_virtual() {
+        return raw_select(n, r as usize, w as usize, e as usize, tv);
+    }
+    super::count_park("select");
+    let (r, w, e, tv) = (r as usize, w as usize, e as usize, tv as usize);
+    let (res, err) = crate::thread::with_blocker(
+        Blocker::Call {
+            call: "select",
+            fd: -1,
+        },
+        || {
+            crate::blocking::blocking(move || {
+                let res = raw_select(n, r, w, e, tv as *mut timeval);
+                (res, sys::errno())
+            })
+        },
+    );
+    sys::set_errno(err);
+    res
+}
+
+fn raw_epoll(epfd: c_int, ev: usize, max: c_int, timeout: c_int, mask: usize) -> c_int {
+    raw!(libc::SYS_epoll_pwait, epfd, ev, max, timeout, mask, 8usize) as c_int
+}
+
+fn vepoll(epfd: c_int, ev: usize, max: c_int, timeout: c_int, call: &'static str) -> c_int {
+    let deadline =
+        fds::deadline_after((timeout >= 0).then(|| Duration::from_millis(timeout as u64)));
+    let op = || {
+        let r = raw_epoll(epfd, ev, max, 0, 0);
+        (r != 0).then_some(r)
+    };
+    match park_io(epfd, Interest::Read, deadline, call, op) {
+        Ok(r) => r,
+        Err(Some(Stop::TimedOut)) => 0,
+        Err(Some(Stop::Interrupted)) => fail(libc::EINTR) as c_int,
+        Err(None) => raw_epoll(epfd, ev, max, timeout, 0),
+    }
+}
+
+/// # Safety
+/// libc's `epoll_wait(2)` contract.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn epoll_wait(
+    epfd: c_int,
+    ev: *mut epoll_event,
+    max: c_int,
+    timeout: c_int,
+) -> c_int {
+    if timeout == 0 || !on_virtual() {
+        return raw_epoll(epfd, ev as usize, max, timeout, 0);
+    }
+    vepoll(epfd, ev as usize, max, timeout, "epoll_wait")
+}
+
+/// # Safety
+/// libc's `epoll_pwait(2)` contract.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn epoll_pwait(
+    epfd: c_int,
+    ev: *mut epoll_event,
+    max: c_int,
+    timeout: c_int,
+    mask: *const sigset_t,
+) -> c_int {
+    if timeout == 0 || !mask.is_null() || !on_virtual() {
+        return raw_epoll(epfd, ev as usize, max, timeout, mask as usize);
+    }
+    vepoll(epfd, ev as usize, max, timeout, "epoll_pwait")
+}
+
+// ------------------------------------------------------------------ sleeps
+
+/// Parks the virtual thread for `d`; `Err(left)` if interrupted.
+fn vsleep(d: Duration, call: &'static str) -> Result<(), Duration> {
+    let Some(deadline) = Instant::now().checked_add(d) else {
+        // Forever: park until interrupted.
+        super::count_park(call);
+        loop {
+            if crate::thread::take_interrupt() {
+                return Err(d);
+            }
+            crate::thread::with_blocker(Blocker::Call { call, fd: -1 }, || {
+                crate::thread::park_deadline(None)
+            });
+        }
+    };
+    let mut counted = false;
+    loop {
+        if crate::thread::take_interrupt() {
+            return Err(deadline.saturating_duration_since(Instant::now()));
+        }
+        if Instant::now() >= deadline {
+            return Ok(());
+        }
+        if !counted {
+            counted = true;
+            super::count_park(call);
+        }
+        crate::thread::with_blocker(Blocker::Call { call, fd: -1 }, || {
+            crate::thread::park_deadline(Some(deadline))
+        });
+    }
+}
+
+fn raw_nanosleep(req: *const timespec, rem: *mut timespec) -> c_int {
+    raw!(libc::SYS_nanosleep, req, rem) as c_int
+}
+
+/// # Safety
+/// libc's `nanosleep(2)` contract.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn nanosleep(req: *const timespec, rem: *mut timespec) -> c_int {
+    if !on_virtual() || req.is_null() {
+        return raw_nanosleep(req, rem);
+    }
+    // SAFETY: req is non-null and valid (nanosleep's contract).
+    let Some(d) = dur_of(unsafe { &*req }) else {
+        return fail(libc::EINVAL) as c_int;
+    };
+    match vsleep(d, "nanosleep") {
+        Ok(()) => 0,
+        Err(left) => {
+            if !rem.is_null() {
+                // SAFETY: a non-null rem is writable (nanosleep's contract).
+                unsafe { *rem = ts_of(left) };
+            }
+            fail(libc::EINTR) as c_int
+        }
+    }
+}
+
+/// # Safety
+/// libc's `clock_nanosleep(2)` contract.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn clock_nanosleep(
+    clock: libc::clockid_t,
+    flags: c_int,
+    req: *const timespec,
+    rem: *mut timespec,
+) -> c_int {
+    let saved = sys::errno();
+    let known = matches!(
+        clock,
+        libc::CLOCK_MONOTONIC | libc::CLOCK_REALTIME | libc::CLOCK_BOOTTIME
+    );
+    if !known || req.is_null() || !on_virtual() {
+        let r = raw!(libc::SYS_clock_nanosleep, clock, flags, req, rem) as c_int;
+        let e = if r < 0 { sys::errno() } else { 0 };
+        sys::set_errno(saved);
+        return e;
+    }
+    // SAFETY: req is non-null and valid.
+    let Some(mut d) = dur_of(unsafe { &*req }) else {
+        return libc::EINVAL;
+    };
+    let abs = flags & libc::TIMER_ABSTIME != 0;
+    if abs {
+        let mut now = timespec {
+            tv_sec: 0,
+            tv_nsec: 0,
+        };
+        // SAFETY: clock_gettime (vDSO, not hooked) into a local.
+        unsafe { libc::clock_gettime(clock, &mut now) };
+        d = d.saturating_sub(dur_of(&now).unwrap_or_default());
+    }
+    match vsleep(d, "clock_nanosleep") {
+        Ok(()) => 0,
+        Err(left) => {
+            if !abs && !rem.is_null() {
+                // SAFETY: a non-null rem is writable.
+                unsafe { *rem = ts_of(left) };
+            }
+            libc::EINTR
+        }
+    }
+}
+
+/// # Safety
+/// libc's `usleep(3)` contract (none).
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn usleep(us: libc::useconds_t) -> c_int {
+    let d = Duration::from_micros(us as u64);
+    if !on_virtual() {
+        let ts = ts_of(d);
+        return raw_nanosleep(&ts, std::ptr::null_mut());
+    }
+    match vsleep(d, "usleep") {
+        Ok(()) => 0,
+        Err(_) => fail(libc::EINTR) as c_int,
+    }
+}
+
+/// # Safety
+/// libc's `sleep(3)` contract (none).
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn sleep(secs: c_uint) -> c_uint {
+    let d = Duration::from_secs(secs as u64);
+    if !on_virtual() {
+        let ts = ts_of(d);
+        let mut rem = ts_of(Duration::ZERO);
+        if raw_nanosleep(&ts, &mut rem) < 0 {
+            return (rem.tv_sec + (rem.tv_nsec > 0) as libc::time_t) as c_uint;
+        }
+        return 0;
+    }
+    match vsleep(d, "sleep") {
+        Ok(()) => 0,
+        Err(left) => (left.as_secs() + (left.subsec_nanos() > 0) as u64) as c_uint,
+    }
+}
+
+// ------------------------------------------------------- descriptor table
+
+/// # Safety
+/// libc's `close(2)` contract.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn close(fd: c_int) -> c_int {
+    fds::forget(fd);
+    raw!(libc::SYS_close, fd) as c_int
+}
+
+fn copy_state(old: c_int, new: c_int) {
+    let st = state(old);
+    if st == MANAGED || st == USER_NB {
+        fds::set_state(new, st);
+    }
+}
+
+/// # Safety
+/// libc's `dup(2)` contract.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn dup(old: c_int) -> c_int {
+    let r = raw!(libc::SYS_dup, old) as c_int;
+    if r >= 0 {
+        fds::forget(r);
+        copy_state(old, r);
+    }
+    r
+}
+
+/// # Safety
+/// libc's `dup3(2)` contract.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn dup3(old: c_int, new: c_int, flags: c_int) -> c_int {
+    if old != new {
+        fds::forget(new);
+    }
+    let r = raw!(libc::SYS_dup3, old, new, flags) as c_int;
+    if r >= 0 {
+        copy_state(old, r);
+    }
+    r
+}
+
+/// # Safety
+/// libc's `dup2(2)` contract.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn dup2(old: c_int, new: c_int) -> c_int {
+    if old == new {
+        return if sys::fcntl(old, libc::F_GETFD, 0) < 0 {
+            -1
+        } else {
+            new
+        };
+    }
+    // SAFETY: forwarded.
+    unsafe { dup3(old, new, 0) }
+}
+
+/// `fcntl(fd, cmd, ...)`: the variadic argument is read as one word, which
+/// is how the x86_64 and aarch64 Linux ABIs pass it.
+///
+/// # Safety
+/// libc's `fcntl(2)` contract.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn fcntl(fd: c_int, cmd: c_int, arg: usize) -> c_int {
+    let st = state(fd);
+    match cmd {
+        libc::F_GETFL => {
+            let r = sys::fcntl(fd, cmd, arg);
+            if r >= 0 && st == MANAGED {
+                r & !libc::O_NONBLOCK
+            } else {
+                r
+            }
+        }
+        libc::F_SETFL if st == MANAGED || st == USER_NB => {
+            let nb = arg as c_int & libc::O_NONBLOCK != 0;
+            let r = sys::fcntl(fd, cmd, arg | libc::O_NONBLOCK as usize);
+            if r == 0 {
+                fds::set_state(fd, if nb { USER_NB } else { MANAGED });
+            }
+            r
+        }
+        libc::F_SETFL => {
+            let r = sys::fcntl(fd, cmd, arg);
+            if st != OTHER {
+                fds::set_state(fd, UNKNOWN);
+            }
+            r
+        }
+        libc::F_DUPFD | libc::F_DUPFD_CLOEXEC => {
+            let r = sys::fcntl(fd, cmd, arg);
+            if r >= 0 {
+                fds::forget(r);
+                copy_state(fd, r);
+            }
+            r
+        }
+        _ => sys::fcntl(fd, cmd, arg),
+    }
+}
+
+/// `ioctl(fd, request, ...)`, the variadic argument read as one word.
+///
+/// # Safety
+/// libc's `ioctl(2)` contract.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn ioctl(fd: c_int, req: c_ulong, arg: usize) -> c_int {
+    #[allow(clippy::unnecessary_cast)]
+    if req == libc::FIONBIO as c_ulong && arg != 0 {
+        let st = state(fd);
+        // SAFETY: FIONBIO's argument points to an int.
+        let nb = unsafe { *(arg as *const c_int) } != 0;
+        if st == MANAGED || st == USER_NB {
+            // The kernel's flag stays set; only what the program sees moves.
+            if !nb && st == USER_NB && sys::is_socket(fd) == Some(true) {
+                fds::set_state(fd, MANAGED);
+            } else if nb {
+                fds::set_state(fd, USER_NB);
+            }
+            return 0;
+        }
+        let r = raw!(libc::SYS_ioctl, fd, req, arg) as c_int;
+        if r == 0 && st != OTHER {
+            fds::set_state(fd, UNKNOWN);
+        }
+        return r;
+    }
+    raw!(libc::SYS_ioctl, fd, req, arg) as c_int
+}
+
+/// # Safety
+/// libc's `socket(2)` contract (none).
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn socket(domain: c_int, ty: c_int, proto: c_int) -> c_int {
+    let r = raw!(libc::SYS_socket, domain, ty, proto) as c_int;
+    if r >= 0 {
+        fds::forget(r);
+        if ty & libc::SOCK_NONBLOCK != 0 {
+            fds::set_state(r, USER_NB);
+        }
+    }
+    r
+}
+
+/// # Safety
+/// libc's `socketpair(2)` contract.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn socketpair(
+    domain: c_int,
+    ty: c_int,
+    proto: c_int,
+    sv: *mut c_int,
+) -> c_int {
+    let r = raw!(libc::SYS_socketpair, domain, ty, proto, sv) as c_int;
+    if r == 0 {
+        for k in 0..2 {
+            // SAFETY: the kernel filled both slots.
+            let fd = unsafe { *sv.add(k) };
+            fds::forget(fd);
+            if ty & libc::SOCK_NONBLOCK != 0 {
+                fds::set_state(fd, USER_NB);
+            }
+        }
+    }
+    r
+}
+
+// ------------------------------------------------------------- getaddrinfo
+
+type Gai = unsafe extern "C" fn(
+    *const c_char,
+    *const c_char,
+    *const addrinfo,
+    *mut *mut addrinfo,
+) -> c_int;
+
+fn next_getaddrinfo() -> Option<Gai> {
+    static NEXT: AtomicUsize = AtomicUsize::new(0);
+    let mut p = NEXT.load(Ordering::Relaxed);
+    if p == 0 {
+        // SAFETY: dlsym with RTLD_NEXT and a NUL-terminated name.
+        p = unsafe { libc::dlsym(libc::RTLD_NEXT, c"getaddrinfo".as_ptr()) } as usize;
+        NEXT.store(p, Ordering::Relaxed);
+    }
+    // SAFETY: a non-null result of dlsym("getaddrinfo") is libc's
+    // getaddrinfo, whose type is `Gai`.
+    (p != 0).then(|| unsafe { std::mem::transmute::<usize, Gai>(p) })
+}
+
+/// Runs on an offload thread while a virtual caller parks.
+///
+/// # Safety
+/// libc's `getaddrinfo(3)` contract.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn getaddrinfo(
+    node: *const c_char,
+    service: *const c_char,
+    hints: *const addrinfo,
+    res: *mut *mut addrinfo,
+) -> c_int {
+    let Some(next) = next_getaddrinfo() else {
+        return libc::EAI_SYSTEM;
+    };
+    if !on_virtual() {
+        // SAFETY: forwarded with the caller's arguments.
+        return unsafe { next(node, service, hints, res) };
+    }
+    super::count_park("getaddrinfo");
+    let a = (
+        node as usize,
+        service as usize,
+        hints as usize,
+        res as usize,
+    );
+    crate::thread::with_blocker(
+        Blocker::Call {
+            call: "getaddrinfo",
+            fd: -1,
+        },
+        || {
+            crate::blocking::blocking(move || {
+                // SAFETY: the caller's pointers stay valid: it does not return
+                // before this closure has finished (weft::blocking's contract).
+                unsafe {
+                    next(
+                        a.0 as *const c_char,
+                        a.1 as *const c_char,
+                        a.2 as *const addrinfo,
+                        a.3 as *mut *mut addrinfo,
+                    )
+                }
+            })
+        },
+    )
+}

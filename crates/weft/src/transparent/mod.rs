@@ -1,0 +1,220 @@
+//! Transparent blocking (Cargo feature `transparent`): blocking libc calls
+//! made on a virtual thread park the virtual thread instead of its carrier.
+//!
+//! # How
+//!
+//! With the feature on, the `weft` crate defines C functions named like
+//! libc's — `read`, `recv`, `connect`, `nanosleep`, … (the full list is
+//! below) — as `#[no_mangle] extern "C"` symbols. A definition in the final
+//! executable takes precedence over the shared C library's (symbol
+//! interposition, as the C coroutine libraries libco and libgo do), so
+//! `std::net`, `std::thread::sleep` and every crate or C library linked
+//! into the program call Weft's definitions. Each one:
+//!
+//! - on an OS thread (or with `WEFT_TRANSPARENT=0`, or in a `fork` child)
+//!   goes to the kernel with a raw `syscall(2)`, exactly as libc would;
+//! - on a virtual thread, for a *socket* the user left blocking, makes the
+//!   socket non-blocking in the kernel (remembering that the user did not),
+//!   tries the call, and on `EAGAIN` parks the virtual thread on Weft's
+//!   poller until the socket is ready; sleeps park on Weft's timers.
+//!
+//! Weft's own code never recurses into the hooks in a way that parks:
+//! the poller, the carriers and the offload pool are OS threads (their
+//! calls pass straight through), Weft's futexes are raw syscalls, and the
+//! sockets of [`weft::net`](crate::net) are non-blocking by the user's
+//! (Weft's) choice, which the hooks always respect.
+//!
+//! # Semantics kept
+//!
+//! - A descriptor the program made non-blocking (`O_NONBLOCK` through
+//!   `fcntl`, `FIONBIO` through `ioctl`, `SOCK_NONBLOCK`, or `MSG_DONTWAIT`
+//!   on the call) still returns `EAGAIN`; `fcntl(F_GETFL)` does not show the
+//!   flag Weft set on its own.
+//! - `SO_RCVTIMEO` / `SO_SNDTIMEO` (what `set_read_timeout` and
+//!   `set_write_timeout` set) become the park's deadline; the call then
+//!   fails with `EAGAIN`, like the kernel's. A `connect` that times out
+//!   fails with `EINPROGRESS`, like Linux's.
+//! - `connect` completion errors come from `SO_ERROR` (`ECONNREFUSED`, …).
+//! - [`Thread::interrupt`](crate::Thread::interrupt) ends a hooked wait
+//!   with `EINTR` (and clears the flag); a sleep then fills in the time
+//!   left, so `std::thread::sleep`, which retries on `EINTR`, sleeps on.
+//! - `close` of a socket another virtual thread waits on wakes that thread;
+//!   its call then fails with `EBADF`.
+//! - The same descriptor used from an OS thread blocks that OS thread (with
+//!   `poll(2)`) as it would have without Weft.
+//! - In a `fork` child every call passes through (the child has no
+//!   carriers).
+//!
+//! # Covered calls
+//!
+//! `read`, `write`, `readv`, `writev`, `recv`, `recvfrom`, `recvmsg`,
+//! `send`, `sendto`, `sendmsg`, `connect`, `accept`, `accept4`, `poll`,
+//! `ppoll`, `select`, `epoll_wait`, `epoll_pwait`, `nanosleep`,
+//! `clock_nanosleep`, `usleep`, `sleep`, `close`, `dup`, `dup2`, `dup3`,
+//! `fcntl`, `ioctl`, `socket`, `socketpair` and `getaddrinfo`.
+//!
+//! - Sockets park on the poller. `poll`/`ppoll` with one socket wait on
+//!   the poller (and honour interrupts); `poll` on several descriptors or
+//!   on non-sockets, `select`, and `getaddrinfo` run on Weft's offload
+//!   pool ([`weft::blocking`](crate::blocking)) while the caller parks
+//!   (those waits are not interruptible).
+//! - `epoll_wait`/`epoll_pwait` with a timeout park on the poller (an
+//!   epoll descriptor is itself pollable).
+//!
+//! # Not covered (documented limits)
+//!
+//! - Regular files, pipes, ttys and other non-socket descriptors pass
+//!   through and block the carrier as before (the monitor reports it;
+//!   wrap such work in [`weft::blocking`](crate::blocking)). Parking there
+//!   would be unsound for stdio: `println!` holds std's stdout lock, which
+//!   is re-entrant per *OS* thread, so a second virtual thread of the same
+//!   carrier would enter it.
+//! - `std::sync` and `parking_lot` waits, `std::thread::park` and
+//!   `pthread_*` waits are not hooked and still block the carrier: they
+//!   keep per-OS-thread state that the virtual threads of one carrier
+//!   share. Use [`weft::sync`](crate::sync); the monitor reports a carrier
+//!   blocked behind a parked lock owner (`BlockedWithWaiters`).
+//!   Inside [`weft::pinned`](crate::pinned) hooked calls keep the carrier
+//!   (use it around I/O done under a `std::sync::Mutex`).
+//! - `open`, `openat`, file `read`s (see above), `waitpid`, `flock`,
+//!   `fcntl(F_SETLKW)`, `sigwait`, `msgrcv`, `io_uring`, `recvmmsg`,
+//!   `sendmmsg`, `sendfile`, `splice`, `pselect` and `gethostbyname`.
+//! - Calls that glibc makes internally (`fread`, `getaddrinfo`'s own
+//!   sockets, …) use glibc-private names and are not interposed.
+//! - Descriptors above 2^20 pass through. A socket Weft made non-blocking
+//!   stays so when inherited across `exec`.
+//! - Linux on x86_64 and aarch64, dynamically linked against glibc only:
+//!   musl and fully static builds resolve libc's symbols inside libc
+//!   itself, so nothing is interposed there; the feature is ignored on
+//!   other platforms.
+//!
+//! # Turning it off
+//!
+//! `WEFT_TRANSPARENT=0` in the environment (read once, at the first hooked
+//! call on a virtual thread) makes every call pass through.
+//!
+//! # Diagnostics
+//!
+//! A thread parked in a hooked call shows in dumps as
+//! [`Blocker::Call`](crate::Blocker::Call) — "parked in recv on fd 12" —
+//! and [`metrics::prometheus`](crate::metrics::prometheus) gains
+//! `weft_transparent_parks_total{call="…"}`; [`parks`] returns the same
+//! counts.
+//!
+//! # Cargo feature unification
+//!
+//! Enabling `transparent` in one crate of a workspace enables it for every
+//! binary built together with it in that cargo invocation. Keep binaries
+//! that must not be hooked in another build (Weft's own hooked tests live in
+//! the separate `tests-transparent` crate for that reason).
+//!
+//! # Examples
+//!
+//! ```
+//! // With the feature on, this sleep parks only the virtual thread.
+//! let h = weft::spawn(|| std::thread::sleep(std::time::Duration::from_millis(10)));
+//! h.join().unwrap();
+//! ```
+
+mod fds;
+mod hooks;
+mod sys;
+
+use std::sync::Once;
+use std::sync::atomic::{AtomicU8, AtomicU64, Ordering};
+
+/// Names of the calls counted in [`parks`], in its order.
+pub const CALLS: [&str; 16] = [
+    "read",
+    "write",
+    "recv",
+    "send",
+    "connect",
+    "accept",
+    "poll",
+    "select",
+    "epoll_wait",
+    "nanosleep",
+    "clock_nanosleep",
+    "usleep",
+    "sleep",
+    "getaddrinfo",
+    "readv",
+    "writev",
+];
+
+static PARKS: [AtomicU64; CALLS.len()] = [const { AtomicU64::new(0) }; CALLS.len()];
+
+/// How many times a virtual thread parked in each hooked call, as
+/// `(name, count)` in the order of [`CALLS`] (`recvfrom`/`recvmsg` count as
+/// `recv`, `sendto`/`sendmsg` as `send`, `ppoll` as `poll`, `epoll_pwait`
+/// as `epoll_wait`, `accept4` as `accept`).
+///
+/// ```
+/// let total: u64 = weft::transparent::parks().iter().map(|(_, n)| n).sum();
+/// let _ = total;
+/// ```
+pub fn parks() -> Vec<(&'static str, u64)> {
+    CALLS
+        .iter()
+        .zip(&PARKS)
+        .map(|(c, n)| (*c, n.load(Ordering::Relaxed)))
+        .collect()
+}
+
+/// Whether hooked calls on virtual threads park them (false with
+/// `WEFT_TRANSPARENT=0`).
+pub fn is_enabled() -> bool {
+    enabled()
+}
+
+static ENABLED: AtomicU8 = AtomicU8::new(0); // 0 unknown, 1 on, 2 off
+
+pub(crate) fn enabled() -> bool {
+    match ENABLED.load(Ordering::Relaxed) {
+        1 => true,
+        2 => false,
+        _ => {
+            // SAFETY: getenv with a NUL-terminated name; the result is only
+            // read before this function returns. (libc's getenv takes no
+            // lock; std's env lock is not needed for a read here.)
+            let on = unsafe {
+                let v = libc::getenv(c"WEFT_TRANSPARENT".as_ptr());
+                v.is_null() || {
+                    let s = std::ffi::CStr::from_ptr(v).to_bytes();
+                    !(s == b"0" || s.eq_ignore_ascii_case(b"false") || s == b"off")
+                }
+            };
+            ENABLED.store(if on { 1 } else { 2 }, Ordering::Relaxed);
+            on
+        }
+    }
+}
+
+/// Counts a park in `call` (and registers the Prometheus series once).
+pub(crate) fn count_park(call: &'static str) {
+    static REGISTER: Once = Once::new();
+    REGISTER.call_once(|| {
+        crate::metrics::register_source(|o| {
+            use std::fmt::Write;
+            let _ = writeln!(
+                o,
+                "# HELP weft_transparent_parks_total Virtual threads parked in a hooked libc call.\n# TYPE weft_transparent_parks_total counter"
+            );
+            for (c, n) in parks() {
+                let _ = writeln!(o, "weft_transparent_parks_total{{call=\"{c}\"}} {n}");
+            }
+        })
+    });
+    let base = match call {
+        "recvfrom" | "recvmsg" => "recv",
+        "sendto" | "sendmsg" => "send",
+        "ppoll" => "poll",
+        "epoll_pwait" => "epoll_wait",
+        "accept4" => "accept",
+        c => c,
+    };
+    if let Some(i) = CALLS.iter().position(|c| *c == base) {
+        PARKS[i].fetch_add(1, Ordering::Relaxed);
+    }
+}
