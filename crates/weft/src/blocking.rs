@@ -69,8 +69,18 @@ where
     F: FnOnce() -> R + Send,
     R: Send,
 {
+    blocking_as(Blocker::Other("weft::blocking"), f)
+}
+
+/// [`blocking`], shown in dumps as waiting on `b` while the job runs (the
+/// `transparent` hooks name the C call they offloaded).
+pub(crate) fn blocking_as<F, R>(b: Blocker, f: F) -> R
+where
+    F: FnOnce() -> R + Send,
+    R: Send,
+{
     match current_virtual() {
-        Some(inner) if inner.pin_depth.get() == 0 => offload(f),
+        Some(inner) if inner.pin_depth.get() == 0 => offload(b, f),
         _ => f(),
     }
 }
@@ -88,7 +98,7 @@ struct SlotPtr<R>(*const Slot<R>);
 // it, before publishing `done`; see `offload`.
 unsafe impl<R: Send> Send for SlotPtr<R> {}
 
-fn offload<F, R>(f: F) -> R
+fn offload<F, R>(b: Blocker, f: F) -> R
 where
     F: FnOnce() -> R + Send,
     R: Send,
@@ -121,7 +131,7 @@ where
         job();
     }
     let mut interrupted = false;
-    crate::thread::with_blocker(Blocker::Other("weft::blocking"), || {
+    crate::thread::with_blocker(b, || {
         while !slot.done.load(Ordering::Acquire) {
             // Not interruptible (the borrows must outlive the job): keep
             // the flag for the caller's next call.

@@ -24,6 +24,10 @@ pub(super) const USER_NB: u8 = 2;
 /// A socket the program believes blocking, non-blocking in the kernel
 /// because Weft made it so: calls wait (park or poll) on `EAGAIN`.
 pub(super) const MANAGED: u8 = 3;
+/// A pipe or FIFO other than descriptors 0, 1 and 2: a call that would
+/// wait runs on the offload pool while the virtual thread parks (see
+/// [`pipe_call`]).
+pub(super) const PIPE: u8 = 4;
 
 // 1 MiB of zeroed .bss: committed by the kernel only where touched.
 static STATE: [AtomicU8; MAX_FDS] = [const { AtomicU8::new(UNKNOWN) }; MAX_FDS];
@@ -77,8 +81,9 @@ pub(super) fn classify(fd: c_int) -> u8 {
         return st;
     }
     let saved = sys::errno();
-    let new = match sys::is_socket(fd) {
-        Some(true) => {
+    let new = match sys::file_type(fd) {
+        Some(libc::S_IFIFO) if fd > 2 => PIPE,
+        Some(libc::S_IFSOCK) => {
             let fl = sys::fcntl(fd, libc::F_GETFL, 0);
             if fl < 0 {
                 OTHER
@@ -90,7 +95,7 @@ pub(super) fn classify(fd: c_int) -> u8 {
                 MANAGED
             }
         }
-        Some(false) => OTHER,
+        Some(_) => OTHER,
         None => UNKNOWN, // bad descriptor: let the call itself fail
     };
     sys::set_errno(saved);
@@ -200,12 +205,21 @@ pub(super) fn sock_call(
     dontwait: bool,
     mut op: impl FnMut() -> isize,
 ) -> isize {
-    let st = state(fd);
+    let mut st = state(fd);
     if dontwait || st == OTHER || st == USER_NB {
         return op();
     }
     let virt = on_virtual();
-    if st == UNKNOWN && !(virt && classify(fd) == MANAGED) {
+    if st == UNKNOWN {
+        if !virt {
+            return op();
+        }
+        st = classify(fd);
+    }
+    if st == PIPE {
+        return pipe_call(fd, read, call, op);
+    }
+    if st != MANAGED {
         return op();
     }
     // MANAGED from here on.
@@ -246,6 +260,58 @@ pub(super) fn sock_call(
         if let Some(r) = unless_eagain(op()) {
             return r;
         }
+    }
+}
+
+/// A call on a pipe (state [`PIPE`]). Pipes are shared with another
+/// process, so Weft does not change their `O_NONBLOCK` flag as it does a
+/// socket's; instead a call that would wait runs on the offload pool
+/// (a raw system call there) while the virtual thread parks.
+///
+/// - On an OS thread, or on a pipe the program made non-blocking, the call
+///   passes through (`EAGAIN` stays `EAGAIN`).
+/// - A read that `poll` says will not wait (data, or end of file) runs
+///   here.
+/// - Every other read, and every write, is offloaded. A write cannot be
+///   tried without waiting (`POLLOUT` promises room for `PIPE_BUF` bytes,
+///   not for the whole write), and a write that waited on the carrier for
+///   a reader of the same carrier would never finish. The wait is not interruptible by
+///   [`Thread::interrupt`](crate::Thread::interrupt) (the offload pool's
+///   rule), and shows in dumps as parked in `call` on `fd`.
+fn pipe_call(fd: c_int, read: bool, call: &'static str, mut op: impl FnMut() -> isize) -> isize {
+    if !on_virtual() {
+        return op();
+    }
+    let fl = sys::fcntl(fd, libc::F_GETFL, 0);
+    if fl < 0 || fl & libc::O_NONBLOCK != 0 {
+        return op();
+    }
+    if read && sys::poll_one(fd, libc::POLLIN, Some(Duration::ZERO)) != 0 {
+        return op(); // data or end of file (or poll failed: let read say)
+    }
+    super::count_park(call);
+    let job = Offloaded(&mut op);
+    let (r, e) = crate::blocking::blocking_as(Blocker::Call { call, fd }, move || job.run());
+    sys::set_errno(e);
+    r
+}
+
+/// A hooked call's raw system call, sent to the offload pool.
+pub(super) struct Offloaded<'a, F>(pub(super) &'a mut F);
+
+// SAFETY: the closure only makes one raw system call with the caller's
+// arguments (integers, and pointers into buffers the caller owns). The
+// caller is a virtual thread parked inside `blocking` until the offload
+// thread has returned from the closure, so those buffers outlive the call
+// and nothing else touches them meanwhile; `blocking` runs the closure
+// exactly once and does not unwind the caller before it finished.
+unsafe impl<F> Send for Offloaded<'_, F> {}
+
+impl<F: FnMut() -> isize> Offloaded<'_, F> {
+    /// Runs the call; its result and the offload thread's `errno`.
+    pub(super) fn run(self) -> (isize, c_int) {
+        let r = (self.0)();
+        (r, sys::errno())
     }
 }
 

@@ -264,8 +264,8 @@ fn vpoll(fds: *mut pollfd, n: nfds_t, timeout: Option<Duration>, call: &'static 
     }
     super::count_park(call);
     let addr = fds as usize;
-    let (r, e) = crate::thread::with_blocker(Blocker::Call { call, fd: -1 }, || {
-        crate::blocking::blocking(move || (raw_ppoll(addr, n, timeout, 0), sys::errno()))
+    let (r, e) = crate::blocking::blocking_as(Blocker::Call { call, fd: -1 }, move || {
+        (raw_ppoll(addr, n, timeout, 0), sys::errno())
     });
     sys::set_errno(e);
     r
@@ -291,10 +291,10 @@ pub unsafe extern "C" fn ppoll(
     ts: *const timespec,
     mask: *const sigset_t,
 ) -> c_int {
-    // SAFETY: a non-null timeout points to a timespec (ppoll's contract).
     let t = if ts.is_null() {
         None
     } else {
+        // SAFETY: a non-null timeout points to a timespec (ppoll's contract).
         match dur_of(unsafe { &*ts }) {
             Some(d) => Some(d),
             None => return fail(libc::EINVAL) as c_int,
@@ -351,16 +351,14 @@ pub unsafe extern "C" fn select(
     }
     super::count_park("select");
     let (r, w, e, tv) = (r as usize, w as usize, e as usize, tv as usize);
-    let (res, err) = crate::thread::with_blocker(
+    let (res, err) = crate::blocking::blocking_as(
         Blocker::Call {
             call: "select",
             fd: -1,
         },
-        || {
-            crate::blocking::blocking(move || {
-                let res = raw_select(n, r, w, e, tv as *mut timeval);
-                (res, sys::errno())
-            })
+        move || {
+            let res = raw_select(n, r, w, e, tv as *mut timeval);
+            (res, sys::errno())
         },
     );
     sys::set_errno(err);
@@ -673,7 +671,7 @@ pub unsafe extern "C" fn ioctl(fd: c_int, req: c_ulong, arg: usize) -> c_int {
         let nb = unsafe { *(arg as *const c_int) } != 0;
         if st == MANAGED || st == USER_NB {
             // The kernel's flag stays set; only what the program sees moves.
-            if !nb && st == USER_NB && sys::is_socket(fd) == Some(true) {
+            if !nb && st == USER_NB && sys::file_type(fd) == Some(libc::S_IFSOCK) {
                 fds::set_state(fd, MANAGED);
             } else if nb {
                 fds::set_state(fd, USER_NB);
@@ -726,6 +724,38 @@ pub unsafe extern "C" fn socketpair(
     r
 }
 
+// ---------------------------------------------------------------- processes
+
+/// # Safety
+/// libc's `waitpid(2)` contract.
+///
+/// A virtual thread that waits for a child (`std::process::Child::wait`,
+/// `Command::status`) parks while an offload thread waits; `WNOHANG`
+/// passes through.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn waitpid(
+    pid: libc::pid_t,
+    status: *mut c_int,
+    options: c_int,
+) -> libc::pid_t {
+    let op = || raw!(libc::SYS_wait4, pid, status, options, 0usize) as isize;
+    if options & libc::WNOHANG != 0 || !on_virtual() {
+        return op() as libc::pid_t;
+    }
+    super::count_park("waitpid");
+    let mut op = op;
+    let job = fds::Offloaded(&mut op);
+    let (r, e) = crate::blocking::blocking_as(
+        Blocker::Call {
+            call: "waitpid",
+            fd: -1,
+        },
+        move || job.run(),
+    );
+    sys::set_errno(e);
+    r as libc::pid_t
+}
+
 // ------------------------------------------------------------- getaddrinfo
 
 type Gai = unsafe extern "C" fn(
@@ -773,24 +803,22 @@ pub unsafe extern "C" fn getaddrinfo(
         hints as usize,
         res as usize,
     );
-    crate::thread::with_blocker(
+    crate::blocking::blocking_as(
         Blocker::Call {
             call: "getaddrinfo",
             fd: -1,
         },
-        || {
-            crate::blocking::blocking(move || {
-                // SAFETY: the caller's pointers stay valid: it does not return
-                // before this closure has finished (weft::blocking's contract).
-                unsafe {
-                    next(
-                        a.0 as *const c_char,
-                        a.1 as *const c_char,
-                        a.2 as *const addrinfo,
-                        a.3 as *mut *mut addrinfo,
-                    )
-                }
-            })
+        move || {
+            // SAFETY: the caller's pointers stay valid: it does not return
+            // before this closure has finished (weft::blocking's contract).
+            unsafe {
+                next(
+                    a.0 as *const c_char,
+                    a.1 as *const c_char,
+                    a.2 as *const addrinfo,
+                    a.3 as *mut *mut addrinfo,
+                )
+            }
         },
     )
 }

@@ -51,7 +51,7 @@
 //! `send`, `sendto`, `sendmsg`, `connect`, `accept`, `accept4`, `poll`,
 //! `ppoll`, `select`, `epoll_wait`, `epoll_pwait`, `nanosleep`,
 //! `clock_nanosleep`, `usleep`, `sleep`, `close`, `dup`, `dup2`, `dup3`,
-//! `fcntl`, `ioctl`, `socket`, `socketpair` and `getaddrinfo`.
+//! `fcntl`, `ioctl`, `socket`, `socketpair`, `getaddrinfo` and `waitpid`.
 //!
 //! - Sockets park on the poller. `poll`/`ppoll` with one socket wait on
 //!   the poller (and honour interrupts); `poll` on several descriptors or
@@ -60,15 +60,24 @@
 //!   (those waits are not interruptible).
 //! - `epoll_wait`/`epoll_pwait` with a timeout park on the poller (an
 //!   epoll descriptor is itself pollable).
+//! - Pipes and FIFOs (a child process's stdin, stdout and stderr) other
+//!   than descriptors 0, 1 and 2: `read`, `write`, `readv` and `writev`
+//!   that would wait run on the offload pool while the caller parks (Weft
+//!   leaves a pipe's `O_NONBLOCK` alone: the other process shares it);
+//!   `waitpid` without `WNOHANG` too. So `std::process` — `Command::output`,
+//!   `Child::wait`, reading a child's stdout — unmounts.
 //!
 //! # Not covered (documented limits)
 //!
-//! - Regular files, pipes, ttys and other non-socket descriptors pass
-//!   through and block the carrier as before (the monitor reports it;
-//!   wrap such work in [`weft::blocking`](crate::blocking)). Parking there
-//!   would be unsound for stdio: `println!` holds std's stdout lock, which
-//!   is re-entrant per *OS* thread, so a second virtual thread of the same
-//!   carrier would enter it.
+//! - Regular files, ttys, descriptors 0, 1 and 2, and other non-socket,
+//!   non-pipe descriptors pass through and block the carrier as before
+//!   (the monitor reports it; wrap such work in
+//!   [`weft::blocking`](crate::blocking)). Parking on stdio would be
+//!   unsound: `println!` holds std's stdout lock, which is re-entrant per
+//!   *OS* thread, so a second virtual thread of the same carrier would
+//!   enter it. Regular files never return `EAGAIN`, so there is nothing to
+//!   wait for but the disk; offloading every small read would cost more
+//!   than it saves.
 //! - `std::sync` and `parking_lot` waits, `std::thread::park` and
 //!   `pthread_*` waits are not hooked and still block the carrier: they
 //!   keep per-OS-thread state that the virtual threads of one carrier
@@ -76,7 +85,7 @@
 //!   blocked behind a parked lock owner (`BlockedWithWaiters`).
 //!   Inside [`weft::pinned`](crate::pinned) hooked calls keep the carrier
 //!   (use it around I/O done under a `std::sync::Mutex`).
-//! - `open`, `openat`, file `read`s (see above), `waitpid`, `flock`,
+//! - `open`, `openat`, file `read`s (see above), `wait`/`waitid`, `flock`,
 //!   `fcntl(F_SETLKW)`, `sigwait`, `msgrcv`, `io_uring`, `recvmmsg`,
 //!   `sendmmsg`, `sendfile`, `splice`, `pselect` and `gethostbyname`.
 //! - Calls that glibc makes internally (`fread`, `getaddrinfo`'s own
@@ -124,7 +133,7 @@ use std::sync::Once;
 use std::sync::atomic::{AtomicU8, AtomicU64, Ordering};
 
 /// Names of the calls counted in [`parks`], in its order.
-pub const CALLS: [&str; 16] = [
+pub const CALLS: [&str; 17] = [
     "read",
     "write",
     "recv",
@@ -141,6 +150,7 @@ pub const CALLS: [&str; 16] = [
     "getaddrinfo",
     "readv",
     "writev",
+    "waitpid",
 ];
 
 static PARKS: [AtomicU64; CALLS.len()] = [const { AtomicU64::new(0) }; CALLS.len()];

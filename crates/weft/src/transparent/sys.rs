@@ -41,7 +41,9 @@ pub(super) fn fcntl(fd: c_int, cmd: c_int, arg: usize) -> c_int {
     raw!(libc::SYS_fcntl, fd, cmd, arg) as c_int
 }
 
-pub(super) fn is_socket(fd: c_int) -> Option<bool> {
+/// The file type bits (`st_mode & S_IFMT`) of `fd`; `None` for a bad
+/// descriptor. Raw `fstat`.
+pub(super) fn file_type(fd: c_int) -> Option<libc::mode_t> {
     let mut st = std::mem::MaybeUninit::<libc::stat>::zeroed();
     let r = raw!(libc::SYS_fstat, fd, st.as_mut_ptr());
     if r < 0 {
@@ -49,7 +51,7 @@ pub(super) fn is_socket(fd: c_int) -> Option<bool> {
     }
     // SAFETY: fstat succeeded and filled the struct.
     let st = unsafe { st.assume_init() };
-    Some(st.st_mode & libc::S_IFMT == libc::S_IFSOCK)
+    Some(st.st_mode & libc::S_IFMT)
 }
 
 /// `SO_RCVTIMEO` (read) or `SO_SNDTIMEO` (write) of a socket; `None` for
