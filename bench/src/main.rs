@@ -77,7 +77,8 @@ enum Cmd {
         #[arg(value_enum)]
         rt: worker::Rt,
         workload: String,
-        args: Vec<u64>,
+        /// Numbers, or for `https-server` the certificate and key paths.
+        args: Vec<String>,
     },
 }
 
@@ -88,8 +89,15 @@ enum Drive {
     Own,
     /// Echo server; `conns` client connections.
     Echo { conns: usize },
-    /// HTTP server; `conns` keep-alive users on `path`.
-    Http { path: &'static str, conns: usize },
+    /// HTTP server; `conns` keep-alive users on `path`. `tls`: the
+    /// `https-server` with the suite's self-signed certificate, then a
+    /// second, shorter window of one new connection per request for the
+    /// handshake figures.
+    Http {
+        path: &'static str,
+        conns: usize,
+        tls: bool,
+    },
 }
 
 /// One workload of the plan.
@@ -306,6 +314,18 @@ fn plan(quick: bool, runs: Option<usize>) -> Vec<Spec> {
         Drive::Http {
             path: "/hello",
             conns: 100,
+            tls: false,
+        },
+    ));
+    v.push(server(
+        "https-hello-100",
+        "HTTPS hello, 100 connections",
+        "as HTTP hello over TLS (self-signed ECDSA P-256 certificate; rustls + ring in the Rust columns, crypto/tls in Go, JSSE in Java): weft-load, 100 keep-alive users, handshakes during warmup; responses / s (and p99). Then a window of one new connection per request: full TLS handshakes / s and their p99",
+        Unit::PerSec("req/s"),
+        Drive::Http {
+            path: "/hello",
+            conns: 100,
+            tls: true,
         },
     ));
     if !quick {
@@ -317,6 +337,7 @@ fn plan(quick: bool, runs: Option<usize>) -> Vec<Spec> {
             Drive::Http {
                 path: "/hello",
                 conns: 10_000,
+                tls: false,
             },
         );
         s.rss_row = true;
@@ -330,6 +351,7 @@ fn plan(quick: bool, runs: Option<usize>) -> Vec<Spec> {
         Drive::Http {
             path: "/sleep",
             conns: 10_000,
+            tls: false,
         },
     );
     s.warmup = Duration::from_secs(3);
@@ -483,8 +505,14 @@ fn output(cmd: &mut Command) -> Result<String, String> {
 // Running the plan
 // ---------------------------------------------------------------------------
 
-/// Runs one measurement of `spec` on `launcher`.
-fn run_once(spec: &Spec, launcher: &Launcher, args: &[u64]) -> Result<Run, String> {
+/// Runs one measurement of `spec` on `launcher`; `tls` names the
+/// certificate files of the https rows.
+fn run_once(
+    spec: &Spec,
+    launcher: &Launcher,
+    args: &[u64],
+    tls: Option<&TlsFiles>,
+) -> Result<Run, String> {
     match spec.drive {
         Drive::Own => {
             let limit = Duration::from_secs(300);
@@ -494,6 +522,8 @@ fn run_once(spec: &Spec, launcher: &Launcher, args: &[u64]) -> Result<Run, Strin
                 p99_ms: None,
                 rss_kib: m.rss_kib,
                 errors: 0,
+                handshakes_per_sec: None,
+                handshake_p99_ms: None,
             })
         }
         Drive::Echo { conns } => {
@@ -507,12 +537,18 @@ fn run_once(spec: &Spec, launcher: &Launcher, args: &[u64]) -> Result<Run, Strin
                 p99_ms: Some(load.p99_ms),
                 rss_kib: rss,
                 errors: load.errors,
+                handshakes_per_sec: None,
+                handshake_p99_ms: None,
             })
         }
-        Drive::Http { path, conns } => {
+        Drive::Http {
+            path,
+            conns,
+            tls: false,
+        } => {
             let limit = spec.warmup + spec.window + Duration::from_secs(120);
             let server = proc::Server::start(launcher, "http-server", limit)?;
-            let load = client::http(server.port, path, conns, spec.warmup, spec.window);
+            let load = client::http(server.port, path, conns, spec.warmup, spec.window, false);
             let rss = server.stop()?;
             let load = load?;
             Ok(Run {
@@ -520,6 +556,42 @@ fn run_once(spec: &Spec, launcher: &Launcher, args: &[u64]) -> Result<Run, Strin
                 p99_ms: Some(load.p99_ms),
                 rss_kib: rss,
                 errors: load.errors,
+                handshakes_per_sec: None,
+                handshake_p99_ms: None,
+            })
+        }
+        Drive::Http {
+            path,
+            conns,
+            tls: true,
+        } => {
+            let files = tls.ok_or("https row without certificate files")?;
+            let (hs_warmup, hs_window) = (spec.warmup / 2, spec.window / 2);
+            let limit =
+                spec.warmup + spec.window + hs_warmup + hs_window + Duration::from_secs(120);
+            let server = proc::Server::start_with(
+                launcher,
+                "https-server",
+                &[
+                    files.cert.display().to_string(),
+                    files.key.display().to_string(),
+                ],
+                limit,
+            )?;
+            let load = client::http(server.port, path, conns, spec.warmup, spec.window, true)
+                .and_then(|load| {
+                    let hs = client::handshakes(server.port, path, conns, hs_warmup, hs_window)?;
+                    Ok((load, hs))
+                });
+            let rss = server.stop()?;
+            let (load, hs) = load?;
+            Ok(Run {
+                value: load.rate,
+                p99_ms: Some(load.p99_ms),
+                rss_kib: rss,
+                errors: load.errors + hs.errors,
+                handshakes_per_sec: Some(hs.rate),
+                handshake_p99_ms: Some(hs.p99_ms),
             })
         }
     }
@@ -607,6 +679,16 @@ fn suite(cli: &Cli) -> Result<(), String> {
         });
     }
 
+    // One self-signed certificate for every https server of this run.
+    let tls = if specs
+        .iter()
+        .any(|s| matches!(s.drive, Drive::Http { tls: true, .. }))
+    {
+        Some(TlsFiles::generate(&out.join("tls"))?)
+    } else {
+        None
+    };
+
     // Interleave the columns within each run so that a noisy stretch of
     // time hits every runtime alike.
     let total: usize = specs
@@ -654,7 +736,7 @@ fn suite(cli: &Cli) -> Result<(), String> {
                     run + 1,
                     spec.runs
                 );
-                match run_once(spec, launcher, &cell.args) {
+                match run_once(spec, launcher, &cell.args, tls.as_ref()) {
                     Ok(r) => {
                         eprintln!(
                             "{}{}  rss {}{}",
@@ -733,6 +815,32 @@ fn suite(cli: &Cli) -> Result<(), String> {
         println!("updated {}", doc.display());
     }
     Ok(())
+}
+
+/// The https servers' certificate: PEM files that every runtime reads.
+struct TlsFiles {
+    cert: PathBuf,
+    key: PathBuf,
+}
+
+impl TlsFiles {
+    /// A fresh self-signed certificate for `localhost` and `127.0.0.1`
+    /// (rcgen's default key: ECDSA P-256, PKCS#8), written to `dir` as
+    /// `cert.pem` and `key.pem`.
+    fn generate(dir: &Path) -> Result<TlsFiles, String> {
+        let names = vec!["localhost".to_string(), "127.0.0.1".to_string()];
+        let c = rcgen::generate_simple_self_signed(names)
+            .map_err(|e| format!("generating a certificate: {e}"))?;
+        std::fs::create_dir_all(dir)
+            .map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
+        let files = TlsFiles {
+            cert: dir.join("cert.pem"),
+            key: dir.join("key.pem"),
+        };
+        write(&files.cert, &c.cert.pem())?;
+        write(&files.key, &c.signing_key.serialize_pem())?;
+        Ok(files)
+    }
 }
 
 fn write(path: &Path, text: &str) -> Result<(), String> {
