@@ -14,8 +14,19 @@
 //! `bench/java`), so each figure's peak RSS is that run's alone: the
 //! worker's own `VmHWM` (`wait4`'s `ru_maxrss` would inherit the suite's
 //! high-water mark across fork+exec; see `weft_bench_support::child`). Servers are driven from this process: TCP echo by a Tokio
-//! current-thread client, HTTP by `weft-load` — the same load for every
-//! server. A missing Go or JDK (≥ 21) skips its column with a note.
+//! current-thread client, HTTP and HTTPS by `weft-load` — the same load for
+//! every server. A missing Go or JDK (≥ 21) skips its column with a note.
+//!
+//! The HTTPS row (`https-hello-100`) generates one self-signed certificate
+//! per suite run (rcgen, ECDSA P-256) into `<out>/tls/{cert,key}.pem` and
+//! starts every server as `https-server <cert.pem> <key.pem>`: weft-http's
+//! `TlsConfig`, hyper behind `tokio-rustls` and `std` over
+//! `rustls::StreamOwned` (all rustls with the `ring` provider), Go's
+//! `crypto/tls`, Java's `HttpsServer`. `weft-load` skips certificate
+//! verification (`insecure`; signatures are still checked). A first window
+//! measures keep-alive requests over sessions set up during the warmup; a
+//! second, half as long, opens a new connection per request and reports
+//! full handshakes / s and their p99, each as a row of its own.
 //!
 //! Results go to `target/weft-bench/`: `results.json`, `report.md` and one
 //! SVG chart per workload.
