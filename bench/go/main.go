@@ -25,6 +25,7 @@
 //	channel <producers> <msgs> <cap>   many producers, one consumer, one channel (msg/s)
 //	echo-server                        TCP echo server on 127.0.0.1, kernel-chosen port
 //	http-server                        HTTP/1.1 server on 127.0.0.1, kernel-chosen port
+//	https-server <cert.pem> <key.pem>  the same over TLS (crypto/tls), HTTP/1.1 only
 //
 // The CPU workloads (spawn, pingpong, mutex, channel) first run once untimed
 // with a tenth of the size as a warm-up. All goroutines run with the default
@@ -32,6 +33,7 @@
 package main
 
 import (
+	"crypto/tls"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -81,7 +83,8 @@ workloads:
   mutex <threads> <ops>
   channel <producers> <msgs> <cap>
   echo-server
-  http-server`
+  http-server
+  https-server <cert.pem> <key.pem>`
 
 func main() {
 	if len(os.Args) < 2 {
@@ -120,6 +123,9 @@ func main() {
 	case "http-server":
 		expectArgs(name, args)
 		runHTTPServer()
+	case "https-server":
+		expectArgs(name, args, "<cert.pem>", "<key.pem>")
+		runHTTPSServer(args[0], args[1])
 	default:
 		fail(fmt.Sprintf("unknown workload %q\n%s", name, usage))
 	}
@@ -412,6 +418,35 @@ func runHTTPServer() {
 
 	if err := srv.Serve(ln); err != nil {
 		fail("http-server: serve: " + err.Error())
+	}
+}
+
+// ---------------------------------------------------------------------------
+// 8. https-server: the http-server behind crypto/tls, with the certificate
+// chain and private key from PEM files. ALPN offers http/1.1 only (net/http
+// would otherwise negotiate HTTP/2 with clients that offer it; the suite's
+// client speaks HTTP/1.1, like the other servers).
+// ---------------------------------------------------------------------------
+
+func runHTTPSServer(certFile, keyFile string) {
+	cert, err := tls.LoadX509KeyPair(certFile, keyFile)
+	if err != nil {
+		fail("https-server: " + err.Error())
+	}
+	cfg := &tls.Config{
+		Certificates: []tls.Certificate{cert},
+		NextProtos:   []string{"http/1.1"},
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		fail("https-server: listen: " + err.Error())
+	}
+
+	srv := &http.Server{Handler: http.HandlerFunc(handleHTTP), TLSConfig: cfg}
+	announce(ln)
+
+	if err := srv.Serve(tls.NewListener(ln, cfg)); err != nil {
+		fail("https-server: serve: " + err.Error())
 	}
 }
 

@@ -18,6 +18,7 @@
  *   channel <producers> <msgs> <cap>   producers -> bounded queue -> one consumer  -> msg/s
  *   echo-server                        TCP echo server, one virtual thread/conn    (until killed)
  *   http-server                        HTTP server, /hello and /sleep              (until killed)
+ *   https-server <cert.pem> <key.pem>  the same over TLS (HttpsServer, JSSE)       (until killed)
  *
  * Output contract: a measuring workload prints exactly one JSON line to stdout,
  *   {"workload":"<name>","value":<double>,"unit":"<unit>","hwm_kib":<peak RSS>}
@@ -37,6 +38,8 @@
 
 import com.sun.net.httpserver.HttpExchange;
 import com.sun.net.httpserver.HttpServer;
+import com.sun.net.httpserver.HttpsConfigurator;
+import com.sun.net.httpserver.HttpsServer;
 
 import java.io.IOException;
 import java.io.InputStream;
@@ -48,6 +51,18 @@ import java.net.InetSocketAddress;
 import java.net.ServerSocket;
 import java.net.Socket;
 import java.nio.charset.StandardCharsets;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.security.GeneralSecurityException;
+import java.security.KeyFactory;
+import java.security.KeyStore;
+import java.security.PrivateKey;
+import java.security.cert.Certificate;
+import java.security.cert.CertificateFactory;
+import java.security.spec.PKCS8EncodedKeySpec;
+import java.util.ArrayList;
+import java.util.Base64;
+import java.util.List;
 import java.util.concurrent.ArrayBlockingQueue;
 import java.util.concurrent.BlockingQueue;
 import java.util.concurrent.CountDownLatch;
@@ -56,6 +71,8 @@ import java.util.concurrent.SynchronousQueue;
 import java.util.concurrent.atomic.AtomicLong;
 import java.util.concurrent.locks.LockSupport;
 import java.util.concurrent.locks.ReentrantLock;
+import javax.net.ssl.KeyManagerFactory;
+import javax.net.ssl.SSLContext;
 
 public final class Bench {
 
@@ -73,7 +90,8 @@ public final class Bench {
               mutex <threads> <ops>
               channel <producers> <msgs> <cap>      (cap 0 = SynchronousQueue)
               echo-server
-              http-server""";
+              http-server
+              https-server <cert.pem> <key.pem>""";
 
     public static void main(String[] args) {
         if (args.length == 0) {
@@ -111,7 +129,11 @@ public final class Bench {
                 }
                 case "http-server" -> {
                     expectArgs(args, 0);
-                    httpServer();
+                    httpServer(null);
+                }
+                case "https-server" -> {
+                    expectArgs(args, 2);
+                    httpServer(sslContext(args[1], args[2]));
                 }
                 default -> usage("unknown workload '" + workload + "'");
             }
@@ -119,6 +141,8 @@ public final class Bench {
             fail(workload + ": interrupted");
         } catch (IOException e) {
             fail(workload + ": I/O error: " + e);
+        } catch (GeneralSecurityException e) {
+            fail(workload + ": TLS setup: " + e);
         }
         System.exit(0);
     }
@@ -402,7 +426,8 @@ public final class Bench {
     private static final byte[] HELLO = "Hello, World!".getBytes(StandardCharsets.US_ASCII);
     private static final byte[] SLEPT = "slept".getBytes(StandardCharsets.US_ASCII);
 
-    private static void httpServer() throws IOException, InterruptedException {
+    /** Starts the http-server, or with an SSLContext the same server as an HttpsServer. */
+    private static void httpServer(SSLContext tls) throws IOException, InterruptedException {
         // Connection limits of the built-in server. These are read ONCE, by the static
         // initializer of sun.net.httpserver.ServerConfig, when the first server is created —
         // so they must be set before HttpServer.create(). Names and defaults as documented
@@ -429,7 +454,16 @@ public final class Bench {
         System.setProperty("sun.net.httpserver.idleInterval", "86400");
         System.setProperty("sun.net.httpserver.nodelay", "true");
 
-        HttpServer server = HttpServer.create(new InetSocketAddress(InetAddress.getByName("127.0.0.1"), 0), 4096);
+        InetSocketAddress addr = new InetSocketAddress(InetAddress.getByName("127.0.0.1"), 0);
+        HttpServer server;
+        if (tls == null) {
+            server = HttpServer.create(addr, 4096);
+        } else {
+            HttpsServer https = HttpsServer.create(addr, 4096);
+            // The default configurator: the context's default SSLParameters (TLS 1.3 and 1.2).
+            https.setHttpsConfigurator(new HttpsConfigurator(tls));
+            server = https;
+        }
         // One root context that dispatches on the exact path: HttpServer contexts match by
         // path prefix, and "anything else" must be a 404.
         server.createContext("/", Bench::handle);
@@ -438,6 +472,45 @@ public final class Bench {
         ready(server.getAddress().getPort());
         // server.start() runs the dispatcher on its own thread; main just waits (forever).
         new CountDownLatch(1).await();
+    }
+
+    // ---------------------------------------------------------------------------------------
+    // 8. https-server: the http-server as com.sun.net.httpserver.HttpsServer. The certificate
+    // chain and the private key come from PEM files (what weft-bench writes for every
+    // runtime): CertificateFactory reads PEM certificates directly; the PKCS#8 key is
+    // base64-decoded by hand (the JDK has no PEM key reader before the JEP 470 preview).
+    // ---------------------------------------------------------------------------------------
+
+    private static SSLContext sslContext(String certFile, String keyFile)
+            throws IOException, GeneralSecurityException {
+        List<Certificate> chain = new ArrayList<>();
+        try (InputStream in = Files.newInputStream(Path.of(certFile))) {
+            chain.addAll(CertificateFactory.getInstance("X.509").generateCertificates(in));
+        }
+        if (chain.isEmpty()) {
+            throw new GeneralSecurityException(certFile + ": no certificate");
+        }
+        String pem = Files.readString(Path.of(keyFile), StandardCharsets.US_ASCII);
+        String begin = "-----BEGIN PRIVATE KEY-----";
+        String end = "-----END PRIVATE KEY-----";
+        int from = pem.indexOf(begin);
+        int to = pem.indexOf(end);
+        if (from < 0 || to < from) {
+            throw new GeneralSecurityException(keyFile + ": no PKCS#8 '" + begin + "' block");
+        }
+        byte[] der = Base64.getMimeDecoder().decode(pem.substring(from + begin.length(), to));
+        String algorithm = chain.get(0).getPublicKey().getAlgorithm(); // "EC", "RSA", ...
+        PrivateKey key = KeyFactory.getInstance(algorithm).generatePrivate(new PKCS8EncodedKeySpec(der));
+
+        char[] password = new char[0];
+        KeyStore store = KeyStore.getInstance("PKCS12");
+        store.load(null, null);
+        store.setKeyEntry("server", key, password, chain.toArray(new Certificate[0]));
+        KeyManagerFactory kmf = KeyManagerFactory.getInstance(KeyManagerFactory.getDefaultAlgorithm());
+        kmf.init(store, password);
+        SSLContext ctx = SSLContext.getInstance("TLS");
+        ctx.init(kmf.getKeyManagers(), null, null);
+        return ctx;
     }
 
     private static void handle(HttpExchange exchange) throws IOException {

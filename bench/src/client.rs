@@ -1,5 +1,5 @@
 //! The load side, the same for every server: a TCP echo client on a
-//! current-thread Tokio runtime, and `weft-load` for HTTP.
+//! current-thread Tokio runtime, and `weft-load` for HTTP and HTTPS.
 //!
 //! Both run in the orchestrator's process, so the server process's peak
 //! RSS is the server's alone. On this 2-core machine client and server
@@ -112,16 +112,22 @@ async fn echo_async(
 }
 
 /// HTTP load with `weft-load`'s closed model: `conns` keep-alive users on
-/// `path`, ramped up over the first half of `warmup`.
+/// `path`, ramped up over the first half of `warmup`. `tls`: `https://`,
+/// accepting the suite's self-signed certificate (`insecure`; signatures
+/// are still checked, so a handshake costs what a verified one does). The
+/// users connect, and so shake hands, during the warmup: the measured
+/// window is keep-alive requests over established TLS sessions.
 pub fn http(
     port: u16,
     path: &str,
     conns: usize,
     warmup: Duration,
     window: Duration,
+    tls: bool,
 ) -> Result<Load, String> {
     let config = weft_load::Config {
-        url: format!("http://127.0.0.1:{port}{path}"),
+        url: url(tls, port, path),
+        insecure: tls,
         concurrency: conns,
         duration: Some(window),
         warmup,
@@ -133,6 +139,55 @@ pub fn http(
     Ok(Load {
         rate: r.successes as f64 / r.duration_secs,
         p99_ms: r.latency.p99_ms,
+        errors: r.failures,
+    })
+}
+
+fn url(tls: bool, port: u16, path: &str) -> String {
+    let scheme = if tls { "https" } else { "http" };
+    format!("{scheme}://127.0.0.1:{port}{path}")
+}
+
+/// What a connection-per-request window produced.
+#[derive(Clone, Debug)]
+pub struct Handshakes {
+    /// Full TLS handshakes completed per second (each followed by one
+    /// request on the new connection).
+    pub rate: f64,
+    /// 99th percentile of the handshake time (after the TCP connect), ms.
+    pub p99_ms: f64,
+    /// Requests that failed (TLS errors included).
+    pub errors: u64,
+}
+
+/// `conns` users that each open a new TLS connection for every request to
+/// `path` (`weft-load` without keep-alive): full handshakes per second and
+/// their p99, as `weft-load` reports them apart from request latency.
+pub fn handshakes(
+    port: u16,
+    path: &str,
+    conns: usize,
+    warmup: Duration,
+    window: Duration,
+) -> Result<Handshakes, String> {
+    let config = weft_load::Config {
+        url: url(true, port, path),
+        insecure: true,
+        keep_alive: false,
+        concurrency: conns,
+        duration: Some(window),
+        warmup,
+        ramp_up: warmup / 2,
+        timeout: Duration::from_secs(30),
+        ..weft_load::Config::default()
+    };
+    let r = weft_load::run(&config).map_err(|e| e.to_string())?;
+    let h = r
+        .handshake
+        .ok_or("weft-load reported no TLS handshakes for an https:// run")?;
+    Ok(Handshakes {
+        rate: r.handshakes as f64 / r.duration_secs,
+        p99_ms: h.p99_ms,
         errors: r.failures,
     })
 }

@@ -14,8 +14,19 @@
 //! `bench/java`), so each figure's peak RSS is that run's alone: the
 //! worker's own `VmHWM` (`wait4`'s `ru_maxrss` would inherit the suite's
 //! high-water mark across fork+exec; see `weft_bench_support::child`). Servers are driven from this process: TCP echo by a Tokio
-//! current-thread client, HTTP by `weft-load` — the same load for every
-//! server. A missing Go or JDK (≥ 21) skips its column with a note.
+//! current-thread client, HTTP and HTTPS by `weft-load` — the same load for
+//! every server. A missing Go or JDK (≥ 21) skips its column with a note.
+//!
+//! The HTTPS row (`https-hello-100`) generates one self-signed certificate
+//! per suite run (rcgen, ECDSA P-256) into `<out>/tls/{cert,key}.pem` and
+//! starts every server as `https-server <cert.pem> <key.pem>`: weft-http's
+//! `TlsConfig`, hyper behind `tokio-rustls` and `std` over
+//! `rustls::StreamOwned` (all rustls with the `ring` provider), Go's
+//! `crypto/tls`, Java's `HttpsServer`. `weft-load` skips certificate
+//! verification (`insecure`; signatures are still checked). A first window
+//! measures keep-alive requests over sessions set up during the warmup; a
+//! second, half as long, opens a new connection per request and reports
+//! full handshakes / s and their p99, each as a row of its own.
 //!
 //! Results go to `target/weft-bench/`: `results.json`, `report.md` and one
 //! SVG chart per workload.
@@ -77,7 +88,8 @@ enum Cmd {
         #[arg(value_enum)]
         rt: worker::Rt,
         workload: String,
-        args: Vec<u64>,
+        /// Numbers, or for `https-server` the certificate and key paths.
+        args: Vec<String>,
     },
 }
 
@@ -88,8 +100,15 @@ enum Drive {
     Own,
     /// Echo server; `conns` client connections.
     Echo { conns: usize },
-    /// HTTP server; `conns` keep-alive users on `path`.
-    Http { path: &'static str, conns: usize },
+    /// HTTP server; `conns` keep-alive users on `path`. `tls`: the
+    /// `https-server` with the suite's self-signed certificate, then a
+    /// second, shorter window of one new connection per request for the
+    /// handshake figures.
+    Http {
+        path: &'static str,
+        conns: usize,
+        tls: bool,
+    },
 }
 
 /// One workload of the plan.
@@ -306,8 +325,25 @@ fn plan(quick: bool, runs: Option<usize>) -> Vec<Spec> {
         Drive::Http {
             path: "/hello",
             conns: 100,
+            tls: false,
         },
     ));
+    let mut s = server(
+        "https-hello-100",
+        "HTTPS hello, 100 connections",
+        "as HTTP hello over TLS (self-signed ECDSA P-256 certificate; rustls + ring in the Rust columns, crypto/tls in Go, JSSE in Java): weft-load, 100 keep-alive users, handshakes during warmup; responses / s (and p99). Then a window of one new connection per request: full TLS handshakes / s and their p99",
+        Unit::PerSec("req/s"),
+        Drive::Http {
+            path: "/hello",
+            conns: 100,
+            tls: true,
+        },
+    );
+    // 100 handshakes (and, in Java, the JIT's first pass over JSSE) must
+    // be over before the keep-alive window: a cold JVM shakes hands at
+    // ~100/s on this machine.
+    s.warmup = srv_warmup * 3;
+    v.push(s);
     if !quick {
         let mut s = server(
             "http-hello-10k",
@@ -317,6 +353,7 @@ fn plan(quick: bool, runs: Option<usize>) -> Vec<Spec> {
             Drive::Http {
                 path: "/hello",
                 conns: 10_000,
+                tls: false,
             },
         );
         s.rss_row = true;
@@ -330,6 +367,7 @@ fn plan(quick: bool, runs: Option<usize>) -> Vec<Spec> {
         Drive::Http {
             path: "/sleep",
             conns: 10_000,
+            tls: false,
         },
     );
     s.warmup = Duration::from_secs(3);
@@ -483,8 +521,14 @@ fn output(cmd: &mut Command) -> Result<String, String> {
 // Running the plan
 // ---------------------------------------------------------------------------
 
-/// Runs one measurement of `spec` on `launcher`.
-fn run_once(spec: &Spec, launcher: &Launcher, args: &[u64]) -> Result<Run, String> {
+/// Runs one measurement of `spec` on `launcher`; `tls` names the
+/// certificate files of the https rows.
+fn run_once(
+    spec: &Spec,
+    launcher: &Launcher,
+    args: &[u64],
+    tls: Option<&TlsFiles>,
+) -> Result<Run, String> {
     match spec.drive {
         Drive::Own => {
             let limit = Duration::from_secs(300);
@@ -494,6 +538,8 @@ fn run_once(spec: &Spec, launcher: &Launcher, args: &[u64]) -> Result<Run, Strin
                 p99_ms: None,
                 rss_kib: m.rss_kib,
                 errors: 0,
+                handshakes_per_sec: None,
+                handshake_p99_ms: None,
             })
         }
         Drive::Echo { conns } => {
@@ -507,12 +553,18 @@ fn run_once(spec: &Spec, launcher: &Launcher, args: &[u64]) -> Result<Run, Strin
                 p99_ms: Some(load.p99_ms),
                 rss_kib: rss,
                 errors: load.errors,
+                handshakes_per_sec: None,
+                handshake_p99_ms: None,
             })
         }
-        Drive::Http { path, conns } => {
+        Drive::Http {
+            path,
+            conns,
+            tls: false,
+        } => {
             let limit = spec.warmup + spec.window + Duration::from_secs(120);
             let server = proc::Server::start(launcher, "http-server", limit)?;
-            let load = client::http(server.port, path, conns, spec.warmup, spec.window);
+            let load = client::http(server.port, path, conns, spec.warmup, spec.window, false);
             let rss = server.stop()?;
             let load = load?;
             Ok(Run {
@@ -520,6 +572,42 @@ fn run_once(spec: &Spec, launcher: &Launcher, args: &[u64]) -> Result<Run, Strin
                 p99_ms: Some(load.p99_ms),
                 rss_kib: rss,
                 errors: load.errors,
+                handshakes_per_sec: None,
+                handshake_p99_ms: None,
+            })
+        }
+        Drive::Http {
+            path,
+            conns,
+            tls: true,
+        } => {
+            let files = tls.ok_or("https row without certificate files")?;
+            let (hs_warmup, hs_window) = (spec.warmup / 2, spec.window / 2);
+            let limit =
+                spec.warmup + spec.window + hs_warmup + hs_window + Duration::from_secs(120);
+            let server = proc::Server::start_with(
+                launcher,
+                "https-server",
+                &[
+                    files.cert.display().to_string(),
+                    files.key.display().to_string(),
+                ],
+                limit,
+            )?;
+            let load = client::http(server.port, path, conns, spec.warmup, spec.window, true)
+                .and_then(|load| {
+                    let hs = client::handshakes(server.port, path, conns, hs_warmup, hs_window)?;
+                    Ok((load, hs))
+                });
+            let rss = server.stop()?;
+            let (load, hs) = load?;
+            Ok(Run {
+                value: load.rate,
+                p99_ms: Some(load.p99_ms),
+                rss_kib: rss,
+                errors: load.errors + hs.errors,
+                handshakes_per_sec: Some(hs.rate),
+                handshake_p99_ms: Some(hs.p99_ms),
             })
         }
     }
@@ -607,6 +695,16 @@ fn suite(cli: &Cli) -> Result<(), String> {
         });
     }
 
+    // One self-signed certificate for every https server of this run.
+    let tls = if specs
+        .iter()
+        .any(|s| matches!(s.drive, Drive::Http { tls: true, .. }))
+    {
+        Some(TlsFiles::generate(&out.join("tls"))?)
+    } else {
+        None
+    };
+
     // Interleave the columns within each run so that a noisy stretch of
     // time hits every runtime alike.
     let total: usize = specs
@@ -654,7 +752,7 @@ fn suite(cli: &Cli) -> Result<(), String> {
                     run + 1,
                     spec.runs
                 );
-                match run_once(spec, launcher, &cell.args) {
+                match run_once(spec, launcher, &cell.args, tls.as_ref()) {
                     Ok(r) => {
                         eprintln!(
                             "{}{}  rss {}{}",
@@ -733,6 +831,32 @@ fn suite(cli: &Cli) -> Result<(), String> {
         println!("updated {}", doc.display());
     }
     Ok(())
+}
+
+/// The https servers' certificate: PEM files that every runtime reads.
+struct TlsFiles {
+    cert: PathBuf,
+    key: PathBuf,
+}
+
+impl TlsFiles {
+    /// A fresh self-signed certificate for `localhost` and `127.0.0.1`
+    /// (rcgen's default key: ECDSA P-256, PKCS#8), written to `dir` as
+    /// `cert.pem` and `key.pem`.
+    fn generate(dir: &Path) -> Result<TlsFiles, String> {
+        let names = vec!["localhost".to_string(), "127.0.0.1".to_string()];
+        let c = rcgen::generate_simple_self_signed(names)
+            .map_err(|e| format!("generating a certificate: {e}"))?;
+        std::fs::create_dir_all(dir)
+            .map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
+        let files = TlsFiles {
+            cert: dir.join("cert.pem"),
+            key: dir.join("key.pem"),
+        };
+        write(&files.cert, &c.cert.pem())?;
+        write(&files.key, &c.signing_key.serialize_pem())?;
+        Ok(files)
+    }
 }
 
 fn write(path: &Path, text: &str) -> Result<(), String> {

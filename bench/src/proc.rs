@@ -59,7 +59,19 @@ pub struct Server {
 impl Server {
     /// Starts `launcher <workload>` and waits for its `ready <port>` line.
     pub fn start(launcher: &Launcher, workload: &str, limit: Duration) -> Result<Server, String> {
-        let mut worker = start(launcher, workload, &[], limit)?;
+        Server::start_with(launcher, workload, &[], limit)
+    }
+
+    /// Starts `launcher <workload> <args…>` (e.g. certificate paths) and
+    /// waits for its `ready <port>` line.
+    pub fn start_with(
+        launcher: &Launcher,
+        workload: &str,
+        args: &[String],
+        limit: Duration,
+    ) -> Result<Server, String> {
+        let argv = std::iter::once(workload.to_string()).chain(args.iter().cloned());
+        let mut worker = Worker::start(launcher, argv, limit)?;
         let line = worker.line();
         let port = line
             .strip_prefix("ready ")

@@ -52,6 +52,11 @@ pub struct Run {
     pub rss_kib: u64,
     /// Failed operations (load workloads).
     pub errors: u64,
+    /// HTTPS workloads: full TLS handshakes per second in a second window
+    /// where every request opens a new connection.
+    pub handshakes_per_sec: Option<f64>,
+    /// HTTPS workloads: p99 of those handshakes (ms).
+    pub handshake_p99_ms: Option<f64>,
 }
 
 /// One workload on one column.
@@ -81,6 +86,8 @@ impl Cell {
                 Metric::Value => Some(r.value),
                 Metric::P99 => r.p99_ms,
                 Metric::Rss => Some(r.rss_kib as f64),
+                Metric::Handshakes => r.handshakes_per_sec,
+                Metric::HandshakeP99 => r.handshake_p99_ms,
             })
             .collect();
         median(&v)
@@ -276,6 +283,38 @@ pub enum Metric {
     P99,
     /// Peak RSS.
     Rss,
+    /// TLS handshakes per second (connection per request).
+    Handshakes,
+    /// p99 of those handshakes.
+    HandshakeP99,
+}
+
+/// The unit of TLS handshake rates.
+const HANDSHAKES: Unit = Unit::PerSec("handshakes/s");
+
+impl Metric {
+    /// Whether any run of `w` has this figure.
+    fn present(self, w: &WorkloadResult) -> bool {
+        w.cells.iter().any(|c| {
+            c.runs.iter().any(|r| match self {
+                Metric::Value => true,
+                Metric::P99 => r.p99_ms.is_some(),
+                Metric::Rss => w.rss_row,
+                Metric::Handshakes => r.handshakes_per_sec.is_some(),
+                Metric::HandshakeP99 => r.handshake_p99_ms.is_some(),
+            })
+        })
+    }
+
+    /// Formats a figure of workload `w`.
+    fn format(self, w: &WorkloadResult, v: f64) -> String {
+        match self {
+            Metric::Value => w.unit.format(v),
+            Metric::P99 | Metric::HandshakeP99 => Unit::Ms.format(v),
+            Metric::Rss => format_kib(v as u64),
+            Metric::Handshakes => HANDSHAKES.format(v),
+        }
+    }
 }
 
 /// One table row.
@@ -308,6 +347,14 @@ impl Report {
                     metric: Metric::Rss,
                 });
             }
+            for metric in [Metric::Handshakes, Metric::HandshakeP99] {
+                if metric.present(w) {
+                    rows.push(Row {
+                        workload: i,
+                        metric,
+                    });
+                }
+            }
         }
         rows
     }
@@ -328,6 +375,10 @@ impl Report {
             Metric::Value => w.title.clone(),
             Metric::P99 => format!("{} — p99", w.title),
             Metric::Rss => format!("{} — peak RSS", w.title),
+            Metric::Handshakes => {
+                format!("{} — TLS handshakes, new connection per request", w.title)
+            }
+            Metric::HandshakeP99 => format!("{} — TLS handshake p99", w.title),
         }
     }
 
@@ -336,7 +387,7 @@ impl Report {
         match row.metric {
             Metric::Value => w.ideal.map(|v| w.unit.format(v)),
             Metric::P99 => w.ideal_p99_ms.map(|v| Unit::Ms.format(v)),
-            Metric::Rss => None,
+            Metric::Rss | Metric::Handshakes | Metric::HandshakeP99 => None,
         }
         .unwrap_or_default()
     }
@@ -349,12 +400,7 @@ impl Report {
         let Some(v) = cell.metric(row.metric) else {
             return cell.absent();
         };
-        let fmt = |v: f64| match row.metric {
-            Metric::Value => w.unit.format(v),
-            Metric::P99 => Unit::Ms.format(v),
-            Metric::Rss => format_kib(v as u64),
-        };
-        let mut s = fmt(v);
+        let mut s = row.metric.format(w, v);
         let weft = self.columns.iter().position(|c| c.id == "weft");
         match weft.and_then(|i| w.cells[i].metric(row.metric)) {
             Some(base) if Some(col) != weft && base > 0.0 => {
@@ -535,6 +581,16 @@ pub fn svg(w: &WorkloadResult, columns: &[ColumnSummary]) -> String {
     if w.rss_row {
         panels.push(("peak RSS, MiB".into(), Metric::Rss, None));
     }
+    if Metric::Handshakes.present(w) {
+        panels.push((
+            "TLS handshakes / s, new connection per request (higher is better)".into(),
+            Metric::Handshakes,
+            None,
+        ));
+    }
+    if Metric::HandshakeP99.present(w) {
+        panels.push(("TLS handshake p99, ms".into(), Metric::HandshakeP99, None));
+    }
     let panels: Vec<Panel> = panels
         .into_iter()
         .map(|(title, metric, ideal)| Panel {
@@ -550,11 +606,7 @@ pub fn svg(w: &WorkloadResult, columns: &[ColumnSummary]) -> String {
                         label: col.label.clone(),
                         value,
                         text: match value {
-                            Some(v) => match metric {
-                                Metric::Value => w.unit.format(v),
-                                Metric::P99 => Unit::Ms.format(v),
-                                Metric::Rss => format_kib(v as u64),
-                            },
+                            Some(v) => metric.format(w, v),
                             None => cell.absent(),
                         },
                     }
@@ -575,6 +627,8 @@ mod tests {
             p99_ms: None,
             rss_kib: 1024,
             errors: 0,
+            handshakes_per_sec: None,
+            handshake_p99_ms: None,
         }
     }
 

@@ -40,11 +40,19 @@ pub enum Rt {
 }
 
 /// Runs `workload` with `args` on `rt`; prints its result line.
-pub fn run(rt: Rt, workload: &str, args: &[u64]) -> Result<(), String> {
-    let arg = |i: usize| -> Result<u64, String> {
+///
+/// Every workload takes numbers except `https-server`, which takes the
+/// paths of a PEM certificate chain and a PEM private key.
+pub fn run(rt: Rt, workload: &str, args: &[String]) -> Result<(), String> {
+    let text = |i: usize| -> Result<&str, String> {
         args.get(i)
-            .copied()
+            .map(String::as_str)
             .ok_or_else(|| format!("{workload}: missing argument {}", i + 1))
+    };
+    let arg = |i: usize| -> Result<u64, String> {
+        let a = text(i)?;
+        a.parse()
+            .map_err(|e| format!("{workload}: argument {} ({a:?}): {e}", i + 1))
     };
     let (value, unit) = match workload {
         "spawn" | "spawn-main" => {
@@ -75,6 +83,13 @@ pub fn run(rt: Rt, workload: &str, args: &[u64]) -> Result<(), String> {
         }
         "echo-server" => return echo_server(rt),
         "http-server" => return http_server(rt),
+        "https-server" => {
+            let tls = TlsFiles {
+                cert: text(0)?.into(),
+                key: text(1)?.into(),
+            };
+            return https_server(rt, &tls);
+        }
         other => return Err(format!("unknown workload {other:?}")),
     };
     let hwm = crate::proc::vm_hwm_kib("self").unwrap_or(0);
@@ -625,38 +640,84 @@ const SLEEP: Duration = Duration::from_secs(1);
 fn http_server(rt: Rt) -> Result<(), String> {
     let _ = weft_load::raise_fd_limit();
     match rt {
-        Rt::Weft => {
-            use weft_http::{Response, Router, Server, ServerConfig};
-            let router =
-                Router::new()
-                    .get("/hello", |_| Response::text(HELLO))
-                    .get("/sleep", |_| {
-                        let _ = weft::sleep(SLEEP);
-                        Response::text("slept")
-                    });
-            let config = ServerConfig::default()
-                .max_connections(1 << 20)
-                .backlog(BACKLOG as u32);
-            let server = Server::bind("127.0.0.1:0", config)
-                .and_then(|s| s.serve(Arc::new(router)))
-                .map_err(|e| e.to_string())?;
-            ready(server.local_addr().port());
-            loop {
-                std::thread::park();
-            }
-        }
-        Rt::Std => std_http(),
-        Rt::TokioMt | Rt::TokioCt => tokio_rt(rt).block_on(hyper_http()),
+        Rt::Weft => weft_http_server(None),
+        Rt::Std => std_http(None),
+        Rt::TokioMt | Rt::TokioCt => tokio_rt(rt).block_on(hyper_http(None)),
     }
 }
 
-async fn hyper_http() -> Result<(), String> {
-    use http_body_util::Full;
-    use hyper::body::Bytes;
-    use hyper::server::conn::http1;
-    use hyper::service::service_fn;
-    use hyper_util::rt::TokioIo;
+/// The PEM certificate chain and private key of an https server.
+pub struct TlsFiles {
+    /// Certificate chain, leaf first.
+    pub cert: std::path::PathBuf,
+    /// Private key (PKCS#8, PKCS#1 or SEC1).
+    pub key: std::path::PathBuf,
+}
 
+/// The `http-server` over TLS (rustls with the `ring` provider in every
+/// Rust column, as weft-http uses; ALPN `http/1.1`): weft-http with a
+/// [`weft_http::TlsConfig`], hyper behind `tokio-rustls`, or the `std`
+/// server over `rustls::StreamOwned`.
+fn https_server(rt: Rt, tls: &TlsFiles) -> Result<(), String> {
+    let _ = weft_load::raise_fd_limit();
+    match rt {
+        Rt::Weft => weft_http_server(Some(tls)),
+        Rt::Std => std_http(Some(rustls_config(tls)?)),
+        Rt::TokioMt | Rt::TokioCt => {
+            let acceptor = tokio_rustls::TlsAcceptor::from(rustls_config(tls)?);
+            tokio_rt(rt).block_on(hyper_http(Some(acceptor)))
+        }
+    }
+}
+
+/// What `weft_http::TlsConfig::from_pem_files` builds, for the other Rust
+/// servers: the `ring` provider, rustls's safe default protocol versions
+/// (TLS 1.3 and 1.2), no client authentication, ALPN `http/1.1`.
+fn rustls_config(tls: &TlsFiles) -> Result<Arc<rustls::ServerConfig>, String> {
+    use rustls::pki_types::{CertificateDer, PrivateKeyDer, pem::PemObject};
+    let read =
+        |p: &std::path::Path| std::fs::read(p).map_err(|e| format!("reading {}: {e}", p.display()));
+    let certs = CertificateDer::pem_slice_iter(&read(&tls.cert)?)
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|e| format!("{}: bad PEM certificate: {e}", tls.cert.display()))?;
+    let key = PrivateKeyDer::from_pem_slice(&read(&tls.key)?)
+        .map_err(|e| format!("{}: bad PEM private key: {e}", tls.key.display()))?;
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let mut cfg = rustls::ServerConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .map_err(|e| format!("TLS configuration: {e}"))?
+        .with_no_client_auth()
+        .with_single_cert(certs, key)
+        .map_err(|e| format!("certificate and key: {e}"))?;
+    cfg.alpn_protocols = vec![b"http/1.1".to_vec()];
+    Ok(Arc::new(cfg))
+}
+
+/// weft-http in virtual mode, over TLS when given certificate files.
+fn weft_http_server(tls: Option<&TlsFiles>) -> Result<(), String> {
+    use weft_http::{Response, Router, Server, ServerConfig, TlsConfig};
+    let router = Router::new()
+        .get("/hello", |_| Response::text(HELLO))
+        .get("/sleep", |_| {
+            let _ = weft::sleep(SLEEP);
+            Response::text("slept")
+        });
+    let mut config = ServerConfig::default()
+        .max_connections(1 << 20)
+        .backlog(BACKLOG as u32);
+    if let Some(t) = tls {
+        config = config.tls(TlsConfig::from_pem_files(&t.cert, &t.key).map_err(|e| e.to_string())?);
+    }
+    let server = Server::bind("127.0.0.1:0", config)
+        .and_then(|s| s.serve(Arc::new(router)))
+        .map_err(|e| e.to_string())?;
+    ready(server.local_addr().port());
+    loop {
+        std::thread::park();
+    }
+}
+
+async fn hyper_http(tls: Option<tokio_rustls::TlsAcceptor>) -> Result<(), String> {
     let sock = tokio::net::TcpSocket::new_v4().map_err(|e| e.to_string())?;
     sock.set_reuseaddr(true).map_err(|e| e.to_string())?;
     sock.bind("127.0.0.1:0".parse().unwrap())
@@ -668,45 +729,82 @@ async fn hyper_http() -> Result<(), String> {
             continue;
         };
         let _ = stream.set_nodelay(true);
+        let tls = tls.clone();
         tokio::spawn(async move {
-            let svc = service_fn(|req: hyper::Request<hyper::body::Incoming>| async move {
-                let (status, body) = match req.uri().path() {
-                    "/hello" => (200, HELLO),
-                    "/sleep" => {
-                        tokio::time::sleep(SLEEP).await;
-                        (200, "slept")
+            match tls {
+                // The handshake runs in the connection's task, as hyper +
+                // tokio-rustls servers do.
+                Some(acceptor) => {
+                    if let Ok(s) = acceptor.accept(stream).await {
+                        hyper_conn(s).await;
                     }
-                    _ => (404, "not found"),
-                };
-                hyper::Response::builder()
-                    .status(status)
-                    .header("content-type", "text/plain")
-                    .body(Full::new(Bytes::from_static(body.as_bytes())))
-            });
-            let _ = http1::Builder::new()
-                .serve_connection(TokioIo::new(stream), svc)
-                .await;
+                }
+                None => hyper_conn(stream).await,
+            }
         });
     }
+}
+
+/// One hyper HTTP/1.1 connection over `io` (TCP or TLS).
+async fn hyper_conn<IO>(io: IO)
+where
+    IO: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
+{
+    use http_body_util::Full;
+    use hyper::body::Bytes;
+    use hyper::server::conn::http1;
+    use hyper::service::service_fn;
+    use hyper_util::rt::TokioIo;
+
+    let svc = service_fn(|req: hyper::Request<hyper::body::Incoming>| async move {
+        let (status, body) = match req.uri().path() {
+            "/hello" => (200, HELLO),
+            "/sleep" => {
+                tokio::time::sleep(SLEEP).await;
+                (200, "slept")
+            }
+            _ => (404, "not found"),
+        };
+        hyper::Response::builder()
+            .status(status)
+            .header("content-type", "text/plain")
+            .body(Full::new(Bytes::from_static(body.as_bytes())))
+    });
+    let _ = http1::Builder::new()
+        .serve_connection(TokioIo::new(io), svc)
+        .await;
 }
 
 /// A minimal HTTP/1.1 keep-alive server, one OS thread per connection
 /// (64 KiB stacks so that 10,000 of them fit comfortably): what a `std`
 /// user writes without a framework. Requests have no body in this suite;
-/// one with a body is answered `400` and the connection closed.
-fn std_http() -> Result<(), String> {
+/// one with a body is answered `400` and the connection closed. With a
+/// rustls configuration each connection is a `rustls::StreamOwned` (its
+/// handshake runs on the connection's thread, at the first read).
+fn std_http(tls: Option<Arc<rustls::ServerConfig>>) -> Result<(), String> {
     let l = std::net::TcpListener::bind("127.0.0.1:0").map_err(|e| e.to_string())?;
     ready(l.local_addr().map_err(|e| e.to_string())?.port());
     loop {
         let Ok((s, _)) = l.accept() else { continue };
         let _ = s.set_nodelay(true);
+        let tls = tls.clone();
+        // TLS needs more stack than the plain parser (rustls keeps its
+        // handshake state and buffers partly on the stack).
+        let stack = if tls.is_some() { 256 << 10 } else { 64 << 10 };
         let _ = std::thread::Builder::new()
-            .stack_size(64 << 10)
-            .spawn(move || std_http_conn(s));
+            .stack_size(stack)
+            .spawn(move || match tls {
+                None => std_http_conn(s),
+                Some(cfg) => {
+                    if let Ok(conn) = rustls::ServerConnection::new(cfg) {
+                        std_http_conn(rustls::StreamOwned::new(conn, s));
+                    }
+                }
+            });
     }
 }
 
-fn std_http_conn(mut s: std::net::TcpStream) {
+fn std_http_conn(mut s: impl Read + Write) {
     let mut buf = vec![0u8; 8192];
     let mut filled = 0;
     loop {
@@ -738,7 +836,12 @@ fn std_http_conn(mut s: std::net::TcpStream) {
                     "HTTP/1.1 {status}\r\nContent-Type: text/plain\r\nContent-Length: {}\r\n\r\n{body}",
                     body.len()
                 );
-                if s.write_all(resp.as_bytes()).is_err() || close || has_body {
+                if s.write_all(resp.as_bytes())
+                    .and_then(|()| s.flush())
+                    .is_err()
+                    || close
+                    || has_body
+                {
                     return;
                 }
                 buf.copy_within(len..filled, 0);

@@ -35,7 +35,7 @@ fn quick_subset_measures_every_selected_cell() {
         &[],
         &[
             "--only",
-            "spawn,pingpong,echo-100,http-hello-100",
+            "spawn,pingpong,echo-100,http-hello-100,https-hello-100",
             "--runtimes",
             "weft,tokio-mt,std",
         ],
@@ -53,7 +53,8 @@ fn quick_subset_measures_every_selected_cell() {
             "spawn-main",
             "pingpong",
             "echo-100",
-            "http-hello-100"
+            "http-hello-100",
+            "https-hello-100"
         ]
     );
     for w in workloads {
@@ -71,6 +72,15 @@ fn quick_subset_measures_every_selected_cell() {
                     assert_eq!(r["errors"], 0, "{} / {col}", w["id"]);
                     assert!(r["p99_ms"].as_f64().unwrap() > 0.0);
                 }
+                // The https row also measures full handshakes (a new TLS
+                // connection per request); the plain rows have none.
+                let hs = r["handshakes_per_sec"].as_f64();
+                if w["id"] == "https-hello-100" {
+                    assert!(hs.unwrap() > 0.0, "{} / {col}: {r}", w["id"]);
+                    assert!(r["handshake_p99_ms"].as_f64().unwrap() > 0.0);
+                } else {
+                    assert!(hs.is_none(), "{} / {col}: {r}", w["id"]);
+                }
             } else {
                 assert!(runs.is_empty(), "{} / {col} ran unselected", w["id"]);
             }
@@ -78,6 +88,12 @@ fn quick_subset_measures_every_selected_cell() {
     }
     let md = std::fs::read_to_string(out.join("report.md")).unwrap();
     assert!(md.contains("| spawn + join |"), "{md}");
+    assert!(
+        md.contains(
+            "| HTTPS hello, 100 connections — TLS handshakes, new connection per request |"
+        ),
+        "{md}"
+    );
     assert!(md.contains("**"), "Weft's own cells are bold");
     for id in ids {
         let svg = std::fs::read_to_string(out.join("charts").join(format!("{id}.svg"))).unwrap();
@@ -121,4 +137,28 @@ fn bad_arguments_are_clear_errors() {
         .unwrap();
     assert_eq!(o.status.code(), Some(1));
     assert!(String::from_utf8_lossy(&o.stderr).contains("missing argument"));
+    let o = Command::new(env!("CARGO_BIN_EXE_weft-bench"))
+        .args(["worker", "weft", "spawn", "many"])
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("argument 1 (\"many\")"));
+    // An https server with unreadable certificate files says so and exits
+    // (it never prints `ready`).
+    for rt in ["weft", "tokio-mt", "std"] {
+        let o = Command::new(env!("CARGO_BIN_EXE_weft-bench"))
+            .args([
+                "worker",
+                rt,
+                "https-server",
+                "/nonexistent/cert.pem",
+                "/nonexistent/key.pem",
+            ])
+            .output()
+            .unwrap();
+        assert_eq!(o.status.code(), Some(1), "{rt}");
+        assert!(o.stdout.is_empty(), "{rt}");
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert!(err.contains("/nonexistent/cert.pem"), "{rt}: {err}");
+    }
 }
