@@ -108,8 +108,9 @@ pub struct ServerConfig {
     pub max_connections: usize,
     /// Policy at `max_connections` (default [`WhenFull::Wait`]).
     pub when_full: WhenFull,
-    /// Listen backlog passed to `listen(2)` by [`Server::bind`] (default
-    /// 1024; the kernel caps it at `net.core.somaxconn`).
+    /// Listen backlog passed to `listen(2)` by
+    /// [`Server::bind`](super::Server::bind) (default 1024; the kernel caps
+    /// it at `net.core.somaxconn`).
     pub backlog: u32,
     /// Platform mode: requests waiting for a worker thread (default 100,
     /// like Tomcat's `acceptCount`).
@@ -147,7 +148,9 @@ pub struct ServerConfig {
     /// [`header_read_timeout`](ServerConfig::header_read_timeout): a new
     /// connection has that long for its handshake and its first request
     /// head together. A failed handshake closes that connection and is
-    /// counted in [`ErrorStats::tls_handshake`]; the server keeps serving.
+    /// counted in
+    /// [`ErrorStats::tls_handshake`](super::ErrorStats::tls_handshake); the
+    /// server keeps serving.
     /// See the [`tls`](crate::tls) module for an example.
     pub tls: Option<crate::TlsConfig>,
 }

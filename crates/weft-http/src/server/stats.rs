@@ -5,9 +5,6 @@
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
-#[cfg(doc)]
-use super::WhenFull;
-
 /// Errors by class, counted since the server started.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct ErrorStats {
@@ -22,7 +19,7 @@ pub struct ErrorStats {
     /// Handler panics answered `500`.
     pub handler_panic: u64,
     /// Connections refused with `503` at `max_connections`
-    /// ([`WhenFull::Reject`]).
+    /// ([`WhenFull::Reject`](super::WhenFull::Reject)).
     pub rejected: u64,
     /// Connections that failed mid-request (reset, closed early, write
     /// failure or timeout).
