@@ -31,34 +31,113 @@ pub(super) fn process(conn: &mut Conn, shared: &Shared) -> bool {
         linger,
     } = conn;
     let stream: &Stream = stream;
-    // Uninitialised: no memset per request.
-    let mut small = [const { MaybeUninit::uninit() }; SMALL_HEADERS];
-    let mut big = Vec::new();
-    let hdrs = header_slots(&mut small, &mut big, cfg.max_headers);
-    let mut parsed = httparse::Request::new(&mut []);
     let reject = |status: u16, out: &mut Vec<u8>, linger: &mut bool| {
         shared.stats.error_status(status);
         let _ = write_error(stream, out, &mut Vec::new(), shared, status);
         *linger = true;
         false
     };
-    match parsed.parse_with_uninit_headers(head, hdrs) {
+    // Uninitialised: no memset per request.
+    let mut small = [const { MaybeUninit::uninit() }; SMALL_HEADERS];
+    let mut big = Vec::new();
+    let hdrs = header_slots(&mut small, &mut big, cfg.max_headers);
+    let head = match parse_head(head, hdrs) {
+        Ok(h) => h,
+        Err(status) => return reject(status, out, linger),
+    };
+    let sem = match semantics(head.headers, head.version, cfg.max_body_bytes) {
+        Ok(s) => s,
+        Err(status) => return reject(status, out, linger),
+    };
+    let (path, query) = split_target(head.target);
+    let mut keep_alive = sem.keep_alive;
+    inc(&shared.stats.started);
+
+    let mut req = Request {
+        method: head.method,
+        path,
+        query,
+        version: head.version,
+        headers: head.headers,
+        params: Vec::new(),
+        states: None,
+        remote: *peer,
+        body: RequestBody {
+            framing: sem.framing,
+            input,
+            stream,
+            continue_sent: sem.expect_continue.then_some(false),
+            declared_len: sem.content_length,
+            read: 0,
+            limit: cfg.max_body_bytes,
+            error: None,
+            timeout: cfg.body_read_timeout,
+        },
+    };
+
+    // The request in progress, for thread dumps (cleared once answered).
+    weft::set_activity(format_args!("{} {}", head.method, head.target));
+    let Some(resp) = run_handler(shared, &mut req, &mut keep_alive, linger) else {
+        return false;
+    };
+    respond(shared, stream, &mut req, resp, out, scratch, keep_alive)
+}
+
+/// A parsed request head: the request line and the header fields.
+struct Head<'h, 'b> {
+    method: &'b str,
+    target: &'b str,
+    version: Version,
+    headers: &'h [httparse::Header<'b>],
+}
+
+/// Parses a complete request head into `slots`. `Err`: the status to
+/// answer (`400` malformed, `431` too many header fields).
+fn parse_head<'h, 'b>(
+    head: &'b [u8],
+    slots: &'h mut [MaybeUninit<httparse::Header<'b>>],
+) -> Result<Head<'h, 'b>, u16> {
+    let mut parsed = httparse::Request::new(&mut []);
+    match parsed.parse_with_uninit_headers(head, slots) {
         Ok(httparse::Status::Complete(_)) => {}
-        Ok(httparse::Status::Partial) => return reject(400, out, linger),
-        Err(httparse::Error::TooManyHeaders) => return reject(431, out, linger),
-        Err(_) => return reject(400, out, linger),
+        Ok(httparse::Status::Partial) => return Err(400),
+        Err(httparse::Error::TooManyHeaders) => return Err(431),
+        Err(_) => return Err(400),
     }
     let (Some(method), Some(target), Some(v)) = (parsed.method, parsed.path, parsed.version) else {
-        return reject(400, out, linger);
+        return Err(400);
     };
     let version = if v == 0 {
         Version::Http10
     } else {
         Version::Http11
     };
-    let headers: &[httparse::Header<'_>] = parsed.headers;
+    Ok(Head {
+        method,
+        target,
+        version,
+        headers: parsed.headers,
+    })
+}
 
-    // Framing and connection semantics from the headers.
+/// What a request's headers say about its body and its connection.
+struct Semantics {
+    framing: Framing,
+    content_length: Option<u64>,
+    /// The client waits for `100 Continue` before sending the body.
+    expect_continue: bool,
+    /// The client asks to keep the connection open.
+    keep_alive: bool,
+}
+
+/// Body framing and connection semantics from the header fields. `Err`:
+/// the status to answer (`400` for ambiguous or invalid framing, `413` for
+/// a `Content-Length` over `max_body`, `417` for an unsupported `Expect`).
+fn semantics(
+    headers: &[httparse::Header<'_>],
+    version: Version,
+    max_body: u64,
+) -> Result<Semantics, u16> {
     let mut content_length: Option<u64> = None;
     let mut transfer_encoding: Option<&[u8]> = None;
     let mut conn_close = false;
@@ -69,11 +148,11 @@ pub(super) fn process(conn: &mut Conn, shared: &Shared) -> bool {
         if name.eq_ignore_ascii_case("content-length") {
             match parse_content_length(h.value) {
                 Some(n) if content_length.is_none_or(|c| c == n) => content_length = Some(n),
-                _ => return reject(400, out, linger),
+                _ => return Err(400),
             }
         } else if name.eq_ignore_ascii_case("transfer-encoding") {
             if transfer_encoding.is_some() {
-                return reject(400, out, linger);
+                return Err(400);
             }
             transfer_encoding = Some(h.value);
         } else if name.eq_ignore_ascii_case("connection") {
@@ -84,18 +163,18 @@ pub(super) fn process(conn: &mut Conn, shared: &Shared) -> bool {
         }
     }
     let framing = match (transfer_encoding, content_length) {
-        (Some(_), Some(_)) => return reject(400, out, linger), // smuggling risk
+        (Some(_), Some(_)) => return Err(400), // smuggling risk
         (Some(te), None) => {
             let last = te.rsplit(|&b| b == b',').next().unwrap_or(b"").trim_ascii();
             if version == Version::Http10 || !last.eq_ignore_ascii_case(b"chunked") {
-                return reject(400, out, linger);
+                return Err(400);
             }
             Framing::Chunked(crate::wire::Chunk::Size)
         }
         (None, Some(0)) | (None, None) => Framing::Done,
         (None, Some(n)) => {
-            if n > cfg.max_body_bytes {
-                return reject(413, out, linger);
+            if n > max_body {
+                return Err(413);
             }
             Framing::Length(n)
         }
@@ -105,53 +184,43 @@ pub(super) fn process(conn: &mut Conn, shared: &Shared) -> bool {
         if e.trim_ascii().eq_ignore_ascii_case(b"100-continue") {
             expect_continue = version == Version::Http11 && framing != Framing::Done;
         } else {
-            return reject(417, out, linger);
+            return Err(417);
         }
     }
-    let (path, query) = split_target(target);
-
-    let mut keep_alive = match version {
+    let keep_alive = match version {
         Version::Http11 => !conn_close,
         Version::Http10 => conn_keep_alive && !conn_close,
     };
-    let head_only = method == "HEAD";
-    inc(&shared.stats.started);
+    Ok(Semantics {
+        framing,
+        content_length,
+        expect_continue,
+        keep_alive,
+    })
+}
 
-    let mut req = Request {
-        method,
-        path,
-        query,
-        version,
-        headers,
-        params: Vec::new(),
-        states: None,
-        remote: *peer,
-        body: RequestBody {
-            framing,
-            input,
-            stream,
-            continue_sent: expect_continue.then_some(false),
-            declared_len: content_length,
-            read: 0,
-            limit: cfg.max_body_bytes,
-            error: None,
-            timeout: cfg.body_read_timeout,
-        },
-    };
-
-    // The request in progress, for thread dumps (cleared once answered).
-    weft::set_activity(format_args!("{method} {target}"));
-    let result = catch_unwind(AssertUnwindSafe(|| shared.handler.handle(&mut req)));
+/// Runs the handler with a panic caught (answered `500`, connection
+/// closed). A request body that failed while the handler read it
+/// replaces the handler's response with the server's own error answer.
+/// `None`: the connection broke while the body was read (counted); close
+/// without an answer.
+fn run_handler(
+    shared: &Shared,
+    req: &mut Request<'_>,
+    keep_alive: &mut bool,
+    linger: &mut bool,
+) -> Option<Response> {
+    let result = catch_unwind(AssertUnwindSafe(|| shared.handler.handle(req)));
     let mut resp = match result {
         Ok(r) => r,
         Err(_) => {
             inc(&shared.stats.handler_panic);
-            keep_alive = false;
+            *keep_alive = false;
             Response::error(500)
         }
     };
     if let Some(err) = req.body.error {
-        keep_alive = false;
+        *keep_alive = false;
         *linger = true;
         let status = match err {
             BodyError::TooLarge => 413,
@@ -160,12 +229,28 @@ pub(super) fn process(conn: &mut Conn, shared: &Shared) -> bool {
             BodyError::Io => {
                 inc(&shared.stats.io);
                 inc(&shared.stats.finished);
-                return false;
+                return None;
             }
         };
         shared.stats.error_status(status);
-        resp = builtin_error(status, cfg).into_response();
+        resp = builtin_error(status, &shared.config).into_response();
     }
+    Some(resp)
+}
+
+/// Renders and writes the response (counted just before the write; no
+/// body for `HEAD`), then drains what the handler left of the body so the next request can be
+/// parsed. Returns whether the connection stays open.
+fn respond(
+    shared: &Shared,
+    stream: &Stream,
+    req: &mut Request<'_>,
+    resp: Response,
+    out: &mut Vec<u8>,
+    scratch: &mut Vec<u8>,
+    mut keep_alive: bool,
+) -> bool {
+    let head_only = req.method == "HEAD";
     let resp = render_error(shared, resp);
     let body_done = req.body.framing == Framing::Done;
     if !body_done && req.body.continue_sent == Some(false) {
@@ -181,7 +266,15 @@ pub(super) fn process(conn: &mut Conn, shared: &Shared) -> bool {
     // also sees it in the statistics.
     shared.stats.response(resp.status);
     inc(&shared.stats.finished);
-    let written = write_response(stream, out, scratch, resp, version, keep_alive, head_only);
+    let written = write_response(
+        stream,
+        out,
+        scratch,
+        resp,
+        req.version,
+        keep_alive,
+        head_only,
+    );
     weft::set_activity("");
     keep_alive = match written {
         Ok(k) => k,
@@ -191,21 +284,22 @@ pub(super) fn process(conn: &mut Conn, shared: &Shared) -> bool {
         }
     };
     if keep_alive && !body_done {
-        // Drain what the handler left unread so the next request can be
-        // parsed; give up (close) on any problem.
-        let mut sink = [0u8; 4096];
-        loop {
-            match req.body.read(&mut sink) {
-                Ok(0) => break,
-                Ok(_) => {}
-                Err(_) => {
-                    keep_alive = false;
-                    break;
-                }
-            }
-        }
+        keep_alive = drain_body(&mut req.body);
     }
     keep_alive
+}
+
+/// Reads and discards the rest of a request body; `false` on any problem
+/// (the connection must close).
+fn drain_body(body: &mut RequestBody<'_>) -> bool {
+    let mut sink = [0u8; 4096];
+    loop {
+        match body.read(&mut sink) {
+            Ok(0) => return true,
+            Ok(_) => {}
+            Err(_) => return false,
+        }
+    }
 }
 
 /// Splits a request target into path and query; an absolute-form target
