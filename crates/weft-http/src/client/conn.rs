@@ -155,10 +155,9 @@ impl Connection {
     }
 
     /// Sends a complete, already encoded request (see
-    /// [`encode_request`](super::encode_request))
-    /// and reads the response, discarding its body. `head_request` must be
-    /// true for `HEAD` requests (their responses have no body). `timeout`
-    /// bounds each read and write.
+    /// [`encode_request`](super::encode_request)) and reads the response,
+    /// discarding its body. `head_request` must be true for `HEAD` requests
+    /// (their responses have no body). `timeout` bounds each read and write.
     ///
     /// This is the allocation-free path the load generator uses.
     pub fn exchange(

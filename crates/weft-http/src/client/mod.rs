@@ -26,6 +26,18 @@
 //! Calls block the calling thread: on a weft virtual thread they park it
 //! (the carrier runs other threads), on an OS thread they block it.
 
+// The files of this module, one concept each (a comment, not rustdoc:
+// users see the re-exported items, not the files):
+//
+//   pool.rs      Client: the per-host pool of keep-alive connections
+//   request.rs   RequestBuilder: building and sending one request
+//   response.rs  Response: status, headers, the body as a Read
+//   conn.rs      Connection: one connection, response heads, Exchange
+//   encode.rs    encode_request: request heads on the wire
+//   url.rs       Url: parsing and checking URLs, query encoding
+//   config.rs    ClientConfig: timeouts and limits
+//   error.rs     Error, ErrorKind
+
 mod config;
 mod conn;
 mod encode;

@@ -1,8 +1,9 @@
 //! The pooling [`Client`]: configuration, the per-host pool of idle
 //! keep-alive connections (check-out, check-in, expiry), connecting to a
 //! URL's addresses, and the entry points that start a request. Requests
-//! check connections out ([`RequestBuilder::send`](super::RequestBuilder::send));
-//! responses check them back in.
+//! check connections out
+//! ([`RequestBuilder::send`](super::RequestBuilder::send)); responses check
+//! them back in.
 
 use std::collections::HashMap;
 use std::fmt;

@@ -1,7 +1,7 @@
 //! The accept loop: one virtual thread per server that takes connections
 //! from the listener, applies
 //! [`ServerConfig::max_connections`](super::ServerConfig::max_connections)
-//! and [`WhenFull`](super::WhenFull), and starts a connection thread
+//! and [`WhenFull`], and starts a connection thread
 //! ([`run_connection`]) for each; over the limit with `WhenFull::Reject`
 //! it answers `503` itself. Spawned by [`Server::serve`](super::Server::serve);
 //! stopped by shutdown's interrupt.

@@ -191,7 +191,9 @@ pub fn serve(addr: impl ToSocketAddrs, handler: impl Handler) -> io::Result<Serv
     Server::bind(addr, ServerConfig::default())?.serve(handler)
 }
 
+/// [`ConnSlot::state`]: waiting for a request (shutdown may close it now).
 const IDLE: u8 = 0;
+/// [`ConnSlot::state`]: a request is being read or answered.
 const ACTIVE: u8 = 1;
 
 /// Per-connection record for shutdown.
@@ -213,6 +215,9 @@ impl ConnSlot {
     }
 }
 
+/// What the acceptor, the connection threads, the pool workers and the
+/// handle share: settings, handler, counters, open connections and the
+/// shutdown flag.
 struct Shared {
     config: ServerConfig,
     handler: Box<dyn Handler>,
