@@ -1,0 +1,261 @@
+//! The server: [`Server`] (bind, then serve with a handler), [`serve`],
+//! and the state its threads share. One concept per file below:
+//!
+//! | file | concept |
+//! |---|---|
+//! | `config.rs` | [`ServerConfig`], [`ThreadMode`], [`WhenFull`]: settings and limits |
+//! | `handle.rs` | [`ServerHandle`]: statistics, graceful shutdown, waiting, signals |
+//! | `stats.rs` | [`ServerStats`], [`ErrorStats`] and the counters behind them |
+//! | `accept.rs` | the accept loop and the `503` of a full server |
+//! | `conn.rs` | one connection's loop (TLS handshake, request after request) |
+//! | `head.rs` | waiting for and reading one request head |
+//! | `process.rs` | one request: parse, frame, run the handler, respond |
+//! | `respond.rs` | writing a response; the server's own error answers |
+//! | `pool.rs` | platform mode's pool of OS worker threads |
+//!
+//! Error answers: whatever the server answers by itself (`400`, `408`,
+//! `413`, `417`, `431`, a panic's `500`, `503`) is an
+//! [`HttpError`](crate::HttpError) rendered by the handler's
+//! [`render_error`](crate::Handler::render_error) — for a
+//! [`Router`](crate::Router), its `on_error` hook — and so is any response
+//! still marked as an error when the handler returns it.
+
+mod accept;
+mod config;
+mod conn;
+mod handle;
+mod head;
+mod pool;
+mod process;
+mod respond;
+mod stats;
+
+use std::collections::HashMap;
+use std::io;
+use std::net::{SocketAddr, ToSocketAddrs};
+use std::sync::atomic::{AtomicBool, AtomicU8, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Instant;
+
+use weft::net::TcpListener;
+use weft::sync::{Condvar, Semaphore};
+
+use crate::router::Handler;
+use crate::unpoison::Unpoison;
+
+pub use config::{ServerConfig, ThreadMode, WhenFull};
+pub use handle::{ServerHandle, ShutdownReport};
+pub use stats::{ErrorStats, ServerStats};
+
+use accept::accept_loop;
+use handle::Life;
+use pool::Pool;
+use stats::Counters;
+
+/// A bound HTTP server, ready to [`serve`](Server::serve).
+///
+/// ```
+/// use weft_http::{Response, Server, ServerConfig};
+/// let server = Server::bind("127.0.0.1:0", ServerConfig::default())?;
+/// let handle = server.serve(|_req: &mut weft_http::Request<'_>| Response::text("hi"))?;
+/// let addr = handle.local_addr();
+/// let resp = weft_http::Client::new().get(&format!("http://{addr}/")).send()?;
+/// assert_eq!(resp.text()?, "hi");
+/// handle.shutdown(std::time::Duration::from_secs(5));
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+pub struct Server {
+    listener: TcpListener,
+    config: ServerConfig,
+}
+
+impl Server {
+    /// Binds a listener on `addr` (with `SO_REUSEADDR` and
+    /// [`ServerConfig::backlog`]).
+    ///
+    /// # Errors
+    ///
+    /// `InvalidInput` naming the setting when `config` is invalid (a zero
+    /// limit or timeout); the OS error when no address can be bound.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::io::ErrorKind;
+    /// use weft_http::{Server, ServerConfig, ThreadMode};
+    ///
+    /// let server = Server::bind("127.0.0.1:0", ServerConfig::default())?;
+    /// assert_ne!(server.local_addr()?.port(), 0); // port 0: the OS picked one
+    ///
+    /// let config = ServerConfig::default().thread_mode(ThreadMode::Platform { threads: 0 });
+    /// let err = Server::bind("127.0.0.1:0", config).err().unwrap();
+    /// assert_eq!(err.kind(), ErrorKind::InvalidInput);
+    /// assert!(err.to_string().contains("at least one thread"));
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
+    pub fn bind(addr: impl ToSocketAddrs, config: ServerConfig) -> io::Result<Server> {
+        config.validate()?;
+        let mut last = None;
+        for a in addr.to_socket_addrs()? {
+            match bind_one(a, config.backlog) {
+                Ok(l) => {
+                    return Ok(Server {
+                        listener: TcpListener::from_std(l)?,
+                        config,
+                    });
+                }
+                Err(e) => last = Some(e),
+            }
+        }
+        Err(last.unwrap_or_else(|| {
+            io::Error::new(io::ErrorKind::InvalidInput, "no address to bind to")
+        }))
+    }
+
+    /// Uses an already bound and listening `std` listener.
+    pub fn from_std(listener: std::net::TcpListener, config: ServerConfig) -> io::Result<Server> {
+        config.validate()?;
+        Ok(Server {
+            listener: TcpListener::from_std(listener)?,
+            config,
+        })
+    }
+
+    /// The bound address.
+    pub fn local_addr(&self) -> io::Result<SocketAddr> {
+        self.listener.local_addr()
+    }
+
+    /// Starts serving with `handler` and returns at once. The server runs
+    /// until [`ServerHandle::shutdown`] (or until the handle is dropped,
+    /// which shuts it down without a grace period).
+    pub fn serve(self, handler: impl Handler) -> io::Result<ServerHandle> {
+        let Server { listener, config } = self;
+        let addr = listener.local_addr()?;
+        let rt = match &config.runtime {
+            Some(rt) => rt.clone(),
+            None => weft::default_runtime()?,
+        };
+        let pool = match config.thread_mode {
+            ThreadMode::Virtual => None,
+            ThreadMode::Platform { threads } => Some(Pool::start(threads, config.accept_queue)?),
+        };
+        let shared = Arc::new(Shared {
+            limit: Arc::new(Semaphore::new(config.max_connections)),
+            config,
+            handler: Box::new(handler),
+            stats: Counters::default(),
+            shutting_down: AtomicBool::new(false),
+            conns: Mutex::new(HashMap::new()),
+            next_id: AtomicU64::new(1),
+            drain: weft::sync::Mutex::new(()),
+            drained: Condvar::new(),
+            pool,
+            rt: rt.clone(),
+        });
+        let s = shared.clone();
+        let acceptor = weft::Builder::new()
+            .name("weft-http-acceptor")
+            .spawn_on(&rt, move || accept_loop(s, listener))?;
+        Ok(ServerHandle {
+            shared,
+            addr,
+            acceptor: Mutex::new(Some(acceptor)),
+            shut_down: AtomicBool::new(false),
+            life: Arc::new(Life::default()),
+        })
+    }
+}
+
+fn bind_one(addr: SocketAddr, backlog: u32) -> io::Result<std::net::TcpListener> {
+    use socket2::{Domain, Protocol, Socket, Type};
+    let s = Socket::new(Domain::for_address(addr), Type::STREAM, Some(Protocol::TCP))?;
+    s.set_reuse_address(true)?;
+    s.bind(&addr.into())?;
+    s.listen(i32::try_from(backlog).unwrap_or(i32::MAX))?;
+    Ok(s.into())
+}
+
+/// Starts a server with the default configuration on `addr`.
+///
+/// # Examples
+///
+/// ```
+/// let h = weft_http::serve("127.0.0.1:0", |_req: &mut weft_http::Request<'_>| {
+///     weft_http::Response::text("hello")
+/// })?;
+/// assert_eq!(h.stats().requests, 0);
+/// # Ok::<(), std::io::Error>(())
+/// ```
+pub fn serve(addr: impl ToSocketAddrs, handler: impl Handler) -> io::Result<ServerHandle> {
+    Server::bind(addr, ServerConfig::default())?.serve(handler)
+}
+
+/// [`ConnSlot::state`]: waiting for a request (shutdown may close it now).
+const IDLE: u8 = 0;
+/// [`ConnSlot::state`]: a request is being read or answered.
+const ACTIVE: u8 = 1;
+
+/// Per-connection record for shutdown.
+struct ConnSlot {
+    /// The connection's virtual thread.
+    thread: weft::Thread,
+    /// `IDLE` while waiting for the first byte of a request.
+    state: AtomicU8,
+    /// Platform mode: the OS worker running this connection's request.
+    worker: Mutex<Option<weft::Thread>>,
+}
+
+impl ConnSlot {
+    fn interrupt(&self) {
+        self.thread.interrupt();
+        if let Some(w) = &*self.worker.lock().unpoison() {
+            w.interrupt();
+        }
+    }
+}
+
+/// What the acceptor, the connection threads, the pool workers and the
+/// handle share: settings, handler, counters, open connections and the
+/// shutdown flag.
+struct Shared {
+    config: ServerConfig,
+    handler: Box<dyn Handler>,
+    stats: Counters,
+    shutting_down: AtomicBool,
+    conns: Mutex<HashMap<u64, Arc<ConnSlot>>>,
+    next_id: AtomicU64,
+    drain: weft::sync::Mutex<()>,
+    drained: Condvar,
+    limit: Arc<Semaphore>,
+    pool: Option<Pool>,
+    rt: weft::Runtime,
+}
+
+impl Shared {
+    fn slots(&self) -> Vec<Arc<ConnSlot>> {
+        self.conns.lock().unpoison().values().cloned().collect()
+    }
+
+    /// Waits until no connection is open or `deadline` passes.
+    fn wait_closed(&self, deadline: Instant) -> bool {
+        let mut g = self.drain.lock().unpoison();
+        loop {
+            if self.stats.open.load(Ordering::SeqCst) == 0 {
+                return true;
+            }
+            let now = Instant::now();
+            if now >= deadline {
+                return false;
+            }
+            g = match self.drained.wait_timeout(g, deadline - now) {
+                Ok((g, _)) => g,
+                Err(e) => e.into_inner().0,
+            };
+        }
+    }
+
+    fn is_shutting_down(&self) -> bool {
+        self.shutting_down.load(Ordering::SeqCst)
+    }
+}

@@ -1,0 +1,332 @@
+//! One request, once its head is read: parse the head, work out body
+//! framing and connection semantics, run the handler, write the response
+//! and drain what the handler left unread. Called by the connection loop,
+//! on the connection's thread or on a platform-mode pool worker.
+
+use std::io::Read;
+use std::mem::MaybeUninit;
+use std::panic::{AssertUnwindSafe, catch_unwind};
+
+use super::Shared;
+use super::conn::Conn;
+use super::head::{SMALL_HEADERS, header_slots};
+use super::respond::{builtin_error, render_error, write_error, write_response};
+use super::stats::inc;
+use crate::request::{BodyError, Request, RequestBody, Version};
+use crate::response::{IntoResponse, Response};
+use crate::tls::Stream;
+use crate::wire::{Framing, has_token, parse_content_length};
+
+/// Parses the head in `conn.head`, runs the handler, writes the response.
+/// Returns whether the connection may serve another request.
+pub(super) fn process(conn: &mut Conn, shared: &Shared) -> bool {
+    let cfg = &shared.config;
+    let Conn {
+        stream,
+        peer,
+        input,
+        head,
+        out,
+        scratch,
+        linger,
+    } = conn;
+    let stream: &Stream = stream;
+    let reject = |status: u16, out: &mut Vec<u8>, linger: &mut bool| {
+        shared.stats.error_status(status);
+        let _ = write_error(stream, out, &mut Vec::new(), shared, status);
+        *linger = true;
+        false
+    };
+    // Uninitialised: no memset per request.
+    let mut small = [const { MaybeUninit::uninit() }; SMALL_HEADERS];
+    let mut big = Vec::new();
+    let hdrs = header_slots(&mut small, &mut big, cfg.max_headers);
+    let head = match parse_head(head, hdrs) {
+        Ok(h) => h,
+        Err(status) => return reject(status, out, linger),
+    };
+    let sem = match semantics(head.headers, head.version, cfg.max_body_bytes) {
+        Ok(s) => s,
+        Err(status) => return reject(status, out, linger),
+    };
+    let (path, query) = split_target(head.target);
+    let mut keep_alive = sem.keep_alive;
+    inc(&shared.stats.started);
+
+    let mut req = Request {
+        method: head.method,
+        path,
+        query,
+        version: head.version,
+        headers: head.headers,
+        params: Vec::new(),
+        states: None,
+        remote: *peer,
+        body: RequestBody {
+            framing: sem.framing,
+            input,
+            stream,
+            continue_sent: sem.expect_continue.then_some(false),
+            declared_len: sem.content_length,
+            read: 0,
+            limit: cfg.max_body_bytes,
+            error: None,
+            timeout: cfg.body_read_timeout,
+        },
+    };
+
+    // The request in progress, for thread dumps (cleared once answered).
+    weft::set_activity(format_args!("{} {}", head.method, head.target));
+    let Some(resp) = run_handler(shared, &mut req, &mut keep_alive, linger) else {
+        return false;
+    };
+    respond(shared, stream, &mut req, resp, out, scratch, keep_alive)
+}
+
+/// A parsed request head: the request line and the header fields.
+struct Head<'h, 'b> {
+    method: &'b str,
+    target: &'b str,
+    version: Version,
+    headers: &'h [httparse::Header<'b>],
+}
+
+/// Parses a complete request head into `slots`. `Err`: the status to
+/// answer (`400` malformed, `431` too many header fields).
+fn parse_head<'h, 'b>(
+    head: &'b [u8],
+    slots: &'h mut [MaybeUninit<httparse::Header<'b>>],
+) -> Result<Head<'h, 'b>, u16> {
+    let mut parsed = httparse::Request::new(&mut []);
+    match parsed.parse_with_uninit_headers(head, slots) {
+        Ok(httparse::Status::Complete(_)) => {}
+        Ok(httparse::Status::Partial) => return Err(400),
+        Err(httparse::Error::TooManyHeaders) => return Err(431),
+        Err(_) => return Err(400),
+    }
+    let (Some(method), Some(target), Some(v)) = (parsed.method, parsed.path, parsed.version) else {
+        return Err(400);
+    };
+    let version = if v == 0 {
+        Version::Http10
+    } else {
+        Version::Http11
+    };
+    Ok(Head {
+        method,
+        target,
+        version,
+        headers: parsed.headers,
+    })
+}
+
+/// What a request's headers say about its body and its connection.
+struct Semantics {
+    framing: Framing,
+    content_length: Option<u64>,
+    /// The client waits for `100 Continue` before sending the body.
+    expect_continue: bool,
+    /// The client asks to keep the connection open.
+    keep_alive: bool,
+}
+
+/// Body framing and connection semantics from the header fields. `Err`:
+/// the status to answer (`400` for ambiguous or invalid framing, `413` for
+/// a `Content-Length` over `max_body`, `417` for an unsupported `Expect`).
+fn semantics(
+    headers: &[httparse::Header<'_>],
+    version: Version,
+    max_body: u64,
+) -> Result<Semantics, u16> {
+    let mut content_length: Option<u64> = None;
+    let mut transfer_encoding: Option<&[u8]> = None;
+    let mut conn_close = false;
+    let mut conn_keep_alive = false;
+    let mut expect: Option<&[u8]> = None;
+    for h in headers {
+        let name = h.name;
+        if name.eq_ignore_ascii_case("content-length") {
+            match parse_content_length(h.value) {
+                Some(n) if content_length.is_none_or(|c| c == n) => content_length = Some(n),
+                _ => return Err(400),
+            }
+        } else if name.eq_ignore_ascii_case("transfer-encoding") {
+            if transfer_encoding.is_some() {
+                return Err(400);
+            }
+            transfer_encoding = Some(h.value);
+        } else if name.eq_ignore_ascii_case("connection") {
+            conn_close |= has_token(h.value, "close");
+            conn_keep_alive |= has_token(h.value, "keep-alive");
+        } else if name.eq_ignore_ascii_case("expect") {
+            expect = Some(h.value);
+        }
+    }
+    let framing = match (transfer_encoding, content_length) {
+        (Some(_), Some(_)) => return Err(400), // smuggling risk
+        (Some(te), None) => {
+            let last = te.rsplit(|&b| b == b',').next().unwrap_or(b"").trim_ascii();
+            if version == Version::Http10 || !last.eq_ignore_ascii_case(b"chunked") {
+                return Err(400);
+            }
+            Framing::Chunked(crate::wire::Chunk::Size)
+        }
+        (None, Some(0)) | (None, None) => Framing::Done,
+        (None, Some(n)) => {
+            if n > max_body {
+                return Err(413);
+            }
+            Framing::Length(n)
+        }
+    };
+    let mut expect_continue = false;
+    if let Some(e) = expect {
+        if e.trim_ascii().eq_ignore_ascii_case(b"100-continue") {
+            expect_continue = version == Version::Http11 && framing != Framing::Done;
+        } else {
+            return Err(417);
+        }
+    }
+    let keep_alive = match version {
+        Version::Http11 => !conn_close,
+        Version::Http10 => conn_keep_alive && !conn_close,
+    };
+    Ok(Semantics {
+        framing,
+        content_length,
+        expect_continue,
+        keep_alive,
+    })
+}
+
+/// Runs the handler with a panic caught (answered `500`, connection
+/// closed). A request body that failed while the handler read it
+/// replaces the handler's response with the server's own error answer.
+/// `None`: the connection broke while the body was read (counted); close
+/// without an answer.
+fn run_handler(
+    shared: &Shared,
+    req: &mut Request<'_>,
+    keep_alive: &mut bool,
+    linger: &mut bool,
+) -> Option<Response> {
+    let result = catch_unwind(AssertUnwindSafe(|| shared.handler.handle(req)));
+    let mut resp = match result {
+        Ok(r) => r,
+        Err(_) => {
+            inc(&shared.stats.handler_panic);
+            *keep_alive = false;
+            Response::error(500)
+        }
+    };
+    if let Some(err) = req.body.error {
+        *keep_alive = false;
+        *linger = true;
+        let status = match err {
+            BodyError::TooLarge => 413,
+            BodyError::Malformed => 400,
+            BodyError::Timeout => 408,
+            BodyError::Io => {
+                inc(&shared.stats.io);
+                inc(&shared.stats.finished);
+                return None;
+            }
+        };
+        shared.stats.error_status(status);
+        resp = builtin_error(status, &shared.config).into_response();
+    }
+    Some(resp)
+}
+
+/// Renders and writes the response (counted just before the write; no
+/// body for `HEAD`), then drains what the handler left of the body so the next request can be
+/// parsed. Returns whether the connection stays open.
+fn respond(
+    shared: &Shared,
+    stream: &Stream,
+    req: &mut Request<'_>,
+    resp: Response,
+    out: &mut Vec<u8>,
+    scratch: &mut Vec<u8>,
+    mut keep_alive: bool,
+) -> bool {
+    let head_only = req.method == "HEAD";
+    let resp = render_error(shared, resp);
+    let body_done = req.body.framing == Framing::Done;
+    if !body_done && req.body.continue_sent == Some(false) {
+        // The client is waiting for 100 Continue and will not send the
+        // body: answer, then close rather than guess where the next request
+        // starts.
+        keep_alive = false;
+    }
+    if shared.is_shutting_down() {
+        keep_alive = false;
+    }
+    // Counted before the write, so that a client that has its response
+    // also sees it in the statistics.
+    shared.stats.response(resp.status);
+    inc(&shared.stats.finished);
+    let written = write_response(
+        stream,
+        out,
+        scratch,
+        resp,
+        req.version,
+        keep_alive,
+        head_only,
+    );
+    weft::set_activity("");
+    keep_alive = match written {
+        Ok(k) => k,
+        Err(_) => {
+            inc(&shared.stats.io);
+            false
+        }
+    };
+    if keep_alive && !body_done {
+        keep_alive = drain_body(&mut req.body);
+    }
+    keep_alive
+}
+
+/// Reads and discards the rest of a request body; `false` on any problem
+/// (the connection must close).
+fn drain_body(body: &mut RequestBody<'_>) -> bool {
+    let mut sink = [0u8; 4096];
+    loop {
+        match body.read(&mut sink) {
+            Ok(0) => return true,
+            Ok(_) => {}
+            Err(_) => return false,
+        }
+    }
+}
+
+/// Splits a request target into path and query; an absolute-form target
+/// (`http://host/p?q`) yields its path.
+pub(super) fn split_target(target: &str) -> (&str, Option<&str>) {
+    let mut t = target;
+    if let Some(rest) = t
+        .strip_prefix("http://")
+        .or_else(|| t.strip_prefix("https://"))
+    {
+        t = rest.find('/').map_or("/", |i| &rest[i..]);
+    }
+    match t.split_once('?') {
+        Some((p, q)) => (p, Some(q)),
+        None => (t, None),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn targets() {
+        assert_eq!(split_target("/a?b=1"), ("/a", Some("b=1")));
+        assert_eq!(split_target("/a"), ("/a", None));
+        assert_eq!(split_target("http://h:1/x?y"), ("/x", Some("y")));
+        assert_eq!(split_target("http://h:1"), ("/", None));
+    }
+}

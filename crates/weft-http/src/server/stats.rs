@@ -1,0 +1,119 @@
+//! Server statistics: the public snapshot types ([`ServerStats`],
+//! [`ErrorStats`]) and the atomic counters behind them. The accept loop,
+//! the connection loop and the request path count;
+//! [`ServerHandle::stats`](super::ServerHandle::stats) reads a snapshot.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+
+/// Errors by class, counted since the server started.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ErrorStats {
+    /// Malformed requests answered `400` (connection closed).
+    pub bad_request: u64,
+    /// Request heads over the limits answered `431`.
+    pub header_too_large: u64,
+    /// Bodies over the limit answered `413`.
+    pub body_too_large: u64,
+    /// Header or body read timeouts answered `408` (includes slowloris).
+    pub timeout: u64,
+    /// Handler panics answered `500`.
+    pub handler_panic: u64,
+    /// Connections refused with `503` at `max_connections`
+    /// ([`WhenFull::Reject`](super::WhenFull::Reject)).
+    pub rejected: u64,
+    /// Connections that failed mid-request (reset, closed early, write
+    /// failure or timeout).
+    pub io: u64,
+    /// Failed `accept` calls (e.g. out of descriptors) and connection
+    /// threads that could not be started.
+    pub accept: u64,
+    /// TLS handshakes that failed or timed out (plain HTTP sent to the TLS
+    /// port, a client that rejected the certificate, a stalled client);
+    /// each closed its connection.
+    pub tls_handshake: u64,
+}
+
+/// A snapshot of the server's counters.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ServerStats {
+    /// Connections open now.
+    pub open_connections: u64,
+    /// Connections accepted since start.
+    pub accepted_connections: u64,
+    /// Requests whose head was parsed and whose response is not yet
+    /// written.
+    pub in_flight: u64,
+    /// Requests answered: parsed request heads whose response (any status)
+    /// has been started. Counted just before the response is written, so a
+    /// client that has its response sees it counted.
+    pub requests: u64,
+    /// Responses written by status class: index 0 is 1xx … index 4 is 5xx.
+    /// Includes error responses to unparseable input.
+    pub responses_by_class: [u64; 5],
+    /// Errors by class.
+    pub errors: ErrorStats,
+}
+
+#[derive(Default)]
+pub(super) struct Counters {
+    pub(super) open: AtomicU64,
+    pub(super) accepted: AtomicU64,
+    pub(super) started: AtomicU64,
+    pub(super) finished: AtomicU64,
+    pub(super) classes: [AtomicU64; 5],
+    pub(super) bad_request: AtomicU64,
+    pub(super) header_too_large: AtomicU64,
+    pub(super) body_too_large: AtomicU64,
+    pub(super) timeout: AtomicU64,
+    pub(super) handler_panic: AtomicU64,
+    pub(super) rejected: AtomicU64,
+    pub(super) io: AtomicU64,
+    pub(super) accept: AtomicU64,
+    pub(super) tls_handshake: AtomicU64,
+}
+
+pub(super) fn inc(c: &AtomicU64) {
+    c.fetch_add(1, Ordering::Relaxed);
+}
+
+impl Counters {
+    pub(super) fn snapshot(&self) -> ServerStats {
+        let get = |c: &AtomicU64| c.load(Ordering::Relaxed);
+        let finished = get(&self.finished);
+        let started = get(&self.started);
+        ServerStats {
+            open_connections: get(&self.open),
+            accepted_connections: get(&self.accepted),
+            in_flight: started.saturating_sub(finished),
+            requests: finished,
+            responses_by_class: std::array::from_fn(|i| get(&self.classes[i])),
+            errors: ErrorStats {
+                bad_request: get(&self.bad_request),
+                header_too_large: get(&self.header_too_large),
+                body_too_large: get(&self.body_too_large),
+                timeout: get(&self.timeout),
+                handler_panic: get(&self.handler_panic),
+                rejected: get(&self.rejected),
+                io: get(&self.io),
+                accept: get(&self.accept),
+                tls_handshake: get(&self.tls_handshake),
+            },
+        }
+    }
+
+    pub(super) fn response(&self, status: u16) {
+        if (100..600).contains(&status) {
+            inc(&self.classes[(status / 100 - 1) as usize]);
+        }
+    }
+
+    pub(super) fn error_status(&self, status: u16) {
+        match status {
+            400 => inc(&self.bad_request),
+            408 => inc(&self.timeout),
+            413 => inc(&self.body_too_large),
+            431 => inc(&self.header_too_large),
+            _ => {}
+        }
+    }
+}
