@@ -154,7 +154,6 @@ mod router;
 mod server;
 mod signal;
 pub mod tls;
-mod unpoison;
 mod wire;
 
 pub use client::{Client, ClientConfig, Connection, Error, ErrorKind, Exchange, Url};

@@ -64,7 +64,7 @@ use std::time::{Duration, Instant};
 use rustls::pki_types::{CertificateDer, PrivateKeyDer, ServerName, pem::PemObject};
 use weft::net::TcpStream;
 
-use crate::unpoison::Unpoison;
+use weft::sync::Unpoison;
 
 /// The crypto provider every configuration here uses.
 pub(crate) fn provider() -> Arc<rustls::crypto::CryptoProvider> {

@@ -9,6 +9,7 @@
 use std::path::PathBuf;
 use std::process::Command;
 use std::sync::Mutex;
+use weft::sync::Unpoison;
 
 /// How to make PostgreSQL available to the lab.
 pub const HOW_TO: &str = "install PostgreSQL and rerun (the lab starts a throwaway cluster itself): \
@@ -35,7 +36,7 @@ fn script() -> PathBuf {
 /// on first use if `WEFT_PG_URL` is unset. The error explains why none is
 /// available.
 pub fn url() -> Result<String, String> {
-    let mut state = STATE.lock().unwrap_or_else(|e| e.into_inner());
+    let mut state = STATE.lock().unpoison();
     let state = state.get_or_insert_with(|| {
         if cfg!(not(feature = "pg")) {
             return State {
@@ -126,7 +127,7 @@ fn check(url: &str) -> Result<(), String> {
 
 /// Stops and deletes the cluster the lab started, if any.
 pub fn shutdown() {
-    let mut state = STATE.lock().unwrap_or_else(|e| e.into_inner());
+    let mut state = STATE.lock().unpoison();
     if let Some(State {
         started: Some(s), ..
     }) = state.take()

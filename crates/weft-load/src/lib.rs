@@ -49,6 +49,7 @@ use std::io;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
+use weft::sync::Unpoison;
 
 use hdrhistogram::Histogram;
 use serde::Serialize;
@@ -476,7 +477,7 @@ pub fn run(config: &Config) -> Result<Report, Error> {
     }
     let mut hist = new_histogram();
     for h in plan.hists.iter() {
-        let _ = hist.add(&*h.lock().unwrap_or_else(|e| e.into_inner()));
+        let _ = hist.add(&*h.lock().unpoison());
     }
     let measured = match plan.end {
         // A duration run is over at its end (closed model: late answers are
@@ -494,7 +495,7 @@ pub fn run(config: &Config) -> Result<Report, Error> {
     let secs = measured.as_secs_f64();
     let mut hs = new_histogram();
     for h in plan.hs_hists.iter() {
-        let _ = hs.add(&*h.lock().unwrap_or_else(|e| e.into_inner()));
+        let _ = hs.add(&*h.lock().unpoison());
     }
     let latency = summary(&hist);
     let handshake = plan.tls.is_some().then(|| summary(&hs));
@@ -627,16 +628,10 @@ fn user(p: &Plan, index: usize, delay: Duration) -> Tally {
                 if measured {
                     if let Some(h) = handshake {
                         let us = (h.as_micros() as u64).max(1);
-                        let _ = hs_hist
-                            .lock()
-                            .unwrap_or_else(|e| e.into_inner())
-                            .record(us.min(3_600_000_000));
+                        let _ = hs_hist.lock().unpoison().record(us.min(3_600_000_000));
                     }
                     let us = (elapsed.as_micros() as u64).max(1);
-                    let _ = hist
-                        .lock()
-                        .unwrap_or_else(|e| e.into_inner())
-                        .record(us.min(3_600_000_000));
+                    let _ = hist.lock().unpoison().record(us.min(3_600_000_000));
                     *t.status.entry(ex.status).or_default() += 1;
                     t.bytes += ex.body_bytes;
                     if ex.status >= 400 {

@@ -31,6 +31,7 @@ use std::panic::Location;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
+use weft::sync::Unpoison;
 
 use weft::sync::{Condvar, Mutex, MutexGuard};
 
@@ -130,11 +131,7 @@ struct Waiter {
 
 impl Waiter {
     fn take(&self) -> Grant {
-        self.grant
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .take()
-            .expect("granted")
+        self.grant.lock().unpoison().take().expect("granted")
     }
 }
 
@@ -370,7 +367,7 @@ fn thread_label() -> String {
 
 impl Inner {
     fn lock(&self) -> MutexGuard<'_, State> {
-        self.state.lock().unwrap_or_else(|e| e.into_inner())
+        self.state.lock().unpoison()
     }
 
     fn get(
@@ -620,7 +617,7 @@ impl Inner {
                 break;
             };
             let w = st.waiters.pop_front().expect("checked non-empty");
-            *w.grant.lock().unwrap_or_else(|e| e.into_inner()) = Some(g);
+            *w.grant.lock().unpoison() = Some(g);
             w.granted.store(true, Ordering::Release);
             w.thread.unpark();
         }

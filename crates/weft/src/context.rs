@@ -57,6 +57,7 @@
 //! The built-in `tracing` hook costs one atomic load when no subscriber was
 //! ever set, and one `Span::current` lookup otherwise.
 
+use crate::unpoison::Unpoison;
 use std::any::Any;
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicPtr, Ordering};
@@ -99,7 +100,7 @@ static BUILT_IN: &[&dyn SwitchHook] = &[&TRACING];
 /// Registers `hook` for every virtual thread of every runtime, from now
 /// on. Fails when [`MAX_HOOKS`] are registered already.
 pub fn add_switch_hook(hook: &'static dyn SwitchHook) -> std::io::Result<()> {
-    let _one = REGISTER.lock().unwrap_or_else(|e| e.into_inner());
+    let _one = REGISTER.lock().unpoison();
     let mut all: Vec<&'static dyn SwitchHook> = hooks().to_vec();
     if all.len() >= MAX_HOOKS {
         return Err(std::io::Error::other(format!(

@@ -25,6 +25,7 @@
 //! The threads come from the registry (`thread/registry.rs`), which every
 //! virtual thread is in from spawn to exit; a dump only iterates it.
 
+use crate::unpoison::Unpoison;
 use std::collections::{HashMap, HashSet};
 use std::fmt::{self, Write as _};
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -161,7 +162,7 @@ pub fn dump() -> Dump {
     #[cfg(not(loom))]
     static ONE_AT_A_TIME: crate::sync::Mutex<()> = crate::sync::Mutex::new(());
     #[cfg(not(loom))]
-    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let _one = ONE_AT_A_TIME.lock().unpoison();
     let t0 = Instant::now();
     let threads = all_threads();
     // Read states, blockers and carriers before borrowing anyone for a
@@ -270,10 +271,9 @@ pub fn dump() -> Dump {
             crate::current().interrupt_flag_restore();
         }
     }
-    let mut stacks: HashMap<u64, Vec<usize>> =
-        std::mem::take(&mut *job.results.lock().unwrap_or_else(|e| e.into_inner()))
-            .into_iter()
-            .collect();
+    let mut stacks: HashMap<u64, Vec<usize>> = std::mem::take(&mut *job.results.lock().unpoison())
+        .into_iter()
+        .collect();
     stacks.extend(sampled);
     let mut resolver = Resolver::default();
     let mut infos: Vec<ThreadInfo> = threads

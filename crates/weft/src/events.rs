@@ -13,6 +13,7 @@
 //! assert!(weft::events::recent().iter().any(|e| e.kind == weft::events::EventKind::Pinned));
 //! ```
 
+use crate::unpoison::Unpoison;
 use std::collections::VecDeque;
 use std::fmt;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -151,11 +152,7 @@ pub fn counters() -> Counters {
 
 /// The most recent events, oldest first (at most [`RING_CAPACITY`]).
 pub fn recent() -> Vec<Event> {
-    RING.lock()
-        .unwrap_or_else(|e| e.into_inner())
-        .iter()
-        .cloned()
-        .collect()
+    RING.lock().unpoison().iter().cloned().collect()
 }
 
 /// `WEFT_TRACE_PINNED`: print events to stderr.
@@ -245,7 +242,7 @@ pub(crate) fn record(ev: Event) {
             ),
         },
     }
-    let mut ring = RING.lock().unwrap_or_else(|e| e.into_inner());
+    let mut ring = RING.lock().unpoison();
     if ring.len() == RING_CAPACITY {
         ring.pop_front();
     }

@@ -4,6 +4,7 @@
 //! pool a blocking call really blocks its OS thread, which is the point of
 //! comparing the two.
 
+use crate::unpoison::Unpoison;
 use std::collections::VecDeque;
 use std::fmt;
 use std::io;
@@ -112,10 +113,7 @@ impl Executor {
             let h = std::thread::Builder::new()
                 .name(format!("pool-{id}-thread-{}", i + 1))
                 .spawn(move || p.work())?;
-            pool.workers
-                .lock()
-                .unwrap_or_else(|e| e.into_inner())
-                .push(h);
+            pool.workers.lock().unpoison().push(h);
         }
         Ok(Executor::from_kind(Kind::Fixed(pool)))
     }
@@ -177,11 +175,7 @@ impl Executor {
         if self.inner.closed.load(Ordering::SeqCst) {
             return Err(io::Error::other("weft: executor is closed"));
         }
-        *self
-            .inner
-            .outstanding
-            .lock()
-            .unwrap_or_else(|e| e.into_inner()) += 1;
+        *self.inner.outstanding.lock().unpoison() += 1;
         self.inner.submitted.fetch_add(1, Ordering::Relaxed);
         let done = DoneGuard(self.inner.clone());
         match &self.inner.kind {
@@ -208,7 +202,7 @@ impl Executor {
                     p2.complete(r);
                     drop(done);
                 });
-                let mut q = pool.queue.lock().unwrap_or_else(|e| e.into_inner());
+                let mut q = pool.queue.lock().unpoison();
                 if q.shutdown {
                     return Err(io::Error::other("weft: executor is closed"));
                 }
@@ -227,13 +221,9 @@ impl Executor {
         self.inner.wait_idle();
         crate::thread::registry::drop_container(self.inner.container);
         if let Kind::Fixed(pool) = &self.inner.kind {
-            pool.queue
-                .lock()
-                .unwrap_or_else(|e| e.into_inner())
-                .shutdown = true;
+            pool.queue.lock().unpoison().shutdown = true;
             pool.available.notify_all();
-            let workers =
-                std::mem::take(&mut *pool.workers.lock().unwrap_or_else(|e| e.into_inner()));
+            let workers = std::mem::take(&mut *pool.workers.lock().unpoison());
             for w in workers {
                 let _ = w.join();
             }
@@ -247,11 +237,7 @@ impl Executor {
 
     /// Tasks submitted and not yet finished.
     pub fn outstanding(&self) -> usize {
-        *self
-            .inner
-            .outstanding
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
+        *self.inner.outstanding.lock().unpoison()
     }
 }
 
@@ -278,12 +264,11 @@ struct DoneGuard(Arc<ExecInner>);
 
 impl Drop for DoneGuard {
     fn drop(&mut self) {
-        let mut n = self.0.outstanding.lock().unwrap_or_else(|e| e.into_inner());
+        let mut n = self.0.outstanding.lock().unpoison();
         *n -= 1;
         if *n == 0 {
             drop(n);
-            let closers =
-                std::mem::take(&mut *self.0.closers.lock().unwrap_or_else(|e| e.into_inner()));
+            let closers = std::mem::take(&mut *self.0.closers.lock().unpoison());
             for t in closers {
                 t.unpark();
             }
@@ -295,15 +280,12 @@ impl ExecInner {
     fn wait_idle(&self) {
         let me = crate::current();
         loop {
-            if *self.outstanding.lock().unwrap_or_else(|e| e.into_inner()) == 0 {
+            if *self.outstanding.lock().unpoison() == 0 {
                 return;
             }
-            self.closers
-                .lock()
-                .unwrap_or_else(|e| e.into_inner())
-                .push(me.clone());
+            self.closers.lock().unpoison().push(me.clone());
             // Re-check after registering, so a finish in between is not lost.
-            if *self.outstanding.lock().unwrap_or_else(|e| e.into_inner()) == 0 {
+            if *self.outstanding.lock().unpoison() == 0 {
                 return;
             }
             let was = crate::thread::take_interrupt();
@@ -319,7 +301,7 @@ impl Pool {
     fn work(&self) {
         loop {
             let job = {
-                let mut q = self.queue.lock().unwrap_or_else(|e| e.into_inner());
+                let mut q = self.queue.lock().unpoison();
                 loop {
                     if let Some(j) = q.jobs.pop_front() {
                         break j;
@@ -327,7 +309,7 @@ impl Pool {
                     if q.shutdown {
                         return;
                     }
-                    q = self.available.wait(q).unwrap_or_else(|e| e.into_inner());
+                    q = self.available.wait(q).unpoison();
                 }
             };
             job();

@@ -204,6 +204,7 @@ mod thread;
     any(target_arch = "x86_64", target_arch = "aarch64")
 ))]
 pub mod transparent;
+mod unpoison;
 
 pub use blocking::{DEFAULT_STALL_THRESHOLD, blocking, is_pinned, pinned};
 pub use builder::{Builder, spawn};

@@ -11,6 +11,7 @@
 //! Other crates add their own series with [`register_source`] (weft-pg
 //! publishes its pool under HikariCP's names there).
 
+use crate::unpoison::Unpoison;
 use std::fmt::Write as _;
 use std::sync::Mutex;
 use std::sync::atomic::Ordering;
@@ -132,10 +133,7 @@ static SOURCES: Mutex<Vec<Source>> = Mutex::new(Vec::new());
 /// [`prometheus`] exposition; it appends complete lines (with `# HELP` and
 /// `# TYPE`) to the buffer.
 pub fn register_source(f: impl Fn(&mut String) + Send + Sync + 'static) {
-    SOURCES
-        .lock()
-        .unwrap_or_else(|e| e.into_inner())
-        .push(Box::new(f));
+    SOURCES.lock().unpoison().push(Box::new(f));
 }
 
 fn series(o: &mut String, name: &str, kind: &str, help: &str, value: impl std::fmt::Display) {
@@ -320,7 +318,7 @@ pub fn prometheus() -> String {
         "weft_carrier_hold_seconds_sum {}\nweft_carrier_hold_seconds_count {cum}",
         (m.events.pinned_us + m.events.stall_us) as f64 / 1e6
     );
-    for s in SOURCES.lock().unwrap_or_else(|e| e.into_inner()).iter() {
+    for s in SOURCES.lock().unpoison().iter() {
         s(&mut o);
     }
     o

@@ -20,6 +20,7 @@
 //! must not unwind (the caller in `blocking.rs` wraps it in
 //! `catch_unwind`).
 
+use crate::unpoison::Unpoison;
 use std::collections::VecDeque;
 use std::sync::{Condvar, Mutex, OnceLock};
 use std::time::Duration;
@@ -80,7 +81,7 @@ fn max_threads() -> usize {
 /// itself, blocking its carrier, rather than wait for ever).
 pub(crate) fn submit(job: Job) -> Result<(), Job> {
     let pool = pool();
-    let mut st = pool.state.lock().unwrap_or_else(|e| e.into_inner());
+    let mut st = pool.state.lock().unpoison();
     let start = st.queue.len() >= st.idle && st.threads < pool.max;
     if start {
         st.spawned += 1;
@@ -101,19 +102,16 @@ pub(crate) fn submit(job: Job) -> Result<(), Job> {
 /// Body of an offload thread.
 fn run() {
     let pool = pool();
-    let mut st = pool.state.lock().unwrap_or_else(|e| e.into_inner());
+    let mut st = pool.state.lock().unpoison();
     loop {
         if let Some(job) = st.queue.pop_front() {
             drop(st);
             job();
-            st = pool.state.lock().unwrap_or_else(|e| e.into_inner());
+            st = pool.state.lock().unpoison();
             continue;
         }
         st.idle += 1;
-        let (guard, timeout) = pool
-            .work
-            .wait_timeout(st, KEEPALIVE)
-            .unwrap_or_else(|e| e.into_inner());
+        let (guard, timeout) = pool.work.wait_timeout(st, KEEPALIVE).unpoison();
         st = guard;
         st.idle -= 1;
         if timeout.timed_out() && st.queue.is_empty() {
@@ -125,6 +123,6 @@ fn run() {
 
 /// Offload threads alive and jobs waiting for one (metrics).
 pub(crate) fn stats() -> (usize, usize) {
-    let st = pool().state.lock().unwrap_or_else(|e| e.into_inner());
+    let st = pool().state.lock().unpoison();
     (st.threads, st.queue.len())
 }

@@ -39,6 +39,7 @@
 //! next `epoll_wait`, i.e. after it has finished with every event batch
 //! that could still name it.
 
+use crate::unpoison::Unpoison;
 use std::io;
 use std::os::fd::RawFd;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -177,7 +178,7 @@ impl IoState {
             }
         }
         let (r, w) = {
-            let mut ws = self.waiters.lock().unwrap_or_else(|e| e.into_inner());
+            let mut ws = self.waiters.lock().unpoison();
             let r = if bits & Interest::Read.ready_mask() != 0 {
                 drain(&mut ws.read)
             } else {
@@ -205,7 +206,7 @@ impl IoState {
     /// down under a blocked thread).
     pub(crate) fn wake_all(&self) {
         self.set_ready(0);
-        let ws = std::mem::take(&mut *self.waiters.lock().unwrap_or_else(|e| e.into_inner()));
+        let ws = std::mem::take(&mut *self.waiters.lock().unpoison());
         for x in ws.read.into_iter().chain(ws.write) {
             x.wake();
         }
@@ -358,17 +359,13 @@ impl Registration {
             }
             let t = me.get_or_insert_with(current).clone();
             let id = t.id();
-            st.waiters
-                .lock()
-                .unwrap_or_else(|e| e.into_inner())
-                .list(i)
-                .push(Waiter::Thread(t));
+            st.waiters.lock().unpoison().list(i).push(Waiter::Thread(t));
             if !st.is_ready(i) {
                 crate::thread::with_blocker(b.clone(), || park_deadline(deadline));
             }
             // Leave the list if we are still on it (timeout, interrupt,
             // spurious wake-up), so it cannot grow without bound.
-            let mut ws = st.waiters.lock().unwrap_or_else(|e| e.into_inner());
+            let mut ws = st.waiters.lock().unpoison();
             ws.list(i)
                 .retain(|w| !matches!(w, Waiter::Thread(t) if t.id() == id));
         }
@@ -389,7 +386,7 @@ impl Registration {
                 r => return Poll::Ready(r),
             }
             self.state.clear(i, snap);
-            let mut ws = self.state.waiters.lock().unwrap_or_else(|e| e.into_inner());
+            let mut ws = self.state.waiters.lock().unpoison();
             let list = ws.list(i);
             if !list
                 .iter()
@@ -421,7 +418,7 @@ impl Drop for Registration {
             );
         }
         p.registered.fetch_sub(1, Ordering::Relaxed);
-        let mut g = p.graveyard.lock().unwrap_or_else(|e| e.into_inner());
+        let mut g = p.graveyard.lock().unpoison();
         g.push(self.state.clone());
         if g.len() >= 1024 {
             drop(g);
@@ -452,7 +449,7 @@ pub(crate) fn poller() -> io::Result<&'static Poller> {
         return Ok(p);
     }
     static STARTING: Mutex<()> = Mutex::new(());
-    let _one = STARTING.lock().unwrap_or_else(|e| e.into_inner());
+    let _one = STARTING.lock().unpoison();
     if let Some(p) = POLLER.get() {
         return Ok(p);
     }
@@ -530,7 +527,7 @@ fn run(epfd: RawFd, wake_fd: RawFd) {
         // Everything deregistered before this point can no longer appear
         // in a batch we have yet to fetch: free it.
         if let Some(p) = poller_if_started() {
-            let dead = std::mem::take(&mut *p.graveyard.lock().unwrap_or_else(|e| e.into_inner()));
+            let dead = std::mem::take(&mut *p.graveyard.lock().unpoison());
             drop(dead);
         }
         // SAFETY: the buffer has room for MAX_EVENTS entries; the kernel

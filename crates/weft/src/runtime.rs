@@ -1,6 +1,7 @@
 //! Runtimes: a set of carrier threads with their scheduler, and the lazily
 //! started default runtime behind [`crate::spawn`].
 
+use crate::unpoison::Unpoison;
 use std::fmt;
 use std::io;
 use std::sync::atomic::Ordering;
@@ -236,12 +237,7 @@ static POOLS: Mutex<Vec<&'static StackPool>> = Mutex::new(Vec::new());
 
 /// Stacks in use across every pool.
 pub(crate) fn live_stacks() -> usize {
-    POOLS
-        .lock()
-        .unwrap_or_else(|e| e.into_inner())
-        .iter()
-        .map(|p| p.live())
-        .sum()
+    POOLS.lock().unpoison().iter().map(|p| p.live()).sum()
 }
 
 /// The pool for stacks of at least `stack_size` bytes. Sizes are rounded
@@ -250,7 +246,7 @@ pub(crate) fn live_stacks() -> usize {
 fn pool_for(stack_size: usize) -> &'static StackPool {
     let page = crate::stack::page_size();
     let rounded = stack_size.max(16 * 1024).next_power_of_two().div_ceil(page) * page;
-    let mut pools = POOLS.lock().unwrap_or_else(|e| e.into_inner());
+    let mut pools = POOLS.lock().unpoison();
     if let Some(p) = pools.iter().find(|p| p.stack_size() == rounded) {
         return p;
     }
@@ -391,7 +387,7 @@ pub fn default_runtime() -> io::Result<Runtime> {
     // A failed start is not remembered: the next call tries again (after a
     // transient error, or once the variable is fixed).
     static STARTING: Mutex<()> = Mutex::new(());
-    let _one = STARTING.lock().unwrap_or_else(|e| e.into_inner());
+    let _one = STARTING.lock().unpoison();
     if let Some(rt) = DEFAULT.get() {
         return Ok(rt.clone());
     }

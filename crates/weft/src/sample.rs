@@ -50,6 +50,7 @@
 //! it alone and takes no samples; `WEFT_SAMPLE_STACKS=0` turns sampling
 //! off.
 
+use crate::unpoison::Unpoison;
 use std::sync::Mutex;
 use std::sync::OnceLock;
 use std::sync::atomic::{AtomicI32, AtomicU32, AtomicUsize, Ordering};
@@ -206,7 +207,7 @@ pub(crate) fn sample(tid: i32) -> Option<Vec<usize>> {
     if tid <= 0 || tid == unsafe { libc::gettid() } || !enabled() {
         return None;
     }
-    let _one = SAMPLER.lock().unwrap_or_else(|e| e.into_inner());
+    let _one = SAMPLER.lock().unpoison();
     SLOT.target.store(tid, Ordering::Relaxed);
     SLOT.len.store(0, Ordering::Relaxed);
     // Release: the handler's Acquire claim sees the target.

@@ -1,6 +1,7 @@
 //! Scoped virtual threads, like `std::thread::scope`: threads that may
 //! borrow from the caller's stack, all joined before `scope` returns.
 
+use crate::unpoison::Unpoison;
 use std::marker::PhantomData;
 use std::panic::{AssertUnwindSafe, catch_unwind, resume_unwind};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
@@ -45,11 +46,7 @@ struct ScopedPacket<T> {
 
 impl<T> Drop for ScopedPacket<T> {
     fn drop(&mut self) {
-        let result = self
-            .result
-            .get_mut()
-            .unwrap_or_else(|e| e.into_inner())
-            .take();
+        let result = self.result.get_mut().unpoison().take();
         let unhandled = matches!(result, Some(Err(_)));
         // Drop the value (which may borrow 'scope data) before the scope
         // can end.
@@ -72,7 +69,7 @@ impl<T> ScopedJoinHandle<'_, T> {
         self.packet
             .result
             .lock()
-            .unwrap_or_else(|e| e.into_inner())
+            .unpoison()
             .take()
             .expect("weft: scoped thread finished without a result")
     }
@@ -179,10 +176,7 @@ impl<'scope> Scope<'scope, '_> {
         let their_packet = packet.clone();
         let body = move || {
             let r = catch_unwind(AssertUnwindSafe(f));
-            *their_packet
-                .result
-                .lock()
-                .unwrap_or_else(|e| e.into_inner()) = Some(r);
+            *their_packet.result.lock().unpoison() = Some(r);
             // Our last touch of anything 'scope; if the handle is gone this
             // drop ends the thread's part in the scope.
             drop(their_packet);

@@ -43,6 +43,7 @@
 //! errs towards mapping a chunk early (address space only, nothing
 //! committed).
 
+use crate::unpoison::Unpoison;
 use std::io;
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
@@ -167,7 +168,7 @@ impl StackPool {
         {
             return Ok(());
         }
-        let mut inner = self.inner.lock().unwrap_or_else(|e| e.into_inner());
+        let mut inner = self.inner.lock().unpoison();
         let want = self.outstanding.load(Ordering::Relaxed) + PROMISE_BATCH;
         let mut supply = inner.hot.len()
             + inner.cold.len()
@@ -201,7 +202,7 @@ impl StackPool {
     /// Takes a stack: hot pool first, then cold, then a freshly carved slot.
     pub(crate) fn alloc(&'static self) -> io::Result<Stack> {
         let slot = {
-            let mut inner = self.inner.lock().unwrap_or_else(|e| e.into_inner());
+            let mut inner = self.inner.lock().unpoison();
             if let Some(s) = inner.hot.pop() {
                 s
             } else if let Some(s) = inner.cold.pop() {
@@ -217,7 +218,7 @@ impl StackPool {
     /// Returns several stacks at once into `out` (used by carrier-local
     /// caches to amortise the pool lock).
     pub(crate) fn alloc_batch(&'static self, out: &mut Vec<usize>, n: usize) -> io::Result<()> {
-        let mut inner = self.inner.lock().unwrap_or_else(|e| e.into_inner());
+        let mut inner = self.inner.lock().unpoison();
         while out.len() < n {
             let s = if let Some(s) = inner.hot.pop() {
                 s
@@ -243,7 +244,7 @@ impl StackPool {
 
     /// Puts back slots from a carrier-local cache.
     pub(crate) fn release_batch(&self, slots: &mut Vec<usize>) {
-        let mut inner = self.inner.lock().unwrap_or_else(|e| e.into_inner());
+        let mut inner = self.inner.lock().unpoison();
         for s in slots.drain(..) {
             self.put_locked(&mut inner, s, false);
         }
@@ -267,7 +268,7 @@ impl StackPool {
     /// followed by quiet gives the memory back). Called by idle carriers.
     /// Returns when to call again, if the pool is over its bound.
     pub(crate) fn scavenge(&self, now: Instant) -> Option<Instant> {
-        let mut inner = self.inner.lock().unwrap_or_else(|e| e.into_inner());
+        let mut inner = self.inner.lock().unpoison();
         let since = inner.over_since?;
         if inner.hot.len() <= HOT_POOL_BOUND {
             inner.over_since = None;
@@ -503,7 +504,7 @@ impl Stack {
     pub(crate) fn release(self, deep: bool) {
         let pool = self.pool;
         let s = self.into_slot();
-        let mut inner = pool.inner.lock().unwrap_or_else(|e| e.into_inner());
+        let mut inner = pool.inner.lock().unpoison();
         pool.put_locked(&mut inner, s, deep);
     }
 
@@ -517,7 +518,7 @@ impl Drop for Stack {
     fn drop(&mut self) {
         let pool = self.pool;
         pool.live.fetch_sub(1, Ordering::Relaxed);
-        let mut inner = pool.inner.lock().unwrap_or_else(|e| e.into_inner());
+        let mut inner = pool.inner.lock().unpoison();
         pool.put_locked(&mut inner, self.slot, false);
     }
 }
@@ -558,7 +559,7 @@ static CHUNKS: ChunkTable = ChunkTable {
 static CHUNK_LOCK: Mutex<()> = Mutex::new(());
 
 fn register_chunk(start: usize, len: usize, stack_size: usize) {
-    let _g = CHUNK_LOCK.lock().unwrap_or_else(|e| e.into_inner());
+    let _g = CHUNK_LOCK.lock().unpoison();
     let i = CHUNKS.len.load(Ordering::Relaxed);
     if i >= MAX_CHUNKS {
         return; // overflow is then reported as a plain SIGSEGV

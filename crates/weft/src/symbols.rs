@@ -7,6 +7,7 @@
 //! them needs `debug = "line-tables-only"` (or more) in its profile;
 //! without it frames carry function names only.
 
+use crate::unpoison::Unpoison;
 use std::collections::HashMap;
 use std::fmt::Write as _;
 use std::sync::{Arc, Mutex};
@@ -127,7 +128,7 @@ impl Resolver {
         if let Some(f) = self.stacks.get(ips) {
             return f.clone();
         }
-        let mut cache = SYMBOLS.lock().unwrap_or_else(|e| e.into_inner());
+        let mut cache = SYMBOLS.lock().unpoison();
         let cache = cache.get_or_insert_with(HashMap::new);
         let mut out = Vec::new();
         for &ip in ips {

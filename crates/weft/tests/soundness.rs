@@ -6,6 +6,7 @@ mod common;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::time::Duration;
+use weft::sync::Unpoison;
 
 use common::{is_child, join_within, run_child, wait_until};
 use weft::Runtime;
@@ -163,7 +164,7 @@ fn a_thread_unwinding_elsewhere_on_the_carrier_does_not_poison_my_lock() {
         fn drop(&mut self) {
             assert!(weft::panicking());
             self.1.count_down();
-            let _g = self.0.lock().unwrap_or_else(|e| e.into_inner());
+            let _g = self.0.lock().unpoison();
             assert!(weft::panicking(), "A is still unwinding after its wait");
         }
     }

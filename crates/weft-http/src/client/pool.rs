@@ -14,7 +14,7 @@ use super::conn::{Connection, Limits};
 use super::error::{Error, ErrorKind};
 use super::request::{ReqBody, RequestBuilder};
 use super::{ClientConfig, Url};
-use crate::unpoison::Unpoison;
+use weft::sync::Unpoison;
 
 /// A blocking HTTP/1.1 client with per-host keep-alive pooling. Cheap to
 /// clone (clones share the pool); safe to use from many threads.

@@ -20,8 +20,8 @@ use super::respond::write_error;
 use super::stats::inc;
 use super::{ACTIVE, ConnSlot, Shared};
 use crate::tls::Stream;
-use crate::unpoison::Unpoison;
 use crate::wire::InBuf;
+use weft::sync::Unpoison;
 
 /// Initial input buffer per connection.
 pub(super) const INPUT_BUF: usize = 4096;

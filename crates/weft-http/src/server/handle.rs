@@ -19,7 +19,7 @@ use std::time::{Duration, Instant};
 use weft::sync::Condvar;
 
 use super::{IDLE, ServerStats, Shared, ThreadMode};
-use crate::unpoison::Unpoison;
+use weft::sync::Unpoison;
 
 /// What [`ServerHandle::shutdown`] did.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -41,7 +41,7 @@ use weft::net::TcpListener;
 use weft::sync::{Condvar, Semaphore};
 
 use crate::router::Handler;
-use crate::unpoison::Unpoison;
+use weft::sync::Unpoison;
 
 pub use config::{ServerConfig, ThreadMode, WhenFull};
 pub use handle::{ServerHandle, ShutdownReport};

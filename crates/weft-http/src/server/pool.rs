@@ -9,7 +9,7 @@ use std::io;
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
-use crate::unpoison::Unpoison;
+use weft::sync::Unpoison;
 
 pub(super) type Job = Box<dyn FnOnce() + Send + 'static>;
 

@@ -23,6 +23,7 @@
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
+use weft::sync::Unpoison;
 
 use weft_http::{Response, Router, ThreadMode};
 
@@ -62,7 +63,7 @@ pub fn router(lock: Lock) -> Router {
         let i = next.fetch_add(1, Ordering::Relaxed) % CONNECTIONS;
         let ok = match lock {
             Lock::Std => {
-                let mut conn = std_locks[i].lock().unwrap_or_else(|e| e.into_inner());
+                let mut conn = std_locks[i].lock().unpoison();
                 *conn += 1;
                 weft::sleep(HOLD).is_ok()
             }

@@ -9,6 +9,7 @@
 //! carrying out what it asked for when it suspends (the suspend protocol of
 //! `park.rs`) is [`Carrier::run`].
 
+use crate::unpoison::Unpoison;
 use std::cell::{Cell, RefCell};
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
@@ -564,11 +565,7 @@ impl Carrier {
         self.hand_over_unbound();
         me.spare_wake.store(false, Ordering::SeqCst);
         shared.active.fetch_sub(1, Ordering::SeqCst);
-        shared
-            .idle_spares
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .push(self.index);
+        shared.idle_spares.lock().unpoison().push(self.index);
         // Work may have arrived while we were leaving; let a compensator see
         // that we are available.
         shared.notify_work();
@@ -586,7 +583,7 @@ impl Carrier {
             let serving = me.homed.load(Ordering::Relaxed) > 0;
             let now = Instant::now();
             if !serving && (now >= deadline || shared.shutdown.load(Ordering::SeqCst)) {
-                let mut spares = shared.idle_spares.lock().unwrap_or_else(|e| e.into_inner());
+                let mut spares = shared.idle_spares.lock().unpoison();
                 if let Some(pos) = spares.iter().position(|&i| i == self.index) {
                     spares.swap_remove(pos);
                     return false;
@@ -627,7 +624,7 @@ impl Carrier {
         let shared = &*self.shared;
         let me = self.me();
         let timers = {
-            let mut mine = me.timers.lock().unwrap_or_else(|e| e.into_inner());
+            let mut mine = me.timers.lock().unpoison();
             let (unbound, bound): (Vec<TimerEntry>, Vec<TimerEntry>) =
                 std::mem::take(&mut *mine).into_iter().partition(|t| {
                     t.task
@@ -640,7 +637,7 @@ impl Carrier {
         };
         if !timers.is_empty() {
             let heir = &shared.carriers[0];
-            let mut h = heir.timers.lock().unwrap_or_else(|e| e.into_inner());
+            let mut h = heir.timers.lock().unpoison();
             h.extend(timers);
             heir.update_timer_next(&h);
             drop(h);

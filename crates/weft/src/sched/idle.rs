@@ -10,6 +10,7 @@
 //! without it. A carrier's own work (a due timer, a bound thread in its
 //! inbox) wakes it without going through this list.
 
+use crate::unpoison::Unpoison;
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Instant;
@@ -58,7 +59,7 @@ impl Idle {
         {
             return None;
         }
-        let mut sleepers = self.sleepers.lock().unwrap_or_else(|e| e.into_inner());
+        let mut sleepers = self.sleepers.lock().unpoison();
         if self.searching.load(Ordering::SeqCst) != 0 {
             return None;
         }
@@ -69,7 +70,7 @@ impl Idle {
     }
 
     pub(super) fn pop_any_sleeper(&self) -> Option<usize> {
-        let mut sleepers = self.sleepers.lock().unwrap_or_else(|e| e.into_inner());
+        let mut sleepers = self.sleepers.lock().unpoison();
         let i = sleepers.pop()?;
         self.num_sleepers.fetch_sub(1, Ordering::SeqCst);
         self.searching.fetch_add(1, Ordering::SeqCst);
@@ -79,7 +80,7 @@ impl Idle {
     /// Records that carrier `i` goes to sleep. Returns true if it was the
     /// last searcher (it must then re-check the queues).
     pub(super) fn to_sleep(&self, i: usize, was_searching: bool) -> bool {
-        let mut sleepers = self.sleepers.lock().unwrap_or_else(|e| e.into_inner());
+        let mut sleepers = self.sleepers.lock().unpoison();
         sleepers.push(i);
         self.num_sleepers.fetch_add(1, Ordering::SeqCst);
         was_searching && self.searching.fetch_sub(1, Ordering::SeqCst) == 1
@@ -88,7 +89,7 @@ impl Idle {
     /// A sleeper woke by its own timer: take it off the list. False if a
     /// notifier already did (its `notified` flag is then about to be set).
     pub(super) fn wake_self(&self, i: usize) -> bool {
-        let mut sleepers = self.sleepers.lock().unwrap_or_else(|e| e.into_inner());
+        let mut sleepers = self.sleepers.lock().unpoison();
         let Some(pos) = sleepers.iter().position(|&w| w == i) else {
             return false;
         };

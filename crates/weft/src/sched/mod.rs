@@ -74,6 +74,7 @@ mod slot;
 mod stats;
 mod timers;
 
+use crate::unpoison::Unpoison;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering, fence};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
@@ -321,22 +322,14 @@ impl Shared {
                 Err(a) => active = a,
             }
         }
-        let spare = self
-            .idle_spares
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .pop();
+        let spare = self.idle_spares.lock().unpoison().pop();
         if let Some(i) = spare {
             let w = &self.carriers[i];
             w.spare_wake.store(true, Ordering::SeqCst);
             w.kick();
             return;
         }
-        let slot = self
-            .free_slots
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .pop();
+        let slot = self.free_slots.lock().unpoison().pop();
         let Some((i, local)) = slot else {
             self.active.fetch_sub(1, Ordering::SeqCst);
             return;
@@ -358,10 +351,7 @@ impl Shared {
     }
 
     fn return_slot(&self, i: usize, local: Worker<Arc<VThread>>) {
-        self.free_slots
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .push((i, local));
+        self.free_slots.lock().unpoison().push((i, local));
     }
 
     /// An owning handle to this Shared, from the registry kept by the
@@ -434,7 +424,7 @@ static RUNTIMES: Mutex<Vec<std::sync::Weak<Shared>>> = Mutex::new(Vec::new());
 
 /// Lists a new runtime.
 pub(crate) fn register_runtime(shared: &Arc<Shared>) {
-    let mut r = RUNTIMES.lock().unwrap_or_else(|e| e.into_inner());
+    let mut r = RUNTIMES.lock().unpoison();
     r.retain(|w| w.strong_count() > 0);
     r.push(Arc::downgrade(shared));
 }
@@ -443,7 +433,7 @@ pub(crate) fn register_runtime(shared: &Arc<Shared>) {
 pub(crate) fn runtimes() -> Vec<Arc<Shared>> {
     RUNTIMES
         .lock()
-        .unwrap_or_else(|e| e.into_inner())
+        .unpoison()
         .iter()
         .filter_map(std::sync::Weak::upgrade)
         .collect()

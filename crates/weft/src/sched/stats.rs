@@ -4,6 +4,7 @@
 //! (`metrics` sums it over runtimes). Every field is read with relaxed
 //! loads: a snapshot of counters that keep moving, not a consistent cut.
 
+use crate::unpoison::Unpoison;
 use std::sync::atomic::Ordering;
 
 use crossbeam_deque::Stealer;
@@ -71,7 +72,7 @@ impl Shared {
             timers_pending: self
                 .carriers
                 .iter()
-                .map(|w| w.timers.lock().unwrap_or_else(|e| e.into_inner()).len())
+                .map(|w| w.timers.lock().unpoison().len())
                 .sum(),
         }
     }

@@ -17,6 +17,7 @@
 //! happens only after `n` pushes, so the cost stays O(1) per push, and the
 //! heap holds at most about twice the live timers plus `SCAN_MIN`.
 
+use crate::unpoison::Unpoison;
 use std::cmp::Ordering as CmpOrdering;
 use std::collections::BinaryHeap;
 use std::time::Instant;
@@ -82,7 +83,7 @@ pub(crate) fn compact(heap: &mut BinaryHeap<TimerEntry>) {
 
 impl CarrierSlot {
     pub(super) fn push_timer(&self, e: TimerEntry) {
-        let mut timers = self.timers.lock().unwrap_or_else(|e| e.into_inner());
+        let mut timers = self.timers.lock().unpoison();
         timers.push(e);
         if timers.len() >= self.timer_scan_at.load(Ordering::Relaxed) {
             super::timers::compact(&mut timers);
@@ -106,7 +107,7 @@ impl CarrierSlot {
 
     /// Pops due timers, handing each woken thread to `wake`.
     pub(super) fn fire_timers(&self, now: Instant, mut wake: impl FnMut(Arc<VThread>)) -> usize {
-        let mut timers = self.timers.lock().unwrap_or_else(|e| e.into_inner());
+        let mut timers = self.timers.lock().unpoison();
         let mut n = 0;
         while let Some(t) = timers.peek() {
             if t.deadline > now {
@@ -154,11 +155,7 @@ impl CarrierSlot {
     }
 
     pub(super) fn next_timer(&self) -> Option<Instant> {
-        self.timers
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .peek()
-            .map(|t| t.deadline)
+        self.timers.lock().unpoison().peek().map(|t| t.deadline)
     }
 }
 

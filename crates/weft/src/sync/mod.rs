@@ -95,6 +95,7 @@ mod rwlock;
 mod semaphore;
 pub(crate) mod waitq;
 
+pub use crate::unpoison::Unpoison;
 pub use barrier::{Barrier, BarrierWaitResult};
 pub use condvar::{Condvar, WaitTimeoutResult};
 pub use latch::CountDownLatch;

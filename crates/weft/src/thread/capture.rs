@@ -8,6 +8,7 @@
 //! the return addresses (no symbol lookup on that path) and counts the job
 //! down, and parks again. The last one to report unparks the dump.
 
+use crate::unpoison::Unpoison;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
@@ -43,7 +44,7 @@ pub(crate) fn capture_here(inner: &VThread) {
     });
     job.results
         .lock()
-        .unwrap_or_else(|e| e.into_inner())
+        .unpoison()
         .push((Thread::peek_name_id(inner).1, ips));
     if job.pending.fetch_sub(1, Ordering::AcqRel) == 1 {
         job.waiter.unpark();

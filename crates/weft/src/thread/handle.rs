@@ -6,6 +6,7 @@
 //! outside the scheduler (it takes over the strong count the carrier leaked
 //! at park, `Carrier::after_park`).
 
+use crate::unpoison::Unpoison;
 use std::cell::{Cell, UnsafeCell};
 use std::fmt;
 use std::num::NonZeroU64;
@@ -142,11 +143,7 @@ impl Thread {
                     // Pairs with the fence in `crate::blocking::pinned_park`.
                     std::sync::atomic::fence(Ordering::SeqCst);
                     if self.inner.pinned_waiting.load(Ordering::SeqCst) {
-                        let w = self
-                            .inner
-                            .pinned_waiter
-                            .lock()
-                            .unwrap_or_else(|e| e.into_inner());
+                        let w = self.inner.pinned_waiter.lock().unpoison();
                         if let Some(t) = &*w {
                             t.unpark();
                         }

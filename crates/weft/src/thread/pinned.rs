@@ -9,6 +9,7 @@
 //! wait records a `Pinned` event (`events` is a sink: recording is a write
 //! the runtime never reads back).
 
+use crate::unpoison::Unpoison;
 use std::sync::atomic::{Ordering, fence};
 use std::time::Instant;
 
@@ -25,10 +26,7 @@ pub(crate) fn pinned_park(inner: &VThread, deadline: Option<Instant>) {
     }
     let explicit_pin = inner.pin_depth.get() > 0;
     set_inner_state(inner, State::Pinned);
-    *inner
-        .pinned_waiter
-        .lock()
-        .unwrap_or_else(|e| e.into_inner()) = Some(std::thread::current());
+    *inner.pinned_waiter.lock().unpoison() = Some(std::thread::current());
     inner.pinned_waiting.store(true, Ordering::SeqCst);
     // Pairs with the fence in `Thread::unpark`: either the unparker sees
     // `pinned_waiting`, or we see its permit below.

@@ -12,6 +12,7 @@
 //! It also lists dump *containers*: the root, each executor, each scope
 //! (a thread's container is fixed at spawn, `VThread::container`).
 
+use crate::unpoison::Unpoison;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
@@ -37,9 +38,7 @@ fn shard_of(inner: &VThread) -> usize {
 
 /// Adds a new virtual thread (before it can run).
 pub(crate) fn register(inner: &Arc<VThread>) {
-    let mut sh = REGISTRY[shard_of(inner)]
-        .lock()
-        .unwrap_or_else(|e| e.into_inner());
+    let mut sh = REGISTRY[shard_of(inner)].lock().unpoison();
     let p = Arc::as_ptr(inner) as usize;
     let key = match sh.free.pop() {
         Some(k) => {
@@ -56,9 +55,7 @@ pub(crate) fn register(inner: &Arc<VThread>) {
 
 /// Removes a finished thread (while its carrier still holds it).
 pub(crate) fn unregister(inner: &VThread) {
-    let mut sh = REGISTRY[shard_of(inner)]
-        .lock()
-        .unwrap_or_else(|e| e.into_inner());
+    let mut sh = REGISTRY[shard_of(inner)].lock().unpoison();
     let k = inner.reg_key.load(Ordering::Relaxed);
     if sh.slots.get(k) == Some(&(inner as *const VThread as usize)) {
         sh.slots[k] = 0;
@@ -70,7 +67,7 @@ pub(crate) fn unregister(inner: &VThread) {
 pub(crate) fn all_threads() -> Vec<Arc<VThread>> {
     let mut out = Vec::new();
     for s in REGISTRY.iter() {
-        let sh = s.lock().unwrap_or_else(|e| e.into_inner());
+        let sh = s.lock().unpoison();
         for &p in sh.slots.iter().filter(|&&p| p != 0) {
             let p = p as *const VThread;
             // SAFETY: registered pointers are live (module docs: a thread
@@ -102,20 +99,17 @@ pub(crate) fn new_container(kind: &str, parent: u64) -> u64 {
     let id = NEXT_CONTAINER.fetch_add(1, Ordering::Relaxed);
     CONTAINERS
         .lock()
-        .unwrap_or_else(|e| e.into_inner())
+        .unpoison()
         .push((id, format!("{kind}@{id}"), parent));
     id
 }
 
 /// Forgets a container (closed executor, finished scope).
 pub(crate) fn drop_container(id: u64) {
-    CONTAINERS
-        .lock()
-        .unwrap_or_else(|e| e.into_inner())
-        .retain(|c| c.0 != id);
+    CONTAINERS.lock().unpoison().retain(|c| c.0 != id);
 }
 
 /// Every container: `(id, name, parent id)`.
 pub(crate) fn containers() -> Vec<(u64, String, u64)> {
-    CONTAINERS.lock().unwrap_or_else(|e| e.into_inner()).clone()
+    CONTAINERS.lock().unpoison().clone()
 }

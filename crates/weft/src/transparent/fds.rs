@@ -1,6 +1,7 @@
 //! Per-descriptor state: whether Weft made a socket non-blocking behind the
 //! program's back, and the poller registrations the hooks wait on.
 
+use crate::unpoison::Unpoison;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU8, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
@@ -107,7 +108,7 @@ pub(super) fn classify(fd: c_int) -> u8 {
 
 /// The poller registration for `fd`, made on first use.
 pub(super) fn registration(fd: c_int) -> Option<Arc<Registration>> {
-    let mut g = REGS.lock().unwrap_or_else(|e| e.into_inner());
+    let mut g = REGS.lock().unpoison();
     let map = g.get_or_insert_with(HashMap::new);
     if let Some(r) = map.get(&fd) {
         return Some(r.clone());
@@ -130,11 +131,7 @@ pub(super) fn forget(fd: c_int) {
     if NREGS.load(Ordering::Relaxed) == 0 {
         return;
     }
-    let r = REGS
-        .lock()
-        .unwrap_or_else(|e| e.into_inner())
-        .as_mut()
-        .and_then(|m| m.remove(&fd));
+    let r = REGS.lock().unpoison().as_mut().and_then(|m| m.remove(&fd));
     if let Some(r) = r {
         NREGS.fetch_sub(1, Ordering::Relaxed);
         let saved = sys::errno();
