@@ -76,6 +76,11 @@ fn reading_a_childs_stdout_parks_the_reader() {
     });
     assert_eq!(line, "through the pipe\n");
     assert!(matches!(blocker, weft::Blocker::Call { call: "read", .. }));
+    let prom = weft::metrics::prometheus();
+    assert!(
+        prom.contains("weft_transparent_parks_total{call=\"read\"}"),
+        "{prom}"
+    );
     let parks = weft::transparent::parks();
     assert!(
         parks.iter().any(|&(c, n)| c == "read" && n > 0),

@@ -318,6 +318,21 @@ pub fn prometheus() -> String {
         "weft_carrier_hold_seconds_sum {}\nweft_carrier_hold_seconds_count {cum}",
         (m.events.pinned_us + m.events.stall_us) as f64 / 1e6
     );
+    #[cfg(all(
+        feature = "transparent",
+        target_os = "linux",
+        target_env = "gnu",
+        any(target_arch = "x86_64", target_arch = "aarch64")
+    ))]
+    {
+        let _ = writeln!(
+            o,
+            "# HELP weft_transparent_parks_total Virtual threads parked in a hooked libc call.\n# TYPE weft_transparent_parks_total counter"
+        );
+        for (c, n) in crate::transparent::parks() {
+            let _ = writeln!(o, "weft_transparent_parks_total{{call=\"{c}\"}} {n}");
+        }
+    }
     for s in SOURCES.lock().unpoison().iter() {
         s(&mut o);
     }

@@ -129,7 +129,6 @@ mod fds;
 mod hooks;
 mod sys;
 
-use std::sync::Once;
 use std::sync::atomic::{AtomicU8, AtomicU64, Ordering};
 
 /// Names of the calls counted in [`parks`], in its order.
@@ -201,21 +200,8 @@ pub(crate) fn enabled() -> bool {
     }
 }
 
-/// Counts a park in `call` (and registers the Prometheus series once).
+/// Counts a park in `call` (`metrics::prometheus` reads the counts).
 pub(crate) fn count_park(call: &'static str) {
-    static REGISTER: Once = Once::new();
-    REGISTER.call_once(|| {
-        crate::metrics::register_source(|o| {
-            use std::fmt::Write;
-            let _ = writeln!(
-                o,
-                "# HELP weft_transparent_parks_total Virtual threads parked in a hooked libc call.\n# TYPE weft_transparent_parks_total counter"
-            );
-            for (c, n) in parks() {
-                let _ = writeln!(o, "weft_transparent_parks_total{{call=\"{c}\"}} {n}");
-            }
-        })
-    });
     let base = match call {
         "recvfrom" | "recvmsg" => "recv",
         "sendto" | "sendmsg" => "send",
