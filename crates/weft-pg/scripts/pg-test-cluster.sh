@@ -228,6 +228,16 @@ flock 9 2>/dev/null || true
 
 case "$cmd" in
 start)
+    # A cluster made by an older version of this script has no TLS: the
+    # TLS tests need one that has, so make it afresh (it is throwaway).
+    if command -v openssl >/dev/null 2>&1 && [ -f "$ENVFILE" ] &&
+        ! grep -q WEFT_PG_SSLROOTCERT "$ENVFILE"; then
+        log "the cluster in $DIR has no TLS certificate: recreating it"
+        if running; then
+            as_owner "$BINDIR/pg_ctl" -D "$DATA" -m fast -w stop >/dev/null 9>&-
+        fi
+        rm -rf "$DATA" "$ENVFILE" "$DIR/port"
+    fi
     if running && [ -f "$ENVFILE" ]; then
         cat "$ENVFILE"
         exit 0
