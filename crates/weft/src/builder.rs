@@ -164,7 +164,7 @@ impl Builder {
         thread.set_state(State::Started);
         crate::thread::registry::register(&thread.inner);
         rt.spawn_thread(thread.inner.clone());
-        Ok(JoinHandle { packet, thread })
+        Ok(JoinHandle::new(packet, thread))
     }
 }
 

@@ -209,7 +209,7 @@ impl Executor {
                 q.jobs.push_back(job);
                 drop(q);
                 pool.available.notify_one();
-                Ok(JoinHandle { packet, thread })
+                Ok(JoinHandle::new(packet, thread))
             }
         }
     }

@@ -121,6 +121,43 @@ fn a_panic_while_dropping_a_result_aborts_with_a_message() {
     assert!(!String::from_utf8_lossy(&out.stdout).contains("CHILD SURVIVED"));
 }
 
+/// The same when the handle lets go last: a detached handle dropped after
+/// its thread finished drops the result itself, and a panic there used to
+/// unwind into whoever dropped the handle (here `main`, exit code 101
+/// instead of an abort; seen as a flaky failure of the test above when the
+/// thread won the race). Now both sides abort with the thread's name.
+#[test]
+fn dropping_the_handle_of_a_finished_thread_whose_result_panics_aborts() {
+    const NAME: &str = "dropping_the_handle_of_a_finished_thread_whose_result_panics_aborts";
+    if is_child(NAME) {
+        let h = weft::Builder::new()
+            .name("dropper")
+            .spawn(|| PanicsOnDrop)
+            .unwrap();
+        while !h.is_finished() {
+            std::thread::yield_now();
+        }
+        drop(h);
+        std::thread::sleep(Duration::from_secs(20));
+        println!("CHILD SURVIVED");
+        return;
+    }
+    let out = run_child(NAME, &[]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    use std::os::unix::process::ExitStatusExt;
+    assert_eq!(
+        out.status.signal(),
+        Some(libc::SIGABRT),
+        "status {:?}, stderr:\n{stderr}",
+        out.status
+    );
+    assert!(
+        stderr.contains("'dropper' panicked while dropping"),
+        "{stderr}"
+    );
+    assert!(!String::from_utf8_lossy(&out.stdout).contains("CHILD SURVIVED"));
+}
+
 /// Poisoning is per virtual thread: a thread that parks while unwinding
 /// (its `Drop` waits for a contended weft lock) leaves its carrier's panic
 /// count raised, and another thread of that carrier that releases a lock

@@ -129,8 +129,37 @@ impl<T> Packet<T> {
 /// An owned permission to join a thread (virtual or an executor's OS
 /// thread). Dropping it detaches the thread.
 pub struct JoinHandle<T> {
-    pub(crate) packet: Arc<Packet<T>>,
+    /// Dropped by hand in `Drop` (see there); never moved out.
+    pub(crate) packet: std::mem::ManuallyDrop<Arc<Packet<T>>>,
     pub(crate) thread: Thread,
+}
+
+impl<T> JoinHandle<T> {
+    pub(crate) fn new(packet: Arc<Packet<T>>, thread: Thread) -> JoinHandle<T> {
+        JoinHandle {
+            packet: std::mem::ManuallyDrop::new(packet),
+            thread,
+        }
+    }
+}
+
+impl<T> Drop for JoinHandle<T> {
+    /// Whichever side lets go of the packet last drops an unjoined result:
+    /// the finishing thread does so inside its own guard, and here the
+    /// handle does. A result whose `Drop` panics must not unwind out of a
+    /// detach (the dropper would see a panic that is not its own, and
+    /// which side drops last is a race): abort with the thread's name, as
+    /// the finishing side does and as std does ("thread result panicked
+    /// on drop").
+    fn drop(&mut self) {
+        // SAFETY: `packet` is taken exactly once, here, and never used
+        // after (the struct is being dropped).
+        let packet = unsafe { std::mem::ManuallyDrop::take(&mut self.packet) };
+        let dropped = std::panic::catch_unwind(std::panic::AssertUnwindSafe(move || drop(packet)));
+        if dropped.is_err() {
+            super::abort_after_drop_panic(&self.thread.inner);
+        }
+    }
 }
 
 impl<T> JoinHandle<T> {
