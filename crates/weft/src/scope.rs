@@ -49,8 +49,13 @@ impl<T> Drop for ScopedPacket<T> {
         let result = self.result.get_mut().unpoison().take();
         let unhandled = matches!(result, Some(Err(_)));
         // Drop the value (which may borrow 'scope data) before the scope
-        // can end.
-        drop(result);
+        // can end. A `Drop` that panics here must not unwind: the scope
+        // would never hear that this thread is done and would wait forever
+        // (std aborts the same way: "thread result panicked on drop").
+        if catch_unwind(AssertUnwindSafe(move || drop(result))).is_err() {
+            eprintln!("weft: a scoped thread's result panicked while being dropped; aborting");
+            std::process::abort();
+        }
         self.scope.thread_done(unhandled);
     }
 }

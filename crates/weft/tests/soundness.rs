@@ -158,6 +158,47 @@ fn dropping_the_handle_of_a_finished_thread_whose_result_panics_aborts() {
     assert!(!String::from_utf8_lossy(&out.stdout).contains("CHILD SURVIVED"));
 }
 
+/// A scoped thread's result whose `Drop` panics, with the handle dropped
+/// unjoined: whichever side drops the result, the panic used to skip the
+/// scope's "thread done" count and the scope waited forever. Now the
+/// process aborts with a message (std: "thread result panicked on drop").
+#[test]
+fn a_scoped_result_that_panics_in_drop_aborts_instead_of_hanging_the_scope() {
+    const NAME: &str = "a_scoped_result_that_panics_in_drop_aborts_instead_of_hanging_the_scope";
+    if is_child(NAME) {
+        // A deadlock detector, not a timing assumption: the scope either
+        // aborts the process or never returns.
+        std::thread::spawn(|| {
+            std::thread::sleep(Duration::from_secs(30));
+            println!("CHILD HUNG");
+            std::process::exit(3);
+        });
+        weft::scope(|s| {
+            let h = s.spawn(|| PanicsOnDrop);
+            while !h.is_finished() {
+                std::thread::yield_now();
+            }
+            drop(h);
+        });
+        println!("CHILD SURVIVED");
+        return;
+    }
+    let out = run_child(NAME, &[]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    use std::os::unix::process::ExitStatusExt;
+    assert_eq!(
+        out.status.signal(),
+        Some(libc::SIGABRT),
+        "status {:?}, stdout: {}, stderr:\n{stderr}",
+        out.status,
+        String::from_utf8_lossy(&out.stdout)
+    );
+    assert!(
+        stderr.contains("scoped thread's result panicked while being dropped"),
+        "{stderr}"
+    );
+}
+
 /// Poisoning is per virtual thread: a thread that parks while unwinding
 /// (its `Drop` waits for a contended weft lock) leaves its carrier's panic
 /// count raised, and another thread of that carrier that releases a lock
