@@ -100,7 +100,7 @@
 //! |---|---|---|
 //! | `WEFT_PARALLELISM` | carrier threads running virtual threads at once | number of CPUs |
 //! | `WEFT_MAX_POOL_SIZE` | upper bound on carriers, counting spares that replace blocked ones | 256 |
-//! | `WEFT_STACK_SIZE` | reserved stack per virtual thread, bytes or with a `k`/`m`/`g` suffix | 1 MiB |
+//! | `WEFT_STACK_SIZE` | reserved stack per virtual thread, bytes or with a `k`/`m`/`g` suffix | 256 KiB |
 //! | `WEFT_STALL_THRESHOLD` | how long one virtual thread may hold a carrier before the monitor reports a stall (`20ms`, `500us`, `1s`) | 20 ms |
 //! | `WEFT_MAX_BLOCKING_THREADS` | OS threads that run [`blocking`] closures | 512 |
 //! | `WEFT_TRACE_PINNED` | `short` or `full`: print pinned and stall events with stacks to stderr | off |
@@ -111,9 +111,13 @@
 //!
 //! # Stacks
 //!
-//! Each virtual thread reserves `WEFT_STACK_SIZE` (1 MiB by default) of
+//! Each virtual thread reserves `WEFT_STACK_SIZE` (256 KiB by default) of
 //! address space, committed page by page as it is used: a sleeping thread
-//! costs about one page of stack. Guard pages are installed with
+//! costs about one page of stack, plus its share of a page-table page (one
+//! per 2 MiB of reserved slots: 0.5 KiB per thread at 256 KiB, 2 KiB at
+//! 1 MiB). Code that recurses deeply (more than a couple of hundred KiB of
+//! frames) asks for more with [`Builder::stack_size`] or `WEFT_STACK_SIZE`;
+//! Java's default is 1 MiB, `may`'s and Boost.Context's are smaller. Guard pages are installed with
 //! `MADV_GUARD_INSTALL` (Linux ≥ 6.13), so a million threads fit under the
 //! default `vm.max_map_count`; older kernels fall back to `mprotect` (two
 //! mappings per thread, roughly 32k threads by default). A stack overflow

@@ -87,10 +87,11 @@ fn stack_size_8mib_allows_4mib_recursion() {
 }
 
 #[test]
-fn default_stack_allows_512kib_recursion() {
-    // The default stack is 1 MiB (like a Java thread).
-    let h = weft::spawn(|| use_stack(512 << 10, 0));
-    assert!(join_timeout(h) >= 512 << 10);
+fn default_stack_allows_192kib_recursion() {
+    // The default stack is 256 KiB (DEFAULT_STACK_SIZE).
+    assert_eq!(weft::DEFAULT_STACK_SIZE, 256 << 10);
+    let h = weft::spawn(|| use_stack(192 << 10, 0));
+    assert!(join_timeout(h) >= 192 << 10);
 }
 
 #[test]
@@ -179,7 +180,7 @@ fn vm_size_bytes() -> u64 {
 /// threads must eventually fail with an error from `Builder::spawn` (never
 /// an abort), and the runtime must recover once they are gone.
 fn exhaust_address_space() {
-    const MAX: usize = 200_000; // 200 GiB of 1 MiB stacks: must hit the limit
+    const MAX: usize = 200_000; // 50 GiB of 256 KiB stacks: must hit the limit
     weft::spawn(|| ()).join().expect("warm-up"); // carriers exist now
     let mut lim = libc::rlimit {
         rlim_cur: 0,

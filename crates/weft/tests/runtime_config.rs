@@ -371,7 +371,7 @@ fn env_parallelism_one_gives_one_carrier() {
 
 #[test]
 fn env_stack_size_is_honoured() {
-    // 4 MiB of recursion needs more than the 1 MiB default.
+    // 4 MiB of recursion needs more than the 256 KiB default.
     let out = run_child("deep-default-stack", &[("WEFT_STACK_SIZE", "8388608")]);
     assert!(
         out.status.success() && out.text.contains("CHILD-DEEP-OK"),

@@ -1,0 +1,80 @@
+//! Resident memory per parked virtual thread, page tables included.
+//!
+//! Starts N virtual threads that each park until released, waits until all
+//! have parked, and reports the growth of `VmRSS` and `VmPTE` (from
+//! `/proc/self/status`) per thread, then releases and joins them.
+//!
+//! ```text
+//! cargo run --release -p weft --example parked_memory -- 100000 1000000
+//! WEFT_STACK_SIZE=262144 cargo run --release -p weft --example parked_memory -- 100000
+//! ```
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+
+/// `VmRSS` and `VmPTE` in KiB.
+fn rss_pte() -> (u64, u64) {
+    let s = std::fs::read_to_string("/proc/self/status").expect("read /proc/self/status");
+    let field = |name: &str| {
+        s.lines()
+            .find_map(|l| l.strip_prefix(name))
+            .and_then(|v| v.split_whitespace().next())
+            .and_then(|v| v.parse::<u64>().ok())
+            .unwrap_or(0)
+    };
+    (field("VmRSS:"), field("VmPTE:"))
+}
+
+fn main() {
+    let ns: Vec<usize> = std::env::args()
+        .skip(1)
+        .map(|a| a.parse().expect("N must be a number"))
+        .collect();
+    let ns = if ns.is_empty() { vec![100_000] } else { ns };
+    let rt = weft::default_runtime().expect("runtime");
+    println!(
+        "parallelism {}, stack size {} KiB",
+        rt.parallelism(),
+        rt.stack_size() / 1024
+    );
+    println!(
+        "{:>9} {:>12} {:>12} {:>12} {:>14}",
+        "N", "RSS KiB/th", "PTE KiB/th", "sum KiB/th", "spawn+park ms"
+    );
+    for n in ns {
+        // Warm the runtime (carriers, pools) so the baseline includes them.
+        rt.spawn(|| {}).join().unwrap();
+        let (rss0, pte0) = rss_pte();
+        let parked = Arc::new(AtomicUsize::new(0));
+        let release = Arc::new(AtomicBool::new(false));
+        let t0 = std::time::Instant::now();
+        let handles: Vec<_> = (0..n)
+            .map(|_| {
+                let (parked, release) = (parked.clone(), release.clone());
+                rt.spawn(move || {
+                    parked.fetch_add(1, Ordering::SeqCst);
+                    while !release.load(Ordering::SeqCst) {
+                        weft::park();
+                    }
+                })
+            })
+            .collect();
+        while parked.load(Ordering::SeqCst) < n {
+            std::thread::sleep(std::time::Duration::from_millis(5));
+        }
+        // Every thread has counted itself; let the last ones reach `park`.
+        std::thread::sleep(std::time::Duration::from_millis(200));
+        let ms = t0.elapsed().as_secs_f64() * 1e3;
+        let (rss1, pte1) = rss_pte();
+        let per = |a: u64, b: u64| (b.saturating_sub(a)) as f64 / n as f64;
+        let (r, p) = (per(rss0, rss1), per(pte0, pte1));
+        println!("{n:>9} {r:>12.2} {p:>12.2} {:>12.2} {ms:>14.0}", r + p);
+        release.store(true, Ordering::SeqCst);
+        for h in &handles {
+            h.thread().unpark();
+        }
+        for h in handles {
+            h.join().unwrap();
+        }
+    }
+}
