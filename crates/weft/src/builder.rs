@@ -114,7 +114,7 @@ impl Builder {
         let thread = Thread::new_virtual(
             self.name,
             rt.shared().clone(),
-            Box::new(rt.clone()),
+            rt.keep_alive(),
             self.container,
         );
         let packet: Arc<Packet<T>> = Packet::new();

@@ -116,9 +116,9 @@
 //! costs about one page of stack, plus its share of a page-table page (one
 //! per 2 MiB of reserved slots: 0.5 KiB per thread at 256 KiB, 2 KiB at
 //! 1 MiB). Code that recurses deeply (more than a couple of hundred KiB of
-//! frames) asks for more with [`Builder::stack_size`] or `WEFT_STACK_SIZE`;
-//! Java's default is 1 MiB, `may`'s and Boost.Context's are smaller. Guard pages are installed with
-//! `MADV_GUARD_INSTALL` (Linux ≥ 6.13), so a million threads fit under the
+//! frames) asks for more with [`Builder::stack_size`] or `WEFT_STACK_SIZE`
+//! (std's threads default to 2 MiB, Java's to 1 MiB). Guard pages are
+//! installed with `MADV_GUARD_INSTALL` (Linux ≥ 6.13), so a million threads fit under the
 //! default `vm.max_map_count`; older kernels fall back to `mprotect` (two
 //! mappings per thread, roughly 32k threads by default). A stack overflow
 //! prints `virtual thread '<name>' (#id) has overflowed its stack` and

@@ -265,6 +265,12 @@ fn pool_for(stack_size: usize) -> &'static StackPool {
 }
 
 impl Runtime {
+    /// A type-erased share of this runtime that keeps it running (held by
+    /// each of its virtual threads; no allocation).
+    pub(crate) fn keep_alive(&self) -> Arc<dyn std::any::Any + Send + Sync> {
+        self.handle.clone()
+    }
+
     /// A builder for a new runtime.
     ///
     /// # Examples

@@ -53,8 +53,8 @@
 //! the kernel's `clear_page`: 32 % zeroing first-touched stack pages, 24 %
 //! zeroing page-table pages allocated by the guard install. 256 KiB keeps
 //! room for real recursion (std's own threads default to 2 MiB, Java's to
-//! 1 MiB; `may` and Boost.Context go lower) while taking most of the gain;
-//! below it the time no longer moves. The remaining 0.46 KiB of RSS is the
+//! 1 MiB) while taking most of the gain; below it the time no longer moves
+//! and the memory saved is a quarter KiB per halving. The remaining 0.46 KiB of RSS is the
 //! thread's heap records (`VThread`, join packet, body); moving them into
 //! the stack's top page is the next step for memory.
 //!

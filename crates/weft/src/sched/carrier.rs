@@ -56,7 +56,18 @@ pub(crate) struct Carrier {
     /// leaves the OS thread's panic count raised; see
     /// `crate::thread::panicking`).
     pub(super) suspended_unwinders: Cell<u32>,
+    /// Threads that finished here and are still registered: they leave the
+    /// registry in batches ([`Carrier::flush_finished`]), one lock per
+    /// shard instead of one per thread (the shard's lock line otherwise
+    /// bounces between the spawner and this carrier on every thread).
+    pub(super) finished: RefCell<Vec<Arc<VThread>>>,
 }
+
+/// Finished threads a carrier unregisters at once (see `Carrier::finished`);
+/// it also flushes whenever it runs out of local work, so a terminated
+/// thread stays registered (hidden from readers) only while its carrier is
+/// busy, and never while it sleeps.
+const FINISHED_BATCH: usize = 64;
 
 std::thread_local! {
     static CARRIER: Cell<*const Carrier> = const { Cell::new(std::ptr::null()) };
@@ -360,7 +371,6 @@ impl Carrier {
             }
             CoroutineResult::Return(()) => {
                 set_state(&task, State::Terminated);
-                crate::thread::registry::unregister(&task);
                 if task.home.load(Ordering::Relaxed) != NO_HOME {
                     me.homed.fetch_sub(1, Ordering::Relaxed);
                 }
@@ -375,6 +385,12 @@ impl Carrier {
                 self.recycle_stack(stack, deep);
                 // `live` was decremented by the thread itself, before it
                 // completed its join packet (`Runtime::thread_finished`).
+                let mut finished = self.finished.borrow_mut();
+                finished.push(task);
+                if finished.len() >= FINISHED_BATCH {
+                    drop(finished);
+                    self.flush_finished();
+                }
             }
         }
     }
@@ -438,9 +454,11 @@ pub(crate) fn run_carrier(shared: Arc<Shared>, index: usize, local: Worker<Arc<V
         current: Cell::new(std::ptr::null()),
         stack_cache: RefCell::new(Vec::new()),
         suspended_unwinders: Cell::new(0),
+        finished: RefCell::new(Vec::new()),
     };
     CARRIER.with(|c| c.set(&carrier));
     carrier.main_loop();
+    carrier.flush_finished();
     CARRIER.with(|c| c.set(std::ptr::null()));
     let mut cache = carrier.stack_cache.take();
     carrier.shared.stacks.release_batch(&mut cache);
@@ -455,6 +473,16 @@ impl Carrier {
         self.index >= self.shared.core
     }
 
+    /// Unregisters the threads that finished here (see `finished`).
+    pub(super) fn flush_finished(&self) {
+        let mut batch = self.finished.take();
+        if !batch.is_empty() {
+            crate::thread::registry::unregister_batch(&mut batch);
+            // Keep the allocation for the next batch.
+            *self.finished.borrow_mut() = batch;
+        }
+    }
+
     pub(super) fn main_loop(&self) {
         loop {
             if let Some(t) = self.find_local() {
@@ -462,6 +490,7 @@ impl Carrier {
                 self.run(t);
                 continue;
             }
+            self.flush_finished();
             if self.become_searching() {
                 let mut found = None;
                 for round in 0..SPIN_ROUNDS {

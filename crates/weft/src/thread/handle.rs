@@ -51,7 +51,7 @@ impl Thread {
     pub(crate) fn new_virtual(
         name: Option<String>,
         shared: Arc<crate::sched::Shared>,
-        keep_alive: Box<dyn std::any::Any + Send + Sync>,
+        keep_alive: Arc<dyn std::any::Any + Send + Sync>,
         container: u64,
     ) -> Thread {
         Thread::from_kind(

@@ -86,10 +86,11 @@ pub(crate) enum Kind {
     Virtual {
         /// The scheduler of the thread's runtime.
         shared: Arc<crate::sched::Shared>,
-        /// A handle to the runtime (a `Runtime`, type-erased so that the
-        /// record does not depend on the layer above it): the runtime
-        /// stops only when no thread of it is left.
-        _keep_alive: Box<dyn std::any::Any + Send + Sync>,
+        /// A share of the runtime (its handle, type-erased so that the
+        /// record does not depend on the layer above it; a clone of the
+        /// runtime's own `Arc`, so spawning allocates nothing for it): the
+        /// runtime stops only when no thread of it is left.
+        _keep_alive: Arc<dyn std::any::Any + Send + Sync>,
         /// SAFETY (field invariant): accessed only by the carrier that has
         /// the thread mounted or is publishing its suspension; the park state
         /// machine and run queues hand the thread to one carrier at a time.

@@ -2,8 +2,9 @@
 //!
 //! Every virtual thread is in a sharded registry from spawn to exit (one
 //! short lock on each): `Builder` registers it before it can run, and its
-//! carrier unregisters it when it finishes, while the carrier still holds
-//! it. The registry holds raw pointers; a thread leaves it before its
+//! carrier unregisters it after it finishes, while the carrier still holds
+//! it — in batches, one lock per shard (see `Carrier::finished`); a
+//! terminated thread still waiting for its batch is skipped by readers. The registry holds raw pointers; a thread leaves it before its
 //! carrier lets go of it, so a pointer read under the shard lock is valid,
 //! and [`all_threads`] turns each into a strong handle under that lock.
 //! Readers (dumps, metrics, the monitor naming the threads behind a stalled
@@ -63,6 +64,31 @@ pub(crate) fn unregister(inner: &VThread) {
     }
 }
 
+/// Removes finished threads in one pass: sorted by shard, one lock per
+/// shard. Their records are released after the locks (`batch` is left
+/// empty). The caller keeps each record alive until then, as for
+/// [`unregister`]; a registered thread that has terminated is invisible to
+/// readers meanwhile.
+pub(crate) fn unregister_batch(batch: &mut Vec<Arc<VThread>>) {
+    batch.sort_unstable_by_key(|t| shard_of(t));
+    let mut rest = &batch[..];
+    while let Some(first) = rest.first() {
+        let s = shard_of(first);
+        let n = rest.iter().take_while(|t| shard_of(t) == s).count();
+        let mut sh = REGISTRY[s].lock().unpoison();
+        for inner in &rest[..n] {
+            let k = inner.reg_key.load(Ordering::Relaxed);
+            if sh.slots.get(k) == Some(&(Arc::as_ptr(inner) as usize)) {
+                sh.slots[k] = 0;
+                sh.free.push(k);
+            }
+        }
+        drop(sh);
+        rest = &rest[n..];
+    }
+    batch.clear();
+}
+
 /// Strong handles to every registered thread.
 pub(crate) fn all_threads() -> Vec<Arc<VThread>> {
     let mut out = Vec::new();
@@ -70,6 +96,10 @@ pub(crate) fn all_threads() -> Vec<Arc<VThread>> {
         let sh = s.lock().unpoison();
         for &p in sh.slots.iter().filter(|&&p| p != 0) {
             let p = p as *const VThread;
+            // SAFETY: registered pointers are live (module docs).
+            if unsafe { (*p).state.load(Ordering::Relaxed) } == super::State::Terminated as u8 {
+                continue; // finished, waiting for its carrier's batch
+            }
             // SAFETY: registered pointers are live (module docs: a thread
             // leaves the registry, under this lock, before it can be freed),
             // so adding a strong count under the lock is sound.
