@@ -17,6 +17,15 @@
 //! current-thread client, HTTP and HTTPS by `weft-load` — the same load for
 //! every server. A missing Go or JDK (≥ 21) skips its column with a note.
 //!
+//! The `weft-std` column runs the echo rows only: the same echo server
+//! written against `std::net` (`tests-transparent/examples/bench_worker.rs`),
+//! on virtual threads with `weft`'s `transparent` feature. Its worker is a
+//! crate outside the workspace (the hooks would otherwise be linked into
+//! every binary of the build), so the suite builds it with `cargo build
+//! --release` into `target/transparent` before the first run (a minute or
+//! two the first time). Beside the `weft` column it shows what the hooks
+//! cost on a real server.
+//!
 //! The HTTPS row (`https-hello-100`) generates one self-signed certificate
 //! per suite run (rcgen, ECDSA P-256) into `<out>/tls/{cert,key}.pem` and
 //! starts every server as `https-server <cert.pem> <key.pem>`: weft-http's
@@ -133,8 +142,9 @@ struct Spec {
     rss_row: bool,
 }
 
-const COLUMNS: [(&str, &str); 6] = [
+const COLUMNS: [(&str, &str); 7] = [
     ("weft", "Weft"),
+    ("weft-std", "Weft, std::net + transparent"),
     ("tokio-mt", "Tokio (multi-thread)"),
     ("tokio-ct", "Tokio (current-thread)"),
     ("std", "std threads"),
@@ -430,6 +440,47 @@ fn build_go(out: &Path) -> Result<(Launcher, String), String> {
     ))
 }
 
+/// Builds `tests-transparent`'s `bench_worker` (the `std::net` echo server
+/// on virtual threads with the `transparent` feature) with the `cargo` that
+/// runs this suite, into its own target dir.
+fn build_transparent() -> Result<(Launcher, String), String> {
+    let root = workspace_dir();
+    let manifest = root.join("tests-transparent/Cargo.toml");
+    if !manifest.exists() {
+        return Err(format!("{} not found", manifest.display()));
+    }
+    let target = root.join("target/transparent");
+    let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
+    eprintln!(
+        "building the weft-std worker (cargo build --release --example bench_worker, tests-transparent/) …"
+    );
+    let status = Command::new(&cargo)
+        .args([
+            "build",
+            "--release",
+            "--quiet",
+            "--example",
+            "bench_worker",
+            "--manifest-path",
+        ])
+        .arg(&manifest)
+        .env("CARGO_TARGET_DIR", &target)
+        .status()
+        .map_err(|e| format!("cargo build: {e}"))?;
+    if !status.success() {
+        return Err(format!(
+            "cargo build of the weft-std worker failed ({status})"
+        ));
+    }
+    Ok((
+        Launcher {
+            program: target.join("release/examples/bench_worker"),
+            prefix: Vec::new(),
+        },
+        "weft + transparent".to_string(),
+    ))
+}
+
 /// Finds a JDK >= 21 (`WEFT_BENCH_JAVA_HOME`, `JAVA_HOME`, `java` on PATH,
 /// then `/usr/lib/jvm/*`, newest first) and compiles the Java worker.
 fn build_java(out: &Path) -> Result<(Launcher, String), String> {
@@ -672,6 +723,10 @@ fn suite(cli: &Cli) -> Result<(), String> {
             match id {
                 "go" => build_go(&out),
                 "java" => build_java(&out),
+                "weft-std" if !specs.iter().any(|s| matches!(s.drive, Drive::Echo { .. })) => {
+                    Err("no echo row selected".to_string())
+                }
+                "weft-std" => build_transparent(),
                 rust => Ok((
                     Launcher {
                         program: exe.clone(),
@@ -722,7 +777,12 @@ fn suite(cli: &Cli) -> Result<(), String> {
                     .iter()
                     .find(|o| o.0 == c.id)
                     .map(|o| o.1.clone())
-                    .unwrap_or_else(|| Ok(spec.args.clone()));
+                    .unwrap_or_else(|| Ok(spec.args.clone()))
+                    .and_then(|a| match spec.drive {
+                        Drive::Echo { .. } => Ok(a),
+                        _ if c.id == "weft-std" => Err("echo rows only".to_string()),
+                        _ => Ok(a),
+                    });
                 Cell {
                     column: c.id.clone(),
                     args: args.clone().unwrap_or_default(),

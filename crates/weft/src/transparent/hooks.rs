@@ -225,6 +225,20 @@ fn dur_of(ts: &timespec) -> Option<Duration> {
     Some(Duration::new(ts.tv_sec as u64, ts.tv_nsec as u32))
 }
 
+/// `poll(2)` itself where the architecture has it (what libc's `poll`
+/// issues), else `ppoll` with the same timeout.
+fn raw_poll(fds: usize, n: nfds_t, timeout: c_int) -> c_int {
+    #[cfg(target_arch = "x86_64")]
+    {
+        raw!(libc::SYS_poll, fds, n, timeout as isize) as c_int
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        let t = (timeout >= 0).then(|| Duration::from_millis(timeout as u64));
+        raw_ppoll(fds, n, t, 0)
+    }
+}
+
 fn raw_ppoll(fds: usize, n: nfds_t, timeout: Option<Duration>, mask: usize) -> c_int {
     let ts = timeout.map(ts_of);
     let tsp = ts
@@ -275,10 +289,10 @@ fn vpoll(fds: *mut pollfd, n: nfds_t, timeout: Option<Duration>, call: &'static 
 /// libc's `poll(2)` contract.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn poll(fds: *mut pollfd, n: nfds_t, timeout: c_int) -> c_int {
-    let t = (timeout >= 0).then(|| Duration::from_millis(timeout as u64));
     if timeout == 0 || !on_virtual() {
-        return raw_ppoll(fds as usize, n, t, 0);
+        return raw_poll(fds as usize, n, timeout);
     }
+    let t = (timeout >= 0).then(|| Duration::from_millis(timeout as u64));
     vpoll(fds, n, t, "poll")
 }
 

@@ -15,15 +15,95 @@ pub(super) fn set_errno(e: c_int) {
     unsafe { *libc::__errno_location() = e }
 }
 
-/// `syscall(n, a...)` with up to six word arguments.
+/// `syscall(n, a...)` with up to six word arguments: -1 and `errno` on
+/// failure, like glibc's `syscall(2)`.
+///
+/// On x86-64 and AArch64 the instruction is issued inline: glibc's generic
+/// `syscall` is a variadic call that shuffles all seven registers, and the
+/// hooks' promise is that a call on an OS thread costs next to nothing over
+/// libc's own wrapper (`examples/hook_cost.rs` in `tests-transparent/`
+/// measures it). Elsewhere, glibc's `syscall`.
 ///
 /// # Safety
 ///
 /// The arguments must be valid for system call `n` (pointers to memory
 /// the kernel may read or write as that call specifies).
+#[inline]
 pub(super) unsafe fn sc(n: c_long, a: [usize; 6]) -> c_long {
+    #[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
+    {
+        // SAFETY: the caller's contract; the instruction clobbers only what
+        // `inline_syscall` declares.
+        let r = unsafe { inline_syscall(n, a) };
+        // The kernel returns -errno in [-4095, -1] on failure.
+        if (-4095..0).contains(&r) {
+            set_errno(-r as c_int);
+            -1
+        } else {
+            r
+        }
+    }
+    #[cfg(not(any(target_arch = "x86_64", target_arch = "aarch64")))]
     // SAFETY: the caller's contract.
-    unsafe { libc::syscall(n, a[0], a[1], a[2], a[3], a[4], a[5]) }
+    unsafe {
+        libc::syscall(n, a[0], a[1], a[2], a[3], a[4], a[5])
+    }
+}
+
+/// The raw instruction: the kernel's return value, -errno on failure.
+///
+/// # Safety
+///
+/// As [`sc`].
+#[cfg(target_arch = "x86_64")]
+#[inline(always)]
+unsafe fn inline_syscall(n: c_long, a: [usize; 6]) -> c_long {
+    let r: c_long;
+    // SAFETY: the x86-64 Linux system call convention: number in rax,
+    // arguments in rdi, rsi, rdx, r10, r8, r9; the kernel returns in rax and
+    // clobbers rcx and r11. Memory is not declared untouched (the kernel
+    // writes the caller's buffers), which is asm!'s default.
+    unsafe {
+        std::arch::asm!(
+            "syscall",
+            inlateout("rax") n => r,
+            in("rdi") a[0],
+            in("rsi") a[1],
+            in("rdx") a[2],
+            in("r10") a[3],
+            in("r8") a[4],
+            in("r9") a[5],
+            lateout("rcx") _,
+            lateout("r11") _,
+        );
+    }
+    r
+}
+
+/// The raw instruction: the kernel's return value, -errno on failure.
+///
+/// # Safety
+///
+/// As [`sc`].
+#[cfg(target_arch = "aarch64")]
+#[inline(always)]
+unsafe fn inline_syscall(n: c_long, a: [usize; 6]) -> c_long {
+    let r: c_long;
+    // SAFETY: the AArch64 Linux system call convention: number in x8,
+    // arguments in x0..x5, result in x0; `svc 0` clobbers nothing else.
+    unsafe {
+        std::arch::asm!(
+            "svc 0",
+            in("x8") n,
+            inlateout("x0") a[0] as c_long => r,
+            in("x1") a[1],
+            in("x2") a[2],
+            in("x3") a[3],
+            in("x4") a[4],
+            in("x5") a[5],
+        );
+    }
+    r
 }
 
 macro_rules! raw {
