@@ -441,40 +441,13 @@ fn build_go(out: &Path) -> Result<(Launcher, String), String> {
 }
 
 /// Builds `tests-transparent`'s `bench_worker` (the `std::net` echo server
-/// on virtual threads with the `transparent` feature) with the `cargo` that
-/// runs this suite, into its own target dir.
+/// on virtual threads with the `transparent` feature).
 fn build_transparent() -> Result<(Launcher, String), String> {
-    let root = workspace_dir();
-    let manifest = root.join("tests-transparent/Cargo.toml");
-    if !manifest.exists() {
-        return Err(format!("{} not found", manifest.display()));
-    }
-    let target = root.join("target/transparent");
-    let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
-    eprintln!(
-        "building the weft-std worker (cargo build --release --example bench_worker, tests-transparent/) …"
-    );
-    let status = Command::new(&cargo)
-        .args([
-            "build",
-            "--release",
-            "--quiet",
-            "--example",
-            "bench_worker",
-            "--manifest-path",
-        ])
-        .arg(&manifest)
-        .env("CARGO_TARGET_DIR", &target)
-        .status()
-        .map_err(|e| format!("cargo build: {e}"))?;
-    if !status.success() {
-        return Err(format!(
-            "cargo build of the weft-std worker failed ({status})"
-        ));
-    }
+    eprintln!("building the weft-std worker (tests-transparent/examples/bench_worker.rs) …");
+    let program = weft_bench_support::transparent::build_example(&workspace_dir(), "bench_worker")?;
     Ok((
         Launcher {
-            program: target.join("release/examples/bench_worker"),
+            program,
             prefix: Vec::new(),
         },
         "weft + transparent".to_string(),

@@ -134,3 +134,48 @@ pub fn scenario(rt: &weft::Runtime, n: usize) -> ScenarioResult {
         peak_os_threads: peak.load(Ordering::Relaxed),
     }
 }
+
+/// Aborts the whole process, after printing Weft's thread dump, if still
+/// alive `limit` after [`Watchdog::new`]: a hang (the symptom of a call
+/// that held its carrier) fails loudly instead of stalling CI. Dropping it
+/// disarms it.
+pub struct Watchdog {
+    done: Option<std::sync::mpsc::Sender<()>>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl Watchdog {
+    /// Arms a watchdog for the test `what`.
+    pub fn new(what: &'static str, limit: Duration) -> Watchdog {
+        use std::io::Write;
+        let (done, rx) = std::sync::mpsc::channel::<()>();
+        let thread = std::thread::Builder::new()
+            .name(format!("watchdog: {what}"))
+            .spawn(move || {
+                if let Err(std::sync::mpsc::RecvTimeoutError::Timeout) = rx.recv_timeout(limit) {
+                    // Straight to fd 2: the harness captures eprintln!.
+                    let _ = writeln!(
+                        std::io::stderr(),
+                        "\nWATCHDOG: `{what}` not finished after {limit:?}: a blocking call \
+                         held its carrier (deadlock); Weft's threads:\n{}",
+                        weft::dump()
+                    );
+                    std::process::abort();
+                }
+            })
+            .expect("spawn watchdog");
+        Watchdog {
+            done: Some(done),
+            thread: Some(thread),
+        }
+    }
+}
+
+impl Drop for Watchdog {
+    fn drop(&mut self) {
+        drop(self.done.take());
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}

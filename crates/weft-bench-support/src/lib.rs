@@ -10,6 +10,10 @@
 //! - [`table`]: the results as a markdown table or an aligned console table.
 //! - [`svg`]: a horizontal bar chart, and readable ticks for log-scale axes.
 //! - [`format`](mod@format): numbers as people read them (`1,234`, `12.3 k`, `1.21 GiB`).
+//! - [`transparent`]: building a program of `tests-transparent/` (the
+//!   `transparent` feature) for a harness to run as a child.
+//! - [`redis_server`]: a Redis server to talk to — `WEFT_REDIS_URL`, or a
+//!   throwaway `redis-server` child.
 //!
 //! # Examples
 //!
@@ -32,6 +36,8 @@
 
 pub mod child;
 pub mod format;
+pub mod redis_server;
 pub mod stats;
 pub mod svg;
 pub mod table;
+pub mod transparent;

@@ -2,7 +2,7 @@
 //!
 //! The Weft laboratory: reproduces, end to end and on localhost, the
 //! "platform threads vs virtual threads" experiments of the articles Weft
-//! started from (E1–E7, each module's docs name its article figure), in
+//! started from (E1–E8, each module's docs name its article figure), in
 //! both thread modes, and shows beside every
 //! measured figure the Little's-law ideal (throughput = concurrency /
 //! latency) and the article's figure.
@@ -16,6 +16,7 @@
 //! | `E5` | `SELECT pg_sleep(0.5)` through a weft-pg pool of 100; 4 platform threads vs virtual |
 //! | `E6` | 2 downstream calls of 100 ms + a database write; 500 clients |
 //! | `E7` | pinning: a driver lock (`std::sync::Mutex` vs `weft::sync::Mutex`) around a 20 ms block |
+//! | `E8` | one switch, unchanged code: E6 built from `ureq` and `redis` over `std::net`, with `weft`'s `transparent` feature |
 //!
 //! PostgreSQL (E5, and E6's database write) comes through weft-pg, the
 //! default feature `pg`; without it (`--no-default-features`), or with no
@@ -23,8 +24,11 @@
 //! the output.
 //!
 //! Everything runs in this process (servers, downstream service, load
-//! users); only PostgreSQL is a separate process tree, started and stopped
-//! by the lab when `WEFT_PG_URL` is unset (see [`pg`]).
+//! users) except PostgreSQL and Redis, started and stopped by the lab when
+//! `WEFT_PG_URL` / `WEFT_REDIS_URL` are unset (see [`pg`],
+//! [`weft_bench_support::redis_server`]), and E8's service, which enables the `transparent`
+//! feature and so is its own binary (`tests-transparent/examples/unchanged.rs`,
+//! built by the lab on first use).
 //!
 //! ```text
 //! cargo run --release                    # every experiment, < 5 min
@@ -90,6 +94,7 @@ pub fn run(experiments: &[Experiment], options: &Options, quiet: bool) -> std::i
         results.push(result);
     }
     pg::shutdown();
+    weft_bench_support::redis_server::shutdown();
     let report = Report::new(options, results, started.elapsed());
     report.write_json(&options.out.join("results.json"))?;
     html::write(&report, &options.out.join("report.html"))?;

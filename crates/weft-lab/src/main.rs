@@ -1,4 +1,4 @@
-//! `weft-lab`: runs the lab's experiments (E1–E7) and writes a report.
+//! `weft-lab`: runs the lab's experiments (E1–E8) and writes a report.
 //! See the library documentation (`weft_lab`) for what each one does.
 
 use std::path::PathBuf;

@@ -135,6 +135,33 @@ fn quick_run_of_every_experiment() {
     );
     assert!(rps(&by(e7, Mode::Virtual, "weft::sync")) > 100.0);
 
+    // E8: the unchanged service (ureq + redis over std::net) serves every
+    // request in both modes; on virtual threads its process needs a few OS
+    // threads, on the pool one per worker.
+    let e8 = results
+        .iter()
+        .find(|r| r.experiment == Experiment::E8)
+        .unwrap();
+    assert!(e8.skipped.is_none(), "E8 skipped: {:?}", e8.skipped);
+    let peak = |r: &Row| -> usize {
+        r.notes
+            .iter()
+            .find_map(|n| n.strip_prefix("the service process peaked at "))
+            .and_then(|n| n.split(' ').next())
+            .and_then(|n| n.parse().ok())
+            .unwrap_or_else(|| panic!("no peak thread count in {r:?}"))
+    };
+    let (p, v) = (
+        by(&e8.rows, Mode::Platform, ""),
+        by(&e8.rows, Mode::Virtual, ""),
+    );
+    for r in [&p, &v] {
+        assert_eq!(r.requests, 500 * 4, "{r:?}");
+        assert_eq!(r.errors, 0, "{r:?}");
+    }
+    assert!(peak(&p) >= 200, "{p:?}");
+    assert!(peak(&v) < 64, "{v:?}");
+
     // The report: results.json and one self-contained page that parses,
     // with one chart per experiment and no external resources.
     let json = std::fs::read_to_string(out.join("results.json")).unwrap();

@@ -162,9 +162,20 @@
 //! carrier, and behave exactly as before on OS threads. `WEFT_TRANSPARENT=0`
 //! turns it off at run time. Enable it only in the binary's own crate
 //! (Cargo unifies features across a build). Linux with glibc (x86_64,
-//! aarch64) only; files, pipes and ttys, and `std::sync`/`parking_lot`
-//! waits still hold the carrier. The module `transparent` (present with the
-//! feature) lists the calls, the semantics kept, and the limits.
+//! aarch64) only; regular files, ttys and stdio, and
+//! `std::sync`/`parking_lot` waits still hold the carrier. The module
+//! `transparent` (present with the feature) lists the calls, the semantics
+//! kept, and the limits; `ureq`, `tungstenite`, `rustls` streams and the
+//! `redis` crate run on it unchanged (tested).
+//!
+//! **Without it**, a blocking call that is not Weft's holds the carrier —
+//! and, since a started virtual thread never leaves its carrier, every
+//! thread homed there waits behind it. A `std::net` client and the Weft
+//! server it talks to, homed on the same carrier, deadlock: spare carriers
+//! the monitor adds take only threads that have not started. The monitor
+//! reports such a stall within `WEFT_STALL_THRESHOLD`, with the blocking
+//! thread's stack and the threads waiting behind it; the cure is this
+//! feature, or Weft's own I/O ([`net`], [`sleep`], [`sync`]).
 
 #![warn(missing_docs)]
 

@@ -1,4 +1,4 @@
-//! The lab's experiments (E1–E7), one module each, and what they share:
+//! The lab's experiments (E1–E8), one module each, and what they share:
 //! [`Options`], the [`Experiment`] list and [`measure_http`], which serves
 //! a router in one thread mode and measures it under a closed load.
 
@@ -9,6 +9,7 @@ pub mod e4;
 pub mod e5;
 pub mod e6;
 pub mod e7;
+pub mod e8;
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -22,7 +23,7 @@ use crate::load::{self, LoadSpec};
 use crate::progress::Progress;
 use crate::report::Row;
 
-/// An experiment the lab can run (E1–E7, as in the report).
+/// An experiment the lab can run (E1–E8, as in the report).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum, Serialize)]
 pub enum Experiment {
     /// 100 tasks × `sleep(1 s)`: fixed pool of 10 vs a virtual thread per task.
@@ -46,6 +47,10 @@ pub enum Experiment {
     /// Pinning: a driver holding a `std::sync::Mutex` across a blocking call.
     #[value(name = "E7")]
     E7,
+    /// E6's shape built from unchanged blocking crates (`ureq`, `redis`)
+    /// with the `transparent` feature: one switch.
+    #[value(name = "E8")]
+    E8,
 }
 
 impl Experiment {
@@ -58,6 +63,7 @@ impl Experiment {
         Experiment::E5,
         Experiment::E6,
         Experiment::E7,
+        Experiment::E8,
     ];
 
     /// The short id used on the command line and in the report (`"E1"`).
@@ -70,6 +76,7 @@ impl Experiment {
             Experiment::E5 => "E5",
             Experiment::E6 => "E6",
             Experiment::E7 => "E7",
+            Experiment::E8 => "E8",
         }
     }
 
@@ -89,6 +96,9 @@ impl Experiment {
             Experiment::E7 => {
                 "pinning: a driver lock (std vs weft Mutex) held across a 20 ms block"
             }
+            Experiment::E8 => {
+                "one switch, unchanged crates: E6 with ureq + redis over std::net, transparent on"
+            }
         }
     }
 
@@ -102,6 +112,7 @@ impl Experiment {
             Experiment::E5 => e5::run(options, progress),
             Experiment::E6 => Ok(e6::run(options, progress)),
             Experiment::E7 => Ok(e7::run(options, progress)),
+            Experiment::E8 => e8::run(options, progress),
         }
     }
 
@@ -109,7 +120,7 @@ impl Experiment {
     pub fn steps(self, options: &Options) -> u64 {
         match self {
             Experiment::E1 => 3 + u64::from(options.big),
-            Experiment::E2 | Experiment::E4 | Experiment::E5 | Experiment::E6 => 2,
+            Experiment::E2 | Experiment::E4 | Experiment::E5 | Experiment::E6 | Experiment::E8 => 2,
             Experiment::E3 => 4,
             Experiment::E7 => 3,
         }
