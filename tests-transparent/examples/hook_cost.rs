@@ -29,6 +29,9 @@ type PollFn = unsafe extern "C" fn(*mut libc::pollfd, libc::nfds_t, c_int) -> c_
 type CloseFn = unsafe extern "C" fn(c_int) -> c_int;
 
 /// libc's definition of `name`: the next one after this executable's.
+/// A measured call: its name, the hooked form, libc's own.
+type Row<'a> = (&'static str, Box<dyn Fn() + 'a>, Box<dyn Fn() + 'a>);
+
 fn next<T: Copy>(name: &CStr) -> T {
     assert_eq!(size_of::<T>(), size_of::<*mut c_void>());
     // SAFETY: `name` is NUL-terminated; RTLD_NEXT is valid from an executable.
@@ -112,7 +115,7 @@ fn main() {
     // SAFETY (every closure below): valid descriptors or a deliberately bad
     // one (-1, which the kernel answers with EBADF), and a 16-byte buffer
     // for lengths of at most 16.
-    let rows: Vec<(&str, Box<dyn Fn()>, Box<dyn Fn()>)> = vec![
+    let rows: Vec<Row> = vec![
         (
             "read, empty pipe (EAGAIN)",
             Box::new(|| {
