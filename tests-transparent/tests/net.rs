@@ -167,38 +167,6 @@ fn interrupt_ends_read_with_eintr() {
     assert_eq!(a.join().unwrap(), ErrorKind::Interrupted);
 }
 
-/// `close` of a descriptor another virtual thread waits on wakes it with
-/// `EBADF`.
-#[test]
-fn close_while_waiting_gives_ebadf() {
-    let rt = strict_runtime(1);
-    let mut sv = [0i32; 2];
-    // SAFETY: socketpair into a 2-int array.
-    assert_eq!(
-        unsafe { libc::socketpair(libc::AF_UNIX, libc::SOCK_STREAM, 0, sv.as_mut_ptr()) },
-        0
-    );
-    let fd = sv[0];
-    let a = rt.spawn(move || {
-        let mut b = [0u8; 4];
-        // SAFETY: reading into a local buffer.
-        let r = unsafe { libc::read(fd, b.as_mut_ptr().cast(), 4) };
-        (r, std::io::Error::last_os_error().raw_os_error())
-    });
-    let t = a.thread().clone();
-    rt.spawn(move || {
-        assert_eq!(t.blocker(), weft::Blocker::Call { call: "read", fd });
-        // SAFETY: closing the descriptor made above (the reader does not
-        // close it).
-        unsafe { libc::close(fd) };
-    })
-    .join()
-    .unwrap();
-    assert_eq!(a.join().unwrap(), (-1, Some(libc::EBADF)));
-    // SAFETY: the other end, still open.
-    unsafe { libc::close(sv[1]) };
-}
-
 /// `connect` errors come through (`ECONNREFUSED`), `connect_timeout` (which
 /// polls) parks and connects, and `getaddrinfo` is answered.
 #[test]

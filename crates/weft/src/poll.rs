@@ -42,7 +42,7 @@
 use crate::unpoison::Unpoison;
 use std::io;
 use std::os::fd::RawFd;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::task::{Context, Poll, Waker};
 use std::time::Instant;
@@ -220,9 +220,13 @@ pub(crate) enum WaitError {
 }
 
 /// A descriptor registered with the poller. Deregisters on drop (the
-/// descriptor itself is owned and closed by the caller, *after* this).
+/// descriptor itself is owned and closed by the caller, *after* this), or
+/// earlier with [`Registration::deregister`].
 pub(crate) struct Registration {
     state: Arc<IoState>,
+    /// Set once `EPOLL_CTL_DEL` was issued: it must be issued while the
+    /// descriptor is still open, at most once.
+    deleted: AtomicBool,
 }
 
 impl Registration {
@@ -247,7 +251,10 @@ impl Registration {
             return Err(io::Error::last_os_error());
         }
         p.registered.fetch_add(1, Ordering::Relaxed);
-        Ok(Registration { state })
+        Ok(Registration {
+            state,
+            deleted: AtomicBool::new(false),
+        })
     }
 
     pub(crate) fn state(&self) -> &Arc<IoState> {
@@ -402,13 +409,27 @@ impl Registration {
     }
 }
 
-impl Drop for Registration {
-    fn drop(&mut self) {
+impl Registration {
+    /// Removes the descriptor from the poller now. Call it before the
+    /// descriptor is closed when the registration may outlive the close
+    /// (a waiter still holds it): once closed, the number can be reused at
+    /// once, and a later `EPOLL_CTL_DEL` by number would remove the *new*
+    /// file's registration, whose waiters would then never wake.
+    /// Idempotent; keeps `errno` (the transparent hooks call it between a
+    /// system call and their return).
+    pub(crate) fn deregister(&self) {
+        if self.deleted.swap(true, Ordering::AcqRel) {
+            return;
+        }
         let Some(p) = POLLER.get() else {
             return;
         };
-        // SAFETY: deleting a registration we added; a closed or invalid fd
-        // only makes the call fail, which is harmless here.
+        // SAFETY: `__errno_location` returns this OS thread's errno slot.
+        let errno = unsafe { libc::__errno_location() };
+        // SAFETY: reading this thread's errno.
+        let saved = unsafe { *errno };
+        // SAFETY: deleting a registration we added, on a descriptor the
+        // caller still holds open; a failure (already closed) is harmless.
         unsafe {
             libc::epoll_ctl(
                 p.epfd,
@@ -416,8 +437,18 @@ impl Drop for Registration {
                 self.state.fd,
                 std::ptr::null_mut(),
             );
+            *errno = saved;
         }
         p.registered.fetch_sub(1, Ordering::Relaxed);
+    }
+}
+
+impl Drop for Registration {
+    fn drop(&mut self) {
+        let Some(p) = POLLER.get() else {
+            return;
+        };
+        self.deregister();
         let mut g = p.graveyard.lock().unpoison();
         g.push(self.state.clone());
         if g.len() >= 1024 {

@@ -135,8 +135,12 @@ pub(super) fn forget(fd: c_int) {
     if let Some(r) = r {
         NREGS.fetch_sub(1, Ordering::Relaxed);
         let saved = sys::errno();
+        // Out of the poller while `fd` is still open: a waiter may hold
+        // `r` past the close, when the number may already be another
+        // file's (see `Registration::deregister`).
+        r.deregister();
         r.state().set_closed();
-        drop(r); // EPOLL_CTL_DEL now, or when the last waiter lets go
+        drop(r);
         sys::set_errno(saved);
     }
 }

@@ -1,0 +1,85 @@
+//! `close` of a descriptor a virtual thread waits on. Its own test binary,
+//! its tests one at a time: they watch descriptor numbers, which any other
+//! test running beside them could take.
+
+use std::sync::{Mutex, MutexGuard, PoisonError};
+
+use weft_transparent_tests::strict_runtime;
+
+fn one_at_a_time() -> MutexGuard<'static, ()> {
+    static LOCK: Mutex<()> = Mutex::new(());
+    LOCK.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+fn socketpair() -> [i32; 2] {
+    let mut sv = [0i32; 2];
+    // SAFETY: socketpair into a 2-int array.
+    let r = unsafe { libc::socketpair(libc::AF_UNIX, libc::SOCK_STREAM, 0, sv.as_mut_ptr()) };
+    assert_eq!(r, 0);
+    sv
+}
+
+/// A virtual thread parked in `read` on `fd`, and the closer's work, on one
+/// carrier: returns the reader's `(result, errno)`.
+fn read_while(fd: i32, closer: impl FnOnce() + Send + 'static) -> (isize, Option<i32>) {
+    let rt = strict_runtime(1);
+    let a = rt.spawn(move || {
+        let mut b = [0u8; 4];
+        // SAFETY: reading into a local buffer.
+        let r = unsafe { libc::read(fd, b.as_mut_ptr().cast(), 4) };
+        (r, std::io::Error::last_os_error().raw_os_error())
+    });
+    let t = a.thread().clone();
+    rt.spawn(move || {
+        assert_eq!(t.blocker(), weft::Blocker::Call { call: "read", fd });
+        closer();
+    })
+    .join()
+    .unwrap();
+    a.join().unwrap()
+}
+
+/// The waiting thread wakes, and its retried read fails with `EBADF`.
+#[test]
+fn close_while_waiting_gives_ebadf() {
+    let _one = one_at_a_time();
+    let sv = socketpair();
+    let fd = sv[0];
+    // SAFETY: closing the descriptor made above (the reader does not).
+    let r = read_while(fd, move || unsafe {
+        libc::close(fd);
+    });
+    assert_eq!(r, (-1, Some(libc::EBADF)));
+    // SAFETY: the other end, still open.
+    unsafe { libc::close(sv[1]) };
+}
+
+/// The number is reused before the waiter runs again (here by an eventfd,
+/// on which a 4-byte read fails with `EINVAL`). The waiter's call returns
+/// its own system call's `errno`: letting go of the closed descriptor's
+/// poller registration on the way out (an `EPOLL_CTL_DEL` by number, now
+/// done at the close) set `errno` to `ENOENT` before.
+#[test]
+fn errno_is_the_calls_own_when_the_number_is_reused() {
+    let _one = one_at_a_time();
+    let sv = socketpair();
+    let fd = sv[0];
+    let (tx, rx) = std::sync::mpsc::channel();
+    let r = read_while(fd, move || {
+        // SAFETY: closing the descriptor made above, then taking the
+        // lowest free number, which is `fd` again.
+        let new = unsafe {
+            libc::close(fd);
+            libc::eventfd(0, 0)
+        };
+        tx.send(new).unwrap();
+    });
+    let new = rx.recv().unwrap();
+    assert_eq!(new, fd, "the eventfd did not reuse the number");
+    assert_eq!(r, (-1, Some(libc::EINVAL)));
+    // SAFETY: closing our own descriptors.
+    unsafe {
+        libc::close(new);
+        libc::close(sv[1]);
+    }
+}
