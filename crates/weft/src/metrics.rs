@@ -52,6 +52,11 @@ pub struct Metrics {
     pub parked_by_reason: Vec<(&'static str, usize)>,
     /// Successful steals (batches).
     pub steals: usize,
+    /// New virtual threads started on another, less loaded carrier than
+    /// the one that took them from a run queue (a started thread stays on
+    /// its carrier, so placement at the first run is where populations are
+    /// balanced).
+    pub placed: usize,
     /// Pending timer entries.
     pub timers_pending: usize,
     /// Sockets registered with the poller.
@@ -87,6 +92,7 @@ pub fn snapshot() -> Metrics {
         m.threads_live += s.threads_live;
         m.threads_started += s.threads_started;
         m.steals += s.steals;
+        m.placed += s.placed;
         m.timers_pending += s.timers_pending;
     }
     m.threads_finished = m.threads_started.saturating_sub(m.threads_live);
@@ -238,6 +244,13 @@ pub fn prometheus() -> String {
         "counter",
         "Successful work steals.",
         m.steals,
+    );
+    series(
+        &mut o,
+        "weft_placed_total",
+        "counter",
+        "New virtual threads placed on a less loaded carrier at their first run.",
+        m.placed,
     );
     series(
         &mut o,

@@ -270,3 +270,50 @@ fn offloaded_blocking_keeps_the_carrier() {
     }
     assert_eq!(rt.active_carriers(), 1, "no spare carrier was needed");
 }
+
+/// Placement: an accept-loop-shaped spawner — it starts one thread, waits
+/// until that thread runs, starts the next — ends up with its 1,000
+/// long-lived threads spread over both carriers. Each new thread is queued
+/// on the spawner's carrier, which runs it as soon as the spawner waits;
+/// started threads cannot move, so before placement one carrier served
+/// nearly all of them for their whole life.
+#[test]
+fn new_threads_are_placed_across_carriers() {
+    const N: usize = 1000;
+    let rt = Runtime::builder()
+        .parallelism(2)
+        .max_pool_size(2)
+        .build()
+        .unwrap();
+    let placed_before = weft::metrics::snapshot().placed;
+    let rt2 = rt.clone();
+    let spawner = rt.spawn(move || {
+        let all_alive = Arc::new(weft::sync::Barrier::new(N + 1));
+        let (started_tx, started_rx) = weft::channel::bounded::<i32>(1);
+        let mut per_tid = std::collections::HashMap::<i32, usize>::new();
+        let mut hs = Vec::with_capacity(N);
+        for _ in 0..N {
+            let (all_alive, started_tx) = (all_alive.clone(), started_tx.clone());
+            hs.push(rt2.spawn(move || {
+                let t = gettid();
+                started_tx.send(t).unwrap();
+                all_alive.wait();
+                assert_eq!(gettid(), t);
+            }));
+            *per_tid.entry(started_rx.recv().unwrap()).or_default() += 1;
+        }
+        all_alive.wait();
+        for h in hs {
+            h.join().unwrap();
+        }
+        per_tid.into_values().collect::<Vec<usize>>()
+    });
+    let per_carrier = join_within("the spawner", LIMIT, spawner).unwrap();
+    assert_eq!(per_carrier.iter().sum::<usize>(), N);
+    assert_eq!(per_carrier.len(), 2, "{per_carrier:?}");
+    assert!(
+        per_carrier.iter().all(|&n| n >= N * 2 / 5),
+        "unbalanced: {per_carrier:?} threads per carrier"
+    );
+    assert!(weft::metrics::snapshot().placed > placed_before);
+}

@@ -38,6 +38,13 @@ pub(super) const HOME_WATCH_ROUNDS: u32 = 16;
 pub(super) const HOME_WATCH_SPINS: u32 = 32;
 /// Stacks a carrier keeps for itself before giving them back to the pool.
 pub(super) const LOCAL_STACK_CACHE: usize = 64;
+/// Placement (see [`Carrier::placement`]): a carrier home to fewer threads
+/// than this starts every new thread itself.
+const PLACE_MIN: usize = 16;
+/// Placement: how many more threads than the other carrier (beyond an
+/// eighth of its own) this one must be home to before it hands a new
+/// thread over.
+const PLACE_SLACK: usize = 4;
 
 /// Per-carrier state, reachable from the carrier's own thread only.
 pub(crate) struct Carrier {
@@ -208,6 +215,47 @@ impl Carrier {
         }
     }
 
+    /// Where a thread about to run for the first time should live.
+    ///
+    /// A started thread never moves (affinity), so the only moment to
+    /// balance the carriers' populations is its first run. Work stealing
+    /// alone does not: a thread that spawns 500 short-lived-then-sleeping
+    /// threads runs them all on its own carrier before an idle one wakes
+    /// and steals (measured: 500 of 500 on one carrier of two), and
+    /// they stay there, so after their sleep one carrier does all the work.
+    ///
+    /// The rule is "the power of two choices" (Mitzenmacher, *The Power of
+    /// Two Choices in Randomized Load Balancing*, 2001): compare this
+    /// carrier's bound population with one other core carrier's, picked at
+    /// random, and hand the thread over if ours is clearly larger — more
+    /// than `theirs + theirs/8 + PLACE_SLACK`, and at least `PLACE_MIN` (so
+    /// fork-join of short threads, whose populations stay small, keeps its
+    /// cache-warm local path). A carrier held by a blocking thread (stalled
+    /// or in a pinned wait) is never chosen. The counts are read relaxed:
+    /// a stale count misplaces one thread, which the next placements
+    /// correct.
+    pub(super) fn placement(&self) -> Option<usize> {
+        let core = self.shared.core;
+        let mine = self.me().homed.load(Ordering::Relaxed);
+        if core < 2 || mine < PLACE_MIN {
+            return None;
+        }
+        let to = if self.index < core {
+            // One of the other core - 1, uniformly.
+            let k = (self.next_rand() % (core as u64 - 1)) as usize;
+            if k >= self.index { k + 1 } else { k }
+        } else {
+            // A spare: any core carrier.
+            (self.next_rand() % core as u64) as usize
+        };
+        let slot = &self.shared.carriers[to];
+        if slot.stalled.is_set() || slot.in_blocking.load(Ordering::Relaxed) {
+            return None;
+        }
+        let theirs = slot.homed.load(Ordering::Relaxed);
+        (theirs + theirs / 8 + PLACE_SLACK < mine).then_some(to)
+    }
+
     pub(super) fn next_rand(&self) -> u64 {
         // xorshift64*
         let mut x = self.rng.get();
@@ -315,12 +363,24 @@ impl Carrier {
             self.alloc_default_stack()
         };
         let first_run = matches!(coro_ref, crate::thread::CoroSlot::Pending(..));
+        let bind =
+            first_run && !self.shared.migrate && task.home.load(Ordering::Relaxed) == NO_HOME;
+        if bind && let Some(to) = self.placement() {
+            // Started there, it will live there: bind it and hand it over
+            // (its inbox and kick, as for any wake-up of a bound thread).
+            let slot = &self.shared.carriers[to];
+            task.home.store(to as u32, Ordering::Relaxed);
+            slot.homed.fetch_add(1, Ordering::Relaxed);
+            self.shared.placed.fetch_add(1, Ordering::Relaxed);
+            slot.push_home(task);
+            return;
+        }
         if let Err(e) = coro_ref.get(first_stack) {
             self.fail_start(&task, coro_ref, e);
             return;
         }
         let me = self.me();
-        if first_run && !self.shared.migrate {
+        if bind {
             // Affinity: from now on this thread runs on this carrier only.
             task.home.store(self.index as u32, Ordering::Relaxed);
             me.homed.fetch_add(1, Ordering::Relaxed);
@@ -410,6 +470,10 @@ impl Carrier {
         );
         eprintln!("{why}");
         set_state(task, State::Terminated);
+        if task.home.load(Ordering::Relaxed) != NO_HOME {
+            // Bound by placement before its first run (on this carrier).
+            self.me().homed.fetch_sub(1, Ordering::Relaxed);
+        }
         crate::thread::registry::unregister(task);
         crate::thread::set_never_ran_reason(why);
         // Dropping the body runs user `Drop`s: never unwind into the carrier.

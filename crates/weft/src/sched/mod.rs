@@ -5,7 +5,7 @@
 //! Each carrier (an OS thread) owns
 //! - a FIFO run queue of threads that have *not started yet*
 //!   (`crossbeam_deque::Worker`), which others may steal half of: this is
-//!   where load is balanced;
+//!   where work is balanced;
 //! - an inbox of runnable threads *bound* to it (a started thread runs on
 //!   the carrier that first ran it, for its whole life): only this carrier
 //!   takes from it; anyone may push, kicking the carrier if it sleeps;
@@ -15,6 +15,15 @@
 //! - a timer heap (`timers.rs`).
 //!
 //! A global injector takes new threads from outside the runtime.
+//!
+//! Since a started thread never moves, populations are balanced once, at a
+//! thread's first run: a carrier about to start a thread while home to
+//! clearly more threads than another core carrier (one picked at random:
+//! the power of two choices) binds it to that carrier and hands it over
+//! instead (`Carrier::placement`). Stealing spreads the *work* of unstarted
+//! threads; placement spreads the *threads*, which matters once they live
+//! long (connections, sleepers): stealing alone left an accept loop's
+//! 1,000 threads all on its own carrier.
 //!
 //! Why affinity: a virtual thread's stack holds values Rust ties to an OS
 //! thread (thread-local references, `ThreadRng`, `Rc`s from thread-locals,
@@ -119,6 +128,9 @@ pub(crate) struct Shared {
     pub(crate) started: AtomicUsize,
     /// Successful steals (batches).
     pub(crate) steals: AtomicUsize,
+    /// New threads handed to another carrier at their first run
+    /// (`Carrier::placement`).
+    pub(crate) placed: AtomicUsize,
     monitor: Monitor,
     /// Carriers that always run (the runtime's parallelism).
     core: usize,
@@ -195,6 +207,7 @@ impl Shared {
             live: AtomicUsize::new(0),
             started: AtomicUsize::new(0),
             steals: AtomicUsize::new(0),
+            placed: AtomicUsize::new(0),
             monitor: Monitor {
                 thread: OnceLock::new(),
                 deep_sleep: AtomicBool::new(false),

@@ -38,6 +38,8 @@ pub(crate) struct SchedStats {
     pub(crate) threads_started: usize,
     /// Successful steals.
     pub(crate) steals: usize,
+    /// New threads handed to a less loaded carrier at their first run.
+    pub(crate) placed: usize,
     /// Entries in the carriers' timer heaps.
     pub(crate) timers_pending: usize,
 }
@@ -69,6 +71,7 @@ impl Shared {
             threads_live: self.live.load(Ordering::Relaxed),
             threads_started: self.started.load(Ordering::Relaxed),
             steals: self.steals.load(Ordering::Relaxed),
+            placed: self.placed.load(Ordering::Relaxed),
             timers_pending: self
                 .carriers
                 .iter()
