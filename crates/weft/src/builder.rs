@@ -20,6 +20,7 @@ use crate::thread::{
 ///
 /// # Examples
 ///
+/// ```
 /// let h = weft::Builder::new()
 ///     .name("worker-1")
 ///     .stack_size(64 * 1024)
@@ -31,6 +32,7 @@ use crate::thread::{
 /// let rt = weft::Runtime::builder().parallelism(1).build().unwrap();
 /// let h = weft::Builder::new().spawn_on(&rt, || 6 * 7).unwrap();
 /// assert_eq!(h.join().unwrap(), 42);
+/// ```
 #[derive(Debug, Default)]
 #[must_use = "a Builder does nothing until `spawn` is called"]
 pub struct Builder {
@@ -177,6 +179,7 @@ impl Builder {
 ///
 /// # Examples
 ///
+/// ```
 /// let h = weft::spawn(|| {
 ///     // Blocks this virtual thread only; its carrier runs others meanwhile.
 ///     weft::sleep(std::time::Duration::from_millis(10)).unwrap();
@@ -184,6 +187,7 @@ impl Builder {
 /// });
 /// assert!(weft::current().id() != h.thread().id());
 /// assert_eq!(h.join().unwrap(), "done");
+/// ```
 pub fn spawn<F, T>(f: F) -> JoinHandle<T>
 where
     F: FnOnce() -> T + Send + 'static,

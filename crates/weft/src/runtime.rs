@@ -275,6 +275,7 @@ impl Runtime {
     ///
     /// # Examples
     ///
+    /// ```
     /// let rt = weft::Runtime::builder()
     ///     .parallelism(2)
     ///     .build()
@@ -282,6 +283,7 @@ impl Runtime {
     /// assert_eq!(rt.parallelism(), 2);
     /// let h = rt.spawn(|| weft::is_virtual());
     /// assert!(h.join().unwrap());
+    /// ```
     pub fn builder() -> RuntimeBuilder {
         RuntimeBuilder::default()
     }

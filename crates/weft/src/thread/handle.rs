@@ -160,6 +160,7 @@ impl Thread {
     ///
     /// # Examples
     ///
+    /// ```
     /// use std::io::ErrorKind;
     /// use std::time::Duration;
     ///
@@ -167,6 +168,7 @@ impl Thread {
     /// sleeper.thread().interrupt();
     /// let err = sleeper.join().unwrap().unwrap_err();
     /// assert_eq!(err.kind(), ErrorKind::Interrupted);
+    /// ```
     pub fn interrupt(&self) {
         self.inner.interrupted.store(true, Ordering::SeqCst);
         self.unpark();

@@ -22,6 +22,7 @@ use crate::sched::{self, Suspend};
 ///
 /// # Examples
 ///
+/// ```
 /// use std::sync::atomic::{AtomicBool, Ordering};
 /// use std::sync::Arc;
 ///
@@ -36,6 +37,7 @@ use crate::sched::{self, Suspend};
 /// ready.store(true, Ordering::Release);
 /// waiter.thread().unpark();
 /// waiter.join().unwrap();
+/// ```
 pub fn park() {
     park_deadline(None)
 }
@@ -195,6 +197,7 @@ pub(crate) fn borrow_parked(t: &Arc<VThread>) -> bool {
 ///
 /// # Examples
 ///
+/// ```
 /// use std::time::{Duration, Instant};
 ///
 /// let h = weft::spawn(|| {
@@ -203,6 +206,7 @@ pub(crate) fn borrow_parked(t: &Arc<VThread>) -> bool {
 ///     start.elapsed()
 /// });
 /// assert!(h.join().unwrap() >= Duration::from_millis(20));
+/// ```
 pub fn sleep(dur: Duration) -> io::Result<()> {
     let Some(deadline) = Instant::now().checked_add(dur) else {
         // Effectively forever.
