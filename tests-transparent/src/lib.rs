@@ -16,14 +16,7 @@ pub fn strict_runtime(carriers: usize) -> weft::Runtime {
 
 /// The process's current OS thread count (`Threads:` in /proc/self/status).
 pub fn os_threads() -> usize {
-    std::fs::read_to_string("/proc/self/status")
-        .ok()
-        .and_then(|s| {
-            s.lines()
-                .find_map(|l| l.strip_prefix("Threads:"))
-                .and_then(|v| v.trim().parse().ok())
-        })
-        .unwrap_or(0)
+    weft_bench_support::child::os_threads("self").unwrap_or(0) as usize
 }
 
 /// What one run of [`scenario`] measured.
@@ -135,47 +128,16 @@ pub fn scenario(rt: &weft::Runtime, n: usize) -> ScenarioResult {
     }
 }
 
-/// Aborts the whole process, after printing Weft's thread dump, if still
-/// alive `limit` after [`Watchdog::new`]: a hang (the symptom of a call
-/// that held its carrier) fails loudly instead of stalling CI. Dropping it
-/// disarms it.
-pub struct Watchdog {
-    done: Option<std::sync::mpsc::Sender<()>>,
-    thread: Option<std::thread::JoinHandle<()>>,
-}
+pub use weft_bench_support::watchdog::Watchdog;
 
-impl Watchdog {
-    /// Arms a watchdog for the test `what`.
-    pub fn new(what: &'static str, limit: Duration) -> Watchdog {
-        use std::io::Write;
-        let (done, rx) = std::sync::mpsc::channel::<()>();
-        let thread = std::thread::Builder::new()
-            .name(format!("watchdog: {what}"))
-            .spawn(move || {
-                if let Err(std::sync::mpsc::RecvTimeoutError::Timeout) = rx.recv_timeout(limit) {
-                    // Straight to fd 2: the harness captures eprintln!.
-                    let _ = writeln!(
-                        std::io::stderr(),
-                        "\nWATCHDOG: `{what}` not finished after {limit:?}: a blocking call \
-                         held its carrier (deadlock); Weft's threads:\n{}",
-                        weft::dump()
-                    );
-                    std::process::abort();
-                }
-            })
-            .expect("spawn watchdog");
-        Watchdog {
-            done: Some(done),
-            thread: Some(thread),
-        }
-    }
-}
-
-impl Drop for Watchdog {
-    fn drop(&mut self) {
-        drop(self.done.take());
-        if let Some(t) = self.thread.take() {
-            let _ = t.join();
-        }
-    }
+/// A [`Watchdog`] that aborts the process, with Weft's thread dump, if
+/// the test `what` is still running after `limit`: a hang (the symptom of
+/// a call that held its carrier) fails loudly instead of stalling CI.
+pub fn watchdog(what: &'static str, limit: Duration) -> Watchdog {
+    Watchdog::new(what, limit, || {
+        format!(
+            "a blocking call held its carrier (deadlock); Weft's threads:\n{}",
+            weft::dump()
+        )
+    })
 }

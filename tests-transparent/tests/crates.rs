@@ -12,15 +12,42 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use weft::sync::Barrier;
-use weft_transparent_tests::{Watchdog, strict_runtime};
+use weft_transparent_tests::{strict_runtime, watchdog};
 
 const LIMIT: Duration = Duration::from_secs(120);
+
+/// A std `TcpListener` on loopback whose server, a virtual thread of `rt`,
+/// accepts `n` connections and runs `conn` on each in a virtual thread of
+/// its own, with a barrier of `n` that no handler can pass until all `n`
+/// are in flight. Returns the address and the server (joined: all done).
+fn serve_n(
+    rt: &weft::Runtime,
+    n: usize,
+    conn: impl Fn(TcpStream, &Barrier) + Clone + Send + 'static,
+) -> (std::net::SocketAddr, weft::JoinHandle<()>) {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap();
+    let barrier = Arc::new(Barrier::new(n));
+    let server = rt.spawn(move || {
+        let conns: Vec<_> = (0..n)
+            .map(|_| {
+                let (tcp, _) = listener.accept().unwrap();
+                let (barrier, conn) = (barrier.clone(), conn.clone());
+                weft::spawn(move || conn(tcp, &barrier))
+            })
+            .collect();
+        for c in conns {
+            c.join().unwrap();
+        }
+    });
+    (addr, server)
+}
 
 /// ureq (std `TcpStream` inside) → a weft-http server in the same process,
 /// on the same two carriers.
 #[test]
 fn ureq_clients_reach_a_weft_http_server_on_two_carriers() {
-    let _dog = Watchdog::new(
+    let _dog = watchdog(
         "ureq_clients_reach_a_weft_http_server_on_two_carriers",
         LIMIT,
     );
@@ -62,30 +89,16 @@ fn ureq_clients_reach_a_weft_http_server_on_two_carriers() {
 #[test]
 fn tungstenite_server_and_clients_on_two_carriers() {
     use tungstenite::Message;
-    let _dog = Watchdog::new("tungstenite_server_and_clients_on_two_carriers", LIMIT);
+    let _dog = watchdog("tungstenite_server_and_clients_on_two_carriers", LIMIT);
     const N: usize = 100;
     let rt = strict_runtime(2);
-    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-    let addr = listener.local_addr().unwrap();
-    let barrier = Arc::new(Barrier::new(N));
-    let server = rt.spawn(move || {
-        let conns: Vec<_> = (0..N)
-            .map(|_| {
-                let (tcp, _) = listener.accept().unwrap();
-                let barrier = barrier.clone();
-                weft::spawn(move || {
-                    let mut ws = tungstenite::accept(tcp).unwrap();
-                    let msg = ws.read().unwrap();
-                    barrier.wait();
-                    ws.send(msg).unwrap();
-                    // Until the client closes (its close frame, then EOF).
-                    while ws.read().is_ok() {}
-                })
-            })
-            .collect();
-        for c in conns {
-            c.join().unwrap();
-        }
+    let (addr, server) = serve_n(&rt, N, |tcp, barrier| {
+        let mut ws = tungstenite::accept(tcp).unwrap();
+        let msg = ws.read().unwrap();
+        barrier.wait();
+        ws.send(msg).unwrap();
+        // Until the client closes (its close frame, then EOF).
+        while ws.read().is_ok() {}
     });
     let clients: Vec<_> = (0..N)
         .map(|i| {
@@ -112,7 +125,7 @@ fn tungstenite_server_and_clients_on_two_carriers() {
 fn rustls_handshakes_on_two_carriers() {
     use rustls::{ClientConnection, ServerConnection, StreamOwned};
     use rustls_pki_types::{PrivateKeyDer, PrivatePkcs8KeyDer, ServerName};
-    let _dog = Watchdog::new("rustls_handshakes_on_two_carriers", LIMIT);
+    let _dog = watchdog("rustls_handshakes_on_two_carriers", LIMIT);
     const N: usize = 64;
     let cert = rcgen::generate_simple_self_signed(vec!["localhost".to_string()]).unwrap();
     let cert_der = cert.cert.der().clone();
@@ -132,28 +145,14 @@ fn rustls_handshakes_on_two_carriers() {
     );
 
     let rt = strict_runtime(2);
-    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-    let addr = listener.local_addr().unwrap();
-    let barrier = Arc::new(Barrier::new(N));
-    let server = rt.spawn(move || {
-        let conns: Vec<_> = (0..N)
-            .map(|_| {
-                let (tcp, _) = listener.accept().unwrap();
-                let (barrier, config) = (barrier.clone(), server_config.clone());
-                weft::spawn(move || {
-                    let mut tls = StreamOwned::new(ServerConnection::new(config).unwrap(), tcp);
-                    let mut msg = [0u8; 4];
-                    tls.read_exact(&mut msg).unwrap();
-                    barrier.wait();
-                    tls.write_all(&msg).unwrap();
-                    tls.conn.send_close_notify();
-                    tls.flush().unwrap();
-                })
-            })
-            .collect();
-        for c in conns {
-            c.join().unwrap();
-        }
+    let (addr, server) = serve_n(&rt, N, move |tcp, barrier| {
+        let mut tls = StreamOwned::new(ServerConnection::new(server_config.clone()).unwrap(), tcp);
+        let mut msg = [0u8; 4];
+        tls.read_exact(&mut msg).unwrap();
+        barrier.wait();
+        tls.write_all(&msg).unwrap();
+        tls.conn.send_close_notify();
+        tls.flush().unwrap();
     });
     let clients: Vec<_> = (0..N as u32)
         .map(|i| {

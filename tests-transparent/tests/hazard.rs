@@ -14,11 +14,11 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use weft::events::EventKind;
-use weft_transparent_tests::Watchdog;
+use weft_transparent_tests::watchdog;
 
 #[test]
 fn a_std_mutex_held_across_a_hooked_read_is_reported() {
-    let _dog = Watchdog::new(
+    let _dog = watchdog(
         "a_std_mutex_held_across_a_hooked_read_is_reported",
         Duration::from_secs(60),
     );

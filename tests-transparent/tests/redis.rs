@@ -8,7 +8,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use weft_bench_support::redis_server::{HOW_TO, RedisServer};
-use weft_transparent_tests::{Watchdog, raise_fd_limit, strict_runtime};
+use weft_transparent_tests::{raise_fd_limit, strict_runtime, watchdog};
 
 const LIMIT: Duration = Duration::from_secs(120);
 
@@ -49,7 +49,7 @@ fn await_blocked(con: &mut redis::Connection, n: usize) {
 /// second round of `BLPOP … 0.2` on an empty list times out for all.
 #[test]
 fn two_thousand_blpops_park_at_once_on_two_carriers() {
-    let _dog = Watchdog::new("two_thousand_blpops_park_at_once_on_two_carriers", LIMIT);
+    let _dog = watchdog("two_thousand_blpops_park_at_once_on_two_carriers", LIMIT);
     let Some(redis) = server("two_thousand_blpops") else {
         return;
     };
@@ -115,7 +115,7 @@ fn two_thousand_blpops_park_at_once_on_two_carriers() {
 /// would never run.
 #[test]
 fn lpush_wakes_blpop_on_the_same_carrier() {
-    let _dog = Watchdog::new("lpush_wakes_blpop_on_the_same_carrier", LIMIT);
+    let _dog = watchdog("lpush_wakes_blpop_on_the_same_carrier", LIMIT);
     let Some(redis) = server("lpush_wakes_blpop") else {
         return;
     };

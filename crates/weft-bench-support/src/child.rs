@@ -222,10 +222,25 @@ impl Worker {
 /// assert!(kib > 0);
 /// ```
 pub fn vm_hwm_kib(pid: &str) -> Option<u64> {
+    status_field(pid, "VmHWM:")
+}
+
+/// The process's OS thread count (`Threads:` in `/proc/<pid>/status`);
+/// `pid` may be `"self"`.
+///
+/// ```
+/// assert!(weft_bench_support::child::os_threads("self").unwrap() >= 1);
+/// ```
+pub fn os_threads(pid: &str) -> Option<u64> {
+    status_field(pid, "Threads:")
+}
+
+/// The first number after `key` in `/proc/<pid>/status`.
+fn status_field(pid: &str, key: &str) -> Option<u64> {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
     status
         .lines()
-        .find_map(|l| l.strip_prefix("VmHWM:"))?
+        .find_map(|l| l.strip_prefix(key))?
         .split_whitespace()
         .next()?
         .parse()

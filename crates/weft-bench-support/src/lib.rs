@@ -12,6 +12,7 @@
 //! - [`format`](mod@format): numbers as people read them (`1,234`, `12.3 k`, `1.21 GiB`).
 //! - [`transparent`]: building a program of `tests-transparent/` (the
 //!   `transparent` feature) for a harness to run as a child.
+//! - [`watchdog`]: aborting a hung test or harness with a report.
 //! - [`redis_server`]: a Redis server to talk to — `WEFT_REDIS_URL`, or a
 //!   throwaway `redis-server` child.
 //!
@@ -41,3 +42,4 @@ pub mod stats;
 pub mod svg;
 pub mod table;
 pub mod transparent;
+pub mod watchdog;

@@ -51,11 +51,6 @@ impl RedisServer {
     pub fn url(&self) -> &str {
         &self.url
     }
-
-    /// Whether this value started the server (false with `WEFT_REDIS_URL`).
-    pub fn is_throwaway(&self) -> bool {
-        self.child.is_some()
-    }
 }
 
 impl Drop for RedisServer {

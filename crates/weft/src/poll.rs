@@ -407,9 +407,7 @@ impl Registration {
             }
         }
     }
-}
 
-impl Registration {
     /// Removes the descriptor from the poller now. Call it before the
     /// descriptor is closed when the registration may outlive the close
     /// (a waiter still holds it): once closed, the number can be reused at
@@ -424,13 +422,13 @@ impl Registration {
         let Some(p) = POLLER.get() else {
             return;
         };
-        // SAFETY: `__errno_location` returns this OS thread's errno slot.
-        let errno = unsafe { libc::__errno_location() };
-        // SAFETY: reading this thread's errno.
-        let saved = unsafe { *errno };
         // SAFETY: deleting a registration we added, on a descriptor the
-        // caller still holds open; a failure (already closed) is harmless.
+        // caller still holds open (a failure, already closed, is harmless);
+        // `__errno_location` is this OS thread's errno slot, saved around
+        // the call.
         unsafe {
+            let errno = libc::__errno_location();
+            let saved = *errno;
             libc::epoll_ctl(
                 p.epfd,
                 libc::EPOLL_CTL_DEL,

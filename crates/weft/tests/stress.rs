@@ -8,54 +8,20 @@
 //! The tests take turns (a global lock) so that their timings and memory
 //! peaks do not add up on a small CI machine.
 
-use std::io::{ErrorKind, Write};
+use std::io::ErrorKind;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock, PoisonError, mpsc};
 use std::time::{Duration, Instant};
 
 use weft::{Builder, Runtime, State, Thread};
+use weft_bench_support::watchdog::Watchdog;
 
 const WATCHDOG: Duration = Duration::from_secs(120);
 
-/// Aborts the whole process if still alive after `limit`: a hang must fail
-/// loudly instead of stalling CI.
-struct Watchdog {
-    done: Option<mpsc::Sender<()>>,
-    thread: Option<std::thread::JoinHandle<()>>,
-}
-
-impl Watchdog {
-    fn new(what: &'static str) -> Watchdog {
-        let (done, rx) = mpsc::channel::<()>();
-        let thread = std::thread::Builder::new()
-            .name(format!("watchdog: {what}"))
-            .spawn(move || {
-                if let Err(mpsc::RecvTimeoutError::Timeout) = rx.recv_timeout(WATCHDOG) {
-                    // Straight to fd 2: eprintln! would be captured by the
-                    // test harness and lost in the abort.
-                    let _ = writeln!(
-                        std::io::stderr(),
-                        "\nWATCHDOG: test `{what}` not finished after {WATCHDOG:?} — \
-                         lost wake-up or deadlock in weft; aborting the process"
-                    );
-                    std::process::abort();
-                }
-            })
-            .expect("spawn watchdog");
-        Watchdog {
-            done: Some(done),
-            thread: Some(thread),
-        }
-    }
-}
-
-impl Drop for Watchdog {
-    fn drop(&mut self) {
-        drop(self.done.take());
-        if let Some(t) = self.thread.take() {
-            let _ = t.join();
-        }
-    }
+/// Aborts the whole process if `what` is still running after
+/// [`WATCHDOG`]: a hang must fail loudly instead of stalling CI.
+fn watchdog(what: &'static str) -> Watchdog {
+    Watchdog::new(what, WATCHDOG, || "lost wake-up or deadlock in weft".into())
 }
 
 /// Serialises the heavy tests of this file.
@@ -95,7 +61,7 @@ fn hundred_thousand_sleepers_all_complete() {
     const N: usize = 100_000;
     let d = Duration::from_secs(1);
     let _turn = heavy();
-    let _dog = Watchdog::new("hundred_thousand_sleepers_all_complete");
+    let _dog = watchdog("hundred_thousand_sleepers_all_complete");
     let done = Arc::new(AtomicUsize::new(0));
     let early = Arc::new(AtomicUsize::new(0));
     let failed = Arc::new(AtomicUsize::new(0));
@@ -134,7 +100,7 @@ fn hundred_thousand_sleepers_all_complete() {
 fn two_hundred_thousand_parked_threads_in_few_mappings() {
     const N: usize = 200_000;
     let _turn = heavy();
-    let _dog = Watchdog::new("two_hundred_thousand_parked_threads_in_few_mappings");
+    let _dog = watchdog("two_hundred_thousand_parked_threads_in_few_mappings");
     let go = Arc::new(AtomicBool::new(false));
     let arrived = Arc::new(AtomicUsize::new(0));
     let finished = Arc::new(AtomicUsize::new(0));
@@ -351,7 +317,7 @@ fn ping_pong(
 #[test]
 fn ping_pong_two_million_handoffs_on_two_carriers() {
     let _turn = heavy();
-    let _dog = Watchdog::new("ping_pong_two_million_handoffs_on_two_carriers");
+    let _dog = watchdog("ping_pong_two_million_handoffs_on_two_carriers");
     let rt = Runtime::builder().parallelism(2).build().expect("runtime");
     let pairs = 8;
     let per_pair = 2_000_000 / pairs as u64;
@@ -370,7 +336,7 @@ fn ping_pong_two_million_handoffs_on_two_carriers() {
 #[test]
 fn ping_pong_cross_carrier_handoffs() {
     let _turn = heavy();
-    let _dog = Watchdog::new("ping_pong_cross_carrier_handoffs");
+    let _dog = watchdog("ping_pong_cross_carrier_handoffs");
     let rt1 = Runtime::builder()
         .parallelism(1)
         .build()
@@ -393,7 +359,7 @@ fn ping_pong_cross_carrier_handoffs() {
 #[test]
 fn ping_pong_with_racing_timeouts() {
     let _turn = heavy();
-    let _dog = Watchdog::new("ping_pong_with_racing_timeouts");
+    let _dog = watchdog("ping_pong_with_racing_timeouts");
     let rt = Runtime::builder().parallelism(2).build().expect("runtime");
     let rt2 = Runtime::builder().parallelism(1).build().expect("runtime");
     let took = ping_pong(
@@ -409,7 +375,7 @@ fn ping_pong_with_racing_timeouts() {
 #[test]
 fn ping_pong_between_os_and_virtual_threads() {
     let _turn = heavy();
-    let _dog = Watchdog::new("ping_pong_between_os_and_virtual_threads");
+    let _dog = watchdog("ping_pong_between_os_and_virtual_threads");
     let rt = Runtime::builder().parallelism(2).build().expect("runtime");
     // OS thread <-> virtual thread, both directions of every wake-up.
     let a = ping_pong(
@@ -439,7 +405,7 @@ fn ping_pong_between_os_and_virtual_threads() {
 fn many_mixed_wakers_one_parker() {
     const PER_PRODUCER: u64 = 20_000;
     let _turn = heavy();
-    let _dog = Watchdog::new("many_mixed_wakers_one_parker");
+    let _dog = watchdog("many_mixed_wakers_one_parker");
     let rt = Runtime::builder().parallelism(2).build().expect("runtime");
     let producers = 6;
     // mailbox: 0 = empty, else the value; taken: count of consumed values.
@@ -567,7 +533,7 @@ fn unpark_storm(target_rt: Option<&Runtime>, waker_rt: Option<&Runtime>, rounds:
 #[test]
 fn unpark_storm_never_loses_a_wakeup() {
     let _turn = heavy();
-    let _dog = Watchdog::new("unpark_storm_never_loses_a_wakeup");
+    let _dog = watchdog("unpark_storm_never_loses_a_wakeup");
     // Each runtime has one carrier, so a spinning waker never starves the
     // target of its carrier.
     let rt1 = Runtime::builder()
@@ -641,7 +607,7 @@ fn interrupt_storm(sleeper: Kind, interrupter: Kind, rounds: u64) {
 #[test]
 fn interrupt_storm_never_loses_an_interrupt() {
     let _turn = heavy();
-    let _dog = Watchdog::new("interrupt_storm_never_loses_an_interrupt");
+    let _dog = watchdog("interrupt_storm_never_loses_an_interrupt");
     let t0 = Instant::now();
     interrupt_storm(Kind::Virtual, Kind::Virtual, 20_000);
     interrupt_storm(Kind::Virtual, Kind::Os, 20_000);
@@ -655,7 +621,7 @@ fn timer_storm_sleeps_are_never_short() {
     const THREADS: usize = 10_000;
     const ROUNDS: u64 = 10;
     let _turn = heavy();
-    let _dog = Watchdog::new("timer_storm_sleeps_are_never_short");
+    let _dog = watchdog("timer_storm_sleeps_are_never_short");
     let early = Arc::new(AtomicUsize::new(0));
     let t0 = Instant::now();
     let handles: Vec<_> = (0..THREADS)

@@ -42,20 +42,12 @@ fn workspace_dir() -> std::path::PathBuf {
 }
 
 /// The peak of `Threads:` in `/proc/<pid>/status` while `running` holds.
-fn sample_threads(pid: u32, running: Arc<AtomicBool>) -> std::thread::JoinHandle<usize> {
+fn sample_threads(pid: u32, running: Arc<AtomicBool>) -> std::thread::JoinHandle<u64> {
     std::thread::spawn(move || {
-        let path = format!("/proc/{pid}/status");
+        let pid = pid.to_string();
         let mut peak = 0;
         while running.load(Ordering::Relaxed) {
-            let n = std::fs::read_to_string(&path)
-                .ok()
-                .and_then(|s| {
-                    s.lines()
-                        .find_map(|l| l.strip_prefix("Threads:"))
-                        .and_then(|v| v.trim().parse().ok())
-                })
-                .unwrap_or(0);
-            peak = peak.max(n);
+            peak = peak.max(weft_bench_support::child::os_threads(&pid).unwrap_or(0));
             std::thread::sleep(Duration::from_millis(20));
         }
         peak
