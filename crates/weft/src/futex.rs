@@ -10,13 +10,11 @@ use std::time::Duration;
 /// Sleeps while `word` holds `expected`, at most `timeout`. May return
 /// spuriously.
 pub(crate) fn futex_wait(word: &AtomicU32, expected: u32, timeout: Option<Duration>) {
-    let ts = timeout.map(|d| libc::timespec {
-        tv_sec: d.as_secs().min(i64::MAX as u64) as libc::time_t,
-        tv_nsec: d.subsec_nanos() as libc::c_long,
-    });
-    let tsp = ts
-        .as_ref()
-        .map_or(std::ptr::null(), |t| t as *const libc::timespec);
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    let tsp = crate::clock::timespec_ptr(timeout, &mut ts);
     // SAFETY: FUTEX_WAIT on a live, aligned u32 (an AtomicU32 we borrow for
     // the call); the kernel only reads it and the optional timeout.
     unsafe {

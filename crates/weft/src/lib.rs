@@ -103,6 +103,7 @@
 //! | `WEFT_STACK_SIZE` | reserved stack per virtual thread, bytes or with a `k`/`m`/`g` suffix | 256 KiB |
 //! | `WEFT_STALL_THRESHOLD` | how long one virtual thread may hold a carrier before the monitor reports a stall (`20ms`, `500us`, `1s`) | 20 ms |
 //! | `WEFT_MAX_BLOCKING_THREADS` | OS threads that run [`blocking`] closures | 512 |
+//! | `WEFT_NETPOLL` | who fetches socket readiness: `carriers` (carriers poll; the `weft-poller` thread only while no runtime runs) or `thread` (the poller thread always) | `carriers` |
 //! | `WEFT_TRACE_PINNED` | `short` or `full`: print pinned and stall events with stacks to stderr | off |
 //! | `WEFT_DUMP_ON_SIGQUIT` | `0` disables the thread dump on `SIGQUIT` | on |
 //! | `WEFT_DUMP_PATH` | write the `SIGQUIT` dump as JSON to this file instead of stderr | — |
@@ -184,6 +185,8 @@ mod builder;
 pub mod channel;
 mod clock;
 pub mod context;
+#[doc(hidden)]
+pub mod doorbell;
 mod dump;
 pub mod events;
 mod executor;
@@ -195,6 +198,7 @@ mod io_compat;
 pub mod local;
 pub mod metrics;
 pub mod net;
+mod netpoll;
 mod offload;
 mod overflow;
 mod panic;

@@ -124,7 +124,7 @@ pub fn snapshot() -> Metrics {
     });
     m.parked_by_reason = reasons.to_vec();
     m.sockets_registered =
-        crate::poll::poller_if_started().map_or(0, |p| p.registered.load(Ordering::Relaxed));
+        crate::netpoll::get().map_or(0, |s| s.registered.load(Ordering::Relaxed));
     m.stacks_live = crate::runtime::live_stacks();
     (m.blocking_threads, m.blocking_queued) = crate::offload::stats();
     m.events = events::counters();

@@ -3,19 +3,14 @@
 //!
 //! # Shape
 //!
-//! One `epoll` instance per process. Every socket is registered once, at
-//! creation, edge-triggered for both directions (`EPOLLIN | EPOLLOUT |
-//! EPOLLRDHUP | EPOLLET`). A dedicated thread, `weft-poller`, blocks in
-//! `epoll_wait` and, for each event, sets readiness bits on the socket's
-//! [`IoState`] and unparks the threads waiting on that direction. Woken
-//! virtual threads are scheduled like any other unpark (to the injector,
-//! waking a carrier only if none is searching).
-//!
-//! Why a dedicated thread rather than Go's "idle carriers poll" shape: it
-//! serves OS threads (the platform mode of `weft-http` blocks OS threads in
-//! socket reads) exactly like virtual ones, keeps the carriers' idle path
-//! a plain futex sleep, and measured on this 2-core machine (README, "TCP
-//! echo") it is not the bottleneck. See the I/O notes in the README.
+//! One `epoll` set per process (the *inner set* of [`crate::netpoll`],
+//! which also decides who fetches its events). Every socket is registered
+//! once, at creation, edge-triggered for both directions (`EPOLLIN |
+//! EPOLLOUT | EPOLLRDHUP | EPOLLET`). Whoever polls hands the events to
+//! [`handle`], which sets readiness bits on each socket's [`IoState`] and
+//! unparks the threads waiting on that direction: from a carrier, its own
+//! threads go to its queue without a wake-up; others go to their carrier's
+//! inbox (a kick if it sleeps); OS threads are unparked.
 //!
 //! # Readiness protocol (no lost wake-ups)
 //!
@@ -35,9 +30,10 @@
 //! # Freeing
 //!
 //! epoll hands back the raw `IoState` pointer. A deregistered state is not
-//! freed at once: it goes to a graveyard that the poller empties before its
-//! next `epoll_wait`, i.e. after it has finished with every event batch
-//! that could still name it.
+//! freed at once: it goes to a graveyard, emptied only when no poll is in
+//! progress ([`Source::quiescent`]), so no batch being handled can still
+//! name it. Whoever closes the socket that fills the graveyard to
+//! `GRAVEYARD_FREE_AT` tries; so does the poller thread before each wait.
 
 use crate::unpoison::Unpoison;
 use std::io;
@@ -47,6 +43,7 @@ use std::sync::{Arc, Mutex, OnceLock};
 use std::task::{Context, Poll, Waker};
 use std::time::Instant;
 
+use crate::netpoll::{self, Source};
 use crate::thread::{Thread, current, park_deadline, take_interrupt};
 
 /// Which direction an operation waits for.
@@ -246,11 +243,11 @@ impl Registration {
         // SAFETY: epoll_ctl with a valid epoll fd and event struct; the data
         // pointer stays valid until the state leaves the graveyard (module
         // docs), which happens only after EPOLL_CTL_DEL.
-        let r = unsafe { libc::epoll_ctl(p.epfd, libc::EPOLL_CTL_ADD, fd, &mut ev) };
+        let r = unsafe { libc::epoll_ctl(p.source.inner_fd(), libc::EPOLL_CTL_ADD, fd, &mut ev) };
         if r < 0 {
             return Err(io::Error::last_os_error());
         }
-        p.registered.fetch_add(1, Ordering::Relaxed);
+        p.source.registered.fetch_add(1, Ordering::Relaxed);
         Ok(Registration {
             state,
             deleted: AtomicBool::new(false),
@@ -430,14 +427,14 @@ impl Registration {
             let errno = libc::__errno_location();
             let saved = *errno;
             libc::epoll_ctl(
-                p.epfd,
+                p.source.inner_fd(),
                 libc::EPOLL_CTL_DEL,
                 self.state.fd,
                 std::ptr::null_mut(),
             );
             *errno = saved;
         }
-        p.registered.fetch_sub(1, Ordering::Relaxed);
+        p.source.registered.fetch_sub(1, Ordering::Relaxed);
     }
 }
 
@@ -449,26 +446,24 @@ impl Drop for Registration {
         self.deregister();
         let mut g = p.graveyard.lock().unpoison();
         g.push(self.state.clone());
-        if g.len() >= 1024 {
+        if g.len() >= GRAVEYARD_FREE_AT {
             drop(g);
-            p.wake();
+            p.free_graveyard();
         }
     }
 }
 
-/// The process-wide poller.
+/// The process-wide poller: the readiness source (`netpoll`), the states
+/// waiting to be freed, and the `weft-poller` thread.
 pub(crate) struct Poller {
-    epfd: RawFd,
-    /// eventfd used to wake the poller thread.
-    wake_fd: RawFd,
+    source: &'static Source,
     graveyard: Mutex<Vec<Arc<IoState>>>,
-    /// Descriptors currently registered (metrics).
-    pub(crate) registered: AtomicUsize,
-    /// Events handled (metrics).
-    pub(crate) events: AtomicUsize,
 }
 
 static POLLER: OnceLock<Poller> = OnceLock::new();
+
+/// Dead states kept before a closing socket tries to free them.
+const GRAVEYARD_FREE_AT: usize = 256;
 
 /// The poller, started on first use. A failed start is not remembered: the
 /// next call tries again (a transient `EMFILE` must not disable sockets for
@@ -482,129 +477,80 @@ pub(crate) fn poller() -> io::Result<&'static Poller> {
     if let Some(p) = POLLER.get() {
         return Ok(p);
     }
-    let p = start()
-        .map_err(|e| io::Error::new(e.kind(), format!("weft: cannot start the I/O poller: {e}")))?;
-    Ok(POLLER.get_or_init(|| p))
-}
-
-/// The poller if it has been started (for metrics).
-pub(crate) fn poller_if_started() -> Option<&'static Poller> {
-    POLLER.get()
-}
-
-fn start() -> io::Result<Poller> {
-    use std::os::fd::{AsRawFd, FromRawFd, IntoRawFd, OwnedFd};
-    // SAFETY: plain syscalls creating new descriptors.
-    let epfd = unsafe { libc::epoll_create1(libc::EPOLL_CLOEXEC) };
-    if epfd < 0 {
-        return Err(io::Error::last_os_error());
-    }
-    // SAFETY: `epfd` is a new descriptor that nothing else owns; closed on
-    // every early return below.
-    let epfd = unsafe { OwnedFd::from_raw_fd(epfd) };
-    // SAFETY: as above.
-    let wake_fd = unsafe { libc::eventfd(0, libc::EFD_CLOEXEC | libc::EFD_NONBLOCK) };
-    if wake_fd < 0 {
-        return Err(io::Error::last_os_error());
-    }
-    // SAFETY: as for `epfd`.
-    let wake_fd = unsafe { OwnedFd::from_raw_fd(wake_fd) };
-    let mut ev = libc::epoll_event {
-        events: (libc::EPOLLIN | libc::EPOLLET) as u32,
-        u64: 0,
-    };
-    // SAFETY: registering our eventfd with token 0 (never a state pointer).
-    if unsafe {
-        libc::epoll_ctl(
-            epfd.as_raw_fd(),
-            libc::EPOLL_CTL_ADD,
-            wake_fd.as_raw_fd(),
-            &mut ev,
-        )
-    } < 0
-    {
-        return Err(io::Error::last_os_error());
-    }
-    let (e, w) = (epfd.as_raw_fd(), wake_fd.as_raw_fd());
+    let source = netpoll::source()?;
+    source.set_handler(handle);
     std::thread::Builder::new()
         .name("weft-poller".into())
-        .spawn(move || run(e, w))?;
-    // From here the poller thread uses them for the life of the process.
-    Ok(Poller {
-        epfd: epfd.into_raw_fd(),
-        wake_fd: wake_fd.into_raw_fd(),
+        .spawn(move || run(source))
+        .map_err(|e| io::Error::new(e.kind(), format!("weft: cannot start the I/O poller: {e}")))?;
+    Ok(POLLER.get_or_init(|| Poller {
+        source,
         graveyard: Mutex::new(Vec::new()),
-        registered: AtomicUsize::new(0),
-        events: AtomicUsize::new(0),
-    })
+    }))
 }
 
 impl Poller {
-    fn wake(&self) {
-        let one: u64 = 1;
-        // SAFETY: writing 8 bytes to our eventfd.
-        unsafe {
-            libc::write(self.wake_fd, (&one as *const u64).cast(), 8);
+    /// Frees the dead states if no poll is in progress (see
+    /// [`Source::quiescent`]): every state in the graveyard was
+    /// deregistered before it was put there.
+    fn free_graveyard(&self) {
+        let mut g = self.graveyard.lock().unpoison();
+        if g.is_empty() || !self.source.quiescent() {
+            return;
+        }
+        let dead = std::mem::take(&mut *g);
+        drop(g);
+        drop(dead);
+    }
+}
+
+/// Body of the `weft-poller` thread: the waiter while no carrier polls
+/// (`netpoll`, "Who polls").
+fn run(source: &'static Source) {
+    let p = loop {
+        if let Some(p) = POLLER.get() {
+            break p;
+        }
+        std::thread::yield_now();
+    };
+    loop {
+        p.free_graveyard();
+        if !netpoll::no_carrier_polls() {
+            netpoll::wait_until_no_carrier_polls();
+            continue;
+        }
+        match source.try_role() {
+            Some(role) => {
+                role.block(None, netpoll::no_carrier_polls);
+            }
+            // A carrier that is leaving still holds it, for a moment.
+            None => std::thread::sleep(std::time::Duration::from_millis(1)),
         }
     }
 }
 
-fn run(epfd: RawFd, wake_fd: RawFd) {
-    const MAX_EVENTS: usize = 1024;
-    let mut events: Vec<libc::epoll_event> = Vec::with_capacity(MAX_EVENTS);
-    loop {
-        // Everything deregistered before this point can no longer appear
-        // in a batch we have yet to fetch: free it.
-        if let Some(p) = poller_if_started() {
-            let dead = std::mem::take(&mut *p.graveyard.lock().unpoison());
-            drop(dead);
+/// The handler of every poll: records each event on its socket's state and
+/// wakes the waiters.
+fn handle(events: &[libc::epoll_event]) {
+    for ev in events {
+        let e = ev.events as i32;
+        let mut bits = 0;
+        if e & (libc::EPOLLIN | libc::EPOLLPRI) != 0 {
+            bits |= READABLE;
         }
-        // SAFETY: the buffer has room for MAX_EVENTS entries; the kernel
-        // initialises the first `n` of them.
-        let n = unsafe { libc::epoll_wait(epfd, events.as_mut_ptr(), MAX_EVENTS as i32, -1) };
-        if n < 0 {
-            let e = io::Error::last_os_error();
-            if e.kind() == io::ErrorKind::Interrupted {
-                continue;
-            }
-            eprintln!("weft-poller: epoll_wait failed: {e}");
-            return;
+        if e & libc::EPOLLOUT != 0 {
+            bits |= WRITABLE;
         }
-        // SAFETY: see above.
-        unsafe { events.set_len(n as usize) };
-        if let Some(p) = poller_if_started() {
-            p.events.fetch_add(n as usize, Ordering::Relaxed);
+        if e & libc::EPOLLRDHUP != 0 {
+            bits |= READ_CLOSED;
         }
-        for ev in events.iter() {
-            let token = ev.u64;
-            if token == 0 {
-                let mut buf = 0u64;
-                // SAFETY: draining our eventfd into an 8-byte buffer.
-                unsafe {
-                    libc::read(wake_fd, (&mut buf as *mut u64).cast(), 8);
-                }
-                continue;
-            }
-            let e = ev.events as i32;
-            let mut bits = 0;
-            if e & (libc::EPOLLIN | libc::EPOLLPRI) != 0 {
-                bits |= READABLE;
-            }
-            if e & libc::EPOLLOUT != 0 {
-                bits |= WRITABLE;
-            }
-            if e & libc::EPOLLRDHUP != 0 {
-                bits |= READ_CLOSED;
-            }
-            if e & (libc::EPOLLHUP | libc::EPOLLERR) != 0 {
-                bits |= READ_CLOSED | WRITE_CLOSED;
-            }
-            // SAFETY: the token is `Arc::as_ptr` of a registered state,
-            // kept alive by its Registration or by the graveyard until the
-            // next loop iteration (module docs).
-            let st = unsafe { &*(token as *const IoState) };
-            st.set_ready(bits);
+        if e & (libc::EPOLLHUP | libc::EPOLLERR) != 0 {
+            bits |= READ_CLOSED | WRITE_CLOSED;
         }
-        events.clear();
+        // SAFETY: the token is `Arc::as_ptr` of a registered state, kept
+        // alive by its Registration or by the graveyard until no poll that
+        // began before its deregistration is in progress (module docs).
+        let st = unsafe { &*(ev.u64 as *const IoState) };
+        st.set_ready(bits);
     }
 }

@@ -139,7 +139,7 @@ pub use unix::{UnixDatagram, UnixIncoming, UnixListener, UnixStream};
 /// metrics.
 #[doc(hidden)]
 pub fn registered_sockets() -> usize {
-    crate::poll::poller_if_started().map_or(0, |p| p.registered.load(Ordering::Relaxed))
+    crate::netpoll::get().map_or(0, |s| s.registered.load(Ordering::Relaxed))
 }
 
 /// A timeout kept in the handle: nanoseconds, 0 meaning none.

@@ -68,6 +68,13 @@ pub(crate) struct Carrier {
     /// shard instead of one per thread (the shard's lock line otherwise
     /// bounces between the spawner and this carrier on every thread).
     pub(super) finished: RefCell<Vec<Arc<VThread>>>,
+    /// Whether this carrier polls the readiness source (`netpoll`, "Who
+    /// polls"): a core carrier, unless `WEFT_NETPOLL=thread`.
+    pub(super) polls: bool,
+    /// Set while this carrier hands out readiness events: the threads they
+    /// wake that run here are queued behind the others (`Shared::schedule`)
+    /// instead of each taking the `next` slot.
+    pub(super) polling: Cell<bool>,
 }
 
 /// Finished threads a carrier unregisters at once (see `Carrier::finished`);
@@ -175,6 +182,19 @@ impl Carrier {
         }
     }
 
+    /// Queues a thread woken on this carrier: in the `next` slot (it runs
+    /// as soon as the current one suspends), or at the back while this
+    /// carrier hands out readiness events (`polling`), so that a batch of
+    /// them runs in order instead of each displacing the last.
+    pub(super) fn push_woken(&self, task: Arc<VThread>) {
+        if self.polling.get() {
+            set_state(&task, State::Runnable);
+            self.push_back(task);
+        } else {
+            self.push_next(task);
+        }
+    }
+
     /// Queues a runnable thread at the back: a bound thread in this
     /// carrier's inbox (only this carrier may run it, so no one else is
     /// told), an unbound one in the stealable queue.
@@ -270,10 +290,12 @@ impl Carrier {
     pub(super) fn find_local(&self) -> Option<Arc<VThread>> {
         let tick = self.tick.get().wrapping_add(1);
         self.tick.set(tick);
-        if tick.is_multiple_of(GLOBAL_CHECK_INTERVAL)
-            && let Some(t) = self.steal_injector()
-        {
-            return Some(t);
+        if tick.is_multiple_of(GLOBAL_CHECK_INTERVAL) {
+            // Readiness must not wait behind a long queue (`netpoll`, rule 1).
+            self.poll_io();
+            if let Some(t) = self.steal_injector() {
+                return Some(t);
+            }
         }
         self.fire_timers();
         let me = self.me();
@@ -366,13 +388,13 @@ impl Carrier {
         let bind =
             first_run && !self.shared.migrate && task.home.load(Ordering::Relaxed) == NO_HOME;
         if bind && let Some(to) = self.placement() {
-            // Started there, it will live there: bind it and hand it over
-            // (its inbox and kick, as for any wake-up of a bound thread).
-            let slot = &self.shared.carriers[to];
-            task.home.store(to as u32, Ordering::Relaxed);
-            slot.homed.fetch_add(1, Ordering::Relaxed);
+            // Started there, it will live there: hand it over (its inbox
+            // and kick, as for any wake-up of a bound thread). Still
+            // unbound: it binds where it first runs, and until then the
+            // monitor may move it on if that carrier stalls (an unbound
+            // thread in an inbox has never run; `run_monitor`).
             self.shared.placed.fetch_add(1, Ordering::Relaxed);
-            slot.push_home(task);
+            self.shared.carriers[to].push_home(task);
             return;
         }
         if let Err(e) = coro_ref.get(first_stack) {
@@ -505,6 +527,7 @@ pub(crate) fn run_carrier(shared: Arc<Shared>, index: usize, local: Worker<Arc<V
     // SAFETY: gettid has no preconditions.
     w.tid.store(unsafe { libc::gettid() }, Ordering::Relaxed);
     crate::stack::ensure_altstack();
+    let shared_core = shared.core;
     let carrier = Carrier {
         index,
         shared,
@@ -519,9 +542,19 @@ pub(crate) fn run_carrier(shared: Arc<Shared>, index: usize, local: Worker<Arc<V
         stack_cache: RefCell::new(Vec::new()),
         suspended_unwinders: Cell::new(0),
         finished: RefCell::new(Vec::new()),
+        polls: index < shared_core
+            && crate::netpoll::carriers_poll()
+            && crate::netpoll::source().is_ok(),
+        polling: Cell::new(false),
     };
+    if carrier.polls {
+        crate::netpoll::carrier_joined();
+    }
     CARRIER.with(|c| c.set(&carrier));
     carrier.main_loop();
+    if carrier.polls {
+        crate::netpoll::carrier_left();
+    }
     carrier.flush_finished();
     CARRIER.with(|c| c.set(std::ptr::null()));
     let mut cache = carrier.stack_cache.take();
@@ -552,6 +585,9 @@ impl Carrier {
             if let Some(t) = self.find_local() {
                 self.stop_searching();
                 self.run(t);
+                continue;
+            }
+            if self.poll_io() {
                 continue;
             }
             self.flush_finished();
@@ -607,6 +643,41 @@ impl Carrier {
         }
     }
 
+    /// Polls the readiness source (`netpoll`, rule 1); true if it woke
+    /// anything.
+    pub(super) fn poll_io(&self) -> bool {
+        if !self.polls {
+            return false;
+        }
+        let Some(source) = crate::netpoll::get() else {
+            return false;
+        };
+        self.polling.set(true);
+        let n = source.poll();
+        self.polling.set(false);
+        n > 0
+    }
+
+    /// Sleeps in the readiness source rather than on the kick word, if this
+    /// carrier polls and the waiter role is free (`netpoll`, rule 2): woken
+    /// by an event, a kick (`crate::doorbell`) or `until`. False if it did
+    /// not.
+    pub(super) fn poll_wait(&self, seen: u32, until: Option<Instant>) -> bool {
+        if !self.polls {
+            return false;
+        }
+        let Some(role) = crate::netpoll::get().and_then(|s| s.try_role()) else {
+            return false;
+        };
+        let bell = &self.me().bell;
+        let timeout = until.map(|d| d.saturating_duration_since(Instant::now()));
+        self.polling.set(true);
+        role.block(timeout, || bell.enter_source(seen));
+        bell.leave_source();
+        self.polling.set(false);
+        true
+    }
+
     /// Watches the inbox for a moment before sleeping; true if work came.
     ///
     /// Threads bound here can run nowhere else, and their wakers are often
@@ -623,6 +694,7 @@ impl Carrier {
             return false;
         }
         for round in 0..HOME_WATCH_ROUNDS {
+            // Readiness is what a carrier that polls mostly waits for.
             if !me.inbox.is_empty() || !self.local.is_empty() {
                 return true;
             }
@@ -664,7 +736,7 @@ impl Carrier {
         shared.notify_work();
         let mut deadline = Instant::now() + shared.spare_keepalive;
         loop {
-            let seen = me.wake_word.load(Ordering::SeqCst);
+            let seen = me.bell.seen();
             if me.spare_wake.swap(false, Ordering::SeqCst) {
                 return true;
             }
@@ -684,7 +756,7 @@ impl Carrier {
                 // A compensator picked us concurrently; its wake is coming.
                 drop(spares);
                 loop {
-                    let seen = me.wake_word.load(Ordering::SeqCst);
+                    let seen = me.bell.seen();
                     if me.spare_wake.swap(false, Ordering::SeqCst) {
                         return true;
                     }

@@ -128,7 +128,7 @@ impl Carrier {
         loop {
             // Snapshot the event count *before* looking at the flags: a
             // notifier sets its flag, then bumps the count.
-            let seen = me.wake_word.load(Ordering::SeqCst);
+            let seen = me.bell.seen();
             if shared.shutdown.load(Ordering::SeqCst) {
                 me.sleeping.store(false, Ordering::SeqCst);
                 return;
@@ -142,7 +142,8 @@ impl Carrier {
             // already took us off the sleeper list, its flag is coming:
             // loop and take it.
             let timer_due = self.next_timer().is_some_and(|d| d <= Instant::now());
-            if (timer_due || !me.inbox.is_empty()) && shared.idle.wake_self(self.index) {
+            let polled = !me.inbox.is_empty() || !self.local.is_empty();
+            if (timer_due || polled) && shared.idle.wake_self(self.index) {
                 break;
             }
             let scavenge = shared.stacks.scavenge(Instant::now());
@@ -150,7 +151,9 @@ impl Carrier {
                 (Some(a), Some(b)) => Some(a.min(b)),
                 (a, b) => a.or(b),
             };
-            me.wait_kick(seen, wake_at);
+            if !self.poll_wait(seen, wake_at) {
+                me.wait_kick(seen, wake_at);
+            }
         }
         me.sleeping.store(false, Ordering::SeqCst);
         // We left the sleeper count (SeqCst) before this load: a monitor

@@ -277,7 +277,7 @@ impl Shared {
         let here = carrier().filter(|c| Arc::ptr_eq(&c.shared, self));
         if home != NO_HOME {
             match here {
-                Some(c) if c.index == home as usize => c.push_next(task),
+                Some(c) if c.index == home as usize => c.push_woken(task),
                 _ => {
                     set_state(&task, State::Runnable);
                     self.carriers[home as usize].push_home(task);
@@ -288,7 +288,7 @@ impl Shared {
         if let Some(c) = here
             && !c.me().in_blocking.load(Ordering::Relaxed)
         {
-            c.push_next(task);
+            c.push_woken(task);
             return;
         }
         self.injector.push(task);

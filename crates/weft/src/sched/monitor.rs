@@ -16,7 +16,7 @@ use std::time::{Duration, Instant};
 
 use super::Shared;
 use super::slot::{CarrierSlot, Identity};
-use crate::thread::State;
+use crate::thread::{NO_HOME, State};
 
 /// The monitor thread's parking spot (Go's sysmon sleeps the same way when
 /// every P is idle).
@@ -59,6 +59,10 @@ pub(crate) fn run_monitor(weak: std::sync::Weak<Shared>) {
     // (Monitor-side clocks keep `Instant::now` off the carriers' hot path.)
     let mut since: Vec<Instant> = Vec::new();
     let mut quiet = 0u32;
+    let mut polls = u64::MAX;
+    // Switch count at which each carrier's inbox was last checked for
+    // unstarted threads.
+    let mut drained: Vec<u64> = Vec::new();
     loop {
         let Some(shared) = weak.upgrade() else { return };
         if shared.shutdown.load(Ordering::SeqCst) {
@@ -70,6 +74,7 @@ pub(crate) fn run_monitor(weak: std::sync::Weak<Shared>) {
             .max(Duration::from_millis(1));
         let n = shared.carriers.len();
         last.resize(n, u64::MAX);
+        drained.resize(n, u64::MAX);
         let now = Instant::now();
         since.resize(n, now);
         let mut any_busy = false;
@@ -138,9 +143,41 @@ pub(crate) fn run_monitor(weak: std::sync::Weak<Shared>) {
                     }
                 }
             }
+            // Threads placed here that have not started yet (unbound, in
+            // the inbox) may still start anywhere: behind a stalled carrier
+            // they go back to the injector. Bound ones stay.
+            // Once per stall (the carrier's switch count), not every tick: an
+            // inbox of bound threads is put back whole.
+            if same && held >= shared.stall_threshold && drained[i] != sw && !w.inbox.is_empty() {
+                drained[i] = sw;
+                let mut bound = Vec::new();
+                let mut moved = 0;
+                while let Some(t) = w.pop_home() {
+                    if t.home.load(Ordering::Relaxed) == NO_HOME {
+                        shared.injector.push(t);
+                        moved += 1;
+                    } else {
+                        bound.push(t);
+                    }
+                }
+                for t in bound {
+                    w.push_home(t);
+                }
+                if moved > 0 {
+                    shared.notify_work();
+                }
+            }
             if same && !shared.stealers[i].is_empty() {
                 shared.notify_work();
             }
+        }
+        // Readiness that no carrier fetched since the last tick (every one
+        // runs a thread, none waits in the source): `netpoll`, rule 3.
+        if let Some(source) = crate::netpoll::get() {
+            if source.polls() == polls {
+                source.poll();
+            }
+            polls = source.polls();
         }
         // Safety net (Go's sysmon does the same): work queued while no
         // carrier searches gets a carrier, whatever the wake-up protocol

@@ -10,9 +10,10 @@
 //! ([`CarrierSlot::mounted_identity`]). The timer heap's methods are in
 //! `timers.rs`.
 
+use crate::doorbell::Ring;
 use std::collections::BinaryHeap;
 use std::sync::atomic::{
-    AtomicBool, AtomicI32, AtomicPtr, AtomicU32, AtomicU64, AtomicUsize, Ordering, fence,
+    AtomicBool, AtomicI32, AtomicPtr, AtomicU64, AtomicUsize, Ordering, fence,
 };
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Instant;
@@ -56,11 +57,12 @@ pub(super) struct CarrierSlot {
     pub(super) tid: AtomicI32,
     /// A spare in keep-alive was picked for duty.
     pub(super) spare_wake: AtomicBool,
-    /// Event count the carrier sleeps on (a futex word). Anyone who wants
-    /// a sleeping carrier to look again bumps it and wakes the futex. Its
-    /// own word, not the OS thread's park token: code running on the
-    /// carrier thread can never consume a wake-up meant for the scheduler.
-    pub(super) wake_word: AtomicU32,
+    /// What wakes the carrier when it sleeps, on its futex word or in the
+    /// readiness source (`crate::doorbell`). Anyone who wants a sleeping
+    /// carrier to look again rings it. Its own word, not the OS thread's
+    /// park token: code running on the carrier thread can never consume a
+    /// wake-up meant for the scheduler.
+    pub(super) bell: crate::doorbell::Doorbell,
     /// The mounted thread, null when none (a borrowed pointer; the monitor
     /// reads through it only under the `inspect` handshake).
     pub(super) mounted: AtomicPtr<VThread>,
@@ -68,9 +70,12 @@ pub(super) struct CarrierSlot {
     /// finds it set after a thread left it waits before letting go of that
     /// thread (see `mounted_identity`).
     pub(super) inspect: AtomicBool,
-    /// Runnable threads bound to this carrier (affinity): only this carrier
-    /// takes from it; anyone may push (a wake-up from another carrier, an
-    /// OS thread, the poller, the monitor's timers). Never stolen.
+    /// Runnable threads bound to this carrier (affinity), and new threads
+    /// placed here that have not started (still unbound; `Carrier::run`):
+    /// only this carrier runs them; anyone may push (a wake-up from another
+    /// carrier, an OS thread, a poll, the monitor's timers). Never stolen;
+    /// the monitor takes the unstarted ones back to the injector when this
+    /// carrier stalls (and puts the bound ones back).
     pub(super) inbox: Injector<Arc<VThread>>,
     /// Set while the carrier sleeps (or waits off duty): a pusher to
     /// `inbox` that sees it kicks the carrier. Dekker-style with the
@@ -85,13 +90,16 @@ pub(super) struct CarrierSlot {
 }
 
 impl CarrierSlot {
-    /// Makes a sleeping carrier look again (see `wake_word`).
+    /// Makes a sleeping carrier look again, however it sleeps (see
+    /// `crate::doorbell`).
     pub(super) fn kick(&self) {
-        self.wake_word.fetch_add(1, Ordering::SeqCst);
-        crate::futex::futex_wake(&self.wake_word);
+        match (self.bell.ring(), crate::netpoll::get()) {
+            (Ring::Source, Some(source)) => source.wake(),
+            _ => crate::futex::futex_wake(self.bell.word()),
+        }
     }
 
-    /// Sleeps while `wake_word` still equals `seen`, at most until `until`.
+    /// Sleeps while the kick count still equals `seen`, at most until `until`.
     pub(super) fn wait_kick(&self, seen: u32, until: Option<Instant>) {
         let timeout = match until {
             None => None,
@@ -103,7 +111,7 @@ impl CarrierSlot {
                 Some(d - now)
             }
         };
-        crate::futex::futex_wait(&self.wake_word, seen, timeout);
+        crate::futex::futex_wait(self.bell.word(), seen, timeout);
     }
 
     pub(super) fn new() -> CarrierSlot {
@@ -120,7 +128,7 @@ impl CarrierSlot {
             reported: AtomicU64::new(u64::MAX),
             tid: AtomicI32::new(0),
             spare_wake: AtomicBool::new(false),
-            wake_word: AtomicU32::new(0),
+            bell: crate::doorbell::Doorbell::new(),
             mounted: AtomicPtr::new(std::ptr::null_mut()),
             inspect: AtomicBool::new(false),
             inbox: Injector::new(),

@@ -186,13 +186,11 @@ pub(super) fn poll_one(fd: c_int, events: i16, timeout: Option<Duration>) -> c_i
         events,
         revents: 0,
     };
-    let ts = timeout.map(|d| libc::timespec {
-        tv_sec: d.as_secs().min(i64::MAX as u64) as libc::time_t,
-        tv_nsec: d.subsec_nanos() as libc::c_long,
-    });
-    let tsp = ts
-        .as_ref()
-        .map_or(std::ptr::null(), |t| t as *const libc::timespec);
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    let tsp = crate::clock::timespec_ptr(timeout, &mut ts);
     raw!(
         libc::SYS_ppoll,
         &mut p as *mut libc::pollfd,
