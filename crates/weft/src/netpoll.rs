@@ -58,6 +58,15 @@
 //! eventfd wakes it.
 //! An event that arrives while no one holds the role is fetched by the
 //! next poll: a carrier's (rule 1 or 2) or the monitor's (rule 3).
+//!
+//! A holder that gives the role up for good — a carrier whose runtime
+//! ends, the poller thread stepping aside for carriers — hands it on: it
+//! kicks every sleeping carrier, and one of them takes it
+//! (`hand_on_waiter_role` in the scheduler). Without that, a carrier that
+//! had found the role taken would sleep on its futex, its monitor (every
+//! carrier asleep) would stop ticking, and the next event would reach no
+//! one: the hang `tests/netpoll_handoff.rs` reproduces with two runtimes,
+//! the first ending while the second waits for data.
 
 use std::io;
 use std::os::fd::RawFd;
@@ -268,11 +277,13 @@ impl Source {
 
     /// The waiter role, if no one holds it.
     pub(crate) fn try_role(&self) -> Option<Role<'_>> {
-        if self.role.load(Ordering::Relaxed) {
+        // SeqCst: a carrier that fails here is asleep-to-be, and whoever
+        // gives the role up for good must see it (`sched::hand_on_waiter_role`).
+        if self.role.load(Ordering::SeqCst) {
             return None;
         }
         self.role
-            .compare_exchange(false, true, Ordering::SeqCst, Ordering::Relaxed)
+            .compare_exchange(false, true, Ordering::SeqCst, Ordering::SeqCst)
             .ok()
             .map(|_| Role { source: self })
     }

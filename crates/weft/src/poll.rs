@@ -516,6 +516,8 @@ fn run(source: &'static Source) {
     loop {
         p.free_graveyard();
         if !netpoll::no_carrier_polls() {
+            // A carrier that joined may have found the role still ours.
+            crate::sched::hand_on_waiter_role();
             netpoll::wait_until_no_carrier_polls();
             continue;
         }

@@ -554,6 +554,7 @@ pub(crate) fn run_carrier(shared: Arc<Shared>, index: usize, local: Worker<Arc<V
     carrier.main_loop();
     if carrier.polls {
         crate::netpoll::carrier_left();
+        super::hand_on_waiter_role();
     }
     carrier.flush_finished();
     CARRIER.with(|c| c.set(std::ptr::null()));

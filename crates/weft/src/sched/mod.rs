@@ -452,6 +452,33 @@ pub(crate) fn runtimes() -> Vec<Arc<Shared>> {
         .collect()
 }
 
+/// Hands the waiter role (`netpoll`) on: kicks every sleeping carrier that
+/// polls, in every runtime. Called by a holder that gave the role up and
+/// will not take it again — a carrier leaving (its runtime ends), the
+/// `weft-poller` thread stepping aside for carriers — because a carrier
+/// that found the role taken sleeps on its futex, and its monitor stops
+/// ticking once every carrier sleeps: with no holder, an event would reach
+/// no one. Kicked, each looks for work and, finding none, tries the role
+/// again; one gets it.
+///
+/// No sleeper is missed: a carrier raises `sleeping` before it tries the
+/// role, and the caller lowered the role before it reads `sleeping` (all
+/// SeqCst), so one that failed because the caller still held the role is
+/// seen here. Rare (a runtime starting or ending), so every sleeper is
+/// kicked rather than chosen.
+pub(crate) fn hand_on_waiter_role() {
+    if !crate::netpoll::carriers_poll() {
+        return;
+    }
+    for rt in runtimes() {
+        for w in rt.carriers.iter().take(rt.core) {
+            if w.sleeping.load(Ordering::SeqCst) {
+                w.kick();
+            }
+        }
+    }
+}
+
 /// Mounted threads (as `VThread` addresses) and the carrier index they run on.
 pub(crate) fn mounted_carriers() -> std::collections::HashMap<usize, usize> {
     let mut m = std::collections::HashMap::new();
