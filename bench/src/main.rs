@@ -49,6 +49,7 @@ use clap::{Parser, Subcommand};
 mod client;
 mod proc;
 mod report;
+mod soak;
 mod worker;
 
 use proc::Launcher;
@@ -87,6 +88,14 @@ struct Cli {
     /// Print the workloads and columns and exit.
     #[arg(long)]
     list: bool,
+    /// Instead of the suite: one HTTP server under a long mixed load,
+    /// its memory, descriptors and threads sampled (`soak.rs`). Weft's
+    /// server, or the first Rust column of `--runtimes`.
+    #[arg(long)]
+    soak: bool,
+    /// Length of `--soak` in minutes; 10 or more rewrites docs/soak.md.
+    #[arg(long, default_value_t = 10.0)]
+    soak_minutes: f64,
 }
 
 #[derive(Subcommand, Debug)]
@@ -646,9 +655,77 @@ fn main() {
         }
         return;
     }
+    if cli.soak {
+        if let Err(e) = soak_main(&cli) {
+            eprintln!("weft-bench --soak: {e}");
+            std::process::exit(1);
+        }
+        return;
+    }
     if let Err(e) = suite(&cli) {
         eprintln!("weft-bench: {e}");
         std::process::exit(1);
+    }
+}
+
+/// `--soak`: see `soak.rs`.
+fn soak_main(cli: &Cli) -> Result<(), String> {
+    const RUST: [&str; 3] = ["weft", "tokio-mt", "std"];
+    let runtime = match cli.runtimes.first() {
+        None => "weft",
+        Some(r) => RUST.iter().find(|c| *c == r).ok_or_else(|| {
+            format!(
+                "the soak runs one of this binary's servers ({}), not {r:?}",
+                RUST.join(", ")
+            )
+        })?,
+    };
+    let out = cli
+        .out
+        .clone()
+        .unwrap_or_else(|| workspace_dir().join("target/weft-bench"));
+    std::fs::create_dir_all(&out).map_err(|e| format!("cannot create {}: {e}", out.display()))?;
+    let _ = weft_load::raise_fd_limit();
+    let machine = report::Machine::probe();
+    let launcher = Launcher {
+        program: std::env::current_exe().map_err(|e| e.to_string())?,
+        prefix: vec!["worker".into(), runtime.into()],
+    };
+    let s = soak::run(&launcher, runtime, cli.soak_minutes)?;
+    let machine = machine.finish();
+    let command = format!(
+        "cargo run --release -p weft-bench -- --soak --soak-minutes {}{}",
+        cli.soak_minutes,
+        if runtime == "weft" {
+            String::new()
+        } else {
+            format!(" --runtimes {runtime}")
+        }
+    );
+    let machine_line = format!("{}, {}", machine.describe(), machine.date);
+    let docs =
+        (cli.soak_minutes >= 10.0 && runtime == "weft").then(|| workspace_dir().join("docs"));
+    soak::write(&s, &out, docs.as_deref(), &command, &machine_line)?;
+    eprintln!(
+        "soak: {} requests, {} failed; idle RSS after warm-up {:.1} -> {:.1} MiB; memory flat: {}, descriptors flat: {}, OS threads flat: {}",
+        s.requests,
+        s.failures,
+        s.rss_after_warmup_kib.0 as f64 / 1024.0,
+        s.rss_after_warmup_kib.1 as f64 / 1024.0,
+        s.memory_flat,
+        s.fds_flat,
+        s.threads_flat
+    );
+    eprintln!(
+        "soak: wrote {}{}",
+        out.join("soak.json").display(),
+        docs.map(|d| format!(" and {}", d.join("soak.md").display()))
+            .unwrap_or_default()
+    );
+    if s.passed() {
+        Ok(())
+    } else {
+        Err("the soak found a leak or failed requests (see above)".into())
     }
 }
 

@@ -91,6 +91,11 @@ impl Server {
         }
     }
 
+    /// Its process id.
+    pub fn pid(&self) -> u32 {
+        self.worker.id()
+    }
+
     /// Stops the server; returns its peak RSS in KiB.
     pub fn stop(self) -> Result<u64, String> {
         let hwm = self.worker.vm_hwm_kib();

@@ -247,7 +247,8 @@ impl Machine {
         self
     }
 
-    fn describe(&self) -> String {
+    /// One line: CPUs, memory, kernel, load averages, date.
+    pub fn describe(&self) -> String {
         format!(
             "{} × {}, {:.0} GiB, Linux {}; load average {:.1} at start, {:.1} at end",
             self.cpus, self.cpu, self.mem_gib, self.kernel, self.load_start, self.load_end

@@ -225,6 +225,28 @@ pub fn vm_hwm_kib(pid: &str) -> Option<u64> {
     status_field(pid, "VmHWM:")
 }
 
+/// `VmRSS` (resident memory now) in KiB from `/proc/<pid>/status`; `pid`
+/// may be `"self"`.
+///
+/// ```
+/// assert!(weft_bench_support::child::vm_rss_kib("self").unwrap() > 0);
+/// ```
+pub fn vm_rss_kib(pid: &str) -> Option<u64> {
+    status_field(pid, "VmRSS:")
+}
+
+/// The process's open file descriptors (entries of `/proc/<pid>/fd`);
+/// `pid` may be `"self"`.
+///
+/// ```
+/// // At least standard input, output and error, and the directory read.
+/// assert!(weft_bench_support::child::open_fds("self").unwrap() >= 3);
+/// ```
+pub fn open_fds(pid: &str) -> Option<u64> {
+    let dir = std::fs::read_dir(format!("/proc/{pid}/fd")).ok()?;
+    Some(dir.count() as u64)
+}
+
 /// The process's OS thread count (`Threads:` in `/proc/<pid>/status`);
 /// `pid` may be `"self"`.
 ///

@@ -140,6 +140,138 @@ pub fn bar_chart(title: &str, panels: &[Panel]) -> String {
     s
 }
 
+/// One line of a [`LinePanel`]: `(x, y)` points in increasing `x`.
+#[derive(Clone, Debug)]
+pub struct Series {
+    /// Legend text.
+    pub label: String,
+    /// The points.
+    pub points: Vec<(f64, f64)>,
+}
+
+/// A titled plot of lines sharing one linear scale from zero, with an
+/// optional dashed vertical marker (say, the end of a warm-up).
+#[derive(Clone, Debug)]
+pub struct LinePanel {
+    /// Heading above the plot (name the unit).
+    pub title: String,
+    /// The lines; line `i` gets colour `COLORS[i]`.
+    pub series: Vec<Series>,
+    /// Where a dashed vertical line goes, in `x` units, and its label.
+    pub marker: Option<(f64, String)>,
+}
+
+/// Plots of lines over one shared `x` axis (from zero to the largest `x`),
+/// one panel under another, each `y` axis from zero to its largest value.
+///
+/// # Examples
+///
+/// ```
+/// use weft_bench_support::svg::{line_chart, LinePanel, Series};
+///
+/// let panel = LinePanel {
+///     title: "RSS, MiB".into(),
+///     series: vec![Series { label: "server".into(), points: vec![(0.0, 40.0), (60.0, 42.5)] }],
+///     marker: Some((30.0, "warm-up".into())),
+/// };
+/// let svg = line_chart("Soak", "seconds", &[panel]);
+/// assert!(svg.starts_with("<svg") && svg.contains("<polyline") && svg.ends_with("</svg>\n"));
+/// ```
+pub fn line_chart(title: &str, x_label: &str, panels: &[LinePanel]) -> String {
+    let (left, plot_w, plot_h, panel_h) = (70.0, 620.0, 150.0, 210.0);
+    let width = left + plot_w + 40.0;
+    let height = 40.0 + panels.len() as f64 * panel_h + 20.0;
+    let finite = |v: &f64| v.is_finite();
+    let x_max = panels
+        .iter()
+        .flat_map(|p| p.series.iter().flat_map(|s| s.points.iter().map(|p| p.0)))
+        .filter(finite)
+        .fold(0.0f64, f64::max)
+        .max(f64::MIN_POSITIVE);
+    let mut s = String::new();
+    let _ = writeln!(
+        s,
+        r#"<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" viewBox="0 0 {width} {height}" font-family="sans-serif" font-size="12">"#
+    );
+    let _ = writeln!(
+        s,
+        r#"<rect width="100%" height="100%" fill="white"/><text x="10" y="24" font-size="16" font-weight="bold">{}</text>"#,
+        escape(title)
+    );
+    let mut y0 = 40.0;
+    for panel in panels {
+        let y_max = panel
+            .series
+            .iter()
+            .flat_map(|s| s.points.iter().map(|p| p.1))
+            .filter(finite)
+            .fold(0.0f64, f64::max)
+            .max(f64::MIN_POSITIVE)
+            * 1.1;
+        let top = y0 + 30.0;
+        let bottom = top + plot_h;
+        let px = |x: f64| left + x / x_max * plot_w;
+        let py = |y: f64| bottom - y / y_max * plot_h;
+        let _ = writeln!(
+            s,
+            r##"<text x="10" y="{}" fill="#495057">{}</text>"##,
+            y0 + 18.0,
+            escape(&panel.title)
+        );
+        // Axes, with the top of each range labelled.
+        let _ = writeln!(
+            s,
+            r##"<path d="M{left} {top} V{bottom} H{}" fill="none" stroke="#adb5bd"/><text x="{}" y="{}" text-anchor="end" fill="#495057">{}</text><text x="{}" y="{}" text-anchor="end" fill="#495057">0</text><text x="{}" y="{}" text-anchor="end" fill="#495057">{} {}</text>"##,
+            left + plot_w,
+            left - 6.0,
+            top + 4.0,
+            tick_label(y_max / 1.1),
+            left - 6.0,
+            bottom + 4.0,
+            left + plot_w,
+            bottom + 16.0,
+            tick_label(x_max),
+            escape(x_label)
+        );
+        let _ = writeln!(
+            s,
+            r##"<line x1="{left}" y1="{0:.1}" x2="{1}" y2="{0:.1}" stroke="#e9ecef"/>"##,
+            py(y_max / 1.1),
+            left + plot_w
+        );
+        if let Some((x, label)) = panel.marker.as_ref().filter(|m| m.0.is_finite()) {
+            let _ = writeln!(
+                s,
+                r##"<line x1="{0:.1}" y1="{top}" x2="{0:.1}" y2="{bottom}" stroke="#212529" stroke-dasharray="4 3"/><text x="{1:.1}" y="{2}" fill="#212529">{3}</text>"##,
+                px(*x),
+                px(*x) + 4.0,
+                top + 12.0,
+                escape(label)
+            );
+        }
+        for (i, series) in panel.series.iter().enumerate() {
+            let color = COLORS[i % COLORS.len()];
+            let points: Vec<String> = series
+                .points
+                .iter()
+                .filter(|p| p.0.is_finite() && p.1.is_finite())
+                .map(|&(x, y)| format!("{:.1},{:.1}", px(x), py(y)))
+                .collect();
+            let _ = writeln!(
+                s,
+                r#"<polyline points="{}" fill="none" stroke="{color}" stroke-width="1.5"/><text x="{}" y="{}" fill="{color}">{}</text>"#,
+                points.join(" "),
+                left + 10.0 + i as f64 * 160.0,
+                bottom + 32.0,
+                escape(&series.label)
+            );
+        }
+        y0 += panel_h;
+    }
+    s.push_str("</svg>\n");
+    s
+}
+
 /// Tick positions for a log-scale axis over `lo..=hi`: the powers of ten
 /// inside it (1, 10, 100, …), with 2× and 5× steps added when fewer than
 /// three powers fit, and the two ends when not even those give two ticks.

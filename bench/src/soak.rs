@@ -1,0 +1,433 @@
+//! `weft-bench --soak`: one HTTP server under a long mixed load. Does
+//! anything leak?
+//!
+//! ```text
+//! cargo run --release -p weft-bench -- --soak                  # 10 minutes, Weft; writes docs/soak.md
+//! cargo run --release -p weft-bench -- --soak --soak-minutes 2 --runtimes tokio-mt
+//! ```
+//!
+//! The server is the suite's `http-server` worker (for Weft: `weft-http` on
+//! virtual threads), a process of its own. It is driven in consecutive
+//! windows of [`WINDOW`] by three `weft-load` loads at once:
+//!
+//! - **keep-alive**: [`KEEP_ALIVE_USERS`] users on `GET /hello`, each over
+//!   one connection for the whole window;
+//! - **short-lived**: [`SHORT_USERS`] users that open a new connection for
+//!   every `GET /hello` — accept, register, close, free, thousands of times
+//!   a second;
+//! - **slow**: [`SLOW_USERS`] keep-alive users on `GET /sleep`, whose
+//!   handler sleeps 1 s — parked threads and timers.
+//!
+//! Every load ends with its window and closes its connections, so between
+//! windows the server should be back where it started. After each window
+//! the soak waits (at most [`SETTLE`]) for the server's descriptors to
+//! drop back to their count before the first window, then records its
+//! resident memory (`VmRSS`), descriptors and OS threads: the *idle*
+//! sample. A sampler also records them every [`SAMPLE_EVERY`], load or not,
+//! for the curve.
+//!
+//! The verdict compares idle samples after the warm-up (the first
+//! [`WARMUP_SHARE`] of the soak, at least one window): memory is *flat* if
+//! the last idle sample is within [`FLAT_SLACK`] (or [`FLAT_SLACK_KIB`],
+//! whichever is larger) of the first, descriptors and OS threads if they
+//! never exceed the first. Any failed request is reported with its class.
+//! Printed as it goes (one line per window), then written to
+//! `<out>/soak.json` and `<out>/soak.svg`; a soak of 10 minutes or more
+//! also rewrites `docs/soak.md` and `docs/soak.svg`.
+
+use std::path::Path;
+use std::sync::Arc;
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use serde::Serialize;
+use weft_bench_support::child::{open_fds, os_threads, vm_rss_kib};
+use weft_bench_support::svg::{LinePanel, Series, line_chart};
+
+use crate::proc::{Launcher, Server};
+
+/// One round of the three loads.
+pub const WINDOW: Duration = Duration::from_secs(20);
+/// Users of the keep-alive load.
+pub const KEEP_ALIVE_USERS: usize = 100;
+/// Users of the connection-per-request load.
+pub const SHORT_USERS: usize = 20;
+/// Users of the slow-handler load.
+pub const SLOW_USERS: usize = 500;
+/// Longest wait after a window for the server's descriptors to drop back.
+pub const SETTLE: Duration = Duration::from_secs(10);
+/// Interval of the sampler's curve.
+pub const SAMPLE_EVERY: Duration = Duration::from_secs(1);
+/// Share of the soak that counts as warm-up.
+pub const WARMUP_SHARE: f64 = 0.2;
+/// Growth of idle resident memory still called flat, relative…
+pub const FLAT_SLACK: f64 = 0.05;
+/// …or absolute, whichever is larger.
+pub const FLAT_SLACK_KIB: u64 = 4096;
+
+/// The server's state at one moment.
+#[derive(Clone, Copy, Debug, Serialize)]
+pub struct Sample {
+    /// Seconds since the first window started.
+    pub t: f64,
+    pub rss_kib: u64,
+    pub fds: u64,
+    pub threads: u64,
+}
+
+/// One load's figures in one window.
+#[derive(Clone, Debug, Serialize)]
+pub struct LoadFigures {
+    pub name: &'static str,
+    pub successes: u64,
+    pub requests_per_sec: f64,
+    pub p99_ms: f64,
+    pub failures: u64,
+    /// The failures by class, as `weft-load` names them (empty if none).
+    pub errors: String,
+}
+
+/// One window: its loads, then the idle sample after it.
+#[derive(Clone, Debug, Serialize)]
+pub struct Window {
+    pub index: usize,
+    pub loads: Vec<LoadFigures>,
+    pub idle: Sample,
+    /// How long the descriptors took to drop back (or `SETTLE`).
+    pub settle_ms: u64,
+}
+
+/// Everything the soak measured, and its verdict.
+#[derive(Clone, Debug, Serialize)]
+pub struct Soak {
+    pub runtime: String,
+    pub minutes: f64,
+    pub warmup_secs: f64,
+    /// Before the first window.
+    pub start: Sample,
+    pub windows: Vec<Window>,
+    pub curve: Vec<Sample>,
+    pub requests: u64,
+    pub failures: u64,
+    pub memory_flat: bool,
+    pub fds_flat: bool,
+    pub threads_flat: bool,
+    /// Idle RSS after the warm-up, first and last.
+    pub rss_after_warmup_kib: (u64, u64),
+}
+
+impl Soak {
+    /// Whether nothing leaked and nothing failed.
+    pub fn passed(&self) -> bool {
+        self.failures == 0 && self.memory_flat && self.fds_flat && self.threads_flat
+    }
+}
+
+fn sample(pid: &str, t0: Instant) -> Option<Sample> {
+    Some(Sample {
+        t: t0.elapsed().as_secs_f64(),
+        rss_kib: vm_rss_kib(pid)?,
+        fds: open_fds(pid)?,
+        threads: os_threads(pid)?,
+    })
+}
+
+fn load(
+    port: u16,
+    name: &'static str,
+    path: &str,
+    users: usize,
+    keep_alive: bool,
+) -> std::thread::JoinHandle<Result<LoadFigures, String>> {
+    let config = weft_load::Config {
+        url: format!("http://127.0.0.1:{port}{path}"),
+        concurrency: users,
+        duration: Some(WINDOW),
+        ramp_up: Duration::from_secs(1),
+        keep_alive,
+        timeout: Duration::from_secs(30),
+        name: Some(name.into()),
+        ..weft_load::Config::default()
+    };
+    std::thread::spawn(move || {
+        let r = weft_load::run(&config).map_err(|e| format!("{name}: {e}"))?;
+        Ok(LoadFigures {
+            name,
+            successes: r.successes,
+            requests_per_sec: r.successes as f64 / r.duration_secs,
+            p99_ms: r.latency.p99_ms,
+            failures: r.failures,
+            errors: if r.failures == 0 {
+                String::new()
+            } else {
+                format!("{:?}", r.errors)
+            },
+        })
+    })
+}
+
+/// Runs the soak on `launcher`'s `http-server` for `minutes`.
+pub fn run(launcher: &Launcher, runtime: &str, minutes: f64) -> Result<Soak, String> {
+    if !(minutes.is_finite() && minutes > 0.0) {
+        return Err(format!("--soak-minutes must be positive, got {minutes}"));
+    }
+    let total = Duration::from_secs_f64(minutes * 60.0);
+    let windows = (total.as_secs_f64() / WINDOW.as_secs_f64()).ceil().max(2.0) as usize;
+    let warmup_windows = ((windows as f64 * WARMUP_SHARE).round() as usize).clamp(1, windows - 1);
+    // The worker's own watchdog: every window and settle, and a margin.
+    let limit = (WINDOW + SETTLE) * windows as u32 + Duration::from_secs(120);
+    let server = Server::start(launcher, "http-server", limit)?;
+    let pid = server.pid().to_string();
+    let t0 = Instant::now();
+    let start = sample(&pid, t0).ok_or("cannot read the server's /proc entries")?;
+
+    let curve = Arc::new(Mutex::new(vec![start]));
+    let stop = Arc::new(AtomicBool::new(false));
+    let sampler = {
+        let (curve, stop, pid) = (curve.clone(), stop.clone(), pid.clone());
+        std::thread::spawn(move || {
+            while !stop.load(Ordering::Relaxed) {
+                std::thread::sleep(SAMPLE_EVERY);
+                if let Some(s) = sample(&pid, t0) {
+                    curve.lock().unwrap().push(s);
+                }
+            }
+        })
+    };
+
+    eprintln!(
+        "soak: {runtime} http-server (pid {pid}), {windows} windows of {WINDOW:?} ({warmup_windows} warm-up): \
+         {KEEP_ALIVE_USERS} keep-alive users on /hello, {SHORT_USERS} users with a new connection per request, \
+         {SLOW_USERS} users on /sleep (1 s)"
+    );
+    eprintln!(
+        "{:>7} {:>10} {:>10} {:>10} {:>9} {:>9} {:>5} {:>7} {:>8}",
+        "window",
+        "keep /s",
+        "short /s",
+        "slow /s",
+        "p99 ms",
+        "RSS MiB",
+        "fds",
+        "threads",
+        "failures"
+    );
+    let mut result = Vec::with_capacity(windows);
+    let outcome = (|| {
+        for index in 0..windows {
+            let handles = [
+                load(server.port, "keep-alive", "/hello", KEEP_ALIVE_USERS, true),
+                load(server.port, "short-lived", "/hello", SHORT_USERS, false),
+                load(server.port, "slow", "/sleep", SLOW_USERS, true),
+            ];
+            let mut loads = Vec::new();
+            for h in handles {
+                loads.push(
+                    h.join()
+                        .map_err(|_| "a load thread panicked".to_string())??,
+                );
+            }
+            let settled = Instant::now();
+            let idle = loop {
+                let s = sample(&pid, t0).ok_or("the server is gone")?;
+                if s.fds <= start.fds || settled.elapsed() >= SETTLE {
+                    break s;
+                }
+                std::thread::sleep(Duration::from_millis(50));
+            };
+            let w = Window {
+                index,
+                loads,
+                idle,
+                settle_ms: settled.elapsed().as_millis() as u64,
+            };
+            eprintln!(
+                "{:>7} {:>10.0} {:>10.0} {:>10.0} {:>9.2} {:>9.1} {:>5} {:>7} {:>8}{}",
+                format!("{}/{windows}", index + 1),
+                w.loads[0].requests_per_sec,
+                w.loads[1].requests_per_sec,
+                w.loads[2].requests_per_sec,
+                w.loads[0].p99_ms,
+                w.idle.rss_kib as f64 / 1024.0,
+                w.idle.fds,
+                w.idle.threads,
+                w.loads.iter().map(|l| l.failures).sum::<u64>(),
+                if index + 1 == warmup_windows {
+                    "  (end of warm-up)"
+                } else {
+                    ""
+                }
+            );
+            result.push(w);
+        }
+        Ok::<(), String>(())
+    })();
+    stop.store(true, Ordering::Relaxed);
+    let _ = sampler.join();
+    server.stop()?;
+    outcome?;
+
+    let after: Vec<&Window> = result.iter().skip(warmup_windows).collect();
+    let first = after
+        .first()
+        .expect("at least one window after the warm-up")
+        .idle;
+    let last = after
+        .last()
+        .expect("at least one window after the warm-up")
+        .idle;
+    let slack = ((first.rss_kib as f64 * FLAT_SLACK) as u64).max(FLAT_SLACK_KIB);
+    let requests = result
+        .iter()
+        .flat_map(|w| &w.loads)
+        .map(|l| l.successes + l.failures)
+        .sum();
+    let failures = result
+        .iter()
+        .flat_map(|w| &w.loads)
+        .map(|l| l.failures)
+        .sum();
+    let curve = std::mem::take(&mut *curve.lock().unwrap());
+    Ok(Soak {
+        runtime: runtime.into(),
+        minutes,
+        warmup_secs: result
+            .get(warmup_windows)
+            .map_or(0.0, |w| w.idle.t - WINDOW.as_secs_f64()),
+        start,
+        memory_flat: last.rss_kib <= first.rss_kib + slack,
+        fds_flat: after.iter().all(|w| w.idle.fds <= first.fds.max(start.fds)),
+        threads_flat: after.iter().all(|w| w.idle.threads <= first.threads),
+        rss_after_warmup_kib: (first.rss_kib, last.rss_kib),
+        windows: result,
+        curve,
+        requests,
+        failures,
+    })
+}
+
+/// The curve as a chart: resident memory, descriptors and OS threads over
+/// time, the end of the warm-up marked.
+pub fn chart(s: &Soak) -> String {
+    let series = |label: &str, f: fn(&Sample) -> f64| Series {
+        label: label.into(),
+        points: s.curve.iter().map(|x| (x.t, f(x))).collect(),
+    };
+    let marker = Some((s.warmup_secs, "end of warm-up".to_string()));
+    line_chart(
+        &format!(
+            "Soak: {} http-server, {:.0} min of mixed load",
+            s.runtime, s.minutes
+        ),
+        "s",
+        &[
+            LinePanel {
+                title: "resident memory (VmRSS), MiB".into(),
+                series: vec![series("RSS", |x| x.rss_kib as f64 / 1024.0)],
+                marker: marker.clone(),
+            },
+            LinePanel {
+                title: "open descriptors and OS threads".into(),
+                series: vec![
+                    series("descriptors", |x| x.fds as f64),
+                    series("OS threads", |x| x.threads as f64),
+                ],
+                marker,
+            },
+        ],
+    )
+}
+
+/// The report of a soak as Markdown (`docs/soak.md`).
+pub fn markdown(s: &Soak, command: &str, machine: &str) -> String {
+    let yes = |b: bool| if b { "yes" } else { "**no**" };
+    let mut m = String::new();
+    m.push_str("# Soak: the HTTP server under a long mixed load\n\n");
+    m.push_str(&format!(
+        "Generated by `{command}` ({machine}). The server is `weft-bench`'s \
+         `http-server` worker ({}); the method is in `bench/src/soak.rs`. Each window of {} s runs \
+         three loads at once: {KEEP_ALIVE_USERS} keep-alive users on `GET /hello`, \
+         {SHORT_USERS} users opening a new connection per request, {SLOW_USERS} keep-alive \
+         users on `GET /sleep` (the handler sleeps 1 s). After each window, once the \
+         server's descriptors are back to their count at start (at most {} s), its idle \
+         resident memory, descriptors and OS threads are recorded.\n\n",
+        s.runtime,
+        WINDOW.as_secs(),
+        SETTLE.as_secs()
+    ));
+    m.push_str("![resident memory, descriptors and OS threads over the soak](soak.svg)\n\n");
+    m.push_str("| verdict | |\n|---|---|\n");
+    m.push_str(&format!(
+        "| requests (all loads) | {} |\n| failed requests | {} |\n",
+        s.requests, s.failures
+    ));
+    m.push_str(&format!(
+        "| idle RSS after warm-up, first → last | {:.1} → {:.1} MiB |\n",
+        s.rss_after_warmup_kib.0 as f64 / 1024.0,
+        s.rss_after_warmup_kib.1 as f64 / 1024.0
+    ));
+    m.push_str(&format!(
+        "| memory flat (within {:.0} % or {} MiB) | {} |\n| descriptors flat | {} |\n| OS threads flat | {} |\n\n",
+        FLAT_SLACK * 100.0,
+        FLAT_SLACK_KIB / 1024,
+        yes(s.memory_flat),
+        yes(s.fds_flat),
+        yes(s.threads_flat)
+    ));
+    m.push_str(&format!(
+        "At start: {:.1} MiB, {} descriptors, {} OS threads.\n\n",
+        s.start.rss_kib as f64 / 1024.0,
+        s.start.fds,
+        s.start.threads
+    ));
+    m.push_str("| window | keep-alive req/s | short-lived req/s | slow req/s | keep-alive p99 | idle RSS | fds | OS threads | failures |\n");
+    m.push_str("|---|---|---|---|---|---|---|---|---|\n");
+    for w in &s.windows {
+        let failures: u64 = w.loads.iter().map(|l| l.failures).sum();
+        let why: Vec<String> = w
+            .loads
+            .iter()
+            .filter(|l| l.failures > 0)
+            .map(|l| format!("{}: {}", l.name, l.errors))
+            .collect();
+        m.push_str(&format!(
+            "| {} | {:.0} | {:.0} | {:.0} | {:.2} ms | {:.1} MiB | {} | {} | {}{} |\n",
+            w.index + 1,
+            w.loads[0].requests_per_sec,
+            w.loads[1].requests_per_sec,
+            w.loads[2].requests_per_sec,
+            w.loads[0].p99_ms,
+            w.idle.rss_kib as f64 / 1024.0,
+            w.idle.fds,
+            w.idle.threads,
+            failures,
+            if why.is_empty() {
+                String::new()
+            } else {
+                format!(" ({})", why.join("; "))
+            }
+        ));
+    }
+    m
+}
+
+/// Writes `<out>/soak.json` and `<out>/soak.svg`, and with `docs` also
+/// `docs/soak.md` and `docs/soak.svg`.
+pub fn write(
+    s: &Soak,
+    out: &Path,
+    docs: Option<&Path>,
+    command: &str,
+    machine: &str,
+) -> Result<(), String> {
+    let json = serde_json::to_string_pretty(s).map_err(|e| e.to_string())?;
+    crate::write(&out.join("soak.json"), &json)?;
+    let svg = chart(s);
+    crate::write(&out.join("soak.svg"), &svg)?;
+    if let Some(docs) = docs {
+        crate::write(&docs.join("soak.svg"), &svg)?;
+        crate::write(&docs.join("soak.md"), &markdown(s, command, machine))?;
+    }
+    Ok(())
+}
