@@ -7,6 +7,7 @@
 //! cargo run --release -p weft-bench -- --only echo,http --runtimes weft,go
 //! cargo run --release -p weft-bench -- --quick --update-docs   # a partial run that still rewrites docs/bench.md
 //! cargo run --release -p weft-bench -- --list        # the workloads and columns
+//! cargo run --release -p weft-bench -- --soak        # 10 minutes of mixed HTTP load: leaks? (soak.rs)
 //! ```
 //!
 //! Every measurement is a fresh process (`weft-bench worker …`, the Go
@@ -96,6 +97,10 @@ struct Cli {
     /// Length of `--soak` in minutes; 10 or more rewrites docs/soak.md.
     #[arg(long, default_value_t = 10.0)]
     soak_minutes: f64,
+    /// Judges and reports a saved soak (its `soak.json`) again instead of
+    /// running one.
+    #[arg(long, value_name = "SOAK_JSON")]
+    soak_replay: Option<PathBuf>,
 }
 
 #[derive(Subcommand, Debug)]
@@ -655,7 +660,7 @@ fn main() {
         }
         return;
     }
-    if cli.soak {
+    if cli.soak || cli.soak_replay.is_some() {
         if let Err(e) = soak_main(&cli) {
             eprintln!("weft-bench --soak: {e}");
             std::process::exit(1);
@@ -685,27 +690,39 @@ fn soak_main(cli: &Cli) -> Result<(), String> {
         .clone()
         .unwrap_or_else(|| workspace_dir().join("target/weft-bench"));
     std::fs::create_dir_all(&out).map_err(|e| format!("cannot create {}: {e}", out.display()))?;
-    let _ = weft_load::raise_fd_limit();
-    let machine = report::Machine::probe();
-    let launcher = Launcher {
-        program: std::env::current_exe().map_err(|e| e.to_string())?,
-        prefix: vec!["worker".into(), runtime.into()],
+    let s = match &cli.soak_replay {
+        Some(path) => {
+            let text = std::fs::read_to_string(path)
+                .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+            let mut s: soak::Soak = serde_json::from_str(&text)
+                .map_err(|e| format!("{} is not a soak.json: {e}", path.display()))?;
+            s.judge();
+            s
+        }
+        None => {
+            let _ = weft_load::raise_fd_limit();
+            let machine = report::Machine::probe();
+            let launcher = Launcher {
+                program: std::env::current_exe().map_err(|e| e.to_string())?,
+                prefix: vec!["worker".into(), runtime.into()],
+            };
+            let mut s = soak::run(&launcher, runtime, cli.soak_minutes)?;
+            let machine = machine.finish();
+            s.machine = format!("{}, {}", machine.describe(), machine.date);
+            s
+        }
     };
-    let s = soak::run(&launcher, runtime, cli.soak_minutes)?;
-    let machine = machine.finish();
     let command = format!(
         "cargo run --release -p weft-bench -- --soak --soak-minutes {}{}",
-        cli.soak_minutes,
-        if runtime == "weft" {
+        s.minutes,
+        if s.runtime == "weft" {
             String::new()
         } else {
-            format!(" --runtimes {runtime}")
+            format!(" --runtimes {}", s.runtime)
         }
     );
-    let machine_line = format!("{}, {}", machine.describe(), machine.date);
-    let docs =
-        (cli.soak_minutes >= 10.0 && runtime == "weft").then(|| workspace_dir().join("docs"));
-    soak::write(&s, &out, docs.as_deref(), &command, &machine_line)?;
+    let docs = (s.minutes >= 10.0 && s.runtime == "weft").then(|| workspace_dir().join("docs"));
+    soak::write(&s, &out, docs.as_deref(), &command)?;
     eprintln!(
         "soak: {} requests, {} failed; idle RSS after warm-up {:.1} -> {:.1} MiB; memory flat: {}, descriptors flat: {}, OS threads flat: {}",
         s.requests,
