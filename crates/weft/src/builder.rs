@@ -67,7 +67,9 @@ impl Builder {
         self
     }
 
-    /// Spawns a virtual thread on the default runtime.
+    /// Spawns a virtual thread on the caller's runtime — the one whose
+    /// virtual thread calls it — or, from an OS thread, on the default
+    /// runtime.
     ///
     /// Returns an error, never aborts, when memory or address space for the
     /// stack cannot be had, or the default runtime cannot start.
@@ -76,7 +78,7 @@ impl Builder {
         F: FnOnce() -> T + Send + 'static,
         T: Send + 'static,
     {
-        let rt = crate::runtime::default_runtime()?;
+        let rt = crate::runtime::for_spawn()?;
         self.spawn_on(&rt, f)
     }
 
@@ -170,7 +172,9 @@ impl Builder {
     }
 }
 
-/// Spawns a virtual thread on the default runtime and returns its handle.
+/// Spawns a virtual thread and returns its handle: on the caller's runtime
+/// when called from a virtual thread, on the default runtime from an OS
+/// thread.
 ///
 /// # Panics
 /// If the thread cannot be created (out of memory or address space, or the

@@ -70,7 +70,8 @@ struct PoolQueue {
 }
 
 impl Executor {
-    /// One new virtual thread per task, on the default runtime.
+    /// One new virtual thread per task, on the runtime of the thread that
+    /// submits it (the default runtime from an OS thread).
     pub fn virtual_per_task() -> Executor {
         Executor::from_kind(Kind::Virtual(None))
     }
@@ -182,7 +183,7 @@ impl Executor {
             Kind::Virtual(rt) => {
                 let rt = match rt {
                     Some(rt) => rt.clone(),
-                    None => crate::runtime::default_runtime()?,
+                    None => crate::runtime::for_spawn()?,
                 };
                 crate::Builder::new()
                     .container(self.inner.container)

@@ -94,7 +94,9 @@
 //! The default runtime starts on first use with one carrier per CPU.
 //! `WEFT_PARALLELISM`, `WEFT_MAX_POOL_SIZE` and `WEFT_STACK_SIZE` (bytes,
 //! or with a `k`/`m`/`g` suffix) override it; a bad value is an error that
-//! names the variable. [`Runtime::builder`] builds private runtimes.
+//! names the variable. [`Runtime::builder`] builds private runtimes; a
+//! virtual thread's [`spawn`] (and [`scope`]'s) starts the new thread on
+//! its own runtime, an OS thread's on the default one.
 //!
 //! | variable | meaning | default |
 //! |---|---|---|

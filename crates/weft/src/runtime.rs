@@ -393,7 +393,26 @@ impl fmt::Debug for Runtime {
     }
 }
 
-/// The process-wide runtime used by [`crate::spawn`], started on first use
+/// The runtime of the calling virtual thread; `None` on an OS thread.
+pub(crate) fn current() -> Option<Runtime> {
+    let share = crate::thread::current_virtual()?.runtime_share()?.clone();
+    let handle = share.downcast::<Handle>().ok()?;
+    Some(Runtime { handle })
+}
+
+/// Where `weft::spawn`, `weft::scope` and an executor without a runtime
+/// start threads: the caller's runtime when called from one of its virtual
+/// threads (as `std::thread::spawn` keeps a program in one process, a
+/// runtime's threads stay in their runtime), the default runtime from an
+/// OS thread.
+pub(crate) fn for_spawn() -> io::Result<Runtime> {
+    match current() {
+        Some(rt) => Ok(rt),
+        None => default_runtime(),
+    }
+}
+
+/// The process-wide runtime used by [`crate::spawn`] from OS threads, started on first use
 /// and configured by `WEFT_PARALLELISM`, `WEFT_MAX_POOL_SIZE` and
 /// `WEFT_STACK_SIZE`. A bad value is an error naming the variable.
 pub fn default_runtime() -> io::Result<Runtime> {

@@ -172,7 +172,7 @@ impl<'scope> Scope<'scope, '_> {
         F: FnOnce() -> T + Send + 'scope,
         T: Send + 'scope,
     {
-        let rt = crate::runtime::default_runtime()?;
+        let rt = crate::runtime::for_spawn()?;
         self.data.running.fetch_add(1, Ordering::AcqRel);
         let packet = Arc::new(ScopedPacket {
             result: Mutex::new(None),

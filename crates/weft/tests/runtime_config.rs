@@ -188,6 +188,45 @@ fn runtimes_coexist_and_wake_each_other() {
 }
 
 #[test]
+fn spawns_from_a_virtual_thread_stay_in_its_runtime() {
+    // A private runtime whose carriers have a name of their own: a thread
+    // it spawns with `weft::spawn`, `Builder::spawn`, `weft::scope` or an
+    // executor without a runtime runs on those carriers, not the default
+    // runtime's.
+    let rt = Runtime::builder()
+        .name("own-rt")
+        .parallelism(1)
+        .build()
+        .expect("build");
+    let inner = rt.spawn(|| {
+        let by_spawn = join_timeout(weft::spawn(carrier_name));
+        let by_builder = join_timeout(Builder::new().spawn(carrier_name).expect("spawn"));
+        let by_scope = weft::scope(|s| s.spawn(carrier_name).join().expect("scoped"));
+        let ex = weft::Executor::virtual_per_task();
+        let by_executor = ex.submit(carrier_name).join().expect("task");
+        [by_spawn, by_builder, by_scope, by_executor]
+    });
+    for (how, name) in ["weft::spawn", "Builder::spawn", "scope", "executor"]
+        .into_iter()
+        .zip(join_timeout(inner))
+    {
+        // (A spare carrier, `own-rt-1`, may run it: the parent blocks.)
+        assert!(
+            name.starts_with("own-rt-"),
+            "{how} from own-rt's thread ran on {name:?}"
+        );
+    }
+    // From an OS thread: the default runtime.
+    let name = join_timeout(weft::spawn(carrier_name));
+    assert!(!name.starts_with("own-rt-"), "ran on {name:?}");
+}
+
+/// The name of the OS thread (carrier) running the caller.
+fn carrier_name() -> String {
+    std::thread::current().name().unwrap_or("").to_string()
+}
+
+#[test]
 fn dropping_an_idle_runtime_is_fine() {
     for _ in 0..10 {
         let rt = Runtime::builder().parallelism(2).build().expect("build");

@@ -58,7 +58,7 @@ impl Thread {
             name,
             Kind::Virtual {
                 shared,
-                _keep_alive: keep_alive,
+                keep_alive,
                 coro: UnsafeCell::new(CoroSlot::Empty),
             },
             container,

@@ -89,8 +89,9 @@ pub(crate) enum Kind {
         /// A share of the runtime (its handle, type-erased so that the
         /// record does not depend on the layer above it; a clone of the
         /// runtime's own `Arc`, so spawning allocates nothing for it): the
-        /// runtime stops only when no thread of it is left.
-        _keep_alive: Arc<dyn std::any::Any + Send + Sync>,
+        /// runtime stops only when no thread of it is left. Also how
+        /// `weft::spawn` finds the caller's runtime (`runtime::current`).
+        keep_alive: Arc<dyn std::any::Any + Send + Sync>,
         /// SAFETY (field invariant): accessed only by the carrier that has
         /// the thread mounted or is publishing its suspension; the park state
         /// machine and run queues hand the thread to one carrier at a time.
@@ -174,6 +175,15 @@ impl VThread {
     pub(crate) fn runtime_shared(&self) -> Option<&Arc<crate::sched::Shared>> {
         match &self.kind {
             Kind::Virtual { shared, .. } => Some(shared),
+            Kind::Os(_) => None,
+        }
+    }
+
+    /// A virtual thread's share of its runtime (type-erased; see
+    /// `Kind::Virtual::keep_alive`).
+    pub(crate) fn runtime_share(&self) -> Option<&Arc<dyn std::any::Any + Send + Sync>> {
+        match &self.kind {
+            Kind::Virtual { keep_alive, .. } => Some(keep_alive),
             Kind::Os(_) => None,
         }
     }
