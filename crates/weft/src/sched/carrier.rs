@@ -792,7 +792,7 @@ impl Carrier {
         let timers = {
             let mut mine = me.timers.lock().unpoison();
             let (unbound, bound): (Vec<TimerEntry>, Vec<TimerEntry>) =
-                std::mem::take(&mut *mine).into_iter().partition(|t| {
+                mine.take_all().into_iter().partition(|t| {
                     t.task
                         .upgrade()
                         .is_some_and(|t| t.home.load(Ordering::Relaxed) == NO_HOME)

@@ -11,7 +11,6 @@
 //! `timers.rs`.
 
 use crate::doorbell::Ring;
-use std::collections::BinaryHeap;
 use std::sync::atomic::{
     AtomicBool, AtomicI32, AtomicPtr, AtomicU64, AtomicUsize, Ordering, fence,
 };
@@ -20,7 +19,7 @@ use std::time::Instant;
 
 use crossbeam_deque::{Injector, Steal};
 
-use super::timers::TimerEntry;
+use super::timers::TimerQueue;
 use crate::thread::VThread;
 
 /// A virtual thread's id and name, as read off its carrier.
@@ -39,7 +38,7 @@ pub(super) struct CarrierSlot {
     pub(super) switches: AtomicU64,
     /// Timers of threads that parked on this carrier. Locked by the owner
     /// (uncontended) and, rarely, by the monitor when the owner is blocked.
-    pub(super) timers: Mutex<BinaryHeap<TimerEntry>>,
+    pub(super) timers: Mutex<TimerQueue>,
     /// The carrier is inside `weft::blocking` or a pinned wait.
     pub(super) in_blocking: AtomicBool,
     /// The monitor counted this carrier as blocked (a stall); cleared, and
@@ -120,7 +119,7 @@ impl CarrierSlot {
             notified: AtomicBool::new(false),
             next: AtomicPtr::new(std::ptr::null_mut()),
             switches: AtomicU64::new(0),
-            timers: Mutex::new(BinaryHeap::new()),
+            timers: Mutex::new(TimerQueue::default()),
             in_blocking: AtomicBool::new(false),
             stalled: crate::stall::StallFlag::new(),
             timer_next: AtomicU64::new(u64::MAX),
