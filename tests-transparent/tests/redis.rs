@@ -12,6 +12,19 @@ use weft_transparent_tests::{raise_fd_limit, strict_runtime, watchdog};
 
 const LIMIT: Duration = Duration::from_secs(120);
 
+/// Held by each test for its whole run. Under CI the tests share one
+/// server (`WEFT_REDIS_URL`), and `blocked_clients` counts every blocked
+/// connection on it: run side by side, one test's blocked `BLPOP` made the
+/// other's baseline one too high, so the 2,000-thread test waited for a
+/// 2,001st blocked client that never came (CI's watchdog dump: all 2,000
+/// parked in `BLPOP 0`, the `LPUSH` never sent), and the other test could
+/// push before its own popper blocked.
+static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+fn one_at_a_time() -> std::sync::MutexGuard<'static, ()> {
+    ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner())
+}
+
 fn server(test: &str) -> Option<RedisServer> {
     match RedisServer::start() {
         Ok(server) => Some(server),
@@ -49,6 +62,7 @@ fn await_blocked(con: &mut redis::Connection, n: usize) {
 /// second round of `BLPOP … 0.2` on an empty list times out for all.
 #[test]
 fn two_thousand_blpops_park_at_once_on_two_carriers() {
+    let _serial = one_at_a_time();
     let _dog = watchdog("two_thousand_blpops_park_at_once_on_two_carriers", LIMIT);
     let Some(redis) = server("two_thousand_blpops") else {
         return;
@@ -115,6 +129,7 @@ fn two_thousand_blpops_park_at_once_on_two_carriers() {
 /// would never run.
 #[test]
 fn lpush_wakes_blpop_on_the_same_carrier() {
+    let _serial = one_at_a_time();
     let _dog = watchdog("lpush_wakes_blpop_on_the_same_carrier", LIMIT);
     let Some(redis) = server("lpush_wakes_blpop") else {
         return;
