@@ -105,6 +105,30 @@ pub struct Window {
     pub settle_ms: u64,
 }
 
+impl Window {
+    /// Failed requests of all loads.
+    pub fn failures(&self) -> u64 {
+        self.loads.iter().map(|l| l.failures).sum()
+    }
+
+    /// The window's figures as the progress line and the report show them:
+    /// req/s of each load, keep-alive p99, idle RSS, fds, OS threads,
+    /// failures.
+    fn cells(&self) -> [String; 8] {
+        let rate = |i: usize| format!("{:.0}", self.loads[i].requests_per_sec);
+        [
+            rate(0),
+            rate(1),
+            rate(2),
+            format!("{:.2} ms", self.loads[0].p99_ms),
+            format!("{:.1} MiB", self.idle.rss_kib as f64 / 1024.0),
+            self.idle.fds.to_string(),
+            self.idle.threads.to_string(),
+            self.failures().to_string(),
+        ]
+    }
+}
+
 /// Everything the soak measured, and its verdict.
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct Soak {
@@ -213,16 +237,8 @@ pub fn run(launcher: &Launcher, runtime: &str, minutes: f64) -> Result<Soak, Str
          {SLOW_USERS} users on /sleep (1 s)"
     );
     eprintln!(
-        "{:>7} {:>10} {:>10} {:>10} {:>9} {:>9} {:>5} {:>7} {:>8}",
-        "window",
-        "keep /s",
-        "short /s",
-        "slow /s",
-        "p99 ms",
-        "RSS MiB",
-        "fds",
-        "threads",
-        "failures"
+        "{:>7} {:>10} {:>10} {:>10} {:>10} {:>10} {:>5} {:>7} {:>8}",
+        "window", "keep /s", "short /s", "slow /s", "p99", "idle RSS", "fds", "threads", "failures"
     );
     let mut result = Vec::with_capacity(windows);
     let outcome = (|| {
@@ -254,17 +270,10 @@ pub fn run(launcher: &Launcher, runtime: &str, minutes: f64) -> Result<Soak, Str
                 idle,
                 settle_ms: settled.elapsed().as_millis() as u64,
             };
+            let [keep, short, slow, p99, rss, fds, threads, failures] = w.cells();
             eprintln!(
-                "{:>7} {:>10.0} {:>10.0} {:>10.0} {:>9.2} {:>9.1} {:>5} {:>7} {:>8}{}",
+                "{:>7} {keep:>10} {short:>10} {slow:>10} {p99:>10} {rss:>10} {fds:>5} {threads:>7} {failures:>8}{}",
                 format!("{}/{windows}", index + 1),
-                w.loads[0].requests_per_sec,
-                w.loads[1].requests_per_sec,
-                w.loads[2].requests_per_sec,
-                w.loads[0].p99_ms,
-                w.idle.rss_kib as f64 / 1024.0,
-                w.idle.fds,
-                w.idle.threads,
-                w.loads.iter().map(|l| l.failures).sum::<u64>(),
                 if index + 1 == warmup_windows {
                     "  (end of warm-up)"
                 } else {
@@ -327,7 +336,7 @@ impl Soak {
             });
         let loads = || self.windows.iter().flat_map(|x| &x.loads);
         self.requests = loads().map(|l| l.successes + l.failures).sum();
-        self.failures = loads().map(|l| l.failures).sum();
+        self.failures = self.windows.iter().map(Window::failures).sum();
         self.memory_flat = last.rss_kib <= first.rss_kib + slack;
         self.fds_flat = after.iter().all(|x| x.idle.fds <= warm.fds);
         self.threads_flat = after.iter().all(|x| x.idle.threads <= warm.threads);
@@ -421,7 +430,6 @@ pub fn markdown(s: &Soak, command: &str) -> String {
     m.push_str("| window | keep-alive req/s | short-lived req/s | slow req/s | keep-alive p99 | idle RSS | fds | OS threads | failures |\n");
     m.push_str("|---|---|---|---|---|---|---|---|---|\n");
     for w in &s.windows {
-        let failures: u64 = w.loads.iter().map(|l| l.failures).sum();
         let why: Vec<String> = w
             .loads
             .iter()
@@ -429,16 +437,9 @@ pub fn markdown(s: &Soak, command: &str) -> String {
             .map(|l| format!("{}: {}", l.name, l.errors))
             .collect();
         m.push_str(&format!(
-            "| {} | {:.0} | {:.0} | {:.0} | {:.2} ms | {:.1} MiB | {} | {} | {}{} |\n",
+            "| {} | {}{} |\n",
             w.index + 1,
-            w.loads[0].requests_per_sec,
-            w.loads[1].requests_per_sec,
-            w.loads[2].requests_per_sec,
-            w.loads[0].p99_ms,
-            w.idle.rss_kib as f64 / 1024.0,
-            w.idle.fds,
-            w.idle.threads,
-            failures,
+            w.cells().join(" | "),
             if why.is_empty() {
                 String::new()
             } else {

@@ -38,6 +38,22 @@ pub fn escape(s: &str) -> String {
         .replace('"', "&quot;")
 }
 
+/// The start of a chart: the `<svg>` element, a white background and the
+/// title.
+fn open(width: f64, height: f64, title: &str) -> String {
+    let mut s = String::new();
+    let _ = writeln!(
+        s,
+        r#"<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" viewBox="0 0 {width} {height}" font-family="sans-serif" font-size="12">"#
+    );
+    let _ = writeln!(
+        s,
+        r#"<rect width="100%" height="100%" fill="white"/><text x="10" y="24" font-size="16" font-weight="bold">{}</text>"#,
+        escape(title)
+    );
+    s
+}
+
 /// A chart of horizontal bars, one panel under another, each scaled to its
 /// largest bar (or its ideal, if larger). Bar `i` of every panel gets
 /// colour `COLORS[i]`, so one runtime keeps its colour across panels.
@@ -65,16 +81,7 @@ pub fn bar_chart(title: &str, panels: &[Panel]) -> String {
     let width = label_w + plot_w + 130.0;
     let panel_h = |n: usize| 34.0 + n as f64 * (bar + 6.0) + 10.0;
     let height = 40.0 + panels.iter().map(|p| panel_h(p.bars.len())).sum::<f64>();
-    let mut s = String::new();
-    let _ = writeln!(
-        s,
-        r#"<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" viewBox="0 0 {width} {height}" font-family="sans-serif" font-size="12">"#
-    );
-    let _ = writeln!(
-        s,
-        r#"<rect width="100%" height="100%" fill="white"/><text x="10" y="24" font-size="16" font-weight="bold">{}</text>"#,
-        escape(title)
-    );
+    let mut s = open(width, height, title);
     let mut y0 = 40.0;
     for panel in panels {
         let n = panel.bars.len();
@@ -188,16 +195,7 @@ pub fn line_chart(title: &str, x_label: &str, panels: &[LinePanel]) -> String {
         .filter(finite)
         .fold(0.0f64, f64::max)
         .max(f64::MIN_POSITIVE);
-    let mut s = String::new();
-    let _ = writeln!(
-        s,
-        r#"<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" viewBox="0 0 {width} {height}" font-family="sans-serif" font-size="12">"#
-    );
-    let _ = writeln!(
-        s,
-        r#"<rect width="100%" height="100%" fill="white"/><text x="10" y="24" font-size="16" font-weight="bold">{}</text>"#,
-        escape(title)
-    );
+    let mut s = open(width, height, title);
     let mut y0 = 40.0;
     for panel in panels {
         let y_max = panel
