@@ -194,7 +194,7 @@ impl Executor {
             }
             Kind::Fixed(pool) => {
                 let thread = crate::thread::new_os_task(None);
-                let packet: Arc<Packet<T>> = Packet::new();
+                let packet: Arc<Packet<T>> = Arc::new(Packet::new());
                 let (t2, p2) = (thread.clone(), packet.clone());
                 let job: Job = Box::new(move || {
                     let r =

@@ -190,12 +190,12 @@ fn trim_plumbing(frames: Vec<Frame>) -> Vec<Frame> {
             || n == "__rust_try"
             || n.starts_with("do_call")
             || n.starts_with("call_once")
-            || n.contains("spawn_unchecked")
             || f.function.contains("spawn_unchecked")
-            || (n.starts_with("{closure")
-                && f.file
-                    .as_deref()
-                    .is_some_and(|p| p.ends_with("weft/src/builder.rs")))
+            || f.function.contains("Start>::run")
+            || f.function.contains("Body::run")
+            || f.file.as_deref().is_some_and(|p| {
+                p.ends_with("weft/src/builder.rs") || p.ends_with("weft/src/thread/record.rs")
+            })
     }) {
         v.pop();
     }

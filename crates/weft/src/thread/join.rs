@@ -1,8 +1,8 @@
 //! Joining: the result slot a thread shares with its [`JoinHandle`].
 //!
-//! A [`Packet`] is written once by the finishing thread (through its
-//! [`Completer`], which also completes it with an error if the body is
-//! dropped without running) and read once by the joiner; its state byte
+//! A [`Packet`] is written once by the finishing thread (or, with an error,
+//! by whoever drops its body unrun: `record::Body`) and read once by the
+//! joiner; its state byte
 //! hands `result` and `joiner` from one side to the other (see the SAFETY
 //! comments).
 
@@ -13,33 +13,6 @@ use std::sync::atomic::{AtomicU8, Ordering};
 
 use super::*;
 
-/// The spawned body's end of a join [`Packet`]: completes it exactly once —
-/// with the body's result, or, if the body is dropped without having run
-/// (no stack could be had at first run, or its runtime went away first),
-/// with an `Err` naming why, so that `join` never waits forever.
-pub(crate) struct Completer<T> {
-    pub(crate) packet: Option<Arc<Packet<T>>>,
-}
-
-impl<T> Completer<T> {
-    pub(crate) fn complete(mut self, r: std::thread::Result<T>) {
-        if let Some(p) = self.packet.take() {
-            p.complete(r);
-        }
-    }
-}
-
-impl<T> Drop for Completer<T> {
-    fn drop(&mut self) {
-        if let Some(p) = self.packet.take() {
-            let why = NEVER_RAN
-                .with(|w| w.borrow_mut().take())
-                .unwrap_or_else(|| "weft: the virtual thread was dropped before it ran".into());
-            p.complete(Err(Box::new(why)));
-        }
-    }
-}
-
 std::thread_local! {
     /// Why the body being dropped on this OS thread never ran (set by the
     /// carrier just before it drops a thread it could not start).
@@ -49,6 +22,27 @@ std::thread_local! {
 /// Records why the next body dropped on this OS thread never ran.
 pub(crate) fn set_never_ran_reason(why: String) {
     NEVER_RAN.with(|w| *w.borrow_mut() = Some(why));
+}
+
+/// Why the body being dropped unrun on this OS thread never ran (see
+/// [`set_never_ran_reason`]; a generic reason if none was recorded).
+pub(crate) fn take_never_ran_reason() -> String {
+    NEVER_RAN
+        .with(|w| w.borrow_mut().take())
+        .unwrap_or_else(|| "weft: the virtual thread was dropped before it ran".into())
+}
+
+/// What a [`JoinHandle`] holds: a thread's [`Packet`], on its own (an
+/// executor's OS-thread task) or inside the one allocation that also
+/// carries a virtual thread's body until it starts (the spawn layer's task).
+pub(crate) trait Joinable<T>: Send + Sync {
+    fn packet(&self) -> &Packet<T>;
+}
+
+impl<T: Send> Joinable<T> for Packet<T> {
+    fn packet(&self) -> &Packet<T> {
+        self
+    }
 }
 
 /// Result slot shared by a thread and its `JoinHandle`.
@@ -72,12 +66,12 @@ unsafe impl<T: Send> Sync for Packet<T> {}
 unsafe impl<T: Send> Send for Packet<T> {}
 
 impl<T> Packet<T> {
-    pub(crate) fn new() -> Arc<Packet<T>> {
-        Arc::new(Packet {
+    pub(crate) fn new() -> Packet<T> {
+        Packet {
             state: AtomicU8::new(P_RUNNING),
             result: UnsafeCell::new(None),
             joiner: UnsafeCell::new(None),
-        })
+        }
     }
 
     /// Stores the result and wakes the joiner. Called exactly once.
@@ -129,13 +123,15 @@ impl<T> Packet<T> {
 /// An owned permission to join a thread (virtual or an executor's OS
 /// thread). Dropping it detaches the thread.
 pub struct JoinHandle<T> {
-    /// Dropped by hand in `Drop` (see there); never moved out.
-    pub(crate) packet: std::mem::ManuallyDrop<Arc<Packet<T>>>,
+    /// Dropped by hand in `Drop` (see there); never moved out. Its true
+    /// lifetime may be shorter than `'static` (scoped threads: erased in
+    /// `Builder::spawn_unchecked`, whose caller joins in time).
+    pub(crate) packet: std::mem::ManuallyDrop<Arc<dyn Joinable<T>>>,
     pub(crate) thread: Thread,
 }
 
 impl<T> JoinHandle<T> {
-    pub(crate) fn new(packet: Arc<Packet<T>>, thread: Thread) -> JoinHandle<T> {
+    pub(crate) fn new(packet: Arc<dyn Joinable<T>>, thread: Thread) -> JoinHandle<T> {
         JoinHandle {
             packet: std::mem::ManuallyDrop::new(packet),
             thread,
@@ -167,7 +163,7 @@ impl<T> JoinHandle<T> {
     /// panicked. Not interruptible, like `std::thread::JoinHandle::join`.
     pub fn join(self) -> std::thread::Result<T> {
         let id = self.thread.id().as_u64().get();
-        with_blocker(Blocker::Join(id), || self.packet.wait())
+        with_blocker(Blocker::Join(id), || self.packet.packet().wait())
     }
 
     /// The thread's handle.
@@ -177,7 +173,7 @@ impl<T> JoinHandle<T> {
 
     /// Whether the thread has finished running its closure.
     pub fn is_finished(&self) -> bool {
-        self.packet.is_done()
+        self.packet.packet().is_done()
     }
 }
 

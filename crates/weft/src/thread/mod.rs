@@ -48,15 +48,14 @@ pub(crate) use current::{
     run_as_os_task, take_interrupt,
 };
 pub use handle::{Thread, ThreadId};
-pub(crate) use join::Completer;
 pub use join::JoinHandle;
-pub(crate) use join::{Packet, set_never_ran_reason};
+pub(crate) use join::{Joinable, Packet, set_never_ran_reason, take_never_ran_reason};
 pub(crate) use locals::{Locals, current_locals};
 pub(crate) use park::{borrow_parked, park_deadline};
 pub use park::{panicking, park, park_timeout, sleep, sleep_until, yield_now};
 pub(crate) use pinned::pinned_park;
 pub(crate) use record::{
-    Body, BodyFor, CoroSlot, Kind, NO_HOME, VThread, abort_after_drop_panic, inner_blocker,
+    Body, CoroSlot, Kind, NO_HOME, Start, VThread, abort_after_drop_panic, inner_blocker,
     inner_state, set_inner_state,
 };
 pub use state::State;

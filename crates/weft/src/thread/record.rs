@@ -22,11 +22,45 @@ use crate::sched::Suspend;
 /// it mounted (exclusive by the scheduling protocol).
 pub(crate) type Coro = corosensei::Coroutine<(), Suspend, (), crate::stack::Stack>;
 
-/// The body of a virtual thread as corosensei runs it, for lifetime `'a`.
-pub(crate) type BodyFor<'a> = Box<dyn FnOnce(&corosensei::Yielder<(), Suspend>, ()) + Send + 'a>;
+/// How a spawned thread starts: implemented by the spawn layer's task (the
+/// body and its join packet in one allocation, `builder.rs`), type-erased
+/// here so that the record does not depend on the layer above it.
+pub(crate) trait Start: Send + Sync {
+    /// Runs the body on the calling virtual thread (its first run, on its
+    /// own stack) and completes its join packet.
+    fn run(self: Arc<Self>, y: &corosensei::Yielder<(), Suspend>);
+    /// Drops the body without running it and completes the join packet
+    /// with an error (see [`Body`]).
+    fn abandon(self: Arc<Self>);
+}
 
-/// [`BodyFor`] with its lifetime erased.
-pub(crate) type Body = BodyFor<'static>;
+/// A spawned thread's body until its first run.
+///
+/// Exactly one of [`Body::run`] and dropping it happens: dropped unrun (no
+/// stack could be had at first run, or the runtime went away first), it
+/// abandons the body, so that `join` returns `Err` instead of waiting for
+/// ever. Its lifetime is erased (`'static` here): see `CoroSlot::get`.
+pub(crate) struct Body(Option<Arc<dyn Start>>);
+
+impl Body {
+    pub(crate) fn new(start: Arc<dyn Start>) -> Body {
+        Body(Some(start))
+    }
+
+    fn run(mut self, y: &corosensei::Yielder<(), Suspend>) {
+        if let Some(s) = self.0.take() {
+            s.run(y);
+        }
+    }
+}
+
+impl Drop for Body {
+    fn drop(&mut self) {
+        if let Some(s) = self.0.take() {
+            s.abandon();
+        }
+    }
+}
 
 /// A virtual thread's coroutine, created lazily by the carrier that first
 /// runs the thread.
@@ -42,7 +76,7 @@ pub(crate) type Body = BodyFor<'static>;
 /// with the spawner. Running out of address space is still a `spawn` error:
 /// spawning promises a slot (`StackPool::promise`). Should taking the slot
 /// fail anyway (the kernel refusing a guard page), the thread ends without
-/// running and `join` returns `Err` with the reason (see [`Completer`]).
+/// running and `join` returns `Err` with the reason (see [`Body`]).
 pub(crate) enum CoroSlot {
     /// Finished (or not yet set up).
     Empty,
@@ -72,7 +106,9 @@ impl CoroSlot {
             // whose caller guarantees the borrows outlive the thread;
             // corosensei's extra requirement (run to completion or drop
             // before the borrows end) holds because joining waits for it.
-            *self = CoroSlot::Running(unsafe { Coro::with_stack_unchecked(stack, body) });
+            *self = CoroSlot::Running(unsafe {
+                Coro::with_stack_unchecked(stack, move |y, ()| body.run(y))
+            });
         }
         match self {
             CoroSlot::Running(c) => Ok(c),
