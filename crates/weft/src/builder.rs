@@ -262,3 +262,61 @@ where
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::atomic::{AtomicBool, Ordering};
+
+    /// Sets its flag when dropped; panics then if asked to.
+    struct OnDrop(Arc<AtomicBool>, bool);
+
+    impl Drop for OnDrop {
+        fn drop(&mut self) {
+            self.0.store(true, Ordering::SeqCst);
+            if self.1 {
+                panic!("drop of the body panicked");
+            }
+        }
+    }
+
+    /// A task whose body holds an `OnDrop`, its `Body` and its joinable end.
+    fn task(panics: bool) -> (Body, Arc<dyn Joinable<u32>>, Arc<AtomicBool>) {
+        let dropped = Arc::new(AtomicBool::new(false));
+        let guard = OnDrop(dropped.clone(), panics);
+        let task = Arc::new(Task {
+            packet: Packet::new(),
+            body: UnsafeCell::new(Some(move || {
+                let _guard = &guard;
+                7
+            })),
+        });
+        (Body::new(task.clone()), task, dropped)
+    }
+
+    #[test]
+    fn a_body_dropped_unrun_drops_the_closure_and_fails_the_join_with_the_reason() {
+        let (body, joinable, dropped) = task(false);
+        assert!(!joinable.packet().is_done());
+        crate::thread::set_never_ran_reason("no stack: test".into());
+        drop(body);
+        assert!(dropped.load(Ordering::SeqCst));
+        let err = joinable.packet().wait().unwrap_err();
+        assert_eq!(err.downcast_ref::<String>().unwrap(), "no stack: test");
+    }
+
+    #[test]
+    fn a_panicking_drop_of_an_unrun_body_still_completes_the_join() {
+        let (body, joinable, dropped) = task(true);
+        let r = catch_unwind(AssertUnwindSafe(move || drop(body)));
+        assert!(r.is_err(), "the drop's panic reaches the dropper");
+        assert!(dropped.load(Ordering::SeqCst));
+        assert!(joinable.packet().is_done());
+        let err = joinable.packet().wait().unwrap_err();
+        assert!(
+            err.downcast_ref::<String>()
+                .unwrap()
+                .contains("before it ran")
+        );
+    }
+}
