@@ -37,6 +37,8 @@ pub const MAX_ACTIVITY_LEN: usize = 256;
 pub fn set_activity(what: impl std::fmt::Display) {
     let apply = |inner: &VThread| {
         let mut a = inner
+            .rare
+            .get_or_init()
             .activity
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner);
@@ -96,6 +98,8 @@ impl std::fmt::Write for Capped<'_> {
 /// The activity a thread last set, if any.
 pub(crate) fn inner_activity(inner: &VThread) -> Option<String> {
     let a = inner
+        .rare
+        .get()?
         .activity
         .lock()
         .unwrap_or_else(std::sync::PoisonError::into_inner);

@@ -69,7 +69,7 @@ impl Thread {
         Thread {
             inner: Arc::new(VThread {
                 id: ThreadId::next(),
-                name: name.map(String::into_boxed_str),
+                rare: RareCell::new(name.map(String::into_boxed_str)),
                 kind,
                 state: AtomicU8::new(State::New as u8),
                 park: ParkState::new(),
@@ -84,11 +84,9 @@ impl Thread {
                 unwinding: Cell::new(false),
                 dump_borrowed: AtomicBool::new(false),
                 pinned_waiting: AtomicBool::new(false),
-                pinned_waiter: std::sync::Mutex::new(None),
                 reg_key: AtomicUsize::new(0),
                 container,
                 capture_job: std::sync::atomic::AtomicPtr::new(std::ptr::null_mut()),
-                activity: std::sync::Mutex::new(String::new()),
             }),
         }
     }
@@ -100,7 +98,7 @@ impl Thread {
 
     /// The thread's name, if it has one.
     pub fn name(&self) -> Option<&str> {
-        self.inner.name.as_deref()
+        self.inner.rare.get().and_then(|r| r.name.as_deref())
     }
 
     /// Whether this is a virtual thread (as opposed to an OS thread).
@@ -143,8 +141,10 @@ impl Thread {
                     // Pairs with the fence in `crate::blocking::pinned_park`.
                     std::sync::atomic::fence(Ordering::SeqCst);
                     if self.inner.pinned_waiting.load(Ordering::SeqCst) {
-                        let w = self.inner.pinned_waiter.lock().unpoison();
-                        if let Some(t) = &*w {
+                        // Installed before `pinned_waiting` was raised.
+                        if let Some(r) = self.inner.rare.get()
+                            && let Some(t) = &*r.pinned_waiter.lock().unpoison()
+                        {
                             t.unpark();
                         }
                     }
@@ -211,6 +211,9 @@ impl fmt::Debug for Thread {
 impl Thread {
     /// Name and id of a thread, without allocating (for signal handlers).
     pub(crate) fn peek_name_id(inner: &VThread) -> (Option<&str>, u64) {
-        (inner.name.as_deref(), inner.id.0.get())
+        (
+            inner.rare.get().and_then(|r| r.name.as_deref()),
+            inner.id.0.get(),
+        )
     }
 }
