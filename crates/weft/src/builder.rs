@@ -124,12 +124,13 @@ impl Builder {
             rt.keep_alive(),
             self.container,
         );
-        let task: Arc<Task<F, T>> = Arc::new(Task {
-            packet: Packet::new(),
-            body: UnsafeCell::new(Some(f)),
-        });
-        let start: Arc<dyn Start + 'a> = task.clone();
-        let joinable: Arc<dyn Joinable<T> + 'a> = task;
+        // A large body is boxed apart: its bytes are freed when the thread
+        // starts instead of staying in the task until the join.
+        let (start, joinable) = if size_of::<F>() > INLINE_BODY_MAX {
+            new_task(Box::new(f))
+        } else {
+            new_task(f)
+        };
         // SAFETY: lifetime erasure only (the layouts are identical). The
         // caller guarantees that everything `f` borrows outlives the
         // thread, and the body is run or dropped before the packet
@@ -180,6 +181,27 @@ where
     Builder::new()
         .spawn(f)
         .unwrap_or_else(|e| panic!("weft::spawn failed: {e}"))
+}
+
+/// Bodies (closures with what they capture) up to this size live inside
+/// their [`Task`]; larger ones get a box of their own, freed when the
+/// thread starts. A body is moved onto the thread's stack when it starts, so
+/// an inline body's bytes sit unused in the task until the join: a few
+/// words for the usual closure (handles, `Arc`s, a `Vec`), but a closure
+/// that captures a buffer by value would keep that buffer's size twice.
+const INLINE_BODY_MAX: usize = 64;
+
+/// A new task for `f`, as the record and the join handle hold it.
+fn new_task<'a, F, T>(f: F) -> (Arc<dyn Start + 'a>, Arc<dyn Joinable<T> + 'a>)
+where
+    F: FnOnce() -> T + Send + 'a,
+    T: Send + 'a,
+{
+    let task = Arc::new(Task {
+        packet: Packet::new(),
+        body: UnsafeCell::new(Some(f)),
+    });
+    (task.clone(), task)
 }
 
 /// A spawned virtual thread's body and its join packet, in one allocation.
@@ -292,6 +314,20 @@ mod tests {
             })),
         });
         (Body::new(task.clone()), task, dropped)
+    }
+
+    #[test]
+    fn large_bodies_run_and_fail_unrun_like_small_ones() {
+        let big = [3u8; 4 * INLINE_BODY_MAX];
+        let small = 5u8;
+        let b = crate::spawn(move || big.iter().map(|&x| u32::from(x)).sum::<u32>());
+        let s = crate::spawn(move || u32::from(small));
+        assert_eq!(b.join().unwrap(), 3 * 4 * INLINE_BODY_MAX as u32);
+        assert_eq!(s.join().unwrap(), 5);
+        // A large body dropped unrun completes its join too.
+        let (body, joinable) = new_task(Box::new(move || big.len()));
+        drop(Body::new(body));
+        assert!(joinable.packet().wait().is_err());
     }
 
     #[test]
