@@ -68,13 +68,12 @@
 //! one: the hang `tests/netpoll_handoff.rs` reproduces with two runtimes,
 //! the first ending while the second waits for data.
 
+use once_cell::sync::OnceCell;
 use std::io;
 use std::os::fd::RawFd;
+use std::sync::OnceLock;
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Mutex, OnceLock};
 use std::time::Duration;
-
-use crate::unpoison::Unpoison;
 
 /// Events fetched per poll.
 const BATCH: usize = 256;
@@ -102,7 +101,7 @@ pub(crate) struct Source {
     pub(crate) registered: AtomicUsize,
 }
 
-static SOURCE: OnceLock<Source> = OnceLock::new();
+static SOURCE: OnceCell<Source> = OnceCell::new();
 
 /// Core carriers that poll (see "Who polls"). A futex word: the poller
 /// thread sleeps on it while it is not zero.
@@ -117,21 +116,14 @@ pub(crate) fn get() -> Option<&'static Source> {
 /// (a transient `EMFILE` must not disable sockets for good) and leaves no
 /// descriptor behind.
 pub(crate) fn source() -> io::Result<&'static Source> {
-    if let Some(s) = SOURCE.get() {
-        return Ok(s);
-    }
-    static CREATING: Mutex<()> = Mutex::new(());
-    let _one = CREATING.lock().unpoison();
-    if let Some(s) = SOURCE.get() {
-        return Ok(s);
-    }
-    let s = create().map_err(|e| {
-        io::Error::new(
-            e.kind(),
-            format!("weft: cannot create the I/O readiness set: {e}"),
-        )
-    })?;
-    Ok(SOURCE.get_or_init(|| s))
+    SOURCE.get_or_try_init(|| {
+        create().map_err(|e| {
+            io::Error::new(
+                e.kind(),
+                format!("weft: cannot create the I/O readiness set: {e}"),
+            )
+        })
+    })
 }
 
 /// Whether carriers poll (`WEFT_NETPOLL`, read once: `carriers`, the

@@ -36,10 +36,11 @@
 //! `GRAVEYARD_FREE_AT` tries; so does the poller thread before each wait.
 
 use crate::unpoison::Unpoison;
+use once_cell::sync::OnceCell;
 use std::io;
 use std::os::fd::RawFd;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll, Waker};
 use std::time::Instant;
 
@@ -460,7 +461,7 @@ pub(crate) struct Poller {
     graveyard: Mutex<Vec<Arc<IoState>>>,
 }
 
-static POLLER: OnceLock<Poller> = OnceLock::new();
+static POLLER: OnceCell<Poller> = OnceCell::new();
 
 /// Dead states kept before a closing socket tries to free them.
 const GRAVEYARD_FREE_AT: usize = 256;
@@ -469,24 +470,21 @@ const GRAVEYARD_FREE_AT: usize = 256;
 /// next call tries again (a transient `EMFILE` must not disable sockets for
 /// the life of the process), and it leaves no descriptor or thread behind.
 pub(crate) fn poller() -> io::Result<&'static Poller> {
-    if let Some(p) = POLLER.get() {
-        return Ok(p);
-    }
-    static STARTING: Mutex<()> = Mutex::new(());
-    let _one = STARTING.lock().unpoison();
-    if let Some(p) = POLLER.get() {
-        return Ok(p);
-    }
+    POLLER.get_or_try_init(start_poller)
+}
+
+/// [`poller`]'s one-time start (run by one caller at a time; see there).
+fn start_poller() -> io::Result<Poller> {
     let source = netpoll::source()?;
     source.set_handler(handle);
     std::thread::Builder::new()
         .name("weft-poller".into())
         .spawn(move || run(source))
         .map_err(|e| io::Error::new(e.kind(), format!("weft: cannot start the I/O poller: {e}")))?;
-    Ok(POLLER.get_or_init(|| Poller {
+    Ok(Poller {
         source,
         graveyard: Mutex::new(Vec::new()),
-    }))
+    })
 }
 
 impl Poller {

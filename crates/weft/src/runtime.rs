@@ -2,10 +2,11 @@
 //! started default runtime behind [`crate::spawn`].
 
 use crate::unpoison::Unpoison;
+use once_cell::sync::OnceCell;
 use std::fmt;
 use std::io;
 use std::sync::atomic::Ordering;
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use crate::JoinHandle;
@@ -416,19 +417,10 @@ pub(crate) fn for_spawn() -> io::Result<Runtime> {
 /// and configured by `WEFT_PARALLELISM`, `WEFT_MAX_POOL_SIZE` and
 /// `WEFT_STACK_SIZE`. A bad value is an error naming the variable.
 pub fn default_runtime() -> io::Result<Runtime> {
-    static DEFAULT: OnceLock<Runtime> = OnceLock::new();
-    if let Some(rt) = DEFAULT.get() {
-        return Ok(rt.clone());
-    }
     // A failed start is not remembered: the next call tries again (after a
     // transient error, or once the variable is fixed).
-    static STARTING: Mutex<()> = Mutex::new(());
-    let _one = STARTING.lock().unpoison();
-    if let Some(rt) = DEFAULT.get() {
-        return Ok(rt.clone());
-    }
-    let rt = build_default()?;
-    Ok(DEFAULT.get_or_init(|| rt).clone())
+    static DEFAULT: OnceCell<Runtime> = OnceCell::new();
+    DEFAULT.get_or_try_init(build_default).cloned()
 }
 
 fn build_default() -> io::Result<Runtime> {
