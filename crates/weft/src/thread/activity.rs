@@ -38,7 +38,7 @@ pub fn set_activity(what: impl std::fmt::Display) {
     let apply = |inner: &VThread| {
         let mut a = inner
             .rare
-            .get_or_init()
+            .get_or_init(Box::default)
             .activity
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner);

@@ -69,7 +69,7 @@ impl Thread {
         Thread {
             inner: Arc::new(VThread {
                 id: ThreadId::next(),
-                rare: RareCell::new(name.map(String::into_boxed_str)),
+                rare: rare_cell(name.map(String::into_boxed_str)),
                 kind,
                 state: AtomicU8::new(State::New as u8),
                 park: ParkState::new(),

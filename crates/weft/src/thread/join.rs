@@ -2,9 +2,8 @@
 //!
 //! A [`Packet`] is written once by the finishing thread (or, with an error,
 //! by whoever drops its body unrun: `record::Body`) and read once by the
-//! joiner; its state byte
-//! hands `result` and `joiner` from one side to the other (see the SAFETY
-//! comments).
+//! joiner; its state byte hands `result` and `joiner` from one side to the
+//! other (see the SAFETY comments).
 
 use std::cell::UnsafeCell;
 use std::fmt;

@@ -54,8 +54,9 @@ pub(crate) use locals::{Locals, current_locals};
 pub(crate) use park::{borrow_parked, park_deadline};
 pub use park::{panicking, park, park_timeout, sleep, sleep_until, yield_now};
 pub(crate) use pinned::pinned_park;
+use record::rare_cell;
 pub(crate) use record::{
-    Body, CoroSlot, Kind, NO_HOME, RareCell, Start, VThread, abort_after_drop_panic, inner_blocker,
+    Body, CoroSlot, Kind, NO_HOME, Start, VThread, abort_after_drop_panic, inner_blocker,
     inner_state, set_inner_state,
 };
 pub use state::State;

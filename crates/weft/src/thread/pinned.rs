@@ -26,7 +26,12 @@ pub(crate) fn pinned_park(inner: &VThread, deadline: Option<Instant>) {
     }
     let explicit_pin = inner.pin_depth.get() > 0;
     set_inner_state(inner, State::Pinned);
-    *inner.rare.get_or_init().pinned_waiter.lock().unpoison() = Some(std::thread::current());
+    *inner
+        .rare
+        .get_or_init(Box::default)
+        .pinned_waiter
+        .lock()
+        .unpoison() = Some(std::thread::current());
     inner.pinned_waiting.store(true, Ordering::SeqCst);
     // Pairs with the fence in `Thread::unpark`: either the unparker sees
     // `pinned_waiting`, or we see its permit below.

@@ -11,9 +11,7 @@
 
 use std::cell::{Cell, UnsafeCell};
 use std::io;
-use std::sync::atomic::{
-    AtomicBool, AtomicPtr, AtomicU8, AtomicU32, AtomicU64, AtomicUsize, Ordering,
-};
+use std::sync::atomic::{AtomicBool, AtomicU8, AtomicU32, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, OnceLock};
 
 use super::*;
@@ -209,66 +207,20 @@ pub(crate) struct Rare {
     pub(crate) pinned_waiter: std::sync::Mutex<Option<std::thread::Thread>>,
 }
 
-/// Where a record keeps its [`Rare`] fields: null until first needed, then
-/// installed once (a compare-and-swap from null) and freed only with the
-/// record, so a `&Rare` lives as long as the `&VThread` it came from.
-pub(crate) struct RareCell(AtomicPtr<Rare>);
+/// Where a record keeps its [`Rare`] fields: empty until first needed, then
+/// installed once (lock-free: racing first uses allocate, one box wins) and
+/// freed with the record, so a `&Rare` lives as long as the `&VThread` it
+/// came from.
+pub(crate) type RareCell = once_cell::race::OnceBox<Rare>;
 
-impl RareCell {
-    /// Allocates only for a name.
-    pub(super) fn new(name: Option<Box<str>>) -> RareCell {
-        let p = match name {
-            None => std::ptr::null_mut(),
-            Some(n) => Box::into_raw(Box::new(Rare {
-                name: Some(n),
-                ..Rare::default()
-            })),
-        };
-        RareCell(AtomicPtr::new(p))
-    }
-
-    /// The fields, if anyone has needed them yet.
-    pub(crate) fn get(&self) -> Option<&Rare> {
-        let p = self.0.load(Ordering::Acquire);
-        // SAFETY: a non-null pointer came from `Box::into_raw` and was
-        // published with release ordering (at creation or by the
-        // compare-and-swap below, paired with this acquire load); it is
-        // freed only in `drop`, which cannot run while `&self` lives.
-        unsafe { p.as_ref() }
-    }
-
-    /// The fields, allocating them on first use.
-    pub(crate) fn get_or_init(&self) -> &Rare {
-        if let Some(r) = self.get() {
-            return r;
-        }
-        let new = Box::into_raw(Box::<Rare>::default());
-        match self.0.compare_exchange(
-            std::ptr::null_mut(),
-            new,
-            Ordering::AcqRel,
-            Ordering::Acquire,
-        ) {
-            // SAFETY: just installed; freed only with `self` (see `get`).
-            Ok(_) => unsafe { &*new },
-            Err(current) => {
-                // SAFETY: `new` lost the race and was never shared.
-                drop(unsafe { Box::from_raw(new) });
-                // SAFETY: the winner's pointer, as in `get`.
-                unsafe { &*current }
-            }
-        }
-    }
-}
-
-impl Drop for RareCell {
-    fn drop(&mut self) {
-        let p = *self.0.get_mut();
-        if !p.is_null() {
-            // SAFETY: installed from `Box::into_raw` and owned by this cell;
-            // no reference to it outlives the cell (`get`).
-            drop(unsafe { Box::from_raw(p) });
-        }
+/// A new record's [`RareCell`]: allocated now only for a name.
+pub(super) fn rare_cell(name: Option<Box<str>>) -> RareCell {
+    match name {
+        None => RareCell::new(),
+        Some(n) => RareCell::with_value(Box::new(Rare {
+            name: Some(n),
+            ..Rare::default()
+        })),
     }
 }
 
@@ -339,19 +291,19 @@ mod tests {
 
     #[test]
     fn rare_fields_are_allocated_once_and_only_when_needed() {
-        let cell = RareCell::new(None);
+        let cell = rare_cell(None);
         assert!(cell.get().is_none());
         let c = &cell;
         // Racing first uses all get the one installed box.
         let ptrs: Vec<usize> = std::thread::scope(|s| {
             let hs: Vec<_> = (0..4)
-                .map(|_| s.spawn(move || c.get_or_init() as *const Rare as usize))
+                .map(|_| s.spawn(move || c.get_or_init(Box::default) as *const Rare as usize))
                 .collect();
             hs.into_iter().map(|h| h.join().unwrap()).collect()
         });
         assert!(ptrs.windows(2).all(|w| w[0] == w[1]));
         assert_eq!(cell.get().map(|r| r as *const Rare as usize), Some(ptrs[0]));
-        let named = RareCell::new(Some("n".into()));
+        let named = rare_cell(Some("n".into()));
         assert_eq!(named.get().unwrap().name.as_deref(), Some("n"));
     }
 
