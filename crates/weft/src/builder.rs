@@ -255,6 +255,9 @@ where
             // Drop weft::local! values while still on this thread.
             // SAFETY: locals are only touched by the running thread.
             unsafe { (*me.locals.get()).clear() };
+            // Then its `thread_local!` values and pthread key values, as an
+            // OS thread's at its exit (on a thread-local area of its own).
+            crate::tls::run_dtors();
             if let Kind::Virtual { shared, .. } = &me.kind {
                 shared.thread_finished();
             }

@@ -158,7 +158,8 @@ struct TracingSpans;
 
 impl SwitchHook for TracingSpans {
     fn unmount(&self) -> Option<Box<dyn Any>> {
-        if !tracing::dispatcher::has_been_set() {
+        // A thread with thread-locals of its own keeps its spans there.
+        if !tracing::dispatcher::has_been_set() || crate::tls::isolated() {
             return None;
         }
         // Exit every span entered on this OS thread, innermost first; they

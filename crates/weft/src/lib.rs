@@ -218,6 +218,7 @@ mod switching;
 mod symbols;
 pub mod sync;
 mod thread;
+mod tls;
 #[cfg(all(
     feature = "transparent",
     target_os = "linux",

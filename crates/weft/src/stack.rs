@@ -245,7 +245,11 @@ impl StackPool {
             }
         };
         self.live.fetch_add(1, Ordering::Relaxed);
-        Ok(Stack { slot, pool: self })
+        Ok(Stack {
+            slot,
+            pool: self,
+            top_reserve: 0,
+        })
     }
 
     /// Returns several stacks at once into `out` (used by carrier-local
@@ -272,7 +276,11 @@ impl StackPool {
     /// Wraps a slot previously obtained from `alloc_batch`.
     pub(crate) fn adopt(&'static self, slot: usize) -> Stack {
         self.live.fetch_add(1, Ordering::Relaxed);
-        Stack { slot, pool: self }
+        Stack {
+            slot,
+            pool: self,
+            top_reserve: 0,
+        }
     }
 
     /// Puts back slots from a carrier-local cache.
@@ -503,10 +511,17 @@ pub fn guard_pages_in_place() -> bool {
     !GUARD_MADVISE_BROKEN.load(Ordering::Relaxed)
 }
 
+/// The least stack a thread keeps below its thread-local area: smaller
+/// stacks run without an area of their own.
+pub(crate) const MIN_STACK_LEFT: usize = 16 * 1024;
+
 /// A stack slot in use by one coroutine.
 pub(crate) struct Stack {
     slot: usize,
     pool: &'static StackPool,
+    /// Bytes at the top of the slot kept out of the stack: the thread's
+    /// thread-local area (`tls.rs`), when it has one.
+    top_reserve: usize,
 }
 
 impl Stack {
@@ -518,6 +533,17 @@ impl Stack {
     /// One past the highest usable byte.
     pub(crate) fn base_addr(&self) -> usize {
         self.slot + self.pool.slot_size
+    }
+
+    /// Keeps the top `bytes` of the slot out of the stack (for the
+    /// thread's thread-local area); false, and nothing kept, when the stack
+    /// would be left with less than [`MIN_STACK_LEFT`].
+    pub(crate) fn reserve_top(&mut self, bytes: usize) -> bool {
+        if self.base_addr() - self.limit_addr() < bytes + MIN_STACK_LEFT {
+            return false;
+        }
+        self.top_reserve = bytes;
+        true
     }
 
     /// The pool this stack came from.
@@ -561,7 +587,7 @@ impl Drop for Stack {
 // at most one Stack at a time).
 unsafe impl CoroStack for Stack {
     fn base(&self) -> StackPointer {
-        StackPointer::new(self.base_addr()).expect("non-null stack base")
+        StackPointer::new(self.base_addr() - self.top_reserve).expect("non-null stack base")
     }
     fn limit(&self) -> StackPointer {
         StackPointer::new(self.limit_addr()).expect("non-null stack limit")

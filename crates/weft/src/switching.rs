@@ -41,6 +41,12 @@ pub(crate) fn set_switching(on: bool) {
     compiler_fence(Ordering::SeqCst);
 }
 
+/// The calling OS thread's flag itself (for seeding a thread-local area:
+/// `tls::seed`).
+pub(crate) fn flag() -> *const Cell<bool> {
+    SWITCHING.with(|s| s as *const Cell<bool>)
+}
+
 /// Whether the calling OS thread is between stacks (async-signal-safe).
 #[inline(never)]
 pub(crate) fn switching() -> bool {

@@ -71,6 +71,9 @@ pub(crate) struct Carrier {
     /// Whether this carrier polls the readiness source (`netpoll`, "Who
     /// polls"): a core carrier, unless `WEFT_NETPOLL=thread`.
     pub(super) polls: bool,
+    /// The layout of virtual threads' own thread-local areas (`tls.rs`),
+    /// or `None`: threads share this carrier's thread-locals.
+    pub(super) areas: Option<&'static crate::tls::Layout>,
     /// Set while this carrier hands out readiness events: the threads they
     /// wake that run here are queued behind the others (`Shared::schedule`)
     /// instead of each taking the `next` slot.
@@ -136,7 +139,8 @@ pub(crate) fn mounted_arc() -> Option<Arc<VThread>> {
 /// bound to this carrier: its unwinding lives in this OS thread's panic
 /// count, and moving it would corrupt two threads' counts.
 pub(crate) fn suspend_unwinding(inner: &VThread) -> bool {
-    if !std::thread::panicking() {
+    // On an area of its own the thread's panic count is its own.
+    if !std::thread::panicking() || crate::tls::isolated() {
         inner.unwinding.set(false);
         return false;
     }
@@ -397,9 +401,14 @@ impl Carrier {
             self.shared.carriers[to].push_home(task);
             return;
         }
-        if let Err(e) = coro_ref.get(first_stack) {
-            self.fail_start(&task, coro_ref, e);
-            return;
+        let area = self.areas.map_or(0, crate::tls::Layout::reserve);
+        match coro_ref.get(first_stack, area) {
+            Err(e) => {
+                self.fail_start(&task, coro_ref, e);
+                return;
+            }
+            Ok((_, Some(top))) => task.tls_tp.set(self.make_area(top)),
+            Ok(_) => {}
         }
         let me = self.me();
         if bind {
@@ -420,8 +429,16 @@ impl Carrier {
         // Between stacks from here until the thread lowers the flag (see
         // `sample.rs`); lowered again below when the thread comes back.
         crate::switching::set_switching(true);
-        let result = match coro_ref {
-            crate::thread::CoroSlot::Running(c) => c.resume(()),
+        let tp = task.tls_tp.get();
+        let result = match (&mut *coro_ref, self.areas) {
+            (crate::thread::CoroSlot::Running(c), Some(l)) if tp != 0 => {
+                // SAFETY: `tp` is the thread's area, made on this carrier by
+                // `make_area` (a started thread never changes carrier: areas
+                // are off on runtimes that allow migration); resuming touches
+                // no thread-local of the carrier.
+                unsafe { crate::tls::run_on(l, tp, || c.resume(())) }
+            }
+            (crate::thread::CoroSlot::Running(c), _) => c.resume(()),
             _ => unreachable!("started above"),
         };
         crate::switching::set_switching(false);
@@ -477,6 +494,29 @@ impl Carrier {
         }
     }
 
+    /// Makes the thread-local area of a thread about to start here, at the
+    /// top of its stack (`top`), and returns its thread pointer. The area
+    /// gets this carrier's values of the scheduler's own thread-locals:
+    /// code on the thread that asks "which carrier am I on" reads them.
+    fn make_area(&self, top: usize) -> usize {
+        let l = self.areas.expect("areas are on");
+        // SAFETY: this carrier runs the thread for its whole life, and the
+        // `reserve()` bytes below `top` were kept out of its stack
+        // (`CoroSlot::get`). The seeded thread-locals are `const` Cells of
+        // this crate; the thread has not run yet. It starts "between
+        // stacks" (its body lowers the flag first thing; see `switching`).
+        unsafe {
+            let tp = crate::tls::init_area(l, top);
+            crate::tls::seed(
+                tp,
+                CARRIER.with(|c| c as *const _),
+                Cell::new(self as *const Carrier),
+            );
+            crate::tls::seed(tp, crate::switching::flag(), Cell::new(true));
+            tp
+        }
+    }
+
     /// A thread that cannot get a stack ends without running: its body is
     /// dropped, which completes its join packet with `Err(why)`.
     #[cold]
@@ -528,6 +568,7 @@ pub(crate) fn run_carrier(shared: Arc<Shared>, index: usize, local: Worker<Arc<V
     w.tid.store(unsafe { libc::gettid() }, Ordering::Relaxed);
     crate::stack::ensure_altstack();
     let shared_core = shared.core;
+    let shared_areas = shared.thread_local_areas;
     let carrier = Carrier {
         index,
         shared,
@@ -546,6 +587,10 @@ pub(crate) fn run_carrier(shared: Arc<Shared>, index: usize, local: Worker<Arc<V
             && crate::netpoll::carriers_poll()
             && crate::netpoll::source().is_ok(),
         polling: Cell::new(false),
+        areas: match shared_areas {
+            true => crate::tls::layout(),
+            false => None,
+        },
     };
     if carrier.polls {
         crate::netpoll::carrier_joined();

@@ -160,6 +160,9 @@ pub(crate) struct Shared {
     /// `RuntimeBuilder::allow_migration`); otherwise each is bound to the
     /// carrier that first ran it.
     pub(crate) migrate: bool,
+    /// Each virtual thread gets a thread-local area of its own (`tls.rs`),
+    /// where the platform allows; never together with `migrate`.
+    pub(crate) thread_local_areas: bool,
 }
 
 /// Scheduler settings from the runtime builder.
@@ -170,6 +173,8 @@ pub(crate) struct SchedConfig {
     pub(crate) stall_threshold: Duration,
     pub(crate) spare_keepalive: Duration,
     pub(crate) migrate: bool,
+    /// See `Shared::thread_local_areas`.
+    pub(crate) thread_local_areas: bool,
 }
 
 impl Shared {
@@ -186,6 +191,7 @@ impl Shared {
             stall_threshold,
             spare_keepalive,
             migrate,
+            thread_local_areas,
         } = cfg;
         let mut locals: Vec<Worker<Arc<VThread>>> = (0..max).map(|_| Worker::new_fifo()).collect();
         let stealers = locals.iter().map(Worker::stealer).collect();
@@ -224,6 +230,7 @@ impl Shared {
             spares_started: AtomicUsize::new(0),
             me_weak: OnceLock::new(),
             migrate,
+            thread_local_areas: thread_local_areas && !migrate,
         });
         let _ = shared.me_weak.set(Arc::downgrade(&shared));
         (shared, locals)

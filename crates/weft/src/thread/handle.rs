@@ -77,6 +77,7 @@ impl Thread {
                 timer_seq: AtomicU64::new(0),
                 yielder: Cell::new(std::ptr::null()),
                 low_sp: AtomicUsize::new(usize::MAX),
+                tls_tp: Cell::new(0),
                 locals: UnsafeCell::new(super::Locals::default()),
                 blocker: BlockerCell::default(),
                 pin_depth: Cell::new(0),

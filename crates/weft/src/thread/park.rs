@@ -170,6 +170,9 @@ pub fn panicking() -> bool {
     if !std::thread::panicking() {
         return false;
     }
+    if crate::tls::isolated() {
+        return true; // the thread's own panic count
+    }
     match current_virtual() {
         None => true,
         Some(inner) => inner.unwinding.get() || sched::suspended_unwinders() == 0,

@@ -90,15 +90,25 @@ impl CoroSlot {
     /// The coroutine, building it on first use with the reserved stack or,
     /// if none was reserved, one from `alloc`. On error the slot is left
     /// `Pending`.
+    ///
+    /// `area`: bytes to keep at the top of a new stack for the thread's
+    /// thread-local area (`tls.rs`; 0 for none). The second value is the
+    /// stack's top when such a reserve was made now (the stack may be too
+    /// small for one: then `None`, and the thread runs without an area).
     pub(crate) fn get(
         &mut self,
         alloc: impl FnOnce() -> io::Result<crate::stack::Stack>,
-    ) -> io::Result<&mut Coro> {
+        area: usize,
+    ) -> io::Result<(&mut Coro, Option<usize>)> {
+        let mut area_top = None;
         if let CoroSlot::Pending(stack, _) = self {
-            let stack = match stack.take() {
+            let mut stack = match stack.take() {
                 Some(s) => s,
                 None => alloc()?,
             };
+            if area > 0 && stack.reserve_top(area) {
+                area_top = Some(stack.base_addr());
+            }
             let CoroSlot::Pending(_, body) = std::mem::replace(self, CoroSlot::Empty) else {
                 unreachable!()
             };
@@ -111,7 +121,7 @@ impl CoroSlot {
             });
         }
         match self {
-            CoroSlot::Running(c) => Ok(c),
+            CoroSlot::Running(c) => Ok((c, area_top)),
             _ => panic!("weft: runnable thread without a coroutine"),
         }
     }
@@ -156,6 +166,10 @@ pub(crate) struct VThread {
     pub(crate) yielder: Cell<*const corosensei::Yielder<(), Suspend>>,
     /// Lowest stack address seen at a suspension point (for trimming).
     pub(crate) low_sp: AtomicUsize,
+    /// The thread pointer of the thread's own thread-local area (`tls.rs`),
+    /// or 0 (none: it shares its carrier's). Set by the carrier that first
+    /// runs the thread, read by that carrier on every mount.
+    pub(crate) tls_tp: Cell<usize>,
     /// `weft::local!` storage.
     pub(crate) locals: UnsafeCell<super::Locals>,
     /// What the thread is blocked on, for dumps (set around waits by the

@@ -1,0 +1,690 @@
+//! A thread-local area of its own for every virtual thread.
+//!
+//! # What a virtual thread gets
+//!
+//! Rust's `thread_local!` values, `std::thread::current()` (and so its
+//! `ThreadId`, its name, its parker), the panic count, Tokio's "inside a
+//! runtime" context, `parking_lot`'s per-thread data: all of it is reached
+//! through the CPU's *thread pointer* (`%fs` on x86_64), which the kernel
+//! keeps per OS thread. A carrier runs many virtual threads in turn, so
+//! without more they would all share the carrier's values: a value set
+//! before a park could be another thread's after it, and a library that
+//! marks "I am inside X" on the thread (Tokio's `block_on`) would see the
+//! mark of whichever thread parked inside X last.
+//!
+//! So each virtual thread gets a *thread-local area* (the "area") of its
+//! own, and the carrier points the thread pointer at it while the thread
+//! runs — one `wrfsbase` instruction on mount and one on unmount. Every
+//! thread-local then lives at its own address for the thread's whole life,
+//! as on an OS thread: references to it may be lent out (to a scoped OS
+//! thread, say) across a park, and compiled code that caches a
+//! thread-local's address across a call stays right.
+//!
+//! # Rejected: copying values in and out
+//!
+//! Swapping thread-local *contents* in and out of the carrier's block at
+//! every switch looks cheaper, and is unsound: a `Sync` thread-local lent
+//! by reference to another OS thread while its virtual thread is parked
+//! would be overwritten under that thread's feet. Only a per-thread
+//! *address* keeps lending sound.
+//!
+//! # The layout (x86_64, glibc: "TLS variant II")
+//!
+//! ```text
+//!   low addresses                                        slot top
+//!   ... stack ... | static TLS blocks | TCB (struct pthread) | header |
+//!                 ^ tp - below        ^ tp (thread pointer)
+//!                 | ... libc, other DSOs | executable |
+//! ```
+//!
+//! glibc keeps its thread control block at the thread pointer and every
+//! initially loaded module's TLS block at a fixed negative offset from it
+//! (`static TLS`); compiled code, Rust's and libc's, reaches both with
+//! `%fs`-relative loads. An area is therefore a copy of that whole shape,
+//! carved from the top of the thread's own stack slot (no allocation, and
+//! recycled with the stack):
+//!
+//! - the **executable's block** (where every Rust crate's thread-locals
+//!   live: they are linked statically) starts from the module's `PT_TLS`
+//!   template — the `.tdata` image, then zeroed `.tbss` — exactly as glibc
+//!   starts a new thread. Never from the carrier's contents: a lazily
+//!   initialised value's heap pointer would then be shared by two threads.
+//! - the **TCB** is copied from the carrier when the area is made, with its
+//!   two self pointers (`tcb`, `self`) pointed at the copy. Its fields are
+//!   what glibc reads `%fs`-relative: the stack protector canary and pointer
+//!   guard (the same values), the kernel thread id (the carrier's — a
+//!   started virtual thread never leaves its carrier), cancellation state.
+//!   The `dtv` pointer (dynamic TLS) is shared with the carrier, synced on
+//!   each switch (glibc may reallocate it when a module is loaded).
+//! - **every other module's block** (libc's errno, malloc's thread cache and
+//!   arena, locale pointers, `dlerror` state, …) is *libc's* per-OS-thread
+//!   state, whose heap pointers libc frees and replaces (two copies would
+//!   free one buffer twice). It is mirrored: copied from the carrier on
+//!   mount and back on unmount, so there is one such state per carrier, as
+//!   without areas (these blocks are C libraries' private state; nothing
+//!   lends their addresses). 144 bytes for glibc 2.36.
+//! - the **rest of static TLS** (glibc's surplus, where a module `dlopen`ed
+//!   later with initial-exec TLS is placed) is reserved but not touched, so
+//!   such a module stays inside memory of the thread's own. It starts zeroed
+//!   on threads started before the module was loaded (glibc initialises it
+//!   only in real threads).
+//! - a small **header** above the TCB holds what the thread registered to
+//!   run when it ends: Rust's thread-local destructors (`__cxa_thread_atexit_impl`,
+//!   which std calls for each `thread_local!` with a `Drop`) and pthread
+//!   key values (std's own clean-up of `thread::current()` runs from one).
+//!   Weft defines both entry points; on an OS thread they forward to glibc.
+//!   When the virtual thread's body has returned, still on the thread, its
+//!   destructors run (newest first, until none is left), then its key
+//!   destructors — glibc's order at `pthread_exit` — before `join` returns.
+//!
+//! What the area costs: its first page (header, TCB, the executable's and
+//! libc's blocks: ~3 KiB) is touched when the thread first runs, so a
+//! parked thread holds one page more than without; the surplus below it
+//! stays untouched address space. Mount and unmount each add the mirror
+//! copy, the `dtv` sync and a `wrfsbase` (measured in `docs/bench.md`).
+//!
+//! # Weft's own per-carrier state
+//!
+//! The scheduler keeps a few thread-locals that describe the *carrier*
+//! (which carrier this OS thread is, whether it is between two stacks).
+//! Code running on a virtual thread reads them through `%fs` like any
+//! other, so [`seed`] writes the carrier's values into a new area; a
+//! started thread never changes carrier, so they stay right.
+//!
+//! # Limits
+//!
+//! - x86_64 with glibc only (the layout above is glibc's; aarch64's is the
+//!   other variant). Elsewhere [`layout`] is `None` and virtual threads share
+//!   their carrier's thread-locals, as before.
+//! - A runtime that allows migration shares too (the TCB copy names the
+//!   carrier it was made on).
+//! - Thread-locals of *shared libraries* reached through `__tls_get_addr`
+//!   (general-dynamic TLS: C libraries built with `-fPIC`) resolve through
+//!   the shared `dtv` to the carrier's blocks and stay per carrier. Rust
+//!   crates are linked into the executable and never take that path.
+//! - `sched_getcpu` (glibc reads it from the carrier's `rseq` area, which
+//!   the kernel updates) returns the CPU of the last mount.
+
+use std::cell::Cell;
+
+std::thread_local! {
+    /// The header of the area the thread pointer points into; null on an OS
+    /// thread (and on a virtual thread without an area). `const`, no
+    /// destructor: one `%fs`-relative load, safe in a signal handler.
+    static AREA: Cell<*mut Header> = const { Cell::new(std::ptr::null_mut()) };
+}
+
+/// Whether the calling code runs on a thread-local area of its own (a
+/// virtual thread with isolated thread-locals).
+#[inline]
+pub(crate) fn isolated() -> bool {
+    !AREA.with(Cell::get).is_null()
+}
+
+pub(crate) use imp::{Layout, layout, run_dtors, run_on, seed};
+
+/// Per-area bookkeeping, above the TCB copy.
+#[repr(C)]
+pub(crate) struct Header {
+    /// `__cxa_thread_atexit_impl` registrations, newest first.
+    dtors: *mut Dtor,
+    /// pthread key values set on this thread (`pthread_setspecific`).
+    keys: *mut Vec<(libc::pthread_key_t, *mut libc::c_void)>,
+}
+
+struct Dtor {
+    func: unsafe extern "C" fn(*mut libc::c_void),
+    obj: *mut libc::c_void,
+    next: *mut Dtor,
+}
+
+#[cfg(all(target_os = "linux", target_arch = "x86_64", target_env = "gnu"))]
+mod imp {
+    use super::{AREA, Dtor, Header};
+    use libc::{c_int, c_void, pthread_key_t};
+    use std::cell::Cell;
+    use std::sync::atomic::{AtomicPtr, AtomicUsize, Ordering};
+
+    /// What every area of this process looks like (see the module docs).
+    /// Offsets are from the thread pointer; static TLS offsets are the same
+    /// for every thread of a process.
+    #[derive(Debug)]
+    pub(crate) struct Layout {
+        /// Bytes of the TCB region copied from the carrier, at `tp`.
+        tcb: usize,
+        /// The executable's block: at `tp - exe_off`, its template image.
+        exe_off: usize,
+        exe_image: usize,
+        exe_filesz: usize,
+        exe_memsz: usize,
+        /// Every other module's block lies in `[tp - mirror_hi, tp - mirror_lo)`.
+        mirror_lo: usize,
+        mirror_hi: usize,
+        /// Alignment of `tp`.
+        align: usize,
+        /// Bytes at the top of a stack slot the area takes.
+        reserve: usize,
+        /// `wrfsbase` may be used (else `arch_prctl`).
+        fsgsbase: bool,
+    }
+
+    const HEADER: usize = 64;
+    const _: () = assert!(size_of::<Header>() <= HEADER);
+
+    impl Layout {
+        /// Bytes an area takes at the top of a stack slot (a page multiple).
+        pub(crate) fn reserve(&self) -> usize {
+            self.reserve
+        }
+    }
+
+    static LAYOUT: once_cell::sync::OnceCell<Option<Layout>> = once_cell::sync::OnceCell::new();
+
+    /// The area layout, worked out on first use (on a carrier: the TCB size
+    /// is read off a glibc-made thread); `None` where areas are not
+    /// supported or `WEFT_THREAD_LOCALS=carrier` turned them off.
+    pub(crate) fn layout() -> Option<&'static Layout> {
+        LAYOUT
+            .get_or_init(|| {
+                if std::env::var_os("WEFT_THREAD_LOCALS").is_some_and(|v| v == "carrier") {
+                    return None;
+                }
+                discover()
+            })
+            .as_ref()
+    }
+
+    #[inline(always)]
+    fn read_tp() -> usize {
+        let tp: usize;
+        // SAFETY: glibc keeps the thread pointer's own value at %fs:0
+        // (`tcbhead_t::tcb`); reading it has no side effects.
+        unsafe {
+            std::arch::asm!("mov {}, fs:0", out(reg) tp, options(nostack, preserves_flags, readonly));
+        }
+        tp
+    }
+
+    /// Points `%fs` at `tp`.
+    ///
+    /// # Safety
+    ///
+    /// `tp` must be a complete thread-local area for the calling OS thread
+    /// (its own TCB or an area made by [`init_area`] on this OS thread) that
+    /// stays alive while `%fs` points at it.
+    #[inline(always)]
+    unsafe fn set_tp(tp: usize, fsgsbase: bool) {
+        if fsgsbase {
+            // SAFETY: FSGSBASE is enabled (AT_HWCAP2); the caller vouches
+            // for the area. No `nomem`: memory accesses must not move
+            // across the switch.
+            unsafe {
+                std::arch::asm!("wrfsbase {}", in(reg) tp, options(nostack, preserves_flags))
+            };
+        } else {
+            const ARCH_SET_FS: libc::c_long = 0x1002;
+            // SAFETY: as above; arch_prctl only sets the register.
+            unsafe { libc::syscall(libc::SYS_arch_prctl, ARCH_SET_FS, tp) };
+        }
+    }
+
+    struct Found {
+        tp: usize,
+        static_size: usize,
+        exe: Option<(usize, usize, usize, usize)>,
+        others: Vec<(usize, usize)>,
+    }
+
+    unsafe extern "C" fn each_module(
+        info: *mut libc::dl_phdr_info,
+        _size: usize,
+        data: *mut c_void,
+    ) -> c_int {
+        // SAFETY: glibc passes a valid info for the duration of the call, and
+        // `data` is the `Found` that `discover` passed in.
+        let (info, found) = unsafe { (&*info, &mut *data.cast::<Found>()) };
+        if info.dlpi_tls_modid == 0 || info.dlpi_tls_data.is_null() {
+            return 0;
+        }
+        // SAFETY: dlpi_phdr points at dlpi_phnum program headers.
+        let phdrs = unsafe { std::slice::from_raw_parts(info.dlpi_phdr, info.dlpi_phnum as usize) };
+        let Some(tls) = phdrs.iter().find(|p| p.p_type == libc::PT_TLS) else {
+            return 0;
+        };
+        let data = info.dlpi_tls_data as usize;
+        if data >= found.tp || found.tp - data > found.static_size {
+            return 0; // dynamic TLS (not in the static block)
+        }
+        let off = found.tp - data;
+        // The first module is the executable.
+        if found.exe.is_none() && found.others.is_empty() {
+            found.exe = Some((
+                off,
+                info.dlpi_addr as usize + tls.p_vaddr as usize,
+                tls.p_filesz as usize,
+                tls.p_memsz as usize,
+            ));
+        } else {
+            found.others.push((off, tls.p_memsz as usize));
+        }
+        0
+    }
+
+    fn discover() -> Option<Layout> {
+        // SAFETY: dlsym with a NUL-terminated name; the function has this
+        // signature in every glibc that exports it.
+        let info: Option<unsafe extern "C" fn(*mut usize, *mut usize)> = unsafe {
+            let p = libc::dlsym(libc::RTLD_DEFAULT, c"_dl_get_tls_static_info".as_ptr());
+            (!p.is_null()).then(|| std::mem::transmute::<*mut c_void, _>(p))
+        };
+        let (mut static_size, mut static_align) = (0usize, 0usize);
+        // SAFETY: writes two usizes.
+        unsafe { info?(&mut static_size, &mut static_align) };
+        let tp = read_tp();
+        // The TCB's size: glibc puts it at the very top of a thread's stack
+        // mapping, so on a glibc-made thread it runs from tp to that top.
+        // SAFETY: attr is initialised by pthread_getattr_np before use and
+        // destroyed after.
+        let top = unsafe {
+            let mut attr: libc::pthread_attr_t = std::mem::zeroed();
+            if libc::pthread_getattr_np(libc::pthread_self(), &mut attr) != 0 {
+                return None;
+            }
+            let (mut addr, mut size) = (std::ptr::null_mut(), 0usize);
+            let r = libc::pthread_attr_getstack(&attr, &mut addr, &mut size);
+            libc::pthread_attr_destroy(&mut attr);
+            if r != 0 {
+                return None;
+            }
+            addr as usize + size
+        };
+        let tcb = top.checked_sub(tp)?;
+        // struct pthread is ~2.3 KiB; anything else means this is not the
+        // shape we know (the main thread, a user-supplied stack).
+        if !(0x300..=0x4000).contains(&tcb) || static_size > 1 << 20 {
+            return None;
+        }
+        let mut found = Found {
+            tp,
+            static_size,
+            exe: None,
+            others: Vec::new(),
+        };
+        // SAFETY: the callback matches dl_iterate_phdr's contract and only
+        // reads what glibc passes it.
+        unsafe { libc::dl_iterate_phdr(Some(each_module), (&raw mut found).cast()) };
+        let (exe_off, exe_image, exe_filesz, exe_memsz) = found.exe?;
+        let mirror_lo = found
+            .others
+            .iter()
+            .map(|&(off, len)| off - len)
+            .min()
+            .unwrap_or(0);
+        let mirror_hi = found.others.iter().map(|&(off, _)| off).max().unwrap_or(0);
+        let align = static_align.clamp(64, 4096);
+        // Static TLS below tp: glibc's whole static size is an upper bound
+        // (it counts the TCB too) that includes the surplus.
+        let below = static_size.max(exe_off).max(mirror_hi);
+        let page = crate::stack::page_size();
+        let reserve = (HEADER + tcb + align + below).next_multiple_of(page);
+        // SAFETY: getauxval has no preconditions.
+        let fsgsbase = unsafe { libc::getauxval(libc::AT_HWCAP2) } & 2 != 0;
+        Some(Layout {
+            tcb,
+            exe_off,
+            exe_image,
+            exe_filesz,
+            exe_memsz,
+            mirror_lo,
+            mirror_hi,
+            align,
+            reserve,
+            fsgsbase,
+        })
+    }
+
+    /// Makes a new area in the `reserve()` bytes below `slot_top` and
+    /// returns its thread pointer.
+    ///
+    /// # Safety
+    ///
+    /// Called on the carrier that will run the thread (the TCB is copied
+    /// from the calling OS thread, which must be glibc-made); the
+    /// `reserve()` bytes below `slot_top` are writable memory owned by the
+    /// thread, unused by its stack, for as long as the thread lives.
+    pub(crate) unsafe fn init_area(l: &Layout, slot_top: usize) -> usize {
+        let header = slot_top - HEADER;
+        let tp = (header - l.tcb) & !(l.align - 1);
+        let carrier_tp = read_tp();
+        // SAFETY: all writes stay inside [slot_top - reserve, slot_top)
+        // (`reserve` covers header, TCB, alignment and static TLS), which
+        // the caller gives us; the TCB is read from the calling thread's
+        // own TCB, `tcb` bytes long by `discover`; the template image is
+        // the executable's mapped PT_TLS segment.
+        unsafe {
+            (header as *mut Header).write(Header {
+                dtors: std::ptr::null_mut(),
+                keys: std::ptr::null_mut(),
+            });
+            std::ptr::copy_nonoverlapping(carrier_tp as *const u8, tp as *mut u8, l.tcb);
+            // tcbhead_t: tcb (offset 0) and self (offset 16) point at the
+            // TCB itself.
+            (tp as *mut usize).write(tp);
+            ((tp + 16) as *mut usize).write(tp);
+            let exe = (tp - l.exe_off) as *mut u8;
+            std::ptr::copy_nonoverlapping(l.exe_image as *const u8, exe, l.exe_filesz);
+            std::ptr::write_bytes(exe.add(l.exe_filesz), 0, l.exe_memsz - l.exe_filesz);
+        }
+        // SAFETY: as above; AREA is a `const` Cell in the executable's block.
+        unsafe {
+            seed(
+                tp,
+                AREA.with(|a| a as *const Cell<*mut Header>),
+                Cell::new(header as *mut Header),
+            )
+        };
+        tp
+    }
+
+    /// Writes `value` into the area at `tp` where the calling OS thread
+    /// has the thread-local `var` (one of its own thread-locals).
+    ///
+    /// # Safety
+    ///
+    /// `var` is the address of a `const`-initialised thread-local of the
+    /// executable on the calling OS thread, of type `T`; `tp` an area made
+    /// by [`init_area`] whose thread is not running.
+    pub(crate) unsafe fn seed<T>(tp: usize, var: *const T, value: T) {
+        let off = read_tp() - var as usize;
+        // SAFETY: static TLS offsets are the same in every area and in
+        // every thread, so the slot lies in the area's executable block.
+        unsafe { ((tp - off) as *mut T).write(value) };
+    }
+
+    /// Runs `f` (the resume of a virtual thread) with the thread pointer
+    /// on the area `tp`, and puts the carrier's back after.
+    ///
+    /// `#[inline(never)]` and touching no thread-local itself: the compiler
+    /// cannot cache a thread-local address across the two switches here.
+    ///
+    /// # Safety
+    ///
+    /// `tp` is an area made on this carrier by [`init_area`] for the thread
+    /// `f` resumes; `f` touches no thread-local of the carrier.
+    #[inline(never)]
+    pub(crate) unsafe fn run_on<R>(l: &Layout, tp: usize, f: impl FnOnce() -> R) -> R {
+        let carrier_tp = read_tp();
+        let len = l.mirror_hi - l.mirror_lo;
+        // SAFETY: both areas have the same static layout; the mirrored range
+        // and the dtv slot (offset 8 of tcbhead_t) lie in both. The area is
+        // complete, so pointing %fs at it is sound (caller).
+        unsafe {
+            std::ptr::copy_nonoverlapping(
+                (carrier_tp - l.mirror_hi) as *const u8,
+                (tp - l.mirror_hi) as *mut u8,
+                len,
+            );
+            ((tp + 8) as *mut usize).write(((carrier_tp + 8) as *const usize).read());
+            set_tp(tp, l.fsgsbase);
+        }
+        let r = f();
+        // SAFETY: the same, the other way round; %fs back on the carrier's
+        // own TCB.
+        unsafe {
+            set_tp(carrier_tp, l.fsgsbase);
+            std::ptr::copy_nonoverlapping(
+                (tp - l.mirror_hi) as *const u8,
+                (carrier_tp - l.mirror_hi) as *mut u8,
+                len,
+            );
+            ((carrier_tp + 8) as *mut usize).write(((tp + 8) as *const usize).read());
+        }
+        r
+    }
+
+    /// Runs the destructors the calling virtual thread registered
+    /// (thread-local values, then pthread key values), until none is left.
+    /// Called by the thread itself when its body has returned. Nothing on
+    /// an OS thread.
+    pub(crate) fn run_dtors() {
+        let h = AREA.with(Cell::get);
+        if h.is_null() {
+            return;
+        }
+        // glibc's PTHREAD_DESTRUCTOR_ITERATIONS for keys; thread-local
+        // destructors run until their list is empty, as glibc's do.
+        for _ in 0..4 {
+            // SAFETY: the header belongs to the running thread (AREA is
+            // per area) and only this thread touches it.
+            unsafe {
+                loop {
+                    let d = (*h).dtors;
+                    if d.is_null() {
+                        break;
+                    }
+                    let Dtor { func, obj, next } = *Box::from_raw(d);
+                    (*h).dtors = next;
+                    func(obj);
+                }
+                let keys = (*h).keys;
+                if keys.is_null() {
+                    return;
+                }
+                let mut ran = false;
+                let mut i = 0;
+                loop {
+                    // A short borrow: a destructor may set keys again.
+                    let (key, value) = {
+                        let v = &mut *keys;
+                        let Some(e) = v.get_mut(i) else { break };
+                        (e.0, std::mem::replace(&mut e.1, std::ptr::null_mut()))
+                    };
+                    i += 1;
+                    if value.is_null() {
+                        continue;
+                    }
+                    if let Some(dtor) = key_dtor(key) {
+                        ran = true;
+                        dtor(value);
+                    }
+                }
+                if !ran && (*h).dtors.is_null() {
+                    drop(Box::from_raw(keys));
+                    (*h).keys = std::ptr::null_mut();
+                    return;
+                }
+            }
+        }
+    }
+
+    // -----------------------------------------------------------------
+    // The entry points std (and C code) registers per-thread clean-up
+    // with: on an area, they keep it in the area; elsewhere, glibc's.
+
+    type AtExit =
+        unsafe extern "C" fn(unsafe extern "C" fn(*mut c_void), *mut c_void, *mut c_void) -> c_int;
+    type GetSpecific = unsafe extern "C" fn(pthread_key_t) -> *mut c_void;
+    type SetSpecific = unsafe extern "C" fn(pthread_key_t, *const c_void) -> c_int;
+    type KeyCreate = unsafe extern "C" fn(
+        *mut pthread_key_t,
+        Option<unsafe extern "C" fn(*mut c_void)>,
+    ) -> c_int;
+
+    /// glibc's definition of `name` (the next one after ours).
+    fn real(cache: &AtomicPtr<c_void>, name: &std::ffi::CStr) -> *mut c_void {
+        let p = cache.load(Ordering::Acquire);
+        if !p.is_null() {
+            return p;
+        }
+        // SAFETY: dlsym with a NUL-terminated name.
+        let p = unsafe { libc::dlsym(libc::RTLD_NEXT, name.as_ptr()) };
+        if p.is_null() {
+            eprintln!("weft: libc has no {name:?}; aborting");
+            std::process::abort();
+        }
+        cache.store(p, Ordering::Release);
+        p
+    }
+
+    static REAL_ATEXIT: AtomicPtr<c_void> = AtomicPtr::new(std::ptr::null_mut());
+    static REAL_GET: AtomicPtr<c_void> = AtomicPtr::new(std::ptr::null_mut());
+    static REAL_SET: AtomicPtr<c_void> = AtomicPtr::new(std::ptr::null_mut());
+    static REAL_CREATE: AtomicPtr<c_void> = AtomicPtr::new(std::ptr::null_mut());
+
+    /// Destructors of pthread keys created through [`pthread_key_create`],
+    /// by key (glibc's keys are below PTHREAD_KEYS_MAX, 1024).
+    static KEY_DTORS: [AtomicUsize; 1024] = [const { AtomicUsize::new(0) }; 1024];
+
+    fn key_dtor(key: pthread_key_t) -> Option<unsafe extern "C" fn(*mut c_void)> {
+        let p = KEY_DTORS.get(key as usize)?.load(Ordering::Acquire);
+        // SAFETY: non-zero values were stored from such a function pointer.
+        (p != 0)
+            .then(|| unsafe { std::mem::transmute::<usize, unsafe extern "C" fn(*mut c_void)>(p) })
+    }
+
+    /// Registers `func(obj)` to run when the calling thread ends: what std
+    /// calls for every `thread_local!` with a destructor. (Interposes
+    /// glibc's; on an OS thread it forwards there.)
+    ///
+    /// # Safety
+    ///
+    /// As glibc's: `func` may be called with `obj` once, on this thread.
+    #[unsafe(no_mangle)]
+    pub unsafe extern "C" fn __cxa_thread_atexit_impl(
+        func: unsafe extern "C" fn(*mut c_void),
+        obj: *mut c_void,
+        dso: *mut c_void,
+    ) -> c_int {
+        let h = AREA.with(Cell::get);
+        if h.is_null() {
+            // SAFETY: glibc's function of this signature.
+            let real: AtExit =
+                unsafe { std::mem::transmute(real(&REAL_ATEXIT, c"__cxa_thread_atexit_impl")) };
+            // SAFETY: forwarded unchanged.
+            return unsafe { real(func, obj, dso) };
+        }
+        let d = Box::into_raw(Box::new(Dtor {
+            func,
+            obj,
+            // SAFETY: the running thread's own header.
+            next: unsafe { (*h).dtors },
+        }));
+        // SAFETY: as above.
+        unsafe { (*h).dtors = d };
+        0
+    }
+
+    /// `pthread_getspecific`: per virtual thread on an area.
+    ///
+    /// # Safety
+    ///
+    /// As glibc's.
+    #[unsafe(no_mangle)]
+    pub unsafe extern "C" fn pthread_getspecific(key: pthread_key_t) -> *mut c_void {
+        let h = AREA.with(Cell::get);
+        if h.is_null() {
+            // SAFETY: glibc's function of this signature.
+            let real: GetSpecific =
+                unsafe { std::mem::transmute(real(&REAL_GET, c"pthread_getspecific")) };
+            // SAFETY: forwarded unchanged.
+            return unsafe { real(key) };
+        }
+        // SAFETY: the running thread's own header.
+        let keys = unsafe { (*h).keys };
+        if keys.is_null() {
+            return std::ptr::null_mut();
+        }
+        // SAFETY: as above.
+        unsafe {
+            (*keys)
+                .iter()
+                .find(|e| e.0 == key)
+                .map_or(std::ptr::null_mut(), |e| e.1)
+        }
+    }
+
+    /// `pthread_setspecific`: per virtual thread on an area.
+    ///
+    /// # Safety
+    ///
+    /// As glibc's.
+    #[unsafe(no_mangle)]
+    pub unsafe extern "C" fn pthread_setspecific(
+        key: pthread_key_t,
+        value: *const c_void,
+    ) -> c_int {
+        let h = AREA.with(Cell::get);
+        if h.is_null() {
+            // SAFETY: glibc's function of this signature.
+            let real: SetSpecific =
+                unsafe { std::mem::transmute(real(&REAL_SET, c"pthread_setspecific")) };
+            // SAFETY: forwarded unchanged.
+            return unsafe { real(key, value) };
+        }
+        if key as usize >= KEY_DTORS.len() {
+            return libc::EINVAL;
+        }
+        // SAFETY: the running thread's own header.
+        unsafe {
+            if (*h).keys.is_null() {
+                (*h).keys = Box::into_raw(Box::default());
+            }
+            let keys = &mut *(*h).keys;
+            match keys.iter_mut().find(|e| e.0 == key) {
+                Some(e) => e.1 = value.cast_mut(),
+                None => keys.push((key, value.cast_mut())),
+            }
+        }
+        0
+    }
+
+    /// `pthread_key_create`: glibc's, remembering the destructor so that a
+    /// virtual thread's values can be destroyed when it ends.
+    ///
+    /// # Safety
+    ///
+    /// As glibc's.
+    #[unsafe(no_mangle)]
+    pub unsafe extern "C" fn pthread_key_create(
+        key: *mut pthread_key_t,
+        dtor: Option<unsafe extern "C" fn(*mut c_void)>,
+    ) -> c_int {
+        // SAFETY: glibc's function of this signature.
+        let real: KeyCreate =
+            unsafe { std::mem::transmute(real(&REAL_CREATE, c"pthread_key_create")) };
+        // SAFETY: forwarded unchanged.
+        let r = unsafe { real(key, dtor) };
+        if r == 0 {
+            // SAFETY: glibc wrote the key.
+            let k = unsafe { *key } as usize;
+            if let Some(slot) = KEY_DTORS.get(k) {
+                slot.store(dtor.map_or(0, |d| d as usize), Ordering::Release);
+            }
+        }
+        r
+    }
+}
+
+#[cfg(not(all(target_os = "linux", target_arch = "x86_64", target_env = "gnu")))]
+mod imp {
+    /// No areas on this platform: see the module docs.
+    pub(crate) enum Layout {}
+    impl Layout {
+        pub(crate) fn reserve(&self) -> usize {
+            match *self {}
+        }
+    }
+    pub(crate) fn layout() -> Option<&'static Layout> {
+        None
+    }
+    pub(crate) unsafe fn init_area(l: &Layout, _slot_top: usize) -> usize {
+        match *l {}
+    }
+    pub(crate) unsafe fn seed<T>(_tp: usize, _var: *const T, _value: T) {}
+    pub(crate) unsafe fn run_on<R>(l: &Layout, _tp: usize, _f: impl FnOnce() -> R) -> R {
+        match *l {}
+    }
+    pub(crate) fn run_dtors() {}
+}
+
+pub(crate) use imp::init_area;
