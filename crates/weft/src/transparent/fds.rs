@@ -37,12 +37,34 @@ static REGS: Mutex<Option<HashMap<c_int, Arc<Registration>>>> = Mutex::new(None)
 /// Entries in `REGS`: `forget` skips the lock while there are none.
 static NREGS: AtomicUsize = AtomicUsize::new(0);
 
-/// Set in a `fork` child: it has no carriers, every call passes through.
+/// Set in a `fork` child: it has no carriers, every call passes through,
+/// and no hook takes a lock (another carrier may have held it at the fork:
+/// its owner does not exist in the child).
 static FORKED: AtomicBool = AtomicBool::new(false);
 
 extern "C" fn in_child() {
     FORKED.store(true, Ordering::Relaxed);
 }
+
+/// Whether this process is a `fork` child of the one that loaded Weft.
+pub(super) fn forked() -> bool {
+    FORKED.load(Ordering::Relaxed)
+}
+
+/// Registers [`in_child`] with `pthread_atfork` before `main` (an
+/// `.init_array` constructor): a fork made before the first hooked call
+/// must mark its child too. A lazy registration (at the first call on a
+/// virtual thread) left a child forked earlier by a virtual thread
+/// believing it ran on one, parking on carriers it does not have.
+extern "C" fn register_atfork() {
+    // SAFETY: registers a handler that only stores an atomic; libc is
+    // initialised before the executable's constructors run.
+    unsafe { libc::pthread_atfork(None, None, Some(in_child)) };
+}
+
+#[used]
+#[unsafe(link_section = ".init_array")]
+static REGISTER_ATFORK: extern "C" fn() = register_atfork;
 
 fn slot(fd: c_int) -> Option<&'static AtomicU8> {
     usize::try_from(fd).ok().and_then(|i| STATE.get(i))
@@ -63,15 +85,7 @@ pub(crate) fn on_virtual() -> bool {
     if FORKED.load(Ordering::Relaxed) {
         return false;
     }
-    if crate::thread::current_virtual().is_none() || !super::enabled() {
-        return false;
-    }
-    static ATFORK: std::sync::Once = std::sync::Once::new();
-    ATFORK.call_once(|| {
-        // SAFETY: registers a handler that only stores an atomic.
-        unsafe { libc::pthread_atfork(None, None, Some(in_child)) };
-    });
-    true
+    crate::thread::current_virtual().is_some() && super::enabled()
 }
 
 /// Classifies `fd` for a virtual thread's call, making a blocking socket
@@ -81,9 +95,19 @@ pub(super) fn classify(fd: c_int) -> u8 {
     if st != UNKNOWN || slot(fd).is_none() {
         return st;
     }
+    if fd <= 2 {
+        // Standard input, output and error, whatever they are (a journald
+        // stream socket under systemd, a pipe): their file description is
+        // shared with other processes, which must not see an `O_NONBLOCK`
+        // Weft set, and std's stdio locks are re-entrant per *OS* thread,
+        // so a `println!` that parked holding one would let another
+        // virtual thread of the same carrier into it.
+        set_state(fd, OTHER);
+        return OTHER;
+    }
     let saved = sys::errno();
     let new = match sys::file_type(fd) {
-        Some(libc::S_IFIFO) if fd > 2 => PIPE,
+        Some(libc::S_IFIFO) => PIPE,
         Some(libc::S_IFSOCK) => {
             let fl = sys::fcntl(fd, libc::F_GETFL, 0);
             if fl < 0 {
@@ -128,7 +152,11 @@ pub(super) fn registration(fd: c_int) -> Option<Arc<Registration>> {
 /// threads waiting on it (their retried call then fails with `EBADF`).
 pub(super) fn forget(fd: c_int) {
     set_state(fd, UNKNOWN);
-    if NREGS.load(Ordering::Relaxed) == 0 {
+    if NREGS.load(Ordering::Relaxed) == 0 || forked() {
+        // In a fork child `REGS` may be locked for ever (its holder was
+        // another carrier of the parent), and std's child calls `dup2`
+        // between fork and exec: leave the parent's registrations alone
+        // (the child shares the parent's epoll set and must not change it).
         return;
     }
     let r = REGS.lock().unpoison().as_mut().and_then(|m| m.remove(&fd));
@@ -234,7 +262,10 @@ pub(super) fn sock_call(
     } else {
         Interest::Write
     };
-    if virt {
+    // A socket Weft manages that was `dup2`ed onto 0, 1 or 2 keeps its
+    // `O_NONBLOCK` (the file description is already Weft's), but a call
+    // on those numbers blocks the carrier (std's stdio locks, above).
+    if virt && fd > 2 {
         match park_io(fd, i, deadline, call, || unless_eagain(op())) {
             Ok(r) => return r,
             Err(Some(Stop::TimedOut)) => return fail(libc::EAGAIN),

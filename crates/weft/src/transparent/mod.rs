@@ -43,7 +43,14 @@
 //! - The same descriptor used from an OS thread blocks that OS thread (with
 //!   `poll(2)`) as it would have without Weft.
 //! - In a `fork` child every call passes through (the child has no
-//!   carriers).
+//!   carriers) and takes no lock: a `pthread_atfork` handler, registered
+//!   by a constructor before `main`, marks the child, so a fork made before
+//!   the first hooked call is covered too, and the `dup2` std's child makes
+//!   between `fork` and `exec` cannot wait on a lock another carrier held
+//!   at the fork (`tests-transparent/tests/fork_lock.rs`,
+//!   `fork_first.rs`). The child leaves the parent's poller registrations
+//!   alone (it shares the parent's epoll set). A child made with `_Fork`,
+//!   `vfork` or a raw `clone` is not marked: it must only `exec`.
 //!
 //! # Covered calls
 //!
@@ -69,13 +76,18 @@
 //!
 //! # Not covered (documented limits)
 //!
-//! - Regular files, ttys, descriptors 0, 1 and 2, and other non-socket,
-//!   non-pipe descriptors pass through and block the carrier as before
-//!   (the monitor reports it; wrap such work in
+//! - Regular files, ttys, descriptors 0, 1 and 2 — whatever they are: a
+//!   pipe, or a socket such as journald's stream socket under systemd —
+//!   and other non-socket, non-pipe descriptors pass through and block the
+//!   carrier as before (the monitor reports it; wrap such work in
 //!   [`weft::blocking`](crate::blocking)). Parking on stdio would be
-//!   unsound: `println!` holds std's stdout lock, which is re-entrant per
-//!   *OS* thread, so a second virtual thread of the same carrier would
-//!   enter it. Regular files never return `EAGAIN`, so there is nothing to
+//!   unsound: `println!` holds std's stdout lock, which is per *OS*
+//!   thread, so a second virtual thread of the same carrier would block
+//!   the carrier on it or enter it; and stdio's file description is shared
+//!   with other processes, which must not see an `O_NONBLOCK` Weft set
+//!   (`tests-transparent/tests/stdio.rs`). A socket Weft already made
+//!   non-blocking and that the program `dup2`s onto 0, 1 or 2 stays so,
+//!   but a call there blocks the carrier (with `poll`) instead of parking. Regular files never return `EAGAIN`, so there is nothing to
 //!   wait for but the disk; offloading every small read would cost more
 //!   than it saves.
 //! - `std::sync` and `parking_lot` waits, `std::thread::park` and
