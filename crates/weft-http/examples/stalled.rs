@@ -29,8 +29,9 @@ fn main() -> std::io::Result<()> {
         .unwrap_or_else(|| "127.0.0.1:8080".into());
     let router = Router::new()
         .get("/slow", slow_handler)
-        .get("/fast", |_req| "fast\n");
-    let router = Arc::new(weft_http::debug::routes(router, "/debug/weft"));
+        .get("/fast", |_req| "fast\n")
+        .nest("/debug/weft", weft_http::debug::router());
+    let router = Arc::new(router);
     let server = Server::bind(&addr, ServerConfig::default())?.serve(router)?;
     eprintln!("listening on http://{}", server.local_addr());
     server.wait();

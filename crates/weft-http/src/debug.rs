@@ -3,7 +3,7 @@
 //!
 //! ```
 //! use weft_http::Router;
-//! let router = weft_http::debug::routes(Router::new(), "/debug/weft");
+//! let router = Router::new().nest("/debug/weft", weft_http::debug::router());
 //! // GET /debug/weft/threads       -> jstack-like text dump
 //! // GET /debug/weft/threads.json  -> JDK-shaped JSON dump
 //! // GET /debug/weft/metrics       -> Prometheus text exposition
@@ -15,19 +15,24 @@
 
 use crate::{Response, Router};
 
-/// Adds `GET {prefix}/threads`, `{prefix}/threads.json` and
-/// `{prefix}/metrics` to `router`.
-pub fn routes(router: Router, prefix: &str) -> Router {
-    let prefix = prefix.trim_end_matches('/');
-    router
-        .get(&format!("{prefix}/threads"), |_req| {
-            Response::text(weft::dump().to_string())
-        })
-        .get(&format!("{prefix}/threads.json"), |_req| {
+/// A router with `GET /threads`, `/threads.json` and `/metrics`, to mount
+/// with [`Router::nest`].
+pub fn router() -> Router {
+    Router::new()
+        .get("/threads", |_req| Response::text(weft::dump().to_string()))
+        .get("/threads.json", |_req| {
             Response::json(weft::dump().to_json())
         })
-        .get(&format!("{prefix}/metrics"), |_req| {
+        .get("/metrics", |_req| {
             Response::text(weft::metrics::prometheus())
                 .with_header("content-type", "text/plain; version=0.0.4")
         })
+}
+
+/// Adds `GET {prefix}/threads`, `{prefix}/threads.json` and
+/// `{prefix}/metrics` to `router`: `router.nest(prefix, router())`.
+#[deprecated(note = "use `router.nest(prefix, weft_http::debug::router())`")]
+pub fn routes(router: Router, prefix: &str) -> Router {
+    let prefix = if prefix.is_empty() { "/" } else { prefix };
+    router.nest(prefix, self::router())
 }

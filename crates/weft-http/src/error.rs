@@ -55,7 +55,13 @@ pub struct HttpError {
     message: Cow<'static, str>,
     field: Option<String>,
     pub(crate) headers: Vec<(Cow<'static, str>, Cow<'static, str>)>,
-    source: Option<Source>,
+    pub(crate) source: Option<Source>,
+    /// Made by the blanket `From` (`?`): the status was picked from the
+    /// error's type, so [`Router::map_error`](crate::Router::map_error)
+    /// may pick another.
+    pub(crate) converted: bool,
+    /// The request it answers, once known.
+    pub(crate) request: Option<Box<RequestInfo>>,
 }
 
 impl HttpError {
@@ -67,6 +73,8 @@ impl HttpError {
             field: None,
             headers: Vec::new(),
             source: None,
+            converted: false,
+            request: None,
         }
     }
 
@@ -103,6 +111,28 @@ impl HttpError {
     /// `422 Unprocessable Content`.
     pub fn unprocessable(message: impl Into<Cow<'static, str>>) -> HttpError {
         HttpError::new(422, message)
+    }
+
+    /// `429 Too Many Requests` (add a `Retry-After` with
+    /// [`with_header`](HttpError::with_header)).
+    pub fn too_many_requests(message: impl Into<Cow<'static, str>>) -> HttpError {
+        HttpError::new(429, message)
+    }
+
+    /// `502 Bad Gateway`: an upstream service failed or answered badly.
+    pub fn bad_gateway(message: impl Into<Cow<'static, str>>) -> HttpError {
+        HttpError::new(502, message)
+    }
+
+    /// `503 Service Unavailable` (add a `Retry-After` with
+    /// [`with_header`](HttpError::with_header) when it is worth retrying).
+    pub fn service_unavailable(message: impl Into<Cow<'static, str>>) -> HttpError {
+        HttpError::new(503, message)
+    }
+
+    /// `504 Gateway Timeout`: an upstream service did not answer in time.
+    pub fn gateway_timeout(message: impl Into<Cow<'static, str>>) -> HttpError {
+        HttpError::new(504, message)
     }
 
     /// `500 Internal Server Error` with the generic message, keeping
@@ -150,9 +180,18 @@ impl HttpError {
         self.field.as_deref()
     }
 
-    /// The cause, if any (for logging; never sent).
+    /// The cause, if any (for logging; never sent). A panic's `500` has a
+    /// [`HandlerPanic`] here.
     pub fn source(&self) -> Option<&(dyn std::error::Error + Send + Sync + 'static)> {
         self.source.as_deref()
+    }
+
+    /// The request this error answers: method, path, route and activity,
+    /// for the error hook's log line. `None` for the server's answers
+    /// before a request was read (`400`, `408`, `431`, a full server's
+    /// `503`) and for an error not yet answered.
+    pub fn request(&self) -> Option<&RequestInfo> {
+        self.request.as_deref()
     }
 
     /// The default rendering: `text/plain`, the message and a newline.
@@ -205,11 +244,152 @@ impl<E> From<E> for HttpError
 where
     E: std::error::Error + Send + Sync + 'static,
 {
-    /// Any error is a `500` whose cause is kept but not sent.
+    /// Any error is a `500` whose cause is kept but not sent, unless its
+    /// source chain holds an error type weft-http knows (see the module
+    /// docs); a [`Router::map_error`](crate::Router::map_error) may map it
+    /// again.
     fn from(e: E) -> HttpError {
-        HttpError::internal(e)
+        let mut err = classify(&e).unwrap_or_else(|| HttpError::from_status(500));
+        err.source = Some(Box::new(e));
+        err.converted = true;
+        err
     }
 }
+
+/// The answer for an error type weft-http knows, found anywhere in
+/// `e`'s source chain: its own client's errors (`502`, `504`) and, with
+/// feature `pg`, weft-pg's.
+fn classify(e: &(dyn std::error::Error + 'static)) -> Option<HttpError> {
+    let mut next = Some(e);
+    while let Some(e) = next {
+        if let Some(c) = e.downcast_ref::<crate::client::Error>() {
+            return Some(client_error(c));
+        }
+        #[cfg(feature = "pg")]
+        if let Some(pg) = e.downcast_ref::<weft_pg::Error>() {
+            return Some(pg_error(pg));
+        }
+        next = e.source();
+    }
+    None
+}
+
+/// An upstream call with weft-http's client failed: `504` on a timeout,
+/// `500` for a URL the program built wrong, `502` otherwise.
+fn client_error(e: &crate::client::Error) -> HttpError {
+    use crate::client::ErrorKind;
+    match e.kind() {
+        ErrorKind::Timeout => HttpError::from_status(504),
+        ErrorKind::InvalidUrl => HttpError::from_status(500),
+        _ => HttpError::from_status(502),
+    }
+}
+
+/// weft-pg's errors: a unique or foreign-key violation is `409`; no
+/// connection within the pool's timeout is `503` with `Retry-After: 1`; a
+/// lost or unreachable server, a closed pool or an interrupted call (the
+/// server is stopping) is `503`; anything else `500`.
+#[cfg(feature = "pg")]
+fn pg_error(e: &weft_pg::Error) -> HttpError {
+    use weft_pg::SqlState;
+    if let Some(code) = e.code()
+        && (*code == SqlState::UNIQUE_VIOLATION || *code == SqlState::FOREIGN_KEY_VIOLATION)
+    {
+        return HttpError::from_status(409);
+    }
+    if e.is_timeout() {
+        return HttpError::from_status(503).with_header("Retry-After", "1");
+    }
+    if e.is_connection_error() || e.is_interrupted() || matches!(e, weft_pg::Error::PoolClosed) {
+        return HttpError::from_status(503);
+    }
+    HttpError::from_status(500)
+}
+
+/// The request an error answers, as the error hook sees it
+/// ([`HttpError::request`]).
+#[derive(Clone, Debug)]
+pub struct RequestInfo {
+    pub(crate) method: String,
+    pub(crate) path: String,
+    pub(crate) query: Option<String>,
+    pub(crate) route: Option<String>,
+    pub(crate) activity: String,
+}
+
+impl RequestInfo {
+    /// The method, e.g. `"GET"`.
+    pub fn method(&self) -> &str {
+        &self.method
+    }
+
+    /// The path as received (not percent-decoded; a nested router's
+    /// prefix included).
+    pub fn path(&self) -> &str {
+        &self.path
+    }
+
+    /// The raw query string, if any.
+    pub fn query(&self) -> Option<&str> {
+        self.query.as_deref()
+    }
+
+    /// The pattern of the route that matched, with the prefixes of the
+    /// routers it is nested in (`/admin/links/:code`); `None` when no
+    /// route matched (a `404`, a `405`) or the handler is not a
+    /// [`Router`](crate::Router).
+    pub fn route(&self) -> Option<&str> {
+        self.route.as_deref()
+    }
+
+    /// What the request's thread was doing: the last
+    /// [`Request::set_activity`](crate::Request::set_activity) of the
+    /// handler, else what the server set (`GET /links/x?full=1`, as a
+    /// thread dump shows it).
+    pub fn activity(&self) -> &str {
+        &self.activity
+    }
+}
+
+/// The cause of the `500` answering a request whose handler panicked:
+/// the panic's message and, when known, where it happened. The error hook
+/// finds it as [`HttpError::source`]; the client gets only `Internal
+/// Server Error`.
+///
+/// The location is recorded by a panic hook that the server installs
+/// (once per process, wrapping the one in place) when it starts; with
+/// `WEFT_PANIC_HOOK=0`, or if the program replaces the hook afterwards, it
+/// is `None`.
+#[derive(Clone, Debug)]
+pub struct HandlerPanic {
+    pub(crate) message: String,
+    pub(crate) location: Option<String>,
+}
+
+impl HandlerPanic {
+    /// The panic's message (`Box<dyn Any>` for a payload that is not a
+    /// string).
+    pub fn message(&self) -> &str {
+        &self.message
+    }
+
+    /// Where the panic happened: `src/main.rs:42:9`.
+    pub fn location(&self) -> Option<&str> {
+        self.location.as_deref()
+    }
+}
+
+impl fmt::Display for HandlerPanic {
+    /// `handler panicked at src/main.rs:42:9: message`.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match &self.location {
+            Some(l) => write!(f, "handler panicked at {l}: {}", self.message),
+            None => write!(f, "handler panicked: {}", self.message),
+        }
+    }
+}
+
+impl std::error::Error for HandlerPanic {}
 
 impl IntoResponse for HttpError {
     fn into_response(self) -> Response {
@@ -315,6 +495,117 @@ mod tests {
         let out = render(Response::error(404), |_| panic!("hook panic (expected)"));
         assert_eq!(out.status(), 404);
         assert!(matches!(out.body(), crate::Body::Bytes(b) if &b[..] == b"Not Found\n"));
+    }
+
+    /// An application error wrapping another, as `thiserror`'s `#[from]`
+    /// would: the mapping finds the inner one in the source chain.
+    #[derive(Debug)]
+    struct Wrapped<E>(E);
+    impl<E: std::error::Error + 'static> fmt::Display for Wrapped<E> {
+        fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+            write!(f, "wrapped: {}", self.0)
+        }
+    }
+    impl<E: std::error::Error + 'static> std::error::Error for Wrapped<E> {
+        fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+            Some(&self.0)
+        }
+    }
+
+    #[test]
+    fn new_constructors_have_their_status() {
+        for (e, status) in [
+            (HttpError::too_many_requests("x"), 429),
+            (HttpError::bad_gateway("x"), 502),
+            (HttpError::service_unavailable("x"), 503),
+            (HttpError::gateway_timeout("x"), 504),
+        ] {
+            assert_eq!((e.status(), e.message()), (status, "x"));
+            assert!(!e.converted);
+        }
+    }
+
+    #[test]
+    fn client_errors_are_502_or_504_even_when_wrapped() {
+        use crate::client::{Error, ErrorKind};
+        let e: HttpError = Error::new(ErrorKind::Connect, "refused").into();
+        assert_eq!((e.status(), e.message()), (502, "Bad Gateway"));
+        assert!(e.to_string().contains("refused"), "{e}");
+        let e: HttpError = Error::new(ErrorKind::Timeout, "slow").into();
+        assert_eq!(e.status(), 504);
+        let e: HttpError = Wrapped(Error::new(ErrorKind::Read, "reset")).into();
+        assert_eq!(e.status(), 502);
+        let e: HttpError = Error::new(ErrorKind::InvalidUrl, "bad url").into();
+        assert_eq!(e.status(), 500);
+    }
+
+    #[cfg(feature = "pg")]
+    #[test]
+    fn pg_errors_map_to_503_409_or_500_without_a_database() {
+        use std::time::Duration;
+        use weft_pg::{Error, PoolTimeout};
+        let timeout = || {
+            Error::Timeout(Box::new(PoolTimeout {
+                pool: "test".into(),
+                waited: Duration::from_millis(10),
+                total: 1,
+                active: 1,
+                idle: 0,
+                waiting: 1,
+                last_connect_error: None,
+            }))
+        };
+        let e: HttpError = timeout().into();
+        assert_eq!((e.status(), e.message()), (503, "Service Unavailable"));
+        assert_eq!(e.headers, [("Retry-After".into(), "1".into())]);
+        assert!(e.to_string().contains("connection is not available"), "{e}");
+        let e: HttpError = Wrapped(timeout()).into();
+        assert_eq!(e.status(), 503);
+        let lost = [
+            Error::Broken,
+            Error::PoolClosed,
+            Error::Interrupted,
+            Error::Connect {
+                target: "db:5432".into(),
+                source: std::io::Error::from(std::io::ErrorKind::ConnectionRefused),
+            },
+            Error::ServerTimeout {
+                what: "validation",
+                limit: Duration::from_secs(1),
+            },
+        ];
+        for pg in lost {
+            let what = pg.to_string();
+            let e: HttpError = pg.into();
+            assert_eq!(e.status(), 503, "{what}");
+            assert!(e.headers.is_empty(), "{what}");
+        }
+        for pg in [
+            Error::Config("bad".into()),
+            Error::Io(std::io::Error::other("x")),
+        ] {
+            let e: HttpError = pg.into();
+            assert_eq!(e.status(), 500);
+        }
+        // Built by the handler: left alone.
+        assert_eq!(HttpError::internal(timeout()).status(), 500);
+    }
+
+    #[test]
+    fn panic_display_names_the_location() {
+        let p = HandlerPanic {
+            message: "boom".into(),
+            location: Some("src/x.rs:1:2".into()),
+        };
+        assert_eq!(p.to_string(), "handler panicked at src/x.rs:1:2: boom");
+        let e = HttpError::from_status(500).with_source(p);
+        assert_eq!(
+            e.to_string(),
+            "500 Internal Server Error: handler panicked at src/x.rs:1:2: boom"
+        );
+        assert!(
+            matches!(e.text_response().body(), crate::Body::Bytes(b) if &b[..] == b"Internal Server Error\n")
+        );
     }
 
     #[test]

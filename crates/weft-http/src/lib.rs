@@ -148,6 +148,7 @@ pub mod debug;
 mod error;
 #[cfg(feature = "serde")]
 mod extract;
+mod panic;
 mod request;
 mod response;
 mod router;
@@ -157,7 +158,7 @@ pub mod tls;
 mod wire;
 
 pub use client::{Client, ClientConfig, Connection, Error, ErrorKind, Exchange, Url};
-pub use error::HttpError;
+pub use error::{HandlerPanic, HttpError, RequestInfo};
 #[cfg(feature = "json")]
 pub use extract::Json;
 pub use request::{Request, RequestBody, Version};

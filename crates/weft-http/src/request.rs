@@ -40,7 +40,11 @@ impl fmt::Display for Version {
 /// body limit) so the connection can be reused.
 pub struct Request<'a> {
     pub(crate) method: &'a str,
+    /// The path the routing router sees (a nesting router's prefix
+    /// stripped).
     pub(crate) path: &'a str,
+    /// The path as received.
+    pub(crate) original_path: &'a str,
     pub(crate) query: Option<&'a str>,
     pub(crate) version: Version,
     pub(crate) headers: &'a [httparse::Header<'a>],
@@ -49,6 +53,11 @@ pub struct Request<'a> {
     pub(crate) states: Option<States>,
     pub(crate) remote: SocketAddr,
     pub(crate) body: RequestBody<'a>,
+    /// The handler's last [`Request::set_activity`].
+    pub(crate) activity: Option<String>,
+    /// The full pattern of the route whose handler panicked (set by the
+    /// router while the panic passes through it).
+    pub(crate) panicked_route: Option<String>,
 }
 
 impl<'a> Request<'a> {
@@ -58,8 +67,36 @@ impl<'a> Request<'a> {
     }
 
     /// The path of the request target, without the query (`/users/7`).
+    /// Under a router mounted with [`Router::nest`](crate::Router::nest),
+    /// the path after the prefix (`/users/7` of `/admin/users/7`).
     pub fn path(&self) -> &str {
         self.path
+    }
+
+    /// The path as received, with the prefixes of nesting routers.
+    pub fn original_path(&self) -> &str {
+        self.original_path
+    }
+
+    /// Says what the handler is doing, for thread dumps
+    /// ([`weft::set_activity`]) and for the error hook
+    /// ([`RequestInfo::activity`](crate::RequestInfo::activity)): when the
+    /// request fails, the hook's log line can say at which step.
+    ///
+    /// ```
+    /// use weft_http::{HttpError, Router};
+    /// let router = Router::new().get("/pay", |req| -> Result<&str, HttpError> {
+    ///     req.set_activity("charging the card");
+    ///     Err(HttpError::bad_gateway("payment provider down"))
+    /// });
+    /// # drop(router);
+    /// ```
+    pub fn set_activity(&mut self, what: impl fmt::Display) {
+        let mut s = self.activity.take().unwrap_or_default();
+        s.clear();
+        let _ = fmt::Write::write_fmt(&mut s, format_args!("{what}"));
+        weft::set_activity(&s);
+        self.activity = Some(s);
     }
 
     /// The raw query string after `?`, if any (`a=1&b=2`); see
@@ -177,10 +214,8 @@ impl<'a> Request<'a> {
 
     /// The state value of type `S`, if the routing router has one.
     pub fn try_state<S: Send + Sync + 'static>(&self) -> Option<Arc<S>> {
-        self.states
-            .as_ref()?
-            .iter()
-            .find_map(|s| s.clone().downcast::<S>().ok())
+        let s = self.states.as_ref()?.iter().find(|s| s.is::<S>())?;
+        s.clone().downcast::<S>().ok()
     }
 
     /// The peer's address.
@@ -216,8 +251,32 @@ impl<'a> Request<'a> {
         String::from_utf8(v).map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e))
     }
 
+    /// Adds the parameters of a matched route to those of the prefixes it
+    /// is nested under.
     pub(crate) fn set_params(&mut self, params: Vec<(String, String)>) {
-        self.params = params;
+        if self.params.is_empty() {
+            self.params = params;
+        } else {
+            self.params.extend(params);
+        }
+    }
+
+    /// What the error hook is told about this request.
+    pub(crate) fn info(&self, route: Option<String>) -> crate::error::RequestInfo {
+        let activity = match &self.activity {
+            Some(a) => a.clone(),
+            None => match self.query {
+                Some(q) => format!("{} {}?{q}", self.method, self.original_path),
+                None => format!("{} {}", self.method, self.original_path),
+            },
+        };
+        crate::error::RequestInfo {
+            method: self.method.to_owned(),
+            path: self.original_path.to_owned(),
+            query: self.query.map(str::to_owned),
+            route,
+            activity,
+        }
     }
 }
 

@@ -23,6 +23,7 @@
 //! [`Router::on_error`], so a JSON API answers JSON everywhere.
 
 use std::any::Any;
+use std::panic::{AssertUnwindSafe, catch_unwind, resume_unwind};
 use std::sync::Arc;
 
 use crate::error::{HttpError, render};
@@ -84,9 +85,15 @@ impl Handler for Box<dyn Handler> {
 /// The error hook: see [`Router::on_error`].
 type ErrorHook = Box<dyn Fn(&HttpError) -> Response + Send + Sync>;
 
+/// An error mapper: see [`Router::map_error`].
+type Mapper = Box<dyn Fn(&(dyn std::error::Error + 'static)) -> Option<HttpError> + Send + Sync>;
+
+/// A state value.
+type Value = Arc<dyn Any + Send + Sync>;
+
 /// Values given to [`Router::with_state`] / [`Router::state`], found by
 /// type.
-pub(crate) type States = Arc<Vec<Arc<dyn Any + Send + Sync>>>;
+pub(crate) type States = Arc<Vec<Value>>;
 
 #[derive(Debug)]
 enum Seg {
@@ -98,12 +105,29 @@ enum Seg {
 
 struct Route {
     method: String,
+    /// As given (for [`RequestInfo::route`](crate::RequestInfo::route)).
+    pattern: String,
     segs: Vec<Seg>,
     handler: Box<dyn Handler>,
 }
 
-/// Routes requests by method and path pattern, with shared state and an
-/// error hook.
+/// A router mounted with [`Router::nest`].
+struct Nest {
+    /// Normalised: `/a/b`, no trailing slash; `""` for `/`.
+    prefix: String,
+    segs: Vec<Seg>,
+    router: Router,
+}
+
+/// What a router tries, in order.
+enum Entry {
+    Route(Route),
+    Nest(Nest),
+}
+
+/// Routes requests by method and path pattern, with shared state, error
+/// mapping and an error hook; routers compose with [`nest`](Router::nest)
+/// and [`merge`](Router::merge).
 ///
 /// Patterns are `/`-separated segments: literals, `:name` (one segment,
 /// available as [`Request::param`]) and a final `*name` (the rest of the
@@ -144,11 +168,19 @@ struct Route {
 /// ```
 #[derive(Default)]
 pub struct Router {
-    routes: Vec<Route>,
+    entries: Vec<Entry>,
     fallback: Option<Box<dyn Handler>>,
-    /// Shared with every request (one `Arc` clone per request).
+    /// What handlers see: `own`, then the `inherited` values of types not
+    /// in `own` (shared with every request: one `Arc` clone per request).
     states: States,
+    own: Vec<Value>,
+    /// The nesting router's `states`.
+    inherited: States,
     on_error: Option<ErrorHook>,
+    mappers: Vec<Mapper>,
+    /// The prefixes this router is nested under (`/api/admin`), for the
+    /// full route pattern in [`RequestInfo::route`](crate::RequestInfo::route).
+    mount: String,
 }
 
 impl Router {
@@ -165,12 +197,14 @@ impl Router {
     }
 
     /// Adds a state value of another type (replacing an earlier one of the
-    /// same type). A nested router with states of its own shows its
-    /// handlers only its own.
+    /// same type). Routers mounted with [`nest`](Router::nest) see it too,
+    /// unless they have a value of that type of their own; a router mounted
+    /// with [`route_handler`](Router::route_handler) that has states shows
+    /// its handlers only its own.
     pub fn state<S: Send + Sync + 'static>(mut self, state: S) -> Router {
-        let states = Arc::make_mut(&mut self.states);
-        states.retain(|s| !s.is::<S>());
-        states.push(Arc::new(state));
+        self.own.retain(|s| !s.is::<S>());
+        self.own.push(Arc::new(state));
+        self.sync();
         self
     }
 
@@ -180,15 +214,23 @@ impl Router {
     /// the [`HttpError`]s / [`Response::error`]s its handlers return. The
     /// hook shapes body and headers; the status stays the error's, and
     /// headers of the answer such as `Allow` are kept. A hook that panics
-    /// falls back to plain text.
+    /// falls back to plain text. A router mounted with [`nest`](Router::nest)
+    /// without a hook of its own leaves its errors to this one.
+    ///
+    /// The error names the request it answers ([`HttpError::request`]:
+    /// method, path, route pattern, activity) and keeps its cause
+    /// ([`HttpError::source`]; for a panic, a
+    /// [`HandlerPanic`](crate::HandlerPanic) with message and location),
+    /// neither of which is sent to the client:
     ///
     /// ```
     /// use weft_http::{HttpError, Response, Router};
     /// # #[cfg(feature = "json")]
     /// let api = Router::new().on_error(HttpError::json_response);
     /// let custom = Router::new().on_error(|e| {
-    ///     if e.status() >= 500 {
-    ///         eprintln!("error: {e}"); // with the cause, which the client does not see
+    ///     if e.status() >= 500 && let Some(r) = e.request() {
+    ///         // "GET /links/:code (GET /links/x?full=1): 500 Internal Server Error: cause"
+    ///         eprintln!("{} {} ({}): {e}", r.method(), r.route().unwrap_or("-"), r.activity());
     ///     }
     ///     Response::text(format!("error {}: {}", e.status(), e.message()))
     /// });
@@ -199,6 +241,55 @@ impl Router {
         R: IntoResponse,
     {
         self.on_error = Some(Box::new(move |e| hook(e).into_response()));
+        self
+    }
+
+    /// Maps errors of type `E` to answers, in one place for every route.
+    ///
+    /// `?` in a handler turns any error into an [`HttpError`] whose status
+    /// comes from the error's type: `500`, or for types weft-http knows
+    /// its own pick (its client's errors: `502`/`504`; with feature `pg`,
+    /// weft-pg's: `409`, `503`). When such an error leaves a route of this
+    /// router, `f` is asked about each error of type `E` in its
+    /// [`source`](std::error::Error::source) chain, outermost first; the
+    /// first `Some` replaces the answer (keeping the cause for the logs).
+    /// Errors the handler built itself (`HttpError::new`, …) are left
+    /// alone. Mappers of a nested router are asked first.
+    ///
+    /// ```
+    /// use weft_http::{HttpError, Router};
+    ///
+    /// #[derive(Debug)]
+    /// struct QuotaExceeded;
+    /// impl std::fmt::Display for QuotaExceeded {
+    ///     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+    ///         f.write_str("quota exceeded")
+    ///     }
+    /// }
+    /// impl std::error::Error for QuotaExceeded {}
+    ///
+    /// fn shorten(_: &mut weft_http::Request<'_>) -> Result<String, QuotaExceeded> {
+    ///     Err(QuotaExceeded)
+    /// }
+    ///
+    /// let router = Router::new()
+    ///     .post("/links", |req| -> Result<String, HttpError> { Ok(shorten(req)?) })
+    ///     .map_error(|_: &QuotaExceeded| {
+    ///         Some(HttpError::too_many_requests("slow down").with_header("Retry-After", "60"))
+    ///     });
+    /// let server = weft_http::serve("127.0.0.1:0", router)?;
+    /// let url = format!("http://{}/links", server.local_addr());
+    /// let r = weft_http::Client::new().post(&url).send()?;
+    /// assert_eq!((r.status(), r.header("retry-after")), (429, Some("60")));
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn map_error<E, F>(mut self, f: F) -> Router
+    where
+        E: std::error::Error + 'static,
+        F: Fn(&E) -> Option<HttpError> + Send + Sync + 'static,
+    {
+        self.mappers
+            .push(Box::new(move |e| e.downcast_ref::<E>().and_then(&f)));
         self
     }
 
@@ -216,38 +307,130 @@ impl Router {
         self
     }
 
-    /// Adds a route with any [`Handler`] (e.g. a nested [`Router`]).
+    /// Adds a route with any [`Handler`]. To mount a [`Router`] under a
+    /// prefix for every method, use [`nest`](Router::nest).
     pub fn route_handler(mut self, method: &str, pattern: &str, handler: impl Handler) -> Router {
         self.add(method, pattern, Box::new(handler));
         self
     }
 
-    fn add(&mut self, method: &str, pattern: &str, handler: Box<dyn Handler>) {
+    /// Mounts `router` under `prefix` for every method: a request whose
+    /// path starts with the prefix's segments goes to `router`, which sees
+    /// the rest of the path ([`Request::path`]; `/` for the prefix itself,
+    /// [`Request::original_path`] for all of it). So its patterns do not
+    /// repeat the prefix. The prefix may have `:name` segments (their
+    /// values are path parameters of the nested routes).
+    ///
+    /// The nested router sees this router's states (its own win), and its
+    /// errors go to this router's mappers and hook unless it has its own.
+    /// It claims its prefix: a path under it that it does not route is its
+    /// `404` (or its fallback's answer); routes of this router added
+    /// before the nest still win.
+    ///
+    /// ```
+    /// use weft_http::{Client, Router};
+    /// struct Name(&'static str);
+    /// let admin = Router::new()
+    ///     .get("/stats", |req| format!("{} stats at {}", req.state::<Name>().0, req.path()))
+    ///     .delete("/links/:code", |req| format!("deleted {}", req.param("code").unwrap()));
+    /// let app = Router::with_state(Name("shortener"))
+    ///     .get("/", |_req| "home")
+    ///     .nest("/admin", admin);
+    /// let server = weft_http::serve("127.0.0.1:0", app)?;
+    /// let base = format!("http://{}", server.local_addr());
+    /// let c = Client::new();
+    /// assert_eq!(c.get(&format!("{base}/admin/stats")).send()?.text()?, "shortener stats at /stats");
+    /// assert_eq!(c.delete(&format!("{base}/admin/links/x")).send()?.text()?, "deleted x");
+    /// assert_eq!(c.get(&format!("{base}/admin/nope")).send()?.status(), 404);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    ///
+    /// # Panics
+    /// If the prefix does not start with `/` or has a `*name` segment.
+    pub fn nest(mut self, prefix: &str, router: Router) -> Router {
+        let segs = parse(prefix);
         assert!(
-            pattern.starts_with('/'),
-            "route pattern must start with '/': {pattern:?}"
+            !segs.iter().any(|s| matches!(s, Seg::Rest(_))),
+            "a nest prefix cannot have a '*name' segment: {prefix:?}"
         );
-        let parts: Vec<&str> = split_path(pattern).collect();
-        let mut segs = Vec::with_capacity(parts.len());
-        for (i, p) in parts.iter().enumerate() {
-            let seg = if let Some(name) = p.strip_prefix(':') {
-                Seg::Param(name.to_owned())
-            } else if let Some(name) = p.strip_prefix('*') {
-                assert!(
-                    i + 1 == parts.len(),
-                    "'*{name}' must be the last segment of {pattern:?}"
-                );
-                Seg::Rest(name.to_owned())
-            } else {
-                Seg::Lit((*p).to_owned())
-            };
-            segs.push(seg);
+        let mut norm = String::new();
+        for p in split_path(prefix) {
+            norm.push('/');
+            norm.push_str(p);
         }
-        self.routes.push(Route {
-            method: method.to_owned(),
+        self.entries.push(Entry::Nest(Nest {
+            prefix: norm,
             segs,
+            router,
+        }));
+        self.sync();
+        self
+    }
+
+    /// Adds the routes and nested routers of `other` after this router's,
+    /// with its states (for types this router has none of), its error
+    /// mappers (after this router's), and its fallback and error hook if
+    /// this router has none.
+    ///
+    /// ```
+    /// use weft_http::Router;
+    /// let links = Router::new().get("/links/:code", |req| req.param("code").unwrap().to_owned());
+    /// let health = Router::new().get("/health", |_req| "ok");
+    /// let app = Router::new().merge(links).merge(health);
+    /// # drop(app);
+    /// ```
+    pub fn merge(mut self, other: Router) -> Router {
+        let Router {
+            entries,
+            fallback,
+            own,
+            on_error,
+            mappers,
+            ..
+        } = other;
+        self.entries.extend(entries);
+        for s in own {
+            if !self.own.iter().any(|o| same_type(o, &s)) {
+                self.own.push(s);
+            }
+        }
+        if self.fallback.is_none() {
+            self.fallback = fallback;
+        }
+        if self.on_error.is_none() {
+            self.on_error = on_error;
+        }
+        self.mappers.extend(mappers);
+        self.sync();
+        self
+    }
+
+    /// Recomputes what handlers see (own states, then inherited ones) and
+    /// hands it, with the mount prefix, to the nested routers.
+    fn sync(&mut self) {
+        let mut all = self.own.clone();
+        for s in self.inherited.iter() {
+            if !self.own.iter().any(|o| same_type(o, s)) {
+                all.push(s.clone());
+            }
+        }
+        self.states = Arc::new(all);
+        for e in &mut self.entries {
+            if let Entry::Nest(n) = e {
+                n.router.inherited = self.states.clone();
+                n.router.mount = format!("{}{}", self.mount, n.prefix);
+                n.router.sync();
+            }
+        }
+    }
+
+    fn add(&mut self, method: &str, pattern: &str, handler: Box<dyn Handler>) {
+        self.entries.push(Entry::Route(Route {
+            method: method.to_owned(),
+            pattern: pattern.to_owned(),
+            segs: parse(pattern),
             handler,
-        });
+        }));
     }
 
     /// Adds a `GET` route.
@@ -306,6 +489,39 @@ impl Router {
     }
 }
 
+fn same_type(a: &Value, b: &Value) -> bool {
+    (**a).type_id() == (**b).type_id()
+}
+
+/// The segments of a route pattern or nest prefix.
+///
+/// # Panics
+/// If the pattern does not start with `/` or has `*name` before its last
+/// segment.
+fn parse(pattern: &str) -> Vec<Seg> {
+    assert!(
+        pattern.starts_with('/'),
+        "route pattern must start with '/': {pattern:?}"
+    );
+    let parts: Vec<&str> = split_path(pattern).collect();
+    let mut segs = Vec::with_capacity(parts.len());
+    for (i, p) in parts.iter().enumerate() {
+        let seg = if let Some(name) = p.strip_prefix(':') {
+            Seg::Param(name.to_owned())
+        } else if let Some(name) = p.strip_prefix('*') {
+            assert!(
+                i + 1 == parts.len(),
+                "'*{name}' must be the last segment of {pattern:?}"
+            );
+            Seg::Rest(name.to_owned())
+        } else {
+            Seg::Lit((*p).to_owned())
+        };
+        segs.push(seg);
+    }
+    segs
+}
+
 /// Path segments, ignoring empty ones from repeated or trailing slashes
 /// (so `/a/`, `//a` and `/a` are the same path).
 fn split_path(path: &str) -> impl Iterator<Item = &str> {
@@ -315,12 +531,11 @@ fn split_path(path: &str) -> impl Iterator<Item = &str> {
 fn matches(segs: &[Seg], path: &str) -> Option<Vec<(String, String)>> {
     let mut params = Vec::new();
     let mut parts = split_path(path);
-    for (i, seg) in segs.iter().enumerate() {
+    for seg in segs {
         match seg {
             Seg::Rest(name) => {
                 // The remainder of the path after the matched segments.
                 let rest: Vec<&str> = parts.collect();
-                let _ = i;
                 params.push((
                     name.clone(),
                     percent_decode(&rest.join("/"), false).into_owned(),
@@ -344,13 +559,41 @@ fn matches(segs: &[Seg], path: &str) -> Option<Vec<(String, String)>> {
     Some(params)
 }
 
+/// Matches the segments of a nest prefix (literals and parameters) at the
+/// start of `path`: the parameters, and the rest of the path (`/` when
+/// nothing is left).
+fn match_prefix<'p>(segs: &[Seg], path: &'p str) -> Option<(Vec<(String, String)>, &'p str)> {
+    let mut params = Vec::new();
+    let mut rest = path;
+    for seg in segs {
+        let trimmed = rest.trim_start_matches('/');
+        let end = trimmed.find('/').unwrap_or(trimmed.len());
+        let part = &trimmed[..end];
+        if part.is_empty() {
+            return None;
+        }
+        match seg {
+            Seg::Lit(l) if part == l => {}
+            Seg::Param(name) => {
+                params.push((name.clone(), percent_decode(part, false).into_owned()))
+            }
+            _ => return None,
+        }
+        rest = &trimmed[end..];
+    }
+    if rest.trim_start_matches('/').is_empty() {
+        rest = "/";
+    }
+    Some((params, rest))
+}
+
 impl Handler for Router {
     fn handle(&self, req: &mut Request<'_>) -> Response {
-        let resp = self.route_request(req);
-        match &self.on_error {
-            Some(hook) if resp.error.is_some() => render(resp, hook),
-            _ => resp,
+        let (resp, route) = self.route_request(req);
+        if resp.error.is_none() {
+            return resp;
         }
+        self.finish_error(req, resp, route)
     }
 
     fn render_error(&self, err: &HttpError) -> Response {
@@ -368,18 +611,133 @@ impl Router {
         }
     }
 
-    fn route_request(&self, req: &mut Request<'_>) -> Response {
+    /// The pattern of `route` with the prefixes this router is nested
+    /// under.
+    fn full_pattern(&self, route: &Route) -> String {
+        if self.mount.is_empty() {
+            route.pattern.clone()
+        } else if split_path(&route.pattern).next().is_none() {
+            self.mount.clone()
+        } else {
+            format!("{}{}", self.mount, route.pattern)
+        }
+    }
+
+    /// Runs the handler of the matched `route`; a panic passing through
+    /// notes the route for the error hook (no cost unless it panics).
+    fn call(&self, route: &Route, req: &mut Request<'_>) -> Response {
+        match catch_unwind(AssertUnwindSafe(|| route.handler.handle(req))) {
+            Ok(resp) => resp,
+            Err(payload) => {
+                if req.panicked_route.is_none() {
+                    req.panicked_route = Some(self.full_pattern(route));
+                }
+                resume_unwind(payload)
+            }
+        }
+    }
+
+    /// Maps (with this router's mappers), names the request and renders
+    /// (with this router's hook) an error leaving this router.
+    #[cold]
+    fn finish_error(
+        &self,
+        req: &mut Request<'_>,
+        mut resp: Response,
+        route: Option<&Route>,
+    ) -> Response {
+        if !self.mappers.is_empty() {
+            resp = self.map(resp);
+        }
+        if let Some(err) = &mut resp.error
+            && err.request.is_none()
+        {
+            let route = route.map(|r| self.full_pattern(r));
+            err.request = Some(Box::new(req.info(route)));
+        }
+        match &self.on_error {
+            Some(hook) => render(resp, hook),
+            None => resp,
+        }
+    }
+
+    /// Replaces an error that `?` converted with the answer of the first
+    /// mapper that knows an error of its source chain.
+    fn map(&self, mut resp: Response) -> Response {
+        let Some(err) = resp.error.as_deref() else {
+            return resp;
+        };
+        if !err.converted {
+            return resp;
+        }
+        let mut mapped = None;
+        let mut next = err
+            .source()
+            .map(|s| s as &(dyn std::error::Error + 'static));
+        'chain: while let Some(e) = next {
+            for m in &self.mappers {
+                if let Some(h) = m(e) {
+                    mapped = Some(h);
+                    break 'chain;
+                }
+            }
+            next = e.source();
+        }
+        let Some(mut new) = mapped else {
+            return resp;
+        };
+        let Some(old) = resp.error.take() else {
+            return resp;
+        };
+        let old = *old;
+        if new.source().is_none()
+            && let Some(s) = old.source
+        {
+            new = new.with_source(s);
+        }
+        new.request = old.request;
+        let mut out = new.into_response();
+        // Keep headers the handler added to the answer.
+        for (n, v) in resp.headers {
+            let from_error = old.headers.iter().any(|(m, w)| *m == n && *w == v);
+            if !from_error && !n.eq_ignore_ascii_case("content-type") && out.header(&n).is_none() {
+                out.headers.push((n, v));
+            }
+        }
+        out
+    }
+
+    /// Routes `req`: the answer, and the route that matched (`None` for a
+    /// nested router's answer, the fallback's, a `404` or a `405`).
+    fn route_request(&self, req: &mut Request<'_>) -> (Response, Option<&Route>) {
         let method = req.method();
         let mut allowed: Vec<&str> = Vec::new();
         let mut head_fallback = None;
-        for route in &self.routes {
+        for entry in &self.entries {
+            let route = match entry {
+                Entry::Route(r) => r,
+                Entry::Nest(n) => {
+                    if head_fallback.is_some() {
+                        break;
+                    }
+                    let Some((params, rest)) = match_prefix(&n.segs, req.path) else {
+                        continue;
+                    };
+                    let path = req.path;
+                    req.path = rest;
+                    req.set_params(params);
+                    let resp = n.router.handle(req);
+                    req.path = path;
+                    return (resp, None);
+                }
+            };
             let Some(params) = matches(&route.segs, req.path()) else {
                 continue;
             };
             if route.method == method {
                 req.set_params(params);
                 self.set_states(req);
-                return route.handler.handle(req);
+                return (self.call(route, req), Some(route));
             }
             if method == "HEAD" && route.method == "GET" && head_fallback.is_none() {
                 head_fallback = Some((route, params));
@@ -391,42 +749,48 @@ impl Router {
         if let Some((route, params)) = head_fallback {
             req.set_params(params);
             self.set_states(req);
-            return route.handler.handle(req);
+            return (self.call(route, req), Some(route));
         }
         if allowed.is_empty() {
-            return match &self.fallback {
+            let resp = match &self.fallback {
                 Some(f) => {
                     self.set_states(req);
                     f.handle(req)
                 }
                 None => Response::error(404),
             };
+            return (resp, None);
         }
         if allowed.contains(&"GET") && !allowed.contains(&"HEAD") {
             allowed.push("HEAD");
         }
         let allow = allowed.join(", ");
-        HttpError::new(
+        let resp = HttpError::new(
             405,
             format!("method {method} is not allowed here (allowed: {allow})"),
         )
         .with_header("Allow", allow)
-        .into_response()
+        .into_response();
+        (resp, None)
     }
 }
 
 impl std::fmt::Debug for Router {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         let mut l = f.debug_list();
-        for r in &self.routes {
-            l.entry(&format_args!("{} {:?}", r.method, r.segs));
+        for e in &self.entries {
+            match e {
+                Entry::Route(r) => l.entry(&format_args!("{} {}", r.method, r.pattern)),
+                Entry::Nest(n) => l.entry(&format_args!("* {}/… {:?}", n.prefix, n.router)),
+            };
         }
         l.finish()?;
-        if !self.states.is_empty() || self.on_error.is_some() {
+        if !self.states.is_empty() || self.on_error.is_some() || !self.mappers.is_empty() {
             write!(
                 f,
-                " (states: {}, error hook: {})",
+                " (states: {}, error mappers: {}, error hook: {})",
                 self.states.len(),
+                self.mappers.len(),
                 self.on_error.is_some()
             )?;
         }
@@ -439,9 +803,7 @@ mod tests {
     use super::*;
 
     fn segs(p: &str) -> Vec<Seg> {
-        let mut r = Router::new();
-        r.add("GET", p, Box::new(|_: &mut Request<'_>| Response::ok()));
-        r.routes.pop().unwrap().segs
+        parse(p)
     }
 
     #[test]
@@ -464,5 +826,53 @@ mod tests {
         );
         assert_eq!(matches(&segs("/"), "/"), Some(vec![]));
         assert_eq!(matches(&segs("/"), "/x"), None);
+    }
+
+    #[test]
+    fn prefix_matching_strips_the_prefix() {
+        let p = |prefix: &str, path: &'static str| match_prefix(&parse(prefix), path);
+        assert_eq!(p("/admin", "/admin/links/x"), Some((vec![], "/links/x")));
+        assert_eq!(p("/admin", "/admin"), Some((vec![], "/")));
+        assert_eq!(p("/admin", "/admin/"), Some((vec![], "/")));
+        assert_eq!(p("/admin", "//admin//x"), Some((vec![], "//x")));
+        assert_eq!(p("/admin", "/administrator"), None);
+        assert_eq!(p("/admin", "/"), None);
+        assert_eq!(p("/a/b", "/a"), None);
+        assert_eq!(p("/", "/x"), Some((vec![], "/x")));
+        assert_eq!(
+            p("/u/:id", "/u/a%20b/posts"),
+            Some((vec![("id".into(), "a b".into())], "/posts"))
+        );
+    }
+
+    #[test]
+    fn nested_routers_inherit_states_and_know_their_mount() {
+        struct A(u8);
+        struct B(u8);
+        let inner = Router::new()
+            .state(B(2))
+            .nest("/deep", Router::new().get("/", |_req| ""));
+        let outer = Router::with_state(A(1)).nest("/in/", inner).state(B(9));
+        let Entry::Nest(n) = &outer.entries[0] else {
+            unreachable!()
+        };
+        let find = |r: &Router, pick: fn(&Value) -> Option<u8>| r.states.iter().find_map(pick);
+        let a = |v: &Value| v.downcast_ref::<A>().map(|a| a.0);
+        let b = |v: &Value| v.downcast_ref::<B>().map(|b| b.0);
+        // Added after the nest, still inherited; the inner B wins.
+        assert_eq!((find(&n.router, a), find(&n.router, b)), (Some(1), Some(2)));
+        assert_eq!(n.router.mount, "/in");
+        let Entry::Nest(deep) = &n.router.entries[0] else {
+            unreachable!()
+        };
+        assert_eq!(deep.router.mount, "/in/deep");
+        assert_eq!(
+            (find(&deep.router, a), find(&deep.router, b)),
+            (Some(1), Some(2))
+        );
+        let Entry::Route(r) = &deep.router.entries[0] else {
+            unreachable!()
+        };
+        assert_eq!(deep.router.full_pattern(r), "/in/deep");
     }
 }

@@ -582,3 +582,399 @@ fn urls_the_client_cannot_send_as_given_are_errors() {
         assert!(weft_http::Url::parse(good).is_ok(), "{good}");
     }
 }
+
+// ---------------------------------------------------------------------------
+// Errors mapped once; what the hook sees
+
+/// What a hook saw of one error: status, message, cause, and the request
+/// (method, path, query, route, activity).
+#[derive(Clone, Debug, Default)]
+struct Seen {
+    status: u16,
+    cause: Option<String>,
+    method: Option<String>,
+    path: Option<String>,
+    query: Option<String>,
+    route: Option<String>,
+    activity: Option<String>,
+}
+
+type SeenLog = std::sync::Arc<std::sync::Mutex<Vec<Seen>>>;
+
+/// A JSON hook that also writes down what it saw.
+fn recording_hook(log: &SeenLog) -> impl Fn(&HttpError) -> Response + Send + Sync + 'static {
+    let log = log.clone();
+    move |e: &HttpError| {
+        let r = e.request();
+        log.lock().unwrap().push(Seen {
+            status: e.status(),
+            cause: e.source().map(|s| s.to_string()),
+            method: r.map(|r| r.method().to_owned()),
+            path: r.map(|r| r.path().to_owned()),
+            query: r.and_then(|r| r.query().map(str::to_owned)),
+            route: r.and_then(|r| r.route().map(str::to_owned)),
+            activity: r.map(|r| r.activity().to_owned()),
+        });
+        json_hook(e)
+    }
+}
+
+fn last(log: &SeenLog) -> Seen {
+    log.lock().unwrap().last().cloned().expect("the hook ran")
+}
+
+/// An application's error type, wrapping the cause as `thiserror` would.
+#[derive(Debug)]
+enum AppError {
+    Quota,
+    Upstream(weft_http::Error),
+}
+
+impl std::fmt::Display for AppError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            AppError::Quota => f.write_str("quota exceeded"),
+            AppError::Upstream(e) => write!(f, "upstream: {e}"),
+        }
+    }
+}
+
+impl std::error::Error for AppError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            AppError::Quota => None,
+            AppError::Upstream(e) => Some(e),
+        }
+    }
+}
+
+/// A port with nothing listening: an upstream that refuses.
+fn refused_url() -> String {
+    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let url = format!("http://{}/", l.local_addr().unwrap());
+    drop(l);
+    url
+}
+
+#[test]
+fn map_error_maps_converted_errors_in_one_place() {
+    let log = SeenLog::default();
+    let refused = refused_url();
+    let app = Router::new()
+        .get("/quota", |_req| -> Result<(), HttpError> {
+            Err(AppError::Quota)?
+        })
+        .get("/explicit", |_req| -> Result<(), HttpError> {
+            // Built by the handler: no mapper touches it.
+            Err(HttpError::internal(AppError::Quota))
+        })
+        .get("/upstream", move |_req| -> Result<String, HttpError> {
+            // The client's error, unmapped: 502 by default.
+            Ok(Client::new().get(&refused).send()?.text()?)
+        })
+        .get("/wrapped", |_req| -> Result<(), HttpError> {
+            let e = Client::new().get("http://127.0.0.1:1/").send().unwrap_err();
+            Err(AppError::Upstream(e))?
+        })
+        .map_error(|e: &AppError| match e {
+            AppError::Quota => {
+                Some(HttpError::too_many_requests("slow down").with_header("Retry-After", "60"))
+            }
+            AppError::Upstream(_) => None, // the inner client error decides
+        })
+        .on_error(recording_hook(&log));
+    let h = start(ServerConfig::default(), app);
+    let mut c = connect(h.local_addr());
+
+    c.send(&get("/quota"));
+    let r = c.response();
+    assert_hooked(&r, 429, "mapped");
+    assert_eq!(r.header("retry-after"), Some("60"));
+    assert_eq!(body_json(&r)["error"], "slow down");
+    let seen = last(&log);
+    assert_eq!(seen.cause.as_deref(), Some("quota exceeded"), "{seen:?}");
+
+    c.send(&get("/explicit"));
+    assert_hooked(&c.response(), 500, "explicit 500 left alone");
+
+    c.send(&get("/upstream"));
+    let r = c.response();
+    assert_hooked(&r, 502, "client error");
+    assert_eq!(body_json(&r)["error"], "Bad Gateway");
+    let cause = last(&log).cause.unwrap();
+    assert!(cause.starts_with("http client:"), "{cause}");
+
+    c.send(&get("/wrapped"));
+    assert_hooked(&c.response(), 502, "client error inside an app error");
+}
+
+#[test]
+fn upstream_timeout_is_504() {
+    // Accepts and never answers.
+    let silent = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let url = format!("http://{}/", silent.local_addr().unwrap());
+    let client = Client::with_config(weft_http::ClientConfig {
+        read_timeout: Some(Duration::from_millis(100)),
+        ..Default::default()
+    });
+    let app = Router::new().get("/", move |_req| -> Result<String, HttpError> {
+        Ok(client.get(&url).send()?.text()?)
+    });
+    let h = start(ServerConfig::default(), app);
+    let mut c = connect(h.local_addr());
+    c.send(&get("/"));
+    let r = c.response();
+    assert_eq!((r.status, r.text()), (504, "Gateway Timeout\n"));
+    drop(silent);
+}
+
+#[test]
+fn nested_mappers_come_first_then_the_outer_ones() {
+    let inner = Router::new()
+        .get("/quota", |_req| -> Result<(), HttpError> {
+            Err(AppError::Quota)?
+        })
+        .map_error(|_: &AppError| Some(HttpError::conflict("inner")));
+    let app = Router::new()
+        .get("/quota", |_req| -> Result<(), HttpError> {
+            Err(AppError::Quota)?
+        })
+        .nest("/in", inner)
+        .nest(
+            "/plain",
+            Router::new().get("/quota", |_req| -> Result<(), HttpError> {
+                Err(AppError::Quota)?
+            }),
+        )
+        .map_error(|_: &AppError| Some(HttpError::too_many_requests("outer")))
+        .on_error(json_hook);
+    let h = start(ServerConfig::default(), app);
+    let mut c = connect(h.local_addr());
+    for (path, status, msg) in [
+        ("/quota", 429, "outer"),
+        ("/in/quota", 409, "inner"),
+        ("/plain/quota", 429, "outer"),
+    ] {
+        c.send(&get(path));
+        let r = c.response();
+        assert_hooked(&r, status, path);
+        assert_eq!(body_json(&r)["error"], msg, "{path}");
+    }
+}
+
+#[test]
+fn the_hook_sees_method_path_route_and_activity() {
+    let log = SeenLog::default();
+    let admin = Router::new()
+        .delete("/links/:code", |req| -> Result<(), HttpError> {
+            let code = req.param("code").unwrap().to_owned();
+            req.set_activity(format_args!("deleting {code}"));
+            Err(HttpError::service_unavailable("read-only"))
+        })
+        .get("/", |_req| -> Result<(), HttpError> {
+            Err(HttpError::forbidden("no"))
+        });
+    let app = Router::new()
+        .get("/links/:code", |_req| -> Result<(), HttpError> {
+            Err(HttpError::not_found("no such link"))
+        })
+        .nest("/admin", admin)
+        .on_error(recording_hook(&log));
+    let h = start(ServerConfig::default(), app);
+    let mut c = connect(h.local_addr());
+
+    c.send(&get("/links/abc?full=1"));
+    assert_hooked(&c.response(), 404, "404");
+    let s = last(&log);
+    assert_eq!(
+        (s.method.as_deref(), s.path.as_deref(), s.query.as_deref()),
+        (Some("GET"), Some("/links/abc"), Some("full=1"))
+    );
+    assert_eq!(s.route.as_deref(), Some("/links/:code"));
+    assert_eq!(s.activity.as_deref(), Some("GET /links/abc?full=1"));
+
+    c.send(b"DELETE /admin/links/xyz HTTP/1.1\r\nHost: t\r\n\r\n");
+    assert_hooked(&c.response(), 503, "503");
+    let s = last(&log);
+    assert_eq!(
+        (s.method.as_deref(), s.path.as_deref()),
+        (Some("DELETE"), Some("/admin/links/xyz"))
+    );
+    assert_eq!(s.route.as_deref(), Some("/admin/links/:code"));
+    assert_eq!(s.activity.as_deref(), Some("deleting xyz"));
+
+    c.send(&get("/admin/"));
+    assert_hooked(&c.response(), 403, "403");
+    assert_eq!(last(&log).route.as_deref(), Some("/admin"));
+
+    // No route: no pattern, but the request is named.
+    c.send(&get("/nowhere"));
+    assert_hooked(&c.response(), 404, "router 404");
+    let s = last(&log);
+    assert_eq!((s.route, s.path.as_deref()), (None, Some("/nowhere")));
+    c.send(b"PUT /links/abc HTTP/1.1\r\nHost: t\r\nContent-Length: 0\r\n\r\n");
+    assert_hooked(&c.response(), 405, "405");
+    assert_eq!(last(&log).method.as_deref(), Some("PUT"));
+
+    // The server's own answer before a request exists names none.
+    let mut c = connect(h.local_addr());
+    c.send(b"NOT HTTP\r\n\r\n");
+    assert_hooked(&c.response(), 400, "400");
+    assert_eq!(last(&log).method, None);
+}
+
+/// A nested route that panics, and the line of its `panic!`.
+fn panic_app(log: &SeenLog) -> (Router, u32) {
+    let line = line!() + 3;
+    let admin = Router::new().post("/boom/:n", |req| -> Response {
+        let n = req.param("n").unwrap().to_owned();
+        panic!("boom {n} (expected by the test)");
+    });
+    let app = Router::new()
+        .nest("/admin", admin)
+        .on_error(recording_hook(log));
+    (app, line)
+}
+
+#[test]
+fn a_panic_keeps_message_location_and_route_for_the_hook_only() {
+    for mode in modes() {
+        let log = SeenLog::default();
+        let (app, line) = panic_app(&log);
+        let h = start(ServerConfig::default().thread_mode(mode), app);
+        let mut c = connect(h.local_addr());
+        c.send(b"POST /admin/boom/7?x=1 HTTP/1.1\r\nHost: t\r\nContent-Length: 0\r\n\r\n");
+        let r = c.response();
+        assert_hooked(&r, 500, "panic");
+        assert_eq!(body_json(&r)["error"], "Internal Server Error");
+        assert!(!r.text().contains("boom"), "{}", r.text());
+        let s = last(&log);
+        assert_eq!(s.status, 500);
+        let cause = s.cause.expect("the panic is the cause");
+        let at = format!("{}:{line}:", file!());
+        assert!(
+            cause.starts_with(&format!("handler panicked at {at}")),
+            "{cause} (expected at {at})"
+        );
+        assert!(
+            cause.ends_with(": boom 7 (expected by the test)"),
+            "{cause}"
+        );
+        assert_eq!(s.route.as_deref(), Some("/admin/boom/:n"));
+        assert_eq!(
+            (s.method.as_deref(), s.path.as_deref(), s.query.as_deref()),
+            (Some("POST"), Some("/admin/boom/7"), Some("x=1"))
+        );
+    }
+}
+
+// ---------------------------------------------------------------------------
+// Routers that compose
+
+#[test]
+fn nest_strips_the_prefix_for_every_method_and_inherits_state() {
+    struct Db(&'static str);
+    struct Own(&'static str);
+    let admin = Router::new()
+        .state(Own("admin"))
+        .get("/", |req| format!("admin home, path {}", req.path()))
+        .get("/links/:code", |req| {
+            format!(
+                "{} {} {} via {}",
+                req.state::<Db>().0,
+                req.state::<Own>().0,
+                req.param("code").unwrap(),
+                req.original_path()
+            )
+        })
+        .delete("/links/:code", |req| {
+            format!("deleted {}", req.param("code").unwrap())
+        })
+        .route("PATCH", "/links/:code", |_req| "patched");
+    let users = Router::new().get("/posts", |req| {
+        format!("posts of {} ({})", req.param("user").unwrap(), req.path())
+    });
+    let app = Router::new()
+        .get("/admin/health", |_req| "outer route added first wins")
+        .nest("/admin", admin)
+        .nest("/users/:user", users)
+        .get("/", |req| {
+            req.try_state::<Own>().map_or("no Own here", |o| o.0)
+        })
+        .state(Db("db")) // added after the nest: still inherited
+        .on_error(json_hook);
+    let h = start(ServerConfig::default(), app);
+    let mut c = connect(h.local_addr());
+    let mut ask = |req: &[u8]| {
+        c.send(req);
+        c.response()
+    };
+    let r = ask(&get("/admin/links/x%20y"));
+    assert_eq!(
+        (r.status, r.text()),
+        (200, "db admin x y via /admin/links/x%20y")
+    );
+    let r = ask(b"DELETE /admin/links/z HTTP/1.1\r\nHost: t\r\n\r\n");
+    assert_eq!(r.text(), "deleted z");
+    let r = ask(b"PATCH /admin/links/z HTTP/1.1\r\nHost: t\r\nContent-Length: 0\r\n\r\n");
+    assert_eq!(r.text(), "patched");
+    assert_eq!(ask(&get("/admin")).text(), "admin home, path /");
+    assert_eq!(ask(&get("/admin/")).text(), "admin home, path /");
+    assert_eq!(
+        ask(&get("/admin/health")).text(),
+        "outer route added first wins"
+    );
+    assert_eq!(
+        ask(&get("/users/ann/posts")).text(),
+        "posts of ann (/posts)"
+    );
+    assert_eq!(ask(&get("/")).text(), "no Own here");
+    // The nest claims its prefix: its 404 and 405, through the outer hook.
+    assert_hooked(&ask(&get("/admin/nope")), 404, "nested 404");
+    let r = ask(b"POST /admin/links/z HTTP/1.1\r\nHost: t\r\nContent-Length: 0\r\n\r\n");
+    assert_hooked(&r, 405, "nested 405");
+    assert_eq!(r.header("allow"), Some("GET, DELETE, PATCH, HEAD"));
+    // Not the prefix: the outer router's 404.
+    assert_hooked(&ask(&get("/administrator")), 404, "outer 404");
+    // HEAD falls back to the nested GET route.
+    c.send(b"HEAD /admin/links/q HTTP/1.1\r\nHost: t\r\n\r\n");
+    let r = c.response_to(true).unwrap();
+    assert_eq!(r.status, 200);
+    assert!(r.body.is_empty());
+}
+
+#[test]
+fn merge_combines_routes_states_mappers_and_keeps_the_first_hook() {
+    struct Db(&'static str);
+    struct Other(&'static str);
+    let links = Router::with_state(Db("links db"))
+        .state(Other("other"))
+        .get("/links", |req| {
+            format!("{} {}", req.state::<Db>().0, req.state::<Other>().0)
+        })
+        .get("/quota", |_req| -> Result<(), HttpError> {
+            Err(AppError::Quota)?
+        })
+        .map_error(|_: &AppError| Some(HttpError::too_many_requests("later")))
+        .fallback(|_req| "links fallback")
+        .on_error(|e: &HttpError| Response::text("links hook").with_status(e.status()));
+    let app = Router::with_state(Db("app db"))
+        .get("/", |_req| "home")
+        .map_error(|e: &AppError| {
+            matches!(e, AppError::Upstream(_)).then(|| HttpError::bad_gateway("app"))
+        })
+        .on_error(json_hook)
+        .merge(links);
+    let h = start(ServerConfig::default(), app);
+    let mut c = connect(h.local_addr());
+    c.send(&get("/"));
+    assert_eq!(c.response().text(), "home");
+    c.send(&get("/links"));
+    assert_eq!(c.response().text(), "app db other");
+    c.send(&get("/quota"));
+    let r = c.response();
+    assert_hooked(&r, 429, "merged mapper, first hook");
+    assert_eq!(body_json(&r)["error"], "later");
+    c.send(&get("/nowhere"));
+    assert_eq!(c.response().text(), "links fallback");
+}

@@ -7,7 +7,23 @@ use weft_http::{Client, Router, Server, ServerConfig};
 
 #[test]
 fn debug_routes_serve_dump_and_metrics() {
-    let router = Arc::new(weft_http::debug::routes(Router::new(), "/debug/weft"));
+    let router = Router::new()
+        .get("/", |_req| "app")
+        .nest("/debug/weft", weft_http::debug::router());
+    debug_routes_serve(Arc::new(router));
+}
+
+/// The deprecated function mounts the same routes.
+#[test]
+#[allow(deprecated)]
+fn deprecated_debug_routes_still_work() {
+    debug_routes_serve(Arc::new(weft_http::debug::routes(
+        Router::new().get("/", |_req| "app"),
+        "/debug/weft/",
+    )));
+}
+
+fn debug_routes_serve(router: Arc<Router>) {
     let server = Server::bind("127.0.0.1:0", ServerConfig::default())
         .unwrap()
         .serve(router)
@@ -42,6 +58,10 @@ fn debug_routes_serve_dump_and_metrics() {
         .text()
         .unwrap();
     assert!(metrics.contains("weft_virtual_threads_live"), "{metrics}");
+    let app = c.get(&format!("{base}/")).send().unwrap().text().unwrap();
+    assert_eq!(app, "app");
+    let r = c.get(&format!("{base}/debug/weft/nope")).send().unwrap();
+    assert_eq!(r.status(), 404);
     napper.thread().interrupt();
     let _ = napper.join();
     server.shutdown(Duration::from_secs(5));

@@ -44,7 +44,7 @@ pub struct Error {
 }
 
 impl Error {
-    pub(super) fn new(kind: ErrorKind, msg: impl Into<String>) -> Error {
+    pub(crate) fn new(kind: ErrorKind, msg: impl Into<String>) -> Error {
         Error {
             kind,
             msg: msg.into(),

@@ -136,6 +136,8 @@ impl Server {
             Some(rt) => rt.clone(),
             None => weft::default_runtime()?,
         };
+        // After the runtime's start, which wraps the hook in place first.
+        crate::panic::install_hook();
         let pool = match config.thread_mode {
             ThreadMode::Virtual => None,
             ThreadMode::Platform { threads } => Some(Pool::start(threads, config.accept_queue)?),

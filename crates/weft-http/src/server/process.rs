@@ -12,6 +12,7 @@ use super::conn::Conn;
 use super::head::{SMALL_HEADERS, header_slots};
 use super::respond::{builtin_error, render_error, write_error, write_response};
 use super::stats::inc;
+use crate::error::HttpError;
 use crate::request::{BodyError, Request, RequestBody, Version};
 use crate::response::{IntoResponse, Response};
 use crate::tls::Stream;
@@ -56,6 +57,7 @@ pub(super) fn process(conn: &mut Conn, shared: &Shared) -> bool {
     let mut req = Request {
         method: head.method,
         path,
+        original_path: path,
         query,
         version: head.version,
         headers: head.headers,
@@ -73,6 +75,8 @@ pub(super) fn process(conn: &mut Conn, shared: &Shared) -> bool {
             error: None,
             timeout: cfg.body_read_timeout,
         },
+        activity: None,
+        panicked_route: None,
     };
 
     // The request in progress, for thread dumps (cleared once answered).
@@ -213,10 +217,10 @@ fn run_handler(
     let result = catch_unwind(AssertUnwindSafe(|| shared.handler.handle(req)));
     let mut resp = match result {
         Ok(r) => r,
-        Err(_) => {
+        Err(payload) => {
             inc(&shared.stats.handler_panic);
             *keep_alive = false;
-            Response::error(500)
+            panicked(req, &*payload)
         }
     };
     if let Some(err) = req.body.error {
@@ -238,6 +242,16 @@ fn run_handler(
     Some(resp)
 }
 
+/// The `500` for a handler that panicked with `payload`: its message and
+/// location, and the route the router saw panic, for the error hook.
+#[cold]
+fn panicked(req: &mut Request<'_>, payload: &(dyn std::any::Any + Send)) -> Response {
+    let mut err = HttpError::from_status(500).with_source(crate::panic::caught(payload));
+    let route = req.panicked_route.take();
+    err.request = Some(Box::new(req.info(route)));
+    err.into_response()
+}
+
 /// Renders and writes the response (counted just before the write; no
 /// body for `HEAD`), then drains what the handler left of the body so the next request can be
 /// parsed. Returns whether the connection stays open.
@@ -251,7 +265,11 @@ fn respond(
     mut keep_alive: bool,
 ) -> bool {
     let head_only = req.method == "HEAD";
-    let resp = render_error(shared, resp);
+    let resp = if resp.error.is_some() {
+        render_error(shared, with_request(resp, req))
+    } else {
+        resp
+    };
     let body_done = req.body.framing == Framing::Done;
     if !body_done && req.body.continue_sent == Some(false) {
         // The client is waiting for 100 Continue and will not send the
@@ -287,6 +305,17 @@ fn respond(
         keep_alive = drain_body(&mut req.body);
     }
     keep_alive
+}
+
+/// Names `req` in the error of `resp` unless a router did.
+#[cold]
+fn with_request(mut resp: Response, req: &Request<'_>) -> Response {
+    if let Some(err) = &mut resp.error
+        && err.request.is_none()
+    {
+        err.request = Some(Box::new(req.info(None)));
+    }
+    resp
 }
 
 /// Reads and discards the rest of a request body; `false` on any problem
