@@ -35,7 +35,9 @@ pub struct Server {
 }
 
 fn script() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("scripts/pg-test-cluster.sh")
+    // Through `../weft-pg`, so that weft-http's tests can include this
+    // module (`#[path]`) and find the same script.
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../weft-pg/scripts/pg-test-cluster.sh")
 }
 
 fn from_vars(vars: &HashMap<String, String>) -> Option<Server> {
