@@ -12,8 +12,8 @@ use libc::{
 };
 
 use super::fds::{
-    self, MANAGED, OTHER, Stop, UNKNOWN, USER_NB, classify, fail, on_virtual, park_io, sock_call,
-    state,
+    self, Iov, MANAGED, OTHER, Stop, UNKNOWN, USER_NB, classify, fail, on_virtual, park_io,
+    sock_call, state,
 };
 use super::sys::{self, raw};
 use crate::poll::Interest;
@@ -25,7 +25,7 @@ use crate::thread::Blocker;
 /// libc's `read(2)` contract.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn read(fd: c_int, buf: *mut c_void, n: size_t) -> ssize_t {
-    sock_call(fd, true, "read", false, || {
+    sock_call(fd, true, "read", false, Iov::One(buf as usize, n), || {
         raw!(libc::SYS_read, fd, buf, n) as isize
     })
 }
@@ -34,7 +34,7 @@ pub unsafe extern "C" fn read(fd: c_int, buf: *mut c_void, n: size_t) -> ssize_t
 /// libc's `write(2)` contract.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn write(fd: c_int, buf: *const c_void, n: size_t) -> ssize_t {
-    sock_call(fd, false, "write", false, || {
+    sock_call(fd, false, "write", false, Iov::One(buf as usize, n), || {
         raw!(libc::SYS_write, fd, buf, n) as isize
     })
 }
@@ -43,7 +43,7 @@ pub unsafe extern "C" fn write(fd: c_int, buf: *const c_void, n: size_t) -> ssiz
 /// libc's `readv(2)` contract.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn readv(fd: c_int, iov: *const iovec, cnt: c_int) -> ssize_t {
-    sock_call(fd, true, "readv", false, || {
+    sock_call(fd, true, "readv", false, Iov::Vec(iov, cnt), || {
         raw!(libc::SYS_readv, fd, iov, cnt) as isize
     })
 }
@@ -52,7 +52,7 @@ pub unsafe extern "C" fn readv(fd: c_int, iov: *const iovec, cnt: c_int) -> ssiz
 /// libc's `writev(2)` contract.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn writev(fd: c_int, iov: *const iovec, cnt: c_int) -> ssize_t {
-    sock_call(fd, false, "writev", false, || {
+    sock_call(fd, false, "writev", false, Iov::Vec(iov, cnt), || {
         raw!(libc::SYS_writev, fd, iov, cnt) as isize
     })
 }
@@ -65,7 +65,7 @@ fn dontwait(flags: c_int) -> bool {
 /// libc's `recv(2)` contract.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn recv(fd: c_int, buf: *mut c_void, n: size_t, flags: c_int) -> ssize_t {
-    sock_call(fd, true, "recv", dontwait(flags), || {
+    sock_call(fd, true, "recv", dontwait(flags), Iov::None, || {
         raw!(libc::SYS_recvfrom, fd, buf, n, flags, 0usize, 0usize) as isize
     })
 }
@@ -81,7 +81,7 @@ pub unsafe extern "C" fn recvfrom(
     addr: *mut sockaddr,
     len: *mut socklen_t,
 ) -> ssize_t {
-    sock_call(fd, true, "recvfrom", dontwait(flags), || {
+    sock_call(fd, true, "recvfrom", dontwait(flags), Iov::None, || {
         raw!(libc::SYS_recvfrom, fd, buf, n, flags, addr, len) as isize
     })
 }
@@ -90,7 +90,7 @@ pub unsafe extern "C" fn recvfrom(
 /// libc's `recvmsg(2)` contract.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn recvmsg(fd: c_int, msg: *mut msghdr, flags: c_int) -> ssize_t {
-    sock_call(fd, true, "recvmsg", dontwait(flags), || {
+    sock_call(fd, true, "recvmsg", dontwait(flags), Iov::None, || {
         raw!(libc::SYS_recvmsg, fd, msg, flags) as isize
     })
 }
@@ -99,7 +99,7 @@ pub unsafe extern "C" fn recvmsg(fd: c_int, msg: *mut msghdr, flags: c_int) -> s
 /// libc's `send(2)` contract.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn send(fd: c_int, buf: *const c_void, n: size_t, flags: c_int) -> ssize_t {
-    sock_call(fd, false, "send", dontwait(flags), || {
+    sock_call(fd, false, "send", dontwait(flags), Iov::None, || {
         raw!(libc::SYS_sendto, fd, buf, n, flags, 0usize, 0usize) as isize
     })
 }
@@ -115,7 +115,7 @@ pub unsafe extern "C" fn sendto(
     addr: *const sockaddr,
     len: socklen_t,
 ) -> ssize_t {
-    sock_call(fd, false, "sendto", dontwait(flags), || {
+    sock_call(fd, false, "sendto", dontwait(flags), Iov::None, || {
         raw!(libc::SYS_sendto, fd, buf, n, flags, addr, len) as isize
     })
 }
@@ -124,7 +124,7 @@ pub unsafe extern "C" fn sendto(
 /// libc's `sendmsg(2)` contract.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn sendmsg(fd: c_int, msg: *const msghdr, flags: c_int) -> ssize_t {
-    sock_call(fd, false, "sendmsg", dontwait(flags), || {
+    sock_call(fd, false, "sendmsg", dontwait(flags), Iov::None, || {
         raw!(libc::SYS_sendmsg, fd, msg, flags) as isize
     })
 }
@@ -188,7 +188,7 @@ fn accepted(r: isize, flags: c_int) -> c_int {
 /// libc's `accept(2)` contract.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn accept(fd: c_int, addr: *mut sockaddr, len: *mut socklen_t) -> c_int {
-    let r = sock_call(fd, true, "accept", false, || {
+    let r = sock_call(fd, true, "accept", false, Iov::None, || {
         raw!(libc::SYS_accept4, fd, addr, len, 0) as isize
     });
     accepted(r, 0)
@@ -203,7 +203,7 @@ pub unsafe extern "C" fn accept4(
     len: *mut socklen_t,
     flags: c_int,
 ) -> c_int {
-    let r = sock_call(fd, true, "accept4", false, || {
+    let r = sock_call(fd, true, "accept4", false, Iov::None, || {
         raw!(libc::SYS_accept4, fd, addr, len, flags) as isize
     });
     accepted(r, flags)
@@ -255,7 +255,7 @@ fn vpoll(fds: *mut pollfd, n: nfds_t, timeout: Option<Duration>, call: &'static 
         let pf = unsafe { &*fds };
         let rd = pf.events & (libc::POLLIN | libc::POLLPRI) != 0;
         let wr = pf.events & libc::POLLOUT != 0;
-        if rd != wr && matches!(classify(pf.fd), MANAGED | USER_NB) {
+        if rd != wr && pf.fd > 2 && matches!(classify(pf.fd), MANAGED | USER_NB) {
             let i = if rd { Interest::Read } else { Interest::Write };
             let deadline = fds::deadline_after(timeout);
             let addr = fds as usize;
@@ -271,11 +271,42 @@ fn vpoll(fds: *mut pollfd, n: nfds_t, timeout: Option<Duration>, call: &'static 
             }
         }
     }
-    // Several descriptors or not a socket: an offload thread polls.
     let r = raw_ppoll(fds as usize, n, Some(Duration::ZERO), 0);
     if r != 0 {
         return r;
     }
+    let set = if n == 0 {
+        &[][..]
+    } else {
+        // SAFETY: poll's contract: `fds` points to `n` pollfds.
+        unsafe { std::slice::from_raw_parts(fds, n as usize) }
+    };
+    if set.iter().all(|p| p.fd < 0) {
+        // `poll(NULL, 0, t)` and all-negative polls: a sleep.
+        return match vsleep(timeout.unwrap_or(Duration::MAX), call) {
+            Ok(()) => 0,
+            Err(_) => fail(libc::EINTR) as c_int,
+        };
+    }
+    // Several descriptors, or one that is not a socket Weft waits on:
+    // a temporary epoll set watches them, and the virtual thread parks on
+    // it (module docs, "Open-ended waits").
+    let watch = set.iter().map(|p| (p.fd, p.events as u16 as u32));
+    if let Some(ep) = epoll_set(watch) {
+        let addr = fds as usize;
+        let op = || {
+            let r = raw_ppoll(addr, n, Some(Duration::ZERO), 0);
+            (r != 0).then_some(r)
+        };
+        let b = Blocker::Call { call, fd: -1 };
+        match fds::park_on_own(ep, fds::deadline_after(timeout), b, call, op) {
+            Some(Ok(r)) => return r,
+            Some(Err(Stop::TimedOut)) => return 0,
+            Some(Err(Stop::Interrupted)) => return fail(libc::EINTR) as c_int,
+            None => {}
+        }
+    }
+    // No epoll set to be had (out of descriptors): an offload thread polls.
     super::count_park(call);
     let addr = fds as usize;
     let (r, e) = crate::blocking::blocking_as(Blocker::Call { call, fd: -1 }, move || {
@@ -283,6 +314,61 @@ fn vpoll(fds: *mut pollfd, n: nfds_t, timeout: Option<Duration>, call: &'static 
     });
     sys::set_errno(e);
     r
+}
+
+/// A new epoll set (level-triggered) watching `(fd, events)` for each
+/// entry with `fd >= 0` (the events of one descriptor listed twice are
+/// joined). A descriptor epoll refuses (`EPERM`: a regular file, always
+/// ready, which the caller's zero-timeout check has already seen) is left
+/// out. `None` if the set cannot be made; errno is kept.
+fn epoll_set(watch: impl Iterator<Item = (c_int, u32)> + Clone) -> Option<c_int> {
+    let saved = sys::errno();
+    let ep = raw!(libc::SYS_epoll_create1, libc::EPOLL_CLOEXEC) as c_int;
+    if ep < 0 {
+        sys::set_errno(saved);
+        return None;
+    }
+    let mut ok = true;
+    for (k, (fd, events)) in watch.clone().enumerate() {
+        if fd < 0 {
+            continue;
+        }
+        let mut ev = epoll_event {
+            events,
+            u64: fd as u64,
+        };
+        if raw!(
+            libc::SYS_epoll_ctl,
+            ep,
+            libc::EPOLL_CTL_ADD,
+            fd,
+            &mut ev as *mut epoll_event
+        ) == 0
+        {
+            continue;
+        }
+        match sys::errno() {
+            libc::EPERM => {}
+            libc::EEXIST => {
+                ev.events = watch
+                    .clone()
+                    .take(k + 1)
+                    .filter(|&(f, _)| f == fd)
+                    .fold(0, |a, (_, e)| a | e);
+                let p = &mut ev as *mut epoll_event;
+                raw!(libc::SYS_epoll_ctl, ep, libc::EPOLL_CTL_MOD, fd, p);
+            }
+            _ => {
+                ok = false;
+                break;
+            }
+        }
+    }
+    if !ok {
+        raw!(libc::SYS_close, ep);
+    }
+    sys::set_errno(saved);
+    ok.then_some(ep)
 }
 
 /// # Safety
@@ -363,8 +449,146 @@ pub unsafe extern "C" fn select(
     if zero || !on_virtual() {
         return raw_select(n, r as usize, w as usize, e as usize, tv);
     }
+    vselect(n, [r, w, e], tv)
+}
+
+/// The virtual-thread form of `select` (timeout not zero): the sets are
+/// watched by a temporary epoll set while the thread parks; a select with
+/// no descriptors is a sleep.
+fn vselect(n: c_int, sets: [*mut fd_set; 3], tv: *mut timeval) -> c_int {
+    let timeout = if tv.is_null() {
+        None
+    } else {
+        // SAFETY: select's contract: a non-null timeout is a valid timeval.
+        let t = unsafe { &*tv };
+        if t.tv_sec < 0 || !(0..1_000_000).contains(&t.tv_usec) {
+            return fail(libc::EINVAL) as c_int;
+        }
+        Some(Duration::new(t.tv_sec as u64, t.tv_usec as u32 * 1000))
+    };
+    if n < 0 {
+        return fail(libc::EINVAL) as c_int;
+    }
+    let deadline = fds::deadline_after(timeout);
+    // The sets as words (select's layout: bit `fd % 64` of word `fd / 64`),
+    // copied: a zero-timeout select overwrites what it is given.
+    let words = (n as usize).div_ceil(64);
+    let load = |p: *mut fd_set| -> Vec<u64> {
+        if p.is_null() {
+            return Vec::new();
+        }
+        // SAFETY: select's contract: a non-null set holds at least `n`
+        // bits (an fd_set, or a larger array for large `n`).
+        unsafe { std::slice::from_raw_parts(p as *const u64, words) }.to_vec()
+    };
+    let input = sets.map(load);
+    let store = |out: &[Vec<u64>; 3]| {
+        for (p, v) in sets.iter().zip(out) {
+            if !p.is_null() {
+                // SAFETY: as in `load`.
+                unsafe { std::ptr::copy_nonoverlapping(v.as_ptr(), *p as *mut u64, words) };
+            }
+        }
+    };
+    let write_left = || {
+        if !tv.is_null() {
+            let left = deadline.map_or(Duration::ZERO, |d| {
+                d.saturating_duration_since(Instant::now())
+            });
+            // SAFETY: as above (Linux's select writes back the time left).
+            unsafe {
+                (*tv).tv_sec = left.as_secs() as libc::time_t;
+                (*tv).tv_usec = left.subsec_micros() as libc::suseconds_t;
+            }
+        }
+    };
+    // One zero-timeout select on copies: ready, or bad descriptors.
+    let try_now = || -> Option<(c_int, [Vec<u64>; 3])> {
+        let mut out = input.clone();
+        let ptr = |v: &mut Vec<u64>| {
+            if v.is_empty() {
+                0usize
+            } else {
+                v.as_mut_ptr() as usize
+            }
+        };
+        let (pr, pw, pe) = {
+            let [a, b, c] = &mut out;
+            (ptr(a), ptr(b), ptr(c))
+        };
+        let mut z = timeval {
+            tv_sec: 0,
+            tv_usec: 0,
+        };
+        let res = raw_select(n, pr, pw, pe, &mut z);
+        (res != 0).then_some((res, out))
+    };
+    if let Some((res, out)) = try_now() {
+        if res > 0 {
+            store(&out);
+        }
+        return res;
+    }
+    let bit = |v: &Vec<u64>, fd: usize| !v.is_empty() && v[fd / 64] >> (fd % 64) & 1 != 0;
+    let mask = |fd: usize| -> u32 {
+        let mut m = 0;
+        if bit(&input[0], fd) {
+            m |= (libc::EPOLLIN | libc::EPOLLRDNORM | libc::EPOLLRDBAND) as u32;
+        }
+        if bit(&input[1], fd) {
+            m |= (libc::EPOLLOUT | libc::EPOLLWRNORM | libc::EPOLLWRBAND) as u32;
+        }
+        if bit(&input[2], fd) {
+            m |= libc::EPOLLPRI as u32;
+        }
+        m
+    };
+    let watch = (0..n as usize).filter_map(|fd| {
+        let m = mask(fd);
+        (m != 0).then_some((fd as c_int, m))
+    });
+    let cleared = |out: &mut [Vec<u64>; 3]| out.iter_mut().for_each(|v| v.fill(0));
+    if watch.clone().next().is_none() {
+        // `select(0, NULL, NULL, NULL, &tv)`: a sleep.
+        let r = vsleep(timeout.unwrap_or(Duration::MAX), "select");
+        let mut out = input.clone();
+        cleared(&mut out);
+        store(&out);
+        write_left();
+        return match r {
+            Ok(()) => 0,
+            Err(_) => fail(libc::EINTR) as c_int,
+        };
+    }
+    if let Some(ep) = epoll_set(watch) {
+        let b = Blocker::Call {
+            call: "select",
+            fd: -1,
+        };
+        let res = fds::park_on_own(ep, deadline, b, "select", try_now);
+        if let Some(res) = res {
+            write_left();
+            return match res {
+                Ok((res, out)) => {
+                    if res > 0 {
+                        store(&out);
+                    }
+                    res
+                }
+                Err(Stop::TimedOut) => {
+                    let mut out = input.clone();
+                    cleared(&mut out);
+                    store(&out);
+                    0
+                }
+                Err(Stop::Interrupted) => fail(libc::EINTR) as c_int,
+            };
+        }
+    }
+    // No epoll set to be had: an offload thread selects.
     super::count_park("select");
-    let (r, w, e, tv) = (r as usize, w as usize, e as usize, tv as usize);
+    let [r, w, e] = sets.map(|p| p as usize);
+    let tv = tv as usize;
     let (res, err) = crate::blocking::blocking_as(
         Blocker::Call {
             call: "select",
@@ -431,8 +655,16 @@ pub unsafe extern "C" fn epoll_pwait(
 
 // ------------------------------------------------------------------ sleeps
 
-/// Parks the virtual thread for `d`; `Err(left)` if interrupted.
+/// Parks the virtual thread for `d`; `Err(left)` if interrupted. Keeps
+/// `errno` (the park's own system calls may set it).
 fn vsleep(d: Duration, call: &'static str) -> Result<(), Duration> {
+    let saved = sys::errno();
+    let r = vsleep_inner(d, call);
+    sys::set_errno(saved);
+    r
+}
+
+fn vsleep_inner(d: Duration, call: &'static str) -> Result<(), Duration> {
     let Some(deadline) = Instant::now().checked_add(d) else {
         // Forever: park until interrupted.
         super::count_park(call);
@@ -755,6 +987,29 @@ pub unsafe extern "C" fn waitpid(
     let op = || raw!(libc::SYS_wait4, pid, status, options, 0usize) as isize;
     if options & libc::WNOHANG != 0 || !on_virtual() {
         return op() as libc::pid_t;
+    }
+    // One child that can only exit (no WUNTRACED/WCONTINUED): park on a
+    // pidfd for it, which reads ready once it has exited.
+    if pid > 0 && options & (libc::WUNTRACED | libc::WCONTINUED) == 0 {
+        let saved = sys::errno();
+        let pidfd = raw!(libc::SYS_pidfd_open, pid, 0usize) as c_int;
+        sys::set_errno(saved);
+        if pidfd >= 0 {
+            let nohang = options | libc::WNOHANG;
+            let op = || {
+                let r = raw!(libc::SYS_wait4, pid, status, nohang, 0usize) as libc::pid_t;
+                (r != 0).then_some(r)
+            };
+            let b = Blocker::Call {
+                call: "waitpid",
+                fd: -1,
+            };
+            match fds::park_on_own(pidfd, None, b, "waitpid", op) {
+                Some(Ok(r)) => return r,
+                Some(Err(_)) => return fail(libc::EINTR) as libc::pid_t,
+                None => {}
+            }
+        }
     }
     super::count_park("waitpid");
     let mut op = op;

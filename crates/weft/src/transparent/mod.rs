@@ -61,18 +61,73 @@
 //! `fcntl`, `ioctl`, `socket`, `socketpair`, `getaddrinfo` and `waitpid`.
 //!
 //! - Sockets park on the poller. `poll`/`ppoll` with one socket wait on
-//!   the poller (and honour interrupts); `poll` on several descriptors or
-//!   on non-sockets, `select`, and `getaddrinfo` run on Weft's offload
-//!   pool ([`weft::blocking`](crate::blocking)) while the caller parks
-//!   (those waits are not interruptible).
+//!   its registration; `poll`/`ppoll` on several descriptors or on
+//!   non-sockets, and `select`, park on a temporary epoll set (see "Open-ended
+//!   waits"); with no descriptor (`poll(NULL, 0, t)`, only negative ones,
+//!   `select(0, …)`) they are sleeps. All of these honour interrupts
+//!   (`EINTR`). `getaddrinfo` runs on Weft's offload pool
+//!   ([`weft::blocking`](crate::blocking)) while the caller parks (not
+//!   interruptible).
 //! - `epoll_wait`/`epoll_pwait` with a timeout park on the poller (an
 //!   epoll descriptor is itself pollable).
 //! - Pipes and FIFOs (a child process's stdin, stdout and stderr) other
 //!   than descriptors 0, 1 and 2: `read`, `write`, `readv` and `writev`
-//!   that would wait run on the offload pool while the caller parks (Weft
-//!   leaves a pipe's `O_NONBLOCK` alone: the other process shares it);
-//!   `waitpid` without `WNOHANG` too. So `std::process` — `Command::output`,
+//!   that would wait park on the poller (Weft leaves a pipe's `O_NONBLOCK`
+//!   alone: the other process shares it; see "Open-ended waits"); a
+//!   blocking write returns when all of it is written. `waitpid` for one
+//!   child parks on a pidfd. So `std::process` — `Command::output`,
 //!   `Child::wait`, reading a child's stdout — unmounts.
+//!
+//! # Open-ended waits
+//!
+//! A wait whose end depends on other threads of the program — a pipe read
+//! waiting for its writer, a `poll` on several descriptors, a `select`,
+//! `waitpid` — must not hold a bounded resource. When each held one of
+//! the offload pool's threads (at most 512), 512 such waits whose wakers
+//! were queued behind them stopped the program for good
+//! (`tests-transparent/tests/open_ended.rs`: 600 of each). They park on
+//! Weft's poller instead, holding no OS thread:
+//!
+//! - **Pipes**: the call is tried with `preadv2`/`pwritev2(…, -1,
+//!   RWF_NOWAIT)`, which returns `EAGAIN` instead of waiting on a
+//!   *blocking* description (Linux 5.8+), and on `EAGAIN` the thread parks
+//!   on the pipe's poller registration (epoll watches a pipe whatever its
+//!   flags). Rejected: setting `O_NONBLOCK` around the call (the other
+//!   process shares the file description and would see it, or lose a
+//!   blocking call of its own to `EAGAIN`); waiting for `POLLIN` and then
+//!   calling a blocking `read` (a competing reader — the other process, or
+//!   another thread — can take the data in between, and the read then
+//!   blocks the carrier, maybe for ever if the writer is one of its
+//!   threads). `RWF_NOWAIT` is per call and affects no one else. Where the
+//!   kernel refuses it (`EOPNOTSUPP`, remembered), pipes go back to the
+//!   offload pool.
+//! - **`poll`/`ppoll`/`select` on several descriptors or non-sockets**: a
+//!   level-triggered epoll set made for the call watches the descriptors
+//!   for the events asked (for `select`: read → `EPOLLIN | EPOLLRDNORM |
+//!   EPOLLRDBAND`, write → `EPOLLOUT | …`, except → `EPOLLPRI`, which
+//!   cover what `select` reports); the set is itself registered with the
+//!   poller, and each wake-up re-runs the caller's call with a zero
+//!   timeout (on copies of `select`'s sets), which alone decides what is
+//!   returned. A descriptor epoll refuses (a regular file, always ready)
+//!   was already reported by the zero-timeout call made first. It costs a
+//!   few system calls per wait (`epoll_create1`, one `epoll_ctl` per
+//!   descriptor, the registration, `close`). If no set can be made
+//!   (`EMFILE`), the offload pool.
+//! - **Sleeps written as `poll`/`select`** (no descriptor) are Weft
+//!   sleeps.
+//! - **`waitpid(pid > 0, …)`** without `WUNTRACED`/`WCONTINUED`: a pidfd
+//!   (`pidfd_open`, Linux 5.3+) reads ready when the child exits; then
+//!   `wait4(…, WNOHANG)` reaps it. An interrupt ends the wait with `EINTR`
+//!   (std's `Child::wait` retries).
+//!
+//! Still on the bounded offload pool (documented limits): `waitpid` for
+//! any child (`pid <= 0`) or with `WUNTRACED`/`WCONTINUED`, `getaddrinfo`
+//! (bounded by the resolver's own timeouts), and the fallbacks above (no
+//! `RWF_NOWAIT`, no pidfd — an old kernel or a seccomp filter —, no epoll
+//! set). Rejected: an unbounded pool for open-ended waits. Every wait
+//! would cost an OS thread (a kernel task and its stack) — what virtual
+//! threads exist to avoid — and a pool must have *some* bound, past which
+//! the same deadlock returns.
 //!
 //! # Not covered (documented limits)
 //!
