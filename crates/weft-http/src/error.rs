@@ -6,11 +6,20 @@
 //! A handler that returns `Result<T, HttpError>` can use `?` on anything:
 //! an [`HttpError`] passes through with its status (e.g. the `422` of
 //! [`Request::json`](crate::Request::json)), and every other error type
-//! (`io::Error`, a database error, …) becomes a `500` whose message hides
-//! the cause from the client but keeps it as [`HttpError::source`] for
-//! logging. This is anyhow's trick: `HttpError` deliberately does not
-//! implement `std::error::Error`, so the blanket `From` does not overlap
-//! with `From<HttpError> for HttpError`.
+//! becomes an answer whose message hides the cause from the client but
+//! keeps it as [`HttpError::source`] for logging. This is anyhow's trick:
+//! `HttpError` deliberately does not implement `std::error::Error`, so the
+//! blanket `From` does not overlap with `From<HttpError> for HttpError`.
+//!
+//! The blanket `From` cannot be specialised per type, so the status of a
+//! converted error is picked by looking at its `source()` chain: the first
+//! error of a type weft-http knows decides (its client's: `502`/`504`;
+//! with feature `pg`, weft-pg's: `409`/`503`/`500`), else `500`. Such an
+//! error is marked as converted; a [`Router::map_error`](crate::Router::map_error)
+//! of the application may answer it otherwise, when it leaves the router.
+//! So the mapping of error types to answers lives in one place, with no
+//! `map_err` at call sites. weft-http depends on weft-pg (optionally), not
+//! the other way round.
 //!
 //! An error is turned into a response late: [`HttpError::into_response`]
 //! and [`Response::error`] produce a response *marked* as an error, and
@@ -20,7 +29,9 @@
 //! `405`, `408`, `413`, `417`, `431`, `500`, `503`). So a JSON API answers
 //! every error in JSON with one line, `.on_error(HttpError::json_response)`.
 //! Without a hook, errors are plain text (`text/plain`, the message and a
-//! newline), as before.
+//! newline), as before. Before the hook runs, the router (or the server)
+//! names the request in the error ([`RequestInfo`]); a panic's `500` has
+//! the panic ([`HandlerPanic`]) as its cause.
 
 use std::borrow::Cow;
 use std::fmt;
@@ -41,7 +52,8 @@ type Source = Box<dyn std::error::Error + Send + Sync + 'static>;
 /// let e = parse_id("x").unwrap_err();
 /// assert_eq!((e.status(), e.message(), e.field()), (400, "id must be a number", Some("id")));
 ///
-/// // Any other error becomes a 500 that keeps its cause for the logs.
+/// // Any other error becomes a 500 that keeps its cause for the logs
+/// // (unless its type has a status of its own: see `Router::map_error`).
 /// fn read() -> Result<String, HttpError> {
 ///     Ok(std::fs::read_to_string("/nonexistent/file")?)
 /// }

@@ -92,6 +92,87 @@
 //! `examples/bookmarks.rs` is a whole JSON CRUD service on `weft-pg` in
 //! this style.
 //!
+//! # Errors mapped once, routers that compose
+//!
+//! `?` turns any error into an [`HttpError`] whose status is decided by
+//! the error's type, in one place rather than at each call site:
+//! weft-http's own client errors are `502` (`504` on a timeout); with
+//! feature `pg`, weft-pg's are `409` (unique or foreign-key violation),
+//! `503` with `Retry-After: 1` (no pooled connection in time), `503`
+//! (connection lost, pool closed) or `500`; the application's own types
+//! are mapped by [`Router::map_error`]; anything else is `500`. The cause
+//! stays with the error for the hook ([`Router::on_error`]), which also
+//! sees the request ([`HttpError::request`]: method, path, route pattern,
+//! activity) and, for a panic, its message and location
+//! ([`HandlerPanic`]); the client sees none of it. [`Router::nest`] mounts
+//! a router under a prefix, [`Router::merge`] joins two.
+//!
+//! ```
+//! use std::sync::{Arc, Mutex};
+//! use std::time::Duration;
+//! use weft_http::{Client, HttpError, Request, Router};
+//!
+//! #[derive(Debug)]
+//! struct Taken(String);
+//! impl std::fmt::Display for Taken {
+//!     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+//!         write!(f, "code {} is taken", self.0)
+//!     }
+//! }
+//! impl std::error::Error for Taken {}
+//!
+//! struct Links(Mutex<Vec<String>>);
+//! struct Checker(String); // an upstream service's URL
+//!
+//! fn create(req: &mut Request<'_>) -> Result<(u16, String), HttpError> {
+//!     let code = req.param("code").unwrap_or_default().to_owned();
+//!     req.set_activity(format_args!("checking {code}"));
+//!     Client::new().get(&req.state::<Checker>().0).send()?; // fails: 502
+//!     let links = req.state::<Links>();
+//!     let mut links = links.0.lock().unwrap();
+//!     if links.contains(&code) {
+//!         Err(Taken(code.clone()))?; // 409, by `map_error` below
+//!     }
+//!     links.push(code.clone());
+//!     Ok((201, code))
+//! }
+//!
+//! let upstream = weft_http::serve("127.0.0.1:0", |_req: &mut Request<'_>| "ok")?;
+//! let admin = Router::new() // its patterns without the prefix
+//!     .get("/links", |req| req.state::<Links>().0.lock().unwrap().join(","));
+//! let log = Arc::new(Mutex::new(Vec::new()));
+//! let seen = log.clone();
+//! let app = Router::with_state(Links(Mutex::new(Vec::new())))
+//!     .state(Checker(format!("http://{}/", upstream.local_addr())))
+//!     .post("/links/:code", create)
+//!     .nest("/admin", admin) // every method, state inherited
+//!     .map_error(|e: &Taken| Some(HttpError::conflict(e.to_string())))
+//!     .on_error(move |e: &HttpError| {
+//!         if let Some(r) = e.request() {
+//!             let route = r.route().unwrap_or("-");
+//!             seen.lock().unwrap().push(format!("{} {route} ({}): {e}", r.method(), r.activity()));
+//!         }
+//!         e.text_response()
+//!     });
+//! let server = weft_http::serve("127.0.0.1:0", app)?;
+//! let base = format!("http://{}", server.local_addr());
+//!
+//! let c = Client::new();
+//! assert_eq!(c.post(&format!("{base}/links/rs")).send()?.status(), 201);
+//! assert_eq!(c.post(&format!("{base}/links/rs")).send()?.status(), 409);
+//! assert_eq!(c.get(&format!("{base}/admin/links")).send()?.text()?, "rs");
+//! upstream.shutdown(Duration::from_secs(5));
+//! let r = c.post(&format!("{base}/links/go")).send()?;
+//! assert_eq!((r.status(), r.text()?), (502, "Bad Gateway\n".to_owned()));
+//! let log = log.lock().unwrap();
+//! assert_eq!(log[0], "POST /links/:code (checking rs): 409 code rs is taken: code rs is taken");
+//! assert!(log[1].starts_with("POST /links/:code (checking go): 502 Bad Gateway: http client:"));
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+//!
+//! `examples/shortener.rs` is this service on PostgreSQL, with a test per
+//! mapped status.
+//!
 //! # Server
 //!
 //! - HTTP/1.1 keep-alive and pipelining, `Content-Length` and chunked
@@ -101,9 +182,10 @@
 //!   the server. Requests are parsed with `httparse`.
 //! - [`Handler`]: any `Fn(&mut Request) -> impl IntoResponse`; [`Router`]
 //!   adds path parameters, 404/405, state ([`Router::with_state`],
-//!   [`Request::state`]) and the error hook ([`Router::on_error`]). A
-//!   panicking handler yields `500` for its request; the server keeps
-//!   running.
+//!   [`Request::state`]), error mapping ([`Router::map_error`]), the error
+//!   hook ([`Router::on_error`]) and composition ([`Router::nest`],
+//!   [`Router::merge`]). A panicking handler yields `500` for its request;
+//!   the server keeps running.
 //! - Input: [`Request::param_as`], [`Request::query_as`] (feature `serde`),
 //!   [`Request::json`] (feature `json`); their errors are [`HttpError`]s
 //!   that name the field at fault.
@@ -129,6 +211,8 @@
 //! - `json` (default): [`Json`], [`Request::json`], the client's JSON
 //!   methods, [`HttpError::json_response`]. Implies `serde`.
 //! - `serde`: [`Request::query_as`].
+//! - `pg`: weft-pg's errors answered by status when `?` converts them
+//!   (see above). weft-pg does not depend on weft-http.
 //!
 //! # Client
 //!

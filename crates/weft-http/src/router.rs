@@ -1,5 +1,5 @@
-//! Handlers and a small router with path parameters, shared state and
-//! an error hook.
+//! Handlers and a small router with path parameters, shared state, error
+//! mapping, an error hook, and composition (`nest`, `merge`).
 //!
 //! # Design
 //!
@@ -20,7 +20,18 @@
 //! Every error answer — the router's `404`/`405`, the server's
 //! `400`/`408`/`413`/`417`/`431`/`500`/`503`, and the [`HttpError`]s and
 //! [`Response::error`]s handlers return — goes through one hook,
-//! [`Router::on_error`], so a JSON API answers JSON everywhere.
+//! [`Router::on_error`], so a JSON API answers JSON everywhere. Errors that
+//! `?` converted are first offered to [`Router::map_error`], which gives
+//! the application's error types their status in one place.
+//!
+//! Composition: [`Router::nest`] keeps the nested router whole (its
+//! routes, fallback, mappers and hook) behind a prefix match that narrows
+//! [`Request::path`]; states are resolved when the router is built (each
+//! nested router holds its own values and then its parent's, updated by
+//! every `state`/`nest`/`merge` call), so a request pays one `Arc` clone
+//! for them as before. [`Router::merge`] appends another router's entries.
+//! A panic passing through a route is caught and resumed, only to note the
+//! route's pattern for the error hook.
 
 use std::any::Any;
 use std::panic::{AssertUnwindSafe, catch_unwind, resume_unwind};
