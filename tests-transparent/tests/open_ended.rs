@@ -46,7 +46,7 @@ fn six_hundred_pipe_readers_wait_at_once() {
         .map(|mut r| {
             rt.spawn(move || {
                 let mut b = [0u8; 1];
-                r.read(&mut b).unwrap();
+                assert_eq!(r.read(&mut b).unwrap(), 1);
                 b[0]
             })
         })

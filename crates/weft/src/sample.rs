@@ -45,7 +45,10 @@
 //! `SO_RCVTIMEO`, …) sees `EINTR` once; `std` retries it in `thread::sleep`,
 //! `read_exact`, `write_all` and its locks, and a single `read` returns
 //! [`std::io::ErrorKind::Interrupted`], which Rust code is expected to
-//! retry. Only stalled carriers (once per stall) and dumps are sampled.
+//! retry. (A blocking socket call that the `transparent` hooks emulate
+//! with `poll` on an OS thread is restarted, as the kernel's own would be:
+//! the handler has `SA_RESTART`.) Only stalled carriers (once per stall)
+//! and dumps are sampled.
 //! If `SIGURG` already has a handler when Weft first samples, Weft leaves
 //! it alone and takes no samples; `WEFT_SAMPLE_STACKS=0` turns sampling
 //! off.

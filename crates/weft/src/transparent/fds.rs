@@ -267,36 +267,57 @@ pub(super) fn unless_eagain(r: isize) -> Option<isize> {
 }
 
 /// A stream/datagram call on a socket: the shared logic of the read and
-/// write families. `op` is the raw call; `dontwait` if the caller passed
-/// `MSG_DONTWAIT`.
+/// write families. `op(done)` is the raw call for the caller's buffers
+/// past their first `done` bytes (only ever 0 unless `whole`); `dontwait`
+/// if the caller passed `MSG_DONTWAIT`; `iov` the buffers if the call is
+/// one a pipe takes (see [`pipe_call`]).
+///
+/// `whole` (the total length) makes a call on a managed socket go on
+/// until all of it is transferred, as the kernel does on a blocking socket:
+/// every stream write (`write`, `send`, …, which the kernel completes
+/// unless a signal, a timeout or an error ends it, returning the count so
+/// far), and a stream read with `MSG_WAITALL`. A partial count is returned
+/// if an interrupt, the `SO_*TIMEO` deadline, end of file or an error
+/// ends it after some bytes moved.
 pub(super) fn sock_call(
     fd: c_int,
     read: bool,
     call: &'static str,
     dontwait: bool,
     iov: Iov,
-    mut op: impl FnMut() -> isize,
+    whole: Option<fn(Iov) -> usize>,
+    mut op: impl FnMut(usize) -> isize,
 ) -> isize {
     let mut st = state(fd);
     if dontwait || st == OTHER || st == USER_NB {
-        return op();
+        return op(0);
     }
     let virt = on_virtual();
     if st == UNKNOWN {
         if !virt {
-            return op();
+            return op(0);
         }
         st = classify(fd);
     }
     if st == PIPE {
-        return pipe_call(fd, read, call, iov, op);
+        return pipe_call(fd, read, call, iov, || op(0));
     }
     if st != MANAGED {
-        return op();
+        return op(0);
     }
     // MANAGED from here on.
-    if let Some(r) = unless_eagain(op()) {
-        return r;
+    let mut done = 0usize;
+    let mut total = usize::MAX;
+    match unless_eagain(op(0)) {
+        None => {}
+        Some(r) => {
+            let Some(len) = whole else { return r };
+            total = len(iov);
+            if r <= 0 || r as usize >= total || (read && !is_stream(fd)) {
+                return r;
+            }
+            done = r as usize;
+        }
     }
     let timeout = sys::sock_timeout(fd, read);
     let deadline = timeout.and_then(|d| Instant::now().checked_add(d));
@@ -305,46 +326,196 @@ pub(super) fn sock_call(
     } else {
         Interest::Write
     };
+    // What ends the call after `done` bytes: the count, or the error.
+    let partial = |done: usize, e: c_int| {
+        if done > 0 { done as isize } else { fail(e) }
+    };
     // A socket Weft manages that was `dup2`ed onto 0, 1 or 2 keeps its
     // `O_NONBLOCK` (the file description is already Weft's), but a call
     // on those numbers blocks the carrier (std's stdio locks, above).
-    if virt && fd > 2 {
-        match park_io(fd, i, deadline, call, || unless_eagain(op())) {
-            Ok(r) => return r,
-            Err(Some(Stop::TimedOut)) => return fail(libc::EAGAIN),
-            Err(Some(Stop::Interrupted)) => return fail(libc::EINTR),
-            Err(None) => {} // cannot register: block the carrier instead
-        }
-    }
+    let reg = if virt && fd > 2 {
+        registration(fd)
+    } else {
+        None
+    };
     let ev = if read { libc::POLLIN } else { libc::POLLOUT };
     loop {
-        let left = match deadline {
-            None => None,
-            Some(d) => match d.checked_duration_since(Instant::now()) {
-                Some(l) if !l.is_zero() => Some(l),
-                _ => return fail(libc::EAGAIN),
-            },
+        let r = match &reg {
+            Some(reg) => {
+                let b = Blocker::Call { call, fd };
+                match park_reg(reg, i, deadline, b, call, || unless_eagain(op(done))) {
+                    Ok(r) => r,
+                    Err(Stop::TimedOut) => return partial(done, libc::EAGAIN),
+                    Err(Stop::Interrupted) => return partial(done, libc::EINTR),
+                }
+            }
+            // An OS thread (or no registration to be had): block in poll.
+            None => {
+                let left = match deadline {
+                    None => None,
+                    Some(d) => match d.checked_duration_since(Instant::now()) {
+                        Some(l) if !l.is_zero() => Some(l),
+                        _ => return partial(done, libc::EAGAIN),
+                    },
+                };
+                let p = sys::poll_one(fd, ev, left);
+                if p < 0 {
+                    let e = sys::errno();
+                    // A signal handler ran. The kernel would have restarted
+                    // the blocking call if every handler asked for it
+                    // (`SA_RESTART`), as Weft's own sampling signal does.
+                    if e == libc::EINTR && deadline.is_none() && all_handlers_restart() {
+                        continue;
+                    }
+                    return partial(done, e);
+                }
+                if p == 0 {
+                    return partial(done, libc::EAGAIN);
+                }
+                match unless_eagain(op(done)) {
+                    Some(r) => r,
+                    None => continue,
+                }
+            }
         };
-        let p = sys::poll_one(fd, ev, left);
-        if p < 0 {
-            return -1;
+        if r < 0 {
+            return if done > 0 { done as isize } else { r };
         }
-        if p == 0 {
-            return fail(libc::EAGAIN);
+        if r == 0 || whole.is_none() {
+            return if done > 0 { done as isize } else { r };
         }
-        if let Some(r) = unless_eagain(op()) {
-            return r;
+        if total == usize::MAX {
+            total = whole.map_or(0, |len| len(iov));
+            if read && !is_stream(fd) {
+                return r;
+            }
+        }
+        done += r as usize;
+        if done >= total {
+            return done as isize;
         }
     }
 }
 
-/// The buffers of a `read`/`write`/`readv`/`writev` (what a pipe's
-/// `RWF_NOWAIT` form of the call needs): `None` for the socket-only calls.
+/// Whether `fd` is a stream socket (`SO_TYPE`), where a read with
+/// `MSG_WAITALL` waits for all of its length; on a datagram socket it is
+/// one message.
+fn is_stream(fd: c_int) -> bool {
+    let mut ty: c_int = 0;
+    let mut len = std::mem::size_of::<c_int>() as libc::socklen_t;
+    let saved = sys::errno();
+    let r = raw!(
+        libc::SYS_getsockopt,
+        fd,
+        libc::SOL_SOCKET,
+        libc::SO_TYPE,
+        &mut ty as *mut c_int,
+        &mut len as *mut libc::socklen_t
+    );
+    sys::set_errno(saved);
+    r == 0 && ty == libc::SOCK_STREAM
+}
+
+/// Whether every signal with a handler has `SA_RESTART` (the kernel then
+/// restarts a blocking socket call without a timeout that a handler
+/// interrupted). Read only after an `EINTR`, with raw `rt_sigaction`. The
+/// signal that interrupted is not known: one handler without the flag
+/// anywhere makes the answer `EINTR`, as before.
+fn all_handlers_restart() -> bool {
+    // The kernel's struct sigaction (x86-64, AArch64): handler, flags,
+    // restorer (x86-64 only, unused here), mask.
+    #[repr(C)]
+    struct KSigaction {
+        handler: usize,
+        flags: libc::c_ulong,
+        restorer: usize,
+        mask: u64,
+    }
+    let saved = sys::errno();
+    let mut ok = true;
+    for sig in 1..=64 {
+        // Faults are delivered by the faulting instruction, never to a
+        // thread waiting in the kernel (std handles SIGSEGV and SIGBUS
+        // without SA_RESTART, for its stack overflow message).
+        if matches!(
+            sig,
+            libc::SIGSEGV | libc::SIGBUS | libc::SIGILL | libc::SIGFPE | libc::SIGTRAP
+        ) {
+            continue;
+        }
+        let mut old = KSigaction {
+            handler: 0,
+            flags: 0,
+            restorer: 0,
+            mask: 0,
+        };
+        let r = raw!(
+            libc::SYS_rt_sigaction,
+            sig,
+            0usize,
+            &mut old as *mut KSigaction,
+            8usize
+        );
+        let has_handler = old.handler != libc::SIG_DFL && old.handler != libc::SIG_IGN;
+        if r == 0 && has_handler && old.flags & libc::SA_RESTART as libc::c_ulong == 0 {
+            ok = false;
+            break;
+        }
+    }
+    sys::set_errno(saved);
+    ok
+}
+
+/// The total length of `iov`'s buffers.
+pub(super) fn iov_len(iov: Iov) -> usize {
+    match iov {
+        Iov::None => 0,
+        Iov::One(_, n) | Iov::Sock(n) => n,
+        Iov::Msg(m) => {
+            // SAFETY: the caller's (sendmsg/recvmsg's) contract: `m` is a
+            // valid msghdr.
+            let m = unsafe { &*m };
+            iov_len(Iov::Vec(m.msg_iov, m.msg_iovlen as c_int))
+        }
+        Iov::Vec(v, c) => {
+            let c = usize::try_from(c).unwrap_or(0);
+            if c == 0 {
+                return 0;
+            }
+            // SAFETY: the caller's (writev's) contract: `v` points to `c`
+            // iovecs.
+            unsafe { std::slice::from_raw_parts(v, c) }
+                .iter()
+                .map(|x| x.iov_len)
+                .sum()
+        }
+    }
+}
+
+/// A copy of the `c` iovecs at `v` without their first `skip` bytes.
+pub(super) fn iov_past(v: *const libc::iovec, c: usize, skip: usize) -> Vec<libc::iovec> {
+    let mut out = if c == 0 {
+        Vec::new()
+    } else {
+        // SAFETY: the caller's (writev/sendmsg's) contract: `v` points to
+        // `c` iovecs.
+        unsafe { std::slice::from_raw_parts(v, c) }.to_vec()
+    };
+    advance(&mut out, skip);
+    out
+}
+
+/// The buffers of a call: for `read`/`write` (`One`) and `readv`/`writev`
+/// (`Vec`) what a pipe's `RWF_NOWAIT` form of the call needs; for the
+/// socket-only calls (which a pipe refuses with `ENOTSOCK`) their length
+/// (`Sock`) or message (`Msg`), or nothing.
 #[derive(Clone, Copy)]
 pub(super) enum Iov {
     None,
     One(usize, usize),
     Vec(*const libc::iovec, c_int),
+    Sock(usize),
+    Msg(*const libc::msghdr),
 }
 
 /// `RWF_NOWAIT` on pipes: 0 not tried yet, 1 works, 2 refused
@@ -401,7 +572,7 @@ fn pipe_call(
     }
     let one;
     let (v, cnt) = match iov {
-        Iov::None => return op(), // recv/send on a pipe: ENOTSOCK
+        Iov::None | Iov::Sock(_) | Iov::Msg(_) => return op(), // ENOTSOCK
         Iov::One(p, n) => {
             one = libc::iovec {
                 iov_base: p as *mut libc::c_void,

@@ -25,49 +25,110 @@ use crate::thread::Blocker;
 /// libc's `read(2)` contract.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn read(fd: c_int, buf: *mut c_void, n: size_t) -> ssize_t {
-    sock_call(fd, true, "read", false, Iov::One(buf as usize, n), || {
-        raw!(libc::SYS_read, fd, buf, n) as isize
-    })
+    sock_call(
+        fd,
+        true,
+        "read",
+        false,
+        Iov::One(buf as usize, n),
+        None,
+        |_| raw!(libc::SYS_read, fd, buf, n) as isize,
+    )
 }
 
 /// # Safety
-/// libc's `write(2)` contract.
+/// libc's `write(2)` contract. On a managed stream socket the write goes
+/// on until all of it is written, as the kernel's blocking write does.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn write(fd: c_int, buf: *const c_void, n: size_t) -> ssize_t {
-    sock_call(fd, false, "write", false, Iov::One(buf as usize, n), || {
-        raw!(libc::SYS_write, fd, buf, n) as isize
-    })
+    sock_call(
+        fd,
+        false,
+        "write",
+        false,
+        Iov::One(buf as usize, n),
+        ALL,
+        |d| raw!(libc::SYS_write, fd, buf as usize + d, n - d) as isize,
+    )
 }
 
 /// # Safety
 /// libc's `readv(2)` contract.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn readv(fd: c_int, iov: *const iovec, cnt: c_int) -> ssize_t {
-    sock_call(fd, true, "readv", false, Iov::Vec(iov, cnt), || {
+    sock_call(fd, true, "readv", false, Iov::Vec(iov, cnt), None, |_| {
         raw!(libc::SYS_readv, fd, iov, cnt) as isize
     })
 }
 
 /// # Safety
-/// libc's `writev(2)` contract.
+/// libc's `writev(2)` contract. As `write`, all of it on a managed
+/// stream socket.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn writev(fd: c_int, iov: *const iovec, cnt: c_int) -> ssize_t {
-    sock_call(fd, false, "writev", false, Iov::Vec(iov, cnt), || {
-        raw!(libc::SYS_writev, fd, iov, cnt) as isize
+    sock_call(fd, false, "writev", false, Iov::Vec(iov, cnt), ALL, |d| {
+        if d == 0 {
+            return raw!(libc::SYS_writev, fd, iov, cnt) as isize;
+        }
+        let rest = fds::iov_past(iov, cnt.max(0) as usize, d);
+        raw!(libc::SYS_writev, fd, rest.as_ptr(), rest.len()) as isize
     })
 }
 
+/// The whole length of the call's buffers: the calls that go on until
+/// all of it has moved on a managed stream socket (see `sock_call`).
+const ALL: Option<fn(Iov) -> usize> = Some(fds::iov_len);
+
 fn dontwait(flags: c_int) -> bool {
     flags & libc::MSG_DONTWAIT != 0
+}
+
+/// `MSG_WAITALL`: the read goes on until all of it has arrived.
+fn waitall(flags: c_int) -> Option<fn(Iov) -> usize> {
+    if flags & libc::MSG_WAITALL != 0 {
+        ALL
+    } else {
+        None
+    }
+}
+
+/// A copy of `msg` for the rest of a call after `d` bytes: its iovecs
+/// past them (in `rest`), without the ancillary data and the address (the
+/// first part carried them).
+fn msg_past(msg: *const msghdr, d: usize, rest: &mut Vec<iovec>) -> msghdr {
+    // SAFETY: sendmsg/recvmsg's contract: `msg` is a valid msghdr.
+    let mut m = unsafe { *msg };
+    *rest = fds::iov_past(m.msg_iov, m.msg_iovlen, d);
+    m.msg_iov = rest.as_mut_ptr();
+    m.msg_iovlen = rest.len() as _;
+    m.msg_control = std::ptr::null_mut();
+    m.msg_controllen = 0;
+    m
 }
 
 /// # Safety
 /// libc's `recv(2)` contract.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn recv(fd: c_int, buf: *mut c_void, n: size_t, flags: c_int) -> ssize_t {
-    sock_call(fd, true, "recv", dontwait(flags), Iov::None, || {
-        raw!(libc::SYS_recvfrom, fd, buf, n, flags, 0usize, 0usize) as isize
-    })
+    sock_call(
+        fd,
+        true,
+        "recv",
+        dontwait(flags),
+        Iov::Sock(n),
+        waitall(flags),
+        |d| {
+            raw!(
+                libc::SYS_recvfrom,
+                fd,
+                buf as usize + d,
+                n - d,
+                flags,
+                0usize,
+                0usize
+            ) as isize
+        },
+    )
 }
 
 /// # Safety
@@ -81,8 +142,17 @@ pub unsafe extern "C" fn recvfrom(
     addr: *mut sockaddr,
     len: *mut socklen_t,
 ) -> ssize_t {
-    sock_call(fd, true, "recvfrom", dontwait(flags), Iov::None, || {
-        raw!(libc::SYS_recvfrom, fd, buf, n, flags, addr, len) as isize
+    let (dw, all) = (dontwait(flags), waitall(flags));
+    sock_call(fd, true, "recvfrom", dw, Iov::Sock(n), all, |d| {
+        raw!(
+            libc::SYS_recvfrom,
+            fd,
+            buf as usize + d,
+            n - d,
+            flags,
+            addr,
+            len
+        ) as isize
     })
 }
 
@@ -90,22 +160,37 @@ pub unsafe extern "C" fn recvfrom(
 /// libc's `recvmsg(2)` contract.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn recvmsg(fd: c_int, msg: *mut msghdr, flags: c_int) -> ssize_t {
-    sock_call(fd, true, "recvmsg", dontwait(flags), Iov::None, || {
-        raw!(libc::SYS_recvmsg, fd, msg, flags) as isize
+    let (dw, all) = (dontwait(flags), waitall(flags));
+    sock_call(fd, true, "recvmsg", dw, Iov::Msg(msg), all, |d| {
+        if d == 0 {
+            return raw!(libc::SYS_recvmsg, fd, msg, flags) as isize;
+        }
+        let mut rest = Vec::new();
+        let mut m = msg_past(msg, d, &mut rest);
+        raw!(libc::SYS_recvmsg, fd, &mut m as *mut msghdr, flags) as isize
     })
 }
 
 /// # Safety
-/// libc's `send(2)` contract.
+/// libc's `send(2)` contract. As `write`, all of it on a managed stream
+/// socket.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn send(fd: c_int, buf: *const c_void, n: size_t, flags: c_int) -> ssize_t {
-    sock_call(fd, false, "send", dontwait(flags), Iov::None, || {
-        raw!(libc::SYS_sendto, fd, buf, n, flags, 0usize, 0usize) as isize
+    sock_call(fd, false, "send", dontwait(flags), Iov::Sock(n), ALL, |d| {
+        raw!(
+            libc::SYS_sendto,
+            fd,
+            buf as usize + d,
+            n - d,
+            flags,
+            0usize,
+            0usize
+        ) as isize
     })
 }
 
 /// # Safety
-/// libc's `sendto(2)` contract.
+/// libc's `sendto(2)` contract. As `send`.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn sendto(
     fd: c_int,
@@ -115,18 +200,47 @@ pub unsafe extern "C" fn sendto(
     addr: *const sockaddr,
     len: socklen_t,
 ) -> ssize_t {
-    sock_call(fd, false, "sendto", dontwait(flags), Iov::None, || {
-        raw!(libc::SYS_sendto, fd, buf, n, flags, addr, len) as isize
-    })
+    sock_call(
+        fd,
+        false,
+        "sendto",
+        dontwait(flags),
+        Iov::Sock(n),
+        ALL,
+        |d| {
+            raw!(
+                libc::SYS_sendto,
+                fd,
+                buf as usize + d,
+                n - d,
+                flags,
+                addr,
+                len
+            ) as isize
+        },
+    )
 }
 
 /// # Safety
-/// libc's `sendmsg(2)` contract.
+/// libc's `sendmsg(2)` contract. As `send`.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn sendmsg(fd: c_int, msg: *const msghdr, flags: c_int) -> ssize_t {
-    sock_call(fd, false, "sendmsg", dontwait(flags), Iov::None, || {
-        raw!(libc::SYS_sendmsg, fd, msg, flags) as isize
-    })
+    sock_call(
+        fd,
+        false,
+        "sendmsg",
+        dontwait(flags),
+        Iov::Msg(msg),
+        ALL,
+        |d| {
+            if d == 0 {
+                return raw!(libc::SYS_sendmsg, fd, msg, flags) as isize;
+            }
+            let mut rest = Vec::new();
+            let m = msg_past(msg, d, &mut rest);
+            raw!(libc::SYS_sendmsg, fd, &m as *const msghdr, flags) as isize
+        },
+    )
 }
 
 // ------------------------------------------------------------ connect/accept
@@ -188,7 +302,7 @@ fn accepted(r: isize, flags: c_int) -> c_int {
 /// libc's `accept(2)` contract.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn accept(fd: c_int, addr: *mut sockaddr, len: *mut socklen_t) -> c_int {
-    let r = sock_call(fd, true, "accept", false, Iov::None, || {
+    let r = sock_call(fd, true, "accept", false, Iov::None, None, |_| {
         raw!(libc::SYS_accept4, fd, addr, len, 0) as isize
     });
     accepted(r, 0)
@@ -203,7 +317,7 @@ pub unsafe extern "C" fn accept4(
     len: *mut socklen_t,
     flags: c_int,
 ) -> c_int {
-    let r = sock_call(fd, true, "accept4", false, Iov::None, || {
+    let r = sock_call(fd, true, "accept4", false, Iov::None, None, |_| {
         raw!(libc::SYS_accept4, fd, addr, len, flags) as isize
     });
     accepted(r, flags)

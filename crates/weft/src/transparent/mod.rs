@@ -35,6 +35,18 @@
 //!   fails with `EAGAIN`, like the kernel's. A `connect` that times out
 //!   fails with `EINPROGRESS`, like Linux's.
 //! - `connect` completion errors come from `SO_ERROR` (`ECONNREFUSED`, …).
+//! - A blocking stream write (`write`, `writev`, `send`, `sendto`,
+//!   `sendmsg`) returns when all of it is written, and a stream read with
+//!   `MSG_WAITALL` when all of it has arrived (or at end of file), as the
+//!   kernel's do on a blocking socket; an interrupt, the `SO_*TIMEO`
+//!   deadline or an error after some bytes moved returns the count so far
+//!   (`tests-transparent/tests/blocking_semantics.rs`). Ancillary data of
+//!   a `sendmsg` goes with its first part.
+//! - On an OS thread, a call on a socket Weft made non-blocking waits in
+//!   `poll`; a signal handler that interrupts that wait restarts the call
+//!   if every installed handler has `SA_RESTART` (as Weft's sampling
+//!   signal does) and the socket has no timeout, as the kernel restarts a
+//!   blocking call; otherwise the call fails with `EINTR`, as it would.
 //! - [`Thread::interrupt`](crate::Thread::interrupt) ends a hooked wait
 //!   with `EINTR` (and clears the flag); a sleep then fills in the time
 //!   left, so `std::thread::sleep`, which retries on `EINTR`, sleeps on.
