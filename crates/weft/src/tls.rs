@@ -663,6 +663,36 @@ mod imp {
         }
         r
     }
+
+    #[cfg(test)]
+    mod tests {
+        /// On a glibc-made thread the layout is found and self-consistent:
+        /// the executable's block and the mirrored blocks lie in static
+        /// TLS, the mirror below the executable, and the reserve holds it.
+        #[test]
+        fn the_layout_is_found_and_consistent() {
+            if std::env::var_os("WEFT_THREAD_LOCALS").is_some() {
+                return;
+            }
+            // Worked out on a glibc-made thread, as a carrier would.
+            let found = std::thread::spawn(|| super::layout().is_some())
+                .join()
+                .unwrap();
+            assert!(found, "no layout on x86_64 glibc");
+            let l = super::layout().unwrap();
+            assert!(
+                l.exe_memsz >= l.exe_filesz && l.exe_off >= l.exe_memsz,
+                "{l:?}"
+            );
+            assert!(l.mirror_lo <= l.mirror_hi, "{l:?}");
+            assert!(
+                l.mirror_lo == l.mirror_hi || l.mirror_lo >= l.exe_off,
+                "{l:?}"
+            );
+            assert!(l.reserve() >= l.tcb + l.mirror_hi + 64, "{l:?}");
+            assert_eq!(l.reserve() % crate::stack::page_size(), 0);
+        }
+    }
 }
 
 #[cfg(not(all(target_os = "linux", target_arch = "x86_64", target_env = "gnu")))]

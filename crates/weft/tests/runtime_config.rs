@@ -34,11 +34,13 @@ fn join_timeout<T: Send + 'static>(h: JoinHandle<T>) -> T {
     }
 }
 
-/// The OS thread (carrier) the calling virtual thread runs on right now.
-/// Not inlined: a TLS address must not be cached across a reschedule.
+/// The OS thread (carrier) the calling virtual thread runs on right now:
+/// its kernel thread id (`std::thread::current()` is the virtual thread's
+/// own thread, not its carrier's).
 #[inline(never)]
-fn carrier() -> std::thread::ThreadId {
-    black_box(std::thread::current().id())
+fn carrier() -> i32 {
+    // SAFETY: gettid has no preconditions.
+    black_box(unsafe { libc::gettid() })
 }
 
 /// Spawns `threads` virtual threads on `rt` that each record their carrier
@@ -65,7 +67,8 @@ fn carriers_seen(rt: &Runtime, threads: usize, rounds: usize, busy: Duration) ->
         all.extend(join_timeout(h));
     }
     assert!(
-        !all.contains(&std::thread::current().id()),
+        // SAFETY: gettid has no preconditions.
+        !all.contains(&unsafe { libc::gettid() }),
         "a virtual thread ran on the test thread itself"
     );
     all.len()
@@ -222,8 +225,12 @@ fn spawns_from_a_virtual_thread_stay_in_its_runtime() {
 }
 
 /// The name of the OS thread (carrier) running the caller.
+/// The name of the OS thread (carrier) the caller runs on.
 fn carrier_name() -> String {
-    std::thread::current().name().unwrap_or("").to_string()
+    std::fs::read_to_string("/proc/thread-self/comm")
+        .expect("/proc/thread-self/comm")
+        .trim_end()
+        .to_string()
 }
 
 #[test]

@@ -39,7 +39,9 @@ fn areas_supported() -> bool {
 
 std::thread_local! {
     static MINE: Cell<u64> = const { Cell::new(0) };
-    static LAZY: RefCell<Vec<u64>> = RefCell::new(Vec::new());
+    /// Lazily initialised, with a heap buffer from the start: the case
+    /// where a copied block would share one buffer between threads.
+    static LAZY: RefCell<Vec<u64>> = RefCell::new(Vec::with_capacity(4));
 }
 
 #[test]

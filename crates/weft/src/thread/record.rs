@@ -321,12 +321,13 @@ mod tests {
         assert_eq!(named.get().unwrap().name.as_deref(), Some("n"));
     }
 
-    /// Every parked thread carries one record: it stays small (224 bytes
-    /// on x86-64 when this was written; 280 before `Rare`).
+    /// Every parked thread carries one record: it stays small (240 bytes
+    /// on x86-64 when this was written: 280 before `Rare`, 224 after it,
+    /// then 16 more for the thread-local area's pointer and stack reserve).
     #[test]
     fn the_record_stays_small() {
         assert!(
-            size_of::<VThread>() <= 232,
+            size_of::<VThread>() <= 240,
             "VThread is {} bytes",
             size_of::<VThread>()
         );
