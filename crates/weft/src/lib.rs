@@ -40,7 +40,8 @@
 //! | `ArrayBlockingQueue` / `LinkedBlockingQueue` | `weft::channel::bounded(n)` / `weft::channel::unbounded()` → `(Sender, Receiver)` |
 //! | `Executors.newVirtualThreadPerTaskExecutor()` / `newFixedThreadPool(n)` | `weft::Executor::virtual_per_task()` / `weft::Executor::fixed(n)`; `exec.submit(f)`, `exec.close()` |
 //! | `StructuredTaskScope` | `weft::scope(\|s\| { s.spawn(…); … })` — threads may borrow, all joined at the end |
-//! | `ThreadLocal` on virtual threads / `ScopedValue` | `weft::local! { static X: T = …; }`, `X.with(\|x\| …)` |
+//! | `ThreadLocal` on virtual threads | `std::thread_local!` — per virtual thread, as in Java (see "Thread-locals") |
+//! | `ScopedValue` | `weft::local! { static X: T = …; }`, `X.with(\|x\| …)` |
 //! | blocking `java.net` sockets | `weft::net::{TcpListener, TcpStream, UdpSocket, UnixListener, UnixStream, lookup_host}` mirroring `std::net`, with timeouts; features `futures-io` / `tokio` add the async I/O traits |
 //! | file I/O | `weft::fs` (mirrors `std::fs`, through the blocking offload) |
 //! | managed blocker / pinning | `weft::blocking(\|\| …)`, `weft::pinned(\|\| …)`, `weft::events::{recent, counters}` |
@@ -62,15 +63,45 @@
 //! (carrier) where it started, for its whole life: after `sleep`, `park`,
 //! `yield_now`, every lock, channel, join, socket wait and `block_on`.
 //! Threads that have not started yet go to whichever carrier is free (that
-//! is where load is balanced: spawn bursts, accept loops). So everything
-//! Rust ties to an OS thread stays correct on a virtual thread:
-//! `std::thread_local!` values, `rand::thread_rng()`, a `RefCell` borrowed
-//! from a thread-local across a blocking call, `Rc`s taken from one. The
-//! thread-locals are *shared by the virtual threads of one carrier*, as
-//! they would be by the tasks of one OS thread in a thread pool; use
-//! [`local!`] for state that belongs to one virtual thread.
+//! is where load is balanced: spawn bursts, accept loops). So what Rust and
+//! the C library tie to an OS thread stays correct on a virtual thread:
+//! the guards of OS-level locks, the kernel thread id, signal masks.
 //!
-//! The rule affinity brings: **do not hold an OS-level lock
+//! # Thread-locals: each virtual thread has its own
+//!
+//! As in Java, where every virtual thread has its own `ThreadLocal`s and
+//! its own `Thread`, each Weft virtual thread has its own
+//! `std::thread_local!` values — fresh (their initialiser runs on first
+//! use on that thread), at an address of their own for the thread's whole
+//! life (so a `&` to one may be lent, say to a scoped OS thread, across a
+//! park), and destroyed when the thread ends, before `join` returns. With
+//! them, per virtual thread: `std::thread::current()` (a distinct
+//! `ThreadId`; `std::thread::park`/`unpark` act on that thread), the panic
+//! count (`std::thread::panicking`), `rand::thread_rng()`, `tracing`'s
+//! current span, and the state libraries keep per thread: Tokio's "inside a
+//! runtime" context, so the sync `postgres` client (a Tokio runtime inside)
+//! runs on many virtual threads of one carrier without "Cannot start a
+//! runtime from within a runtime". This needs no feature; it holds on
+//! x86_64 Linux with glibc (the platforms Weft runs on otherwise share the
+//! carrier's thread-locals between its virtual threads, as before).
+//!
+//! It costs one page of memory per virtual thread (the thread-local area:
+//! glibc's thread control block, the program's thread-locals and libc's,
+//! carved from the top of the thread's stack) and a few nanoseconds per
+//! switch. [`RuntimeBuilder::carrier_thread_locals`] or
+//! `WEFT_THREAD_LOCALS=carrier` goes back to sharing the carrier's
+//! thread-locals, for programs that hold a million parked threads and use
+//! no thread-local of their own. [`local!`] is the per-virtual-thread
+//! storage that works the same everywhere (and on the fixed executor's
+//! tasks).
+//!
+//! C libraries' own per-thread state (`errno`, malloc's caches, `dlerror`)
+//! stays per carrier, as does the thread-local storage of *shared*
+//! libraries reached through `__tls_get_addr` (C libraries built with
+//! `-fPIC`); Rust crates are linked into the program and never take that
+//! path.
+//!
+//! The rule affinity still brings: **do not hold an OS-level lock
 //! (`std::sync::Mutex`, `parking_lot`) across a weft blocking call.** The
 //! holder parks; another virtual thread of the same carrier that blocks on
 //! that lock blocks the carrier, and the holder can only resume there: a
@@ -103,6 +134,7 @@
 //! | `WEFT_PARALLELISM` | carrier threads running virtual threads at once | number of CPUs |
 //! | `WEFT_MAX_POOL_SIZE` | upper bound on carriers, counting spares that replace blocked ones | 256 |
 //! | `WEFT_STACK_SIZE` | reserved stack per virtual thread, bytes or with a `k`/`m`/`g` suffix | 256 KiB |
+//! | `WEFT_THREAD_LOCALS` | `carrier`: virtual threads share their carrier's thread-locals (see "Thread-locals") | each has its own |
 //! | `WEFT_STALL_THRESHOLD` | how long one virtual thread may hold a carrier before the monitor reports a stall (`20ms`, `500us`, `1s`) | 20 ms |
 //! | `WEFT_MAX_BLOCKING_THREADS` | OS threads that run [`blocking`] closures | 512 |
 //! | `WEFT_NETPOLL` | who fetches socket readiness: `carriers` (carriers poll; the `weft-poller` thread only while no runtime runs) or `thread` (the poller thread always) | `carriers` |

@@ -1,11 +1,13 @@
 //! `weft::local!`: storage per virtual thread, like Java's `ThreadLocal` on
 //! virtual threads.
 //!
-//! `std::thread_local!` belongs to the *carrier*: every virtual thread of
-//! that carrier sees the same value (a started thread stays on its carrier,
-//! so the value is always its carrier's; see the crate docs, "Affinity").
-//! Values declared with [`local!`](crate::local!) live in the virtual
-//! thread itself: one per virtual thread, borrowable across blocking calls,
+//! On x86_64 Linux with glibc, `std::thread_local!` is per virtual thread
+//! too (the crate docs, "Thread-locals"); `local!` is the storage that is
+//! per virtual thread everywhere: on other platforms, on runtimes that share
+//! their carriers' thread-locals (`RuntimeBuilder::carrier_thread_locals`),
+//! and for the tasks of a fixed executor, which each get their own values
+//! although they share an OS thread. Values live in the virtual thread
+//! itself: one per virtual thread, borrowable across blocking calls,
 //! dropped when the thread finishes. Outside virtual threads they fall back
 //! to one value per OS thread.
 //!

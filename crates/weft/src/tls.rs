@@ -65,9 +65,11 @@
 //!   lends their addresses). 144 bytes for glibc 2.36.
 //! - the **rest of static TLS** (glibc's surplus, where a module `dlopen`ed
 //!   later with initial-exec TLS is placed) is reserved but not touched, so
-//!   such a module stays inside memory of the thread's own. It starts zeroed
-//!   on threads started before the module was loaded (glibc initialises it
-//!   only in real threads).
+//!   such a module stays inside memory of the thread's own. glibc
+//!   initialises that module's block only in OS threads, so on a virtual
+//!   thread it holds whatever the area's previous thread left there (zero
+//!   on a fresh stack): such modules are not supported on virtual threads
+//!   (loading one takes `unsafe` code: `dlopen`).
 //! - a small **header** above the TCB holds what the thread registered to
 //!   run when it ends: Rust's thread-local destructors (`__cxa_thread_atexit_impl`,
 //!   which std calls for each `thread_local!` with a `Drop`) and pthread
