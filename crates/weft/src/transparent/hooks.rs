@@ -949,7 +949,17 @@ pub unsafe extern "C" fn dup(old: c_int) -> c_int {
 /// libc's `dup3(2)` contract.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn dup3(old: c_int, new: c_int, flags: c_int) -> c_int {
-    if old != new {
+    // `new` is forgotten (its poller registration removed) while it is
+    // still open, so only if the call will replace it: a `dup3` that fails
+    // leaves `new` as it was, and must leave Weft's view of it too (a
+    // managed socket forgotten would read back as one the program made
+    // non-blocking). What the kernel checks first, checked here: `old`
+    // open, `new` in range, `old != new`, flags `O_CLOEXEC` at most.
+    let valid = old != new
+        && new >= 0
+        && flags & !libc::O_CLOEXEC == 0
+        && sys::fcntl(old, libc::F_GETFD, 0) >= 0;
+    if valid {
         fds::forget(new);
     }
     let r = raw!(libc::SYS_dup3, old, new, flags) as c_int;

@@ -50,6 +50,11 @@
 //! - [`Thread::interrupt`](crate::Thread::interrupt) ends a hooked wait
 //!   with `EINTR` (and clears the flag); a sleep then fills in the time
 //!   left, so `std::thread::sleep`, which retries on `EINTR`, sleeps on.
+//! - `errno` is the program's across a park: a sleep leaves it as it was
+//!   (the virtual threads of one carrier share its OS thread's `errno`,
+//!   and the carrier's own waits set it).
+//! - A `dup2`/`dup3` that fails leaves its target as it was, in the kernel
+//!   and in Weft's view of it (`tests-transparent/tests/descriptors.rs`).
 //! - `close` of a socket another virtual thread waits on wakes that thread;
 //!   its call then fails with `EBADF`.
 //! - The same descriptor used from an OS thread blocks that OS thread (with
