@@ -18,7 +18,8 @@
 //! out) before the first handler; this one needs none: handlers return
 //! `Result<_, HttpError>` and use `?`, bodies are [`Json`], the pool is
 //! router state, and every error — bad JSON, a bad id, 404, 405, a
-//! database failure — is answered in JSON by one line, `on_error`.
+//! database failure (`503` when the pool has no connection in time, with
+//! feature `pg`) — is answered in JSON by one line, `on_error`.
 
 use std::time::Duration;
 
@@ -110,16 +111,17 @@ fn delete(req: &mut Request<'_>) -> Result<(u16, ())> {
 fn check(req: &mut Request<'_>) -> Result<Json<serde_json::Value>> {
     let link_check = req.state::<LinkCheck>();
     let upstream = link_check.0.as_deref();
-    let upstream = upstream.ok_or_else(|| HttpError::new(503, "LINKCHECK_URL is not set"))?;
+    let upstream =
+        upstream.ok_or_else(|| HttpError::service_unavailable("LINKCHECK_URL is not set"))?;
     let Json(bookmark) = find(req)?;
+    // A failed call is a 502 (a 504 if it timed out), its cause kept.
     let resp = req
         .state::<Client>()
         .get(upstream)
         .query(&[("url", &bookmark.url)])
-        .send();
-    let resp = resp.map_err(|e| HttpError::new(502, "link checker failed").with_source(e))?;
+        .send()?;
     if resp.status() != 200 {
-        return Err(HttpError::new(502, "link checker failed"));
+        return Err(HttpError::bad_gateway("link checker failed"));
     }
     Ok(Json(resp.json()?))
 }
