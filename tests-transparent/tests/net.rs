@@ -156,10 +156,18 @@ fn interrupt_ends_read_with_eintr() {
     });
     let t = a.thread().clone();
     rt.spawn(move || {
-        assert!(matches!(
-            t.blocker(),
-            weft::Blocker::Call { call: "recv", .. }
-        ));
+        // `a` may first park elsewhere (its connect, or a futex wait on
+        // one of std's locks): wait until it is in the read.
+        let mut seen = Vec::new();
+        while !matches!(t.blocker(), weft::Blocker::Call { call: "recv", .. }) {
+            seen.push(format!("{:?}", t.blocker()));
+            assert!(
+                seen.len() < 100_000,
+                "never parked in recv: {:?}",
+                &seen[..10]
+            );
+            weft::yield_now();
+        }
         t.interrupt()
     })
     .join()

@@ -210,6 +210,7 @@
 //! ```
 
 mod fds;
+mod futex;
 mod hooks;
 mod sys;
 
