@@ -412,30 +412,35 @@ impl Registration {
     /// once, and a later `EPOLL_CTL_DEL` by number would remove the *new*
     /// file's registration, whose waiters would then never wake.
     /// Idempotent; keeps `errno` (the transparent hooks call it between a
-    /// system call and their return).
-    pub(crate) fn deregister(&self) {
+    /// system call and their return). True if this call removed the
+    /// registration (`EPOLL_CTL_DEL` succeeded): the `transparent` hooks
+    /// free a state only then (see `transparent`'s module docs, "Freeing
+    /// poller states").
+    pub(crate) fn deregister(&self) -> bool {
         if self.deleted.swap(true, Ordering::AcqRel) {
-            return;
+            return false;
         }
         let Some(p) = POLLER.get() else {
-            return;
+            return false;
         };
         // SAFETY: deleting a registration we added, on a descriptor the
         // caller still holds open (a failure, already closed, is harmless);
         // `__errno_location` is this OS thread's errno slot, saved around
         // the call.
-        unsafe {
+        let r = unsafe {
             let errno = libc::__errno_location();
             let saved = *errno;
-            libc::epoll_ctl(
+            let r = libc::epoll_ctl(
                 p.source.inner_fd(),
                 libc::EPOLL_CTL_DEL,
                 self.state.fd,
                 std::ptr::null_mut(),
             );
             *errno = saved;
-        }
+            r
+        };
         p.source.registered.fetch_sub(1, Ordering::Relaxed);
+        r == 0
     }
 }
 

@@ -34,7 +34,29 @@ pub(super) const PIPE: u8 = 4;
 // 1 MiB of zeroed .bss: committed by the kernel only where touched.
 static STATE: [AtomicU8; MAX_FDS] = [const { AtomicU8::new(UNKNOWN) }; MAX_FDS];
 
-static REGS: Mutex<Option<HashMap<c_int, Arc<Registration>>>> = Mutex::new(None);
+static REGS: Mutex<Option<HashMap<c_int, Arc<Hooked>>>> = Mutex::new(None);
+
+/// A poller registration the hooks made for a program's descriptor, and
+/// what identifies the file it was made for (module docs, "Freeing poller
+/// states").
+pub(super) struct Hooked {
+    pub(super) reg: Registration,
+    id: (libc::mode_t, u64, u64),
+    /// Set when the hooks let go of it (the descriptor was closed, or
+    /// found reused): a waiter on it fetches the number's registration
+    /// again instead of waiting on a dead one.
+    dead: AtomicBool,
+}
+
+/// Registrations let go of without a certain `EPOLL_CTL_DEL`: kept for the
+/// life of the process, never freed (epoll may still name their state).
+static ABANDONED: AtomicUsize = AtomicUsize::new(0);
+
+/// How many registrations were abandoned (a descriptor closed behind the
+/// hooks' back), for tests and diagnostics.
+pub(crate) fn abandoned() -> usize {
+    ABANDONED.load(Ordering::Relaxed)
+}
 /// Entries in `REGS`: `forget` skips the lock while there are none.
 static NREGS: AtomicUsize = AtomicUsize::new(0);
 
@@ -131,16 +153,31 @@ pub(super) fn classify(fd: c_int) -> u8 {
     new
 }
 
-/// The poller registration for `fd`, made on first use.
-pub(super) fn registration(fd: c_int) -> Option<Arc<Registration>> {
+/// The poller registration for `fd`, made on first use. One made for a
+/// file that is no longer the one open on `fd` (closed behind the hooks'
+/// back, the number reused) is abandoned and a new one made.
+pub(super) fn registration(fd: c_int) -> Option<Arc<Hooked>> {
+    let id = sys::file_id(fd)?;
     let mut g = REGS.lock().unpoison();
     let map = g.get_or_insert_with(HashMap::new);
-    if let Some(r) = map.get(&fd) {
-        return Some(r.clone());
+    if let Some(h) = map.get(&fd) {
+        if h.id == id {
+            return Some(h.clone());
+        }
+        let h = map.remove(&fd).expect("present");
+        NREGS.fetch_sub(1, Ordering::Relaxed);
+        // Not `EPOLL_CTL_DEL` by number: it would name the new file.
+        let_go(h, false);
     }
     let saved = sys::errno();
     // EEXIST: a weft::net socket, registered by Weft itself.
-    let r = Registration::new(fd).ok().map(Arc::new);
+    let r = Registration::new(fd).ok().map(|reg| {
+        Arc::new(Hooked {
+            reg,
+            id,
+            dead: AtomicBool::new(false),
+        })
+    });
     sys::set_errno(saved);
     if let Some(r) = &r {
         NREGS.fetch_add(1, Ordering::Relaxed);
@@ -149,7 +186,26 @@ pub(super) fn registration(fd: c_int) -> Option<Arc<Registration>> {
     r
 }
 
-/// Forgets `fd` before it is closed (or replaced by `dup2`): wakes the
+/// Lets go of a registration taken out of `REGS`: wakes its waiters (they
+/// fetch the number's registration again, or their retried call fails),
+/// and frees its state only if `removed` (its epoll entry is known gone);
+/// otherwise keeps it for ever. Keeps errno.
+fn let_go(h: Arc<Hooked>, removed: bool) {
+    let saved = sys::errno();
+    h.dead.store(true, Ordering::SeqCst);
+    h.reg.state().set_closed();
+    if !removed {
+        ABANDONED.fetch_add(1, Ordering::Relaxed);
+        // Its `Registration` never drops, so its state is never freed
+        // (nor deleted by number from epoll later).
+        std::mem::forget(h.clone());
+    }
+    drop(h);
+    sys::set_errno(saved);
+}
+
+/// Forgets `fd` before it is closed (or replaced by `dup2`), or after the
+/// kernel gave its number to a new file (`socket`, `accept`): wakes the
 /// threads waiting on it (their retried call then fails with `EBADF`).
 pub(super) fn forget(fd: c_int) {
     set_state(fd, UNKNOWN);
@@ -160,17 +216,46 @@ pub(super) fn forget(fd: c_int) {
         // (the child shares the parent's epoll set and must not change it).
         return;
     }
-    let r = REGS.lock().unpoison().as_mut().and_then(|m| m.remove(&fd));
-    if let Some(r) = r {
+    let h = REGS.lock().unpoison().as_mut().and_then(|m| m.remove(&fd));
+    if let Some(h) = h {
         NREGS.fetch_sub(1, Ordering::Relaxed);
-        let saved = sys::errno();
-        // Out of the poller while `fd` is still open: a waiter may hold
-        // `r` past the close, when the number may already be another
-        // file's (see `Registration::deregister`).
-        r.deregister();
-        r.state().set_closed();
-        drop(r);
-        sys::set_errno(saved);
+        // Out of the poller while `fd` is still open and still the file
+        // it was registered for: then `EPOLL_CTL_DEL` by number removes
+        // exactly its entry, and the state may be freed.
+        let same = sys::file_id(fd) == Some(h.id);
+        let removed = same && h.reg.deregister();
+        let_go(h, removed);
+    }
+}
+
+/// Forgets every descriptor in `first..=last` (`close_range`,
+/// `closefrom`): their states, and their registrations.
+pub(super) fn forget_range(first: c_int, last: c_int) {
+    if forked() || first < 0 || last < first {
+        return;
+    }
+    let top = last.min(MAX_FDS as c_int - 1);
+    for fd in first..=top {
+        if state(fd) != UNKNOWN {
+            set_state(fd, UNKNOWN);
+        }
+    }
+    if NREGS.load(Ordering::Relaxed) == 0 {
+        return;
+    }
+    let fds: Vec<c_int> = REGS
+        .lock()
+        .unpoison()
+        .as_ref()
+        .map(|m| {
+            m.keys()
+                .copied()
+                .filter(|&fd| fd >= first && fd <= last)
+                .collect()
+        })
+        .unwrap_or_default();
+    for fd in fds {
+        forget(fd);
     }
 }
 
@@ -178,6 +263,8 @@ pub(super) fn forget(fd: c_int) {
 pub(super) enum Stop {
     TimedOut,
     Interrupted,
+    /// The registration waited on was let go of (see [`park_hooked`]).
+    Gone,
 }
 
 /// Runs `op` (`None` = would block) on a virtual thread, parking on the
@@ -187,10 +274,41 @@ pub(super) fn park_io<R>(
     i: Interest,
     deadline: Option<Instant>,
     call: &'static str,
-    op: impl FnMut() -> Option<R>,
+    mut op: impl FnMut() -> Option<R>,
 ) -> Result<R, Option<Stop>> {
-    let reg = registration(fd).ok_or(None)?;
-    park_reg(&reg, i, deadline, Blocker::Call { call, fd }, call, op).map_err(Some)
+    loop {
+        let h = registration(fd).ok_or(None)?;
+        let b = Blocker::Call { call, fd };
+        match park_hooked(&h, i, deadline, b, call, &mut op) {
+            Err(Stop::Gone) => {} // closed or reused under us: fetch again
+            r => return r.map_err(Some),
+        }
+    }
+}
+
+/// [`park_reg`] on one of the hooks' registrations: ends with
+/// [`Stop::Gone`] when the hooks let go of it while the call waited.
+pub(super) fn park_hooked<R>(
+    h: &Hooked,
+    i: Interest,
+    deadline: Option<Instant>,
+    b: Blocker,
+    call: &'static str,
+    mut op: impl FnMut() -> Option<R>,
+) -> Result<R, Stop> {
+    let mut gone = false;
+    let r = park_reg(&h.reg, i, deadline, b, call, || {
+        if gone {
+            return Some(None);
+        }
+        let r = op();
+        if r.is_none() && h.dead.load(Ordering::SeqCst) {
+            gone = true;
+            return Some(None);
+        }
+        r.map(Some)
+    })?;
+    r.ok_or(Stop::Gone)
 }
 
 /// [`park_io`] on a registration the caller holds: a descriptor of the
@@ -333,20 +451,24 @@ pub(super) fn sock_call(
     // A socket Weft manages that was `dup2`ed onto 0, 1 or 2 keeps its
     // `O_NONBLOCK` (the file description is already Weft's), but a call
     // on those numbers blocks the carrier (std's stdio locks, above).
-    let reg = if virt && fd > 2 {
+    let mut reg = if virt && fd > 2 {
         registration(fd)
     } else {
         None
     };
     let ev = if read { libc::POLLIN } else { libc::POLLOUT };
     loop {
-        let r = match &reg {
-            Some(reg) => {
+        let r = match reg.clone() {
+            Some(h) => {
                 let b = Blocker::Call { call, fd };
-                match park_reg(reg, i, deadline, b, call, || unless_eagain(op(done))) {
+                match park_hooked(&h, i, deadline, b, call, || unless_eagain(op(done))) {
                     Ok(r) => r,
                     Err(Stop::TimedOut) => return partial(done, libc::EAGAIN),
                     Err(Stop::Interrupted) => return partial(done, libc::EINTR),
+                    Err(Stop::Gone) => {
+                        reg = registration(fd);
+                        continue;
+                    }
                 }
             }
             // An OS thread (or no registration to be had): block in poll.
@@ -613,7 +735,7 @@ fn pipe_nowait(
         return Some(match park_io(fd, Interest::Read, None, call, op) {
             Ok(r) => r,
             Err(Some(Stop::Interrupted)) => fail(libc::EINTR),
-            Err(Some(Stop::TimedOut)) => fail(libc::EAGAIN), // no deadline
+            Err(Some(Stop::TimedOut | Stop::Gone)) => fail(libc::EAGAIN), // no deadline
             Err(None) => pipe_blocking(fd, true, v, cnt),
         });
     }
@@ -656,22 +778,25 @@ fn pipe_nowait(
         Ok(Some(r)) => return Some(r),
         Ok(None) => {}
     }
-    let Some(reg) = registration(fd) else {
-        let r = pipe_blocking(fd, false, left.as_ptr(), left.len() as c_int);
-        let d = done.get();
-        return Some(if r < 0 && d == 0 {
-            r
-        } else {
-            (d + r.max(0) as usize) as isize
+    loop {
+        let Some(h) = registration(fd) else {
+            let r = pipe_blocking(fd, false, left.as_ptr(), left.len() as c_int);
+            let d = done.get();
+            return Some(if r < 0 && d == 0 {
+                r
+            } else {
+                (d + r.max(0) as usize) as isize
+            });
+        };
+        let b = Blocker::Call { call, fd };
+        let op = || attempt(&mut left, false).unwrap_or(None);
+        return Some(match park_hooked(&h, Interest::Write, None, b, call, op) {
+            Ok(r) => r,
+            Err(Stop::Gone) => continue,
+            Err(_) if done.get() > 0 => done.get() as isize,
+            Err(_) => fail(libc::EINTR),
         });
-    };
-    let b = Blocker::Call { call, fd };
-    let op = || attempt(&mut left, false).unwrap_or(None);
-    Some(match park_reg(&reg, Interest::Write, None, b, call, op) {
-        Ok(r) => r,
-        Err(_) if done.get() > 0 => done.get() as isize,
-        Err(_) => fail(libc::EINTR),
-    })
+    }
 }
 
 /// Drops the first `n` bytes of `v`.

@@ -269,7 +269,7 @@ pub unsafe extern "C" fn connect(fd: c_int, addr: *const sockaddr, len: socklen_
         let ready = || (sys::poll_one(fd, libc::POLLOUT, Some(Duration::ZERO)) != 0).then_some(());
         match park_io(fd, Interest::Write, deadline, "connect", ready) {
             Ok(()) => done = true,
-            Err(Some(Stop::TimedOut)) => return fail(libc::EINPROGRESS) as c_int,
+            Err(Some(Stop::TimedOut | Stop::Gone)) => return fail(libc::EINPROGRESS) as c_int,
             Err(Some(Stop::Interrupted)) => return fail(libc::EINTR) as c_int,
             Err(None) => {}
         }
@@ -379,7 +379,7 @@ fn vpoll(fds: *mut pollfd, n: nfds_t, timeout: Option<Duration>, call: &'static 
             };
             match park_io(pf.fd, i, deadline, call, op) {
                 Ok(r) => return r,
-                Err(Some(Stop::TimedOut)) => return 0,
+                Err(Some(Stop::TimedOut | Stop::Gone)) => return 0,
                 Err(Some(Stop::Interrupted)) => return fail(libc::EINTR) as c_int,
                 Err(None) => {}
             }
@@ -415,7 +415,7 @@ fn vpoll(fds: *mut pollfd, n: nfds_t, timeout: Option<Duration>, call: &'static 
         let b = Blocker::Call { call, fd: -1 };
         match fds::park_on_own(ep, fds::deadline_after(timeout), b, call, op) {
             Some(Ok(r)) => return r,
-            Some(Err(Stop::TimedOut)) => return 0,
+            Some(Err(Stop::TimedOut | Stop::Gone)) => return 0,
             Some(Err(Stop::Interrupted)) => return fail(libc::EINTR) as c_int,
             None => {}
         }
@@ -689,7 +689,7 @@ fn vselect(n: c_int, sets: [*mut fd_set; 3], tv: *mut timeval) -> c_int {
                     }
                     res
                 }
-                Err(Stop::TimedOut) => {
+                Err(Stop::TimedOut | Stop::Gone) => {
                     let mut out = input.clone();
                     cleared(&mut out);
                     store(&out);
@@ -730,7 +730,7 @@ fn vepoll(epfd: c_int, ev: usize, max: c_int, timeout: c_int, call: &'static str
     };
     match park_io(epfd, Interest::Read, deadline, call, op) {
         Ok(r) => r,
-        Err(Some(Stop::TimedOut)) => 0,
+        Err(Some(Stop::TimedOut | Stop::Gone)) => 0,
         Err(Some(Stop::Interrupted)) => fail(libc::EINTR) as c_int,
         Err(None) => raw_epoll(epfd, ev, max, timeout, 0),
     }
@@ -924,6 +924,82 @@ pub unsafe extern "C" fn sleep(secs: c_uint) -> c_uint {
 pub unsafe extern "C" fn close(fd: c_int) -> c_int {
     fds::forget(fd);
     raw!(libc::SYS_close, fd) as c_int
+}
+
+/// # Safety
+/// glibc's `close_range(2)` contract (none: it takes numbers).
+///
+/// Closes descriptors behind the other hooks' back: they are forgotten
+/// first (not with `CLOSE_RANGE_CLOEXEC`, which closes nothing yet, nor
+/// with `CLOSE_RANGE_UNSHARE`, which closes them in a private copy of the
+/// table only).
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn close_range(first: c_uint, last: c_uint, flags: c_int) -> c_int {
+    let keep = (libc::CLOSE_RANGE_CLOEXEC | libc::CLOSE_RANGE_UNSHARE) as c_int;
+    if flags & keep == 0 {
+        let top = c_int::try_from(last).unwrap_or(c_int::MAX);
+        fds::forget_range(c_int::try_from(first).unwrap_or(c_int::MAX), top);
+    }
+    raw!(libc::SYS_close_range, first, last, flags) as c_int
+}
+
+/// libc's definition of `name` (the next one after this executable's),
+/// looked up once into `slot`.
+fn next_fn(slot: &AtomicUsize, name: &std::ffi::CStr) -> usize {
+    let mut p = slot.load(Ordering::Relaxed);
+    if p == 0 {
+        // SAFETY: dlsym with RTLD_NEXT and a NUL-terminated name.
+        p = unsafe { libc::dlsym(libc::RTLD_NEXT, name.as_ptr()) } as usize;
+        slot.store(p, Ordering::Relaxed);
+    }
+    p
+}
+
+/// # Safety
+/// glibc's `closefrom(3)` contract (none).
+///
+/// Forgets every descriptor from `low` on, then calls glibc's (which
+/// closes them with its internal `close_range`, not this one).
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn closefrom(low: c_int) {
+    static NEXT: AtomicUsize = AtomicUsize::new(0);
+    fds::forget_range(low.max(0), c_int::MAX);
+    let p = next_fn(&NEXT, c"closefrom");
+    if p != 0 {
+        // SAFETY: a non-null result of dlsym("closefrom") is glibc's
+        // closefrom, whose type this is.
+        let next = unsafe { std::mem::transmute::<usize, unsafe extern "C" fn(c_int)>(p) };
+        // SAFETY: forwarded.
+        unsafe { next(low) };
+    } else {
+        raw!(libc::SYS_close_range, low.max(0), c_uint::MAX, 0);
+    }
+}
+
+/// # Safety
+/// libc's `fclose(3)` contract.
+///
+/// A stream's descriptor (an `fdopen`ed socket or pipe) is closed by
+/// glibc's internal `close`, which no hook sees: it is forgotten first.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn fclose(fp: *mut libc::FILE) -> c_int {
+    static NEXT: AtomicUsize = AtomicUsize::new(0);
+    if !fp.is_null() {
+        // SAFETY: fclose's contract: `fp` is an open stream.
+        let fd = unsafe { libc::fileno(fp) };
+        if fd >= 0 {
+            fds::forget(fd);
+        }
+    }
+    let p = next_fn(&NEXT, c"fclose");
+    if p == 0 {
+        return fail(libc::ENOSYS) as c_int;
+    }
+    // SAFETY: a non-null result of dlsym("fclose") is libc's fclose.
+    let next =
+        unsafe { std::mem::transmute::<usize, unsafe extern "C" fn(*mut libc::FILE) -> c_int>(p) };
+    // SAFETY: forwarded with the caller's stream.
+    unsafe { next(fp) }
 }
 
 fn copy_state(old: c_int, new: c_int) {

@@ -74,8 +74,9 @@
 //! `read`, `write`, `readv`, `writev`, `recv`, `recvfrom`, `recvmsg`,
 //! `send`, `sendto`, `sendmsg`, `connect`, `accept`, `accept4`, `poll`,
 //! `ppoll`, `select`, `epoll_wait`, `epoll_pwait`, `nanosleep`,
-//! `clock_nanosleep`, `usleep`, `sleep`, `close`, `dup`, `dup2`, `dup3`,
-//! `fcntl`, `ioctl`, `socket`, `socketpair`, `getaddrinfo` and `waitpid`.
+//! `clock_nanosleep`, `usleep`, `sleep`, `close`, `close_range`,
+//! `closefrom`, `fclose`, `dup`, `dup2`, `dup3`, `fcntl`, `ioctl`,
+//! `socket`, `socketpair`, `getaddrinfo` and `waitpid`.
 //!
 //! - Sockets park on the poller. `poll`/`ppoll` with one socket wait on
 //!   its registration; `poll`/`ppoll` on several descriptors or on
@@ -173,13 +174,74 @@
 //!   `fcntl(F_SETLKW)`, `sigwait`, `msgrcv`, `io_uring`, `recvmmsg`,
 //!   `sendmmsg`, `sendfile`, `splice`, `pselect` and `gethostbyname`.
 //! - Calls that glibc makes internally (`fread`, `getaddrinfo`'s own
-//!   sockets, …) use glibc-private names and are not interposed.
+//!   sockets, …) use glibc-private names and are not interposed. The
+//!   closes that matter are hooked where they enter glibc: `fclose`,
+//!   `close_range` and `closefrom` forget the descriptors they close. A
+//!   descriptor closed by a raw system call (`syscall(SYS_close)`, a crate
+//!   on rustix's raw backend, `pclose`'s internal close) leaves Weft's view
+//!   of its number stale until the number is next given out by a hooked
+//!   call (`socket`, `accept`, `dup`, …): a call on a file that took the
+//!   number meanwhile may block its carrier once (never a freed state;
+//!   see "Freeing poller states").
 //! - Descriptors above 2^20 pass through. A socket Weft made non-blocking
 //!   stays so when inherited across `exec`.
 //! - Linux on x86_64 and aarch64, dynamically linked against glibc only:
 //!   musl and fully static builds resolve libc's symbols inside libc
 //!   itself, so nothing is interposed there; the feature is ignored on
 //!   other platforms.
+//!
+//! # Freeing poller states (soundness)
+//!
+//! The poller's epoll set hands back a raw pointer to an `IoState`
+//! (`poll.rs`); the state must outlive every epoll entry that names it.
+//! Weft's own sockets (`weft::net`) own their descriptor and delete their
+//! entry before they close it. The hooks register descriptors they do not
+//! own, and an epoll entry is keyed by (descriptor number, open file
+//! description): it goes away on `EPOLL_CTL_DEL` with that number while
+//! the number still refers to that description, or when the description
+//! itself is released — *not* when one descriptor is closed while another
+//! (a `dup`, a child's copy) keeps the description alive. So a
+//! registration whose number was closed behind the hooks' back (a raw
+//! `close` system call, glibc-internal closes) and reused could leave
+//! epoll naming a state that a later `EPOLL_CTL_DEL` by number (which then
+//! names the *new* file) did not remove, and that was then freed: the next
+//! event on the old file wrote to freed memory
+//! (`tests-transparent/tests/stale.rs`,
+//! `a_registration_outliving_a_raw_close_is_not_freed`, hung the poller
+//! before).
+//!
+//! The rule now: the hooks free a registration's state only if its
+//! `EPOLL_CTL_DEL` is *known* to have removed its own entry:
+//!
+//! 1. Each registration records the file it was made for (type, device,
+//!    inode, from `fstat` at registration).
+//! 2. Forgetting a number (`close`, `dup2` onto it, `fclose`,
+//!    `close_range`, `closefrom`, or a new file given the number by
+//!    `socket`/`accept`) first checks that the number still refers to
+//!    that file, then issues `EPOLL_CTL_DEL`; the state is freed (through
+//!    the poller's graveyard, as every state) only if the check held and
+//!    the delete succeeded. For a socket, the inode identifies the open
+//!    file description (a socket has exactly one: it cannot be reopened
+//!    through `/proc`, and `dup`/`SCM_RIGHTS` share it). For other files
+//!    (pipes, epoll sets) it may not (a FIFO reopened has a second
+//!    description), but no one else registers a non-socket in the inner
+//!    set under a number the hooks hold, so a successful delete removed
+//!    the hooks' own entry.
+//! 3. Otherwise — the number was closed and reused behind the hooks'
+//!    back, or the check failed — the registration is *abandoned*: its
+//!    waiters are woken (they fetch the number's registration afresh), no
+//!    `EPOLL_CTL_DEL` by number is issued (it could remove another file's
+//!    entry), and its state is kept for the life of the process. An event
+//!    on the old file then sets readiness bits nobody reads. The cost is a
+//!    leak of one state (some 200 bytes) per descriptor closed behind the
+//!    hooks' back; [`abandoned_registrations`] counts them.
+//! 4. A registration found stale when a call fetches it (its number now
+//!    names another file) is abandoned the same way, and a new one made.
+//!
+//! The argument assumes what I/O safety already asks: the program does not
+//! close a descriptor while another of its threads is closing or
+//! replacing the same number (the check and the delete of rule 2 are two
+//! system calls).
 //!
 //! # Turning it off
 //!
@@ -210,7 +272,6 @@
 //! ```
 
 mod fds;
-mod futex;
 mod hooks;
 mod sys;
 
@@ -254,6 +315,15 @@ pub fn parks() -> Vec<(&'static str, u64)> {
         .zip(&PARKS)
         .map(|(c, n)| (*c, n.load(Ordering::Relaxed)))
         .collect()
+}
+
+/// How many poller registrations the hooks abandoned: made for a
+/// descriptor that was then closed behind their back (a raw `close`
+/// system call, …), so that epoll may still name their state, which is
+/// therefore never freed (module docs, "Freeing poller states").
+#[doc(hidden)]
+pub fn abandoned_registrations() -> usize {
+    fds::abandoned()
 }
 
 /// Whether hooked calls on virtual threads park them (false with

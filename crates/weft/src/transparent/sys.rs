@@ -134,6 +134,21 @@ pub(super) fn file_type(fd: c_int) -> Option<libc::mode_t> {
     Some(st.st_mode & libc::S_IFMT)
 }
 
+/// What identifies the file open on a descriptor: its type bits, device
+/// and inode (`None` for a bad descriptor). Raw `fstat`; keeps errno.
+pub(super) fn file_id(fd: c_int) -> Option<(libc::mode_t, u64, u64)> {
+    let mut st = std::mem::MaybeUninit::<libc::stat>::zeroed();
+    let saved = errno();
+    let r = raw!(libc::SYS_fstat, fd, st.as_mut_ptr());
+    set_errno(saved);
+    if r < 0 {
+        return None;
+    }
+    // SAFETY: fstat succeeded and filled the struct.
+    let st = unsafe { st.assume_init() };
+    Some((st.st_mode & libc::S_IFMT, st.st_dev, st.st_ino))
+}
+
 /// `SO_RCVTIMEO` (read) or `SO_SNDTIMEO` (write) of a socket; `None` for
 /// none (zero) or on error.
 pub(super) fn sock_timeout(fd: c_int, read: bool) -> Option<Duration> {
