@@ -188,3 +188,26 @@ fn sa_restart_restarts_a_recv_on_an_os_thread() {
     let (n, e, b) = reader.join().unwrap();
     assert_eq!((n, &b), (4, b"data"), "recv ended early: errno {e:?}");
 }
+
+/// A blocking `connect` to a Unix listener whose backlog is full waits
+/// until the listener accepts (the kernel's blocking connect), where a
+/// non-blocking one fails with `EAGAIN`.
+#[test]
+fn a_unix_connect_to_a_full_backlog_waits() {
+    use std::os::unix::net::{UnixListener, UnixStream};
+    let _dog = watchdog("a_unix_connect_to_a_full_backlog_waits", LIMIT);
+    let path = std::env::temp_dir().join(format!("weft-backlog-{}.sock", std::process::id()));
+    let _ = std::fs::remove_file(&path);
+    let l = UnixListener::bind(&path).unwrap();
+    // SAFETY: listen on our own socket: a backlog of one waiting connection.
+    assert_eq!(unsafe { libc::listen(l.as_raw_fd(), 0) }, 0);
+    let first = UnixStream::connect(&path).unwrap();
+    let rt = strict_runtime(1);
+    let p = path.clone();
+    let c = rt.spawn(move || UnixStream::connect(&p).map(|_| ()).map_err(|e| e.kind()));
+    parked_in(&c, "connect");
+    let accepted = l.accept().unwrap();
+    assert_eq!(c.join().unwrap(), Ok(()), "connect did not wait");
+    drop((first, accepted, l));
+    let _ = std::fs::remove_file(&path);
+}

@@ -259,8 +259,13 @@ pub unsafe extern "C" fn connect(fd: c_int, addr: *const sockaddr, len: socklen_
         return go();
     }
     let r = go();
-    if r == 0 || sys::errno() != libc::EINPROGRESS {
+    if r == 0 {
         return r;
+    }
+    match sys::errno() {
+        libc::EINPROGRESS => {}
+        libc::EAGAIN if is_unix(fd) => return unix_connect_retry(fd, virt, go),
+        _ => return r,
     }
     let timeout = sys::sock_timeout(fd, false);
     let deadline = fds::deadline_after(timeout);
@@ -284,6 +289,72 @@ pub unsafe extern "C" fn connect(fd: c_int, addr: *const sockaddr, len: socklen_
     match sys::so_error(fd) {
         0 => 0,
         e => fail(e) as c_int,
+    }
+}
+
+/// Whether `fd` is an `AF_UNIX` socket (`SO_DOMAIN`). Keeps errno.
+fn is_unix(fd: c_int) -> bool {
+    let mut d: c_int = 0;
+    let mut len = std::mem::size_of::<c_int>() as socklen_t;
+    let saved = sys::errno();
+    let r = raw!(
+        libc::SYS_getsockopt,
+        fd,
+        libc::SOL_SOCKET,
+        libc::SO_DOMAIN,
+        &mut d as *mut c_int,
+        &mut len as *mut socklen_t
+    );
+    sys::set_errno(saved);
+    r == 0 && d == libc::AF_UNIX
+}
+
+/// A blocking `connect` on a Unix stream socket whose listener's backlog
+/// is full waits (in the kernel, until the listener accepts) where a
+/// non-blocking one fails with `EAGAIN`. That wait has no readiness to
+/// poll for, so the call is retried after sleeps that double from 1 ms to
+/// 64 ms (parking a virtual thread; on an OS thread a plain sleep), until
+/// it succeeds, fails otherwise, the `SO_SNDTIMEO` deadline passes
+/// (`EAGAIN`, as the kernel's) or the thread is interrupted (`EINTR`).
+fn unix_connect_retry(fd: c_int, virt: bool, mut go: impl FnMut() -> c_int) -> c_int {
+    let deadline = fds::deadline_after(sys::sock_timeout(fd, false));
+    let mut step = Duration::from_millis(1);
+    let mut counted = false;
+    loop {
+        let now = Instant::now();
+        if deadline.is_some_and(|d| now >= d) {
+            return fail(libc::EAGAIN) as c_int;
+        }
+        let until = now + step;
+        let until = deadline.map_or(until, |d| d.min(until));
+        if virt && fd > 2 {
+            if !counted {
+                counted = true;
+                super::count_park("connect");
+            }
+            if crate::thread::take_interrupt() {
+                return fail(libc::EINTR) as c_int;
+            }
+            let saved = sys::errno();
+            crate::thread::with_blocker(
+                Blocker::Call {
+                    call: "connect",
+                    fd,
+                },
+                || crate::thread::park_deadline(Some(until)),
+            );
+            sys::set_errno(saved);
+        } else {
+            let ts = ts_of(until.saturating_duration_since(Instant::now()));
+            if raw_nanosleep(&ts, std::ptr::null_mut()) < 0 {
+                return -1; // EINTR: a signal, as the kernel's wait would
+            }
+        }
+        step = (step * 2).min(Duration::from_millis(64));
+        let r = go();
+        if r == 0 || sys::errno() != libc::EAGAIN {
+            return r;
+        }
     }
 }
 

@@ -35,6 +35,10 @@
 //!   fails with `EAGAIN`, like the kernel's. A `connect` that times out
 //!   fails with `EINPROGRESS`, like Linux's.
 //! - `connect` completion errors come from `SO_ERROR` (`ECONNREFUSED`, …).
+//!   A `connect` to a Unix listener whose backlog is full waits until it
+//!   is accepted, as the kernel's blocking one does (retried after sleeps
+//!   of 1 to 64 ms: that wait has nothing to poll for), up to
+//!   `SO_SNDTIMEO` (then `EAGAIN`).
 //! - A blocking stream write (`write`, `writev`, `send`, `sendto`,
 //!   `sendmsg`) returns when all of it is written, and a stream read with
 //!   `MSG_WAITALL` when all of it has arrived (or at end of file), as the
