@@ -110,7 +110,12 @@
 //! and records a [`BlockedWithWaiters`](events::EventKind::BlockedWithWaiters)
 //! event naming the carrier, the blocking call and the waiting threads
 //! (`WEFT_TRACE_PINNED=short` prints it). Use [`sync::Mutex`], which parks
-//! only the virtual thread.
+//! only the virtual thread — or turn on the `transparent` feature: then a
+//! wait in `std::sync` (`Mutex`, `RwLock`, `Condvar`, `Once`),
+//! `std::thread::park`, std `mpsc`, `crossbeam-channel` or `parking_lot`
+//! parks the virtual thread too (each has its own std parker: see
+//! "Thread-locals"), and the rule is lifted, as JDK 24 lifted pinning for
+//! `synchronized`.
 //!
 //! Work that blocks the OS thread — file I/O, DNS, FFI — goes through
 //! [`blocking`]: it runs on an offload thread while the caller parks, so the

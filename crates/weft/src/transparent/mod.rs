@@ -80,7 +80,12 @@
 //! `ppoll`, `select`, `epoll_wait`, `epoll_pwait`, `nanosleep`,
 //! `clock_nanosleep`, `usleep`, `sleep`, `close`, `close_range`,
 //! `closefrom`, `fclose`, `dup`, `dup2`, `dup3`, `fcntl`, `ioctl`,
-//! `socket`, `socketpair`, `getaddrinfo` and `waitpid`.
+//! `socket`, `socketpair`, `getaddrinfo` and `waitpid`; and `syscall`
+//! for `SYS_futex`, through which `std::sync` (`Mutex`, `RwLock`,
+//! `Condvar`, `Once`), `std::thread::park`, std `mpsc`,
+//! `crossbeam-channel` and `parking_lot` wait: their waits park the
+//! virtual thread (`futex.rs` has the emulation and its contract), so a
+//! `std::sync::Mutex` held across a park no longer deadlocks its carrier.
 //!
 //! - Sockets park on the poller. `poll`/`ppoll` with one socket wait on
 //!   its registration; `poll`/`ppoll` on several descriptors or on
@@ -167,13 +172,14 @@
 //!   but a call there blocks the carrier (with `poll`) instead of parking. Regular files never return `EAGAIN`, so there is nothing to
 //!   wait for but the disk; offloading every small read would cost more
 //!   than it saves.
-//! - `std::sync` and `parking_lot` waits, `std::thread::park` and
-//!   `pthread_*` waits are not hooked and still block the carrier: they
-//!   keep per-OS-thread state that the virtual threads of one carrier
-//!   share. Use [`weft::sync`](crate::sync); the monitor reports a carrier
-//!   blocked behind a parked lock owner (`BlockedWithWaiters`).
-//!   Inside [`weft::pinned`](crate::pinned) hooked calls keep the carrier
-//!   (use it around I/O done under a `std::sync::Mutex`).
+//! - `pthread_*` waits (C code's pthread mutexes and condition variables:
+//!   glibc issues their futex calls inline) still block the carrier, as do
+//!   `std::sync`, `parking_lot` and `std::thread::park` waits on a runtime
+//!   whose virtual threads share their carrier's thread-locals
+//!   (`RuntimeBuilder::carrier_thread_locals`: one std parker per carrier).
+//!   The monitor reports a carrier blocked behind a parked lock owner
+//!   (`BlockedWithWaiters`). Inside [`weft::pinned`](crate::pinned) hooked
+//!   calls keep the carrier.
 //! - `open`, `openat`, file `read`s (see above), `wait`/`waitid`, `flock`,
 //!   `fcntl(F_SETLKW)`, `sigwait`, `msgrcv`, `io_uring`, `recvmmsg`,
 //!   `sendmmsg`, `sendfile`, `splice`, `pselect` and `gethostbyname`.
@@ -276,6 +282,7 @@
 //! ```
 
 mod fds;
+mod futex;
 mod hooks;
 mod sys;
 
