@@ -662,16 +662,23 @@ fn vselect(n: c_int, sets: [*mut fd_set; 3], tv: *mut timeval) -> c_int {
         if p.is_null() {
             return Vec::new();
         }
+        let mut v = vec![0u64; words];
         // SAFETY: select's contract: a non-null set holds at least `n`
-        // bits (an fd_set, or a larger array for large `n`).
-        unsafe { std::slice::from_raw_parts(p as *const u64, words) }.to_vec()
+        // bits, in whole longs as the kernel reads them (an fd_set, or a
+        // larger array for large `n`); copied bytewise (no alignment
+        // assumed) into our own buffer of that size.
+        unsafe { std::ptr::copy_nonoverlapping(p as *const u8, v.as_mut_ptr().cast(), words * 8) };
+        v
     };
     let input = sets.map(load);
     let store = |out: &[Vec<u64>; 3]| {
         for (p, v) in sets.iter().zip(out) {
             if !p.is_null() {
-                // SAFETY: as in `load`.
-                unsafe { std::ptr::copy_nonoverlapping(v.as_ptr(), *p as *mut u64, words) };
+                // SAFETY: as in `load` (the set is writable: select's
+                // contract), bytewise.
+                unsafe {
+                    std::ptr::copy_nonoverlapping(v.as_ptr().cast::<u8>(), *p as *mut u8, words * 8)
+                };
             }
         }
     };
