@@ -55,8 +55,8 @@
 //!   with `EINTR` (and clears the flag); a sleep then fills in the time
 //!   left, so `std::thread::sleep`, which retries on `EINTR`, sleeps on.
 //! - `errno` is the program's across a park: a sleep leaves it as it was
-//!   (the virtual threads of one carrier share its OS thread's `errno`,
-//!   and the carrier's own waits set it).
+//!   (while the thread is parked its carrier runs Weft's own code, whose
+//!   system calls may set `errno`).
 //! - A `dup2`/`dup3` that fails leaves its target as it was, in the kernel
 //!   and in Weft's view of it (`tests-transparent/tests/descriptors.rs`).
 //! - `close` of a socket another virtual thread waits on wakes that thread;
@@ -162,16 +162,19 @@
 //!   pipe, or a socket such as journald's stream socket under systemd —
 //!   and other non-socket, non-pipe descriptors pass through and block the
 //!   carrier as before (the monitor reports it; wrap such work in
-//!   [`weft::blocking`](crate::blocking)). Parking on stdio would be
-//!   unsound: `println!` holds std's stdout lock, which is per *OS*
-//!   thread, so a second virtual thread of the same carrier would block
-//!   the carrier on it or enter it; and stdio's file description is shared
-//!   with other processes, which must not see an `O_NONBLOCK` Weft set
-//!   (`tests-transparent/tests/stdio.rs`). A socket Weft already made
-//!   non-blocking and that the program `dup2`s onto 0, 1 or 2 stays so,
-//!   but a call there blocks the carrier (with `poll`) instead of parking. Regular files never return `EAGAIN`, so there is nothing to
-//!   wait for but the disk; offloading every small read would cost more
-//!   than it saves.
+//!   [`weft::blocking`](crate::blocking)). Stdio's file description is
+//!   shared with other processes, which must not see an `O_NONBLOCK` Weft
+//!   set, and a `println!` that parked would park holding std's stdout
+//!   lock: on a runtime whose virtual threads share their carrier's
+//!   thread-locals that lock is re-entrant per *OS* thread, so a second
+//!   virtual thread of the carrier would enter it (an "already borrowed"
+//!   panic), and before the futex hook a second printer blocked the
+//!   carrier on it, a deadlock (`tests-transparent/tests/stdio.rs`). A
+//!   socket Weft already made non-blocking that the program `dup2`s onto
+//!   0, 1 or 2 stays so, but a call there blocks the carrier (with `poll`)
+//!   instead of parking. Regular files never return `EAGAIN`, so there is
+//!   nothing to wait for but the disk; offloading every small read would
+//!   cost more than it saves.
 //! - `pthread_*` waits (C code's pthread mutexes and condition variables:
 //!   glibc issues their futex calls inline) still block the carrier, as do
 //!   `std::sync`, `parking_lot` and `std::thread::park` waits on a runtime
