@@ -87,10 +87,10 @@ pub unsafe extern "C" fn syscall(
     a6: usize,
 ) -> c_long {
     if n == libc::SYS_futex {
+        let word = a1 as *const AtomicU32;
         // SAFETY: the caller's contract for futex(2).
-        if let Some(r) =
-            unsafe { futex(a1 as *const AtomicU32, a2 as i32, a3 as u32, a4, a6 as u32) }
-        {
+        let handled = unsafe { futex(word, a2 as i32, a3 as u32, a4, a6 as u32) };
+        if let Some(r) = handled {
             return r;
         }
     }
