@@ -348,8 +348,9 @@ impl RequestInfo {
 
     /// The pattern of the route that matched, with the prefixes of the
     /// routers it is nested in (`/admin/links/:code`); `None` when no
-    /// route matched (a `404`, a `405`) or the handler is not a
-    /// [`Router`](crate::Router).
+    /// route matched (a `404`, a `405`), the handler is not a
+    /// [`Router`](crate::Router), or for a panic whose location is not
+    /// known either (see [`HandlerPanic`]).
     pub fn route(&self) -> Option<&str> {
         self.route.as_deref()
     }

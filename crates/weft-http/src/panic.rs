@@ -4,12 +4,14 @@
 //! A panic's payload holds its message but not where it happened; only a
 //! panic hook sees that. The server installs one (once per process, when
 //! it starts, after weft's own) that keeps the last panic's message and
-//! location in a thread-local and then calls the hook it replaced. The
-//! code that caught the panic takes the record on the same OS thread — a
-//! started virtual thread never changes carriers — and keeps its location
-//! only if the message matches the payload's: a record left by another
-//! panic (of another virtual thread that ran while this one unwound, or
-//! of a panic caught elsewhere) is not taken for this one.
+//! location in a thread-local and then calls the hook it replaced; a
+//! router the panic unwinds through adds the route's pattern to that
+//! record ([`note_route`]). The code that caught the panic takes the
+//! record on the same OS thread — a started virtual thread never changes
+//! carriers — and keeps it only if the message matches the payload's: a
+//! record left by another panic (of another virtual thread that ran while
+//! this one unwound, or of a panic caught elsewhere) is not taken for
+//! this one.
 
 use std::any::Any;
 use std::cell::RefCell;
@@ -17,9 +19,17 @@ use std::sync::Once;
 
 use crate::error::HandlerPanic;
 
+/// What the hook and the routers saw of a panic.
+struct Record {
+    message: String,
+    location: String,
+    /// The full pattern of the innermost route it unwound through.
+    route: Option<String>,
+}
+
 thread_local! {
-    /// The last panic on this OS thread: message and location.
-    static LAST: RefCell<Option<(String, String)>> = const { RefCell::new(None) };
+    /// The last panic on this OS thread.
+    static LAST: RefCell<Option<Record>> = const { RefCell::new(None) };
 }
 
 /// Wraps the process's panic hook to record locations (once per process;
@@ -39,7 +49,11 @@ pub(crate) fn install_hook() {
                 // destroyed, a record being read).
                 let _ = LAST.try_with(|c| {
                     if let Ok(mut c) = c.try_borrow_mut() {
-                        *c = Some((message, location));
+                        *c = Some(Record {
+                            message,
+                            location,
+                            route: None,
+                        });
                     }
                 });
             }
@@ -59,13 +73,31 @@ fn message(payload: &(dyn Any + Send)) -> &str {
     }
 }
 
-/// What the panic with `payload`, just caught on this thread, was.
-pub(crate) fn caught(payload: &(dyn Any + Send)) -> HandlerPanic {
+/// Adds the pattern of the route a panic unwinds through to the panic's
+/// record, unless an inner route did.
+pub(crate) fn note_route(route: impl FnOnce() -> String) {
+    let _ = LAST.try_with(|c| {
+        if let Ok(mut c) = c.try_borrow_mut()
+            && let Some(r) = c.as_mut()
+            && r.route.is_none()
+        {
+            r.route = Some(route());
+        }
+    });
+}
+
+/// What the panic with `payload`, just caught on this thread, was, and the
+/// route it came from.
+pub(crate) fn caught(payload: &(dyn Any + Send)) -> (HandlerPanic, Option<String>) {
     let message = message(payload).to_owned();
     let record = LAST
         .try_with(|c| c.try_borrow_mut().ok().and_then(|mut c| c.take()))
         .ok()
-        .flatten();
-    let location = record.and_then(|(m, l)| (m == message).then_some(l));
-    HandlerPanic { message, location }
+        .flatten()
+        .filter(|r| r.message == message);
+    let (location, route) = match record {
+        Some(r) => (Some(r.location), r.route),
+        None => (None, None),
+    };
+    (HandlerPanic { message, location }, route)
 }

@@ -55,9 +55,6 @@ pub struct Request<'a> {
     pub(crate) body: RequestBody<'a>,
     /// The handler's last [`Request::set_activity`].
     pub(crate) activity: Option<String>,
-    /// The full pattern of the route whose handler panicked (set by the
-    /// router while the panic passes through it).
-    pub(crate) panicked_route: Option<String>,
 }
 
 impl<'a> Request<'a> {
@@ -253,6 +250,7 @@ impl<'a> Request<'a> {
 
     /// Adds the parameters of a matched route to those of the prefixes it
     /// is nested under.
+    #[inline]
     pub(crate) fn set_params(&mut self, params: Vec<(String, String)>) {
         if self.params.is_empty() {
             self.params = params;

@@ -30,11 +30,10 @@
 //! nested router holds its own values and then its parent's, updated by
 //! every `state`/`nest`/`merge` call), so a request pays one `Arc` clone
 //! for them as before. [`Router::merge`] appends another router's entries.
-//! A panic passing through a route is caught and resumed, only to note the
-//! route's pattern for the error hook.
+//! A panic passing through a route drops a guard that notes the route's
+//! pattern for the error hook (the guard is forgotten on the normal path).
 
 use std::any::Any;
-use std::panic::{AssertUnwindSafe, catch_unwind, resume_unwind};
 use std::sync::Arc;
 
 use crate::error::{HttpError, render};
@@ -600,11 +599,7 @@ fn match_prefix<'p>(segs: &[Seg], path: &'p str) -> Option<(Vec<(String, String)
 
 impl Handler for Router {
     fn handle(&self, req: &mut Request<'_>) -> Response {
-        let (resp, route) = self.route_request(req);
-        if resp.error.is_none() {
-            return resp;
-        }
-        self.finish_error(req, resp, route)
+        self.route_request(req)
     }
 
     fn render_error(&self, err: &HttpError) -> Response {
@@ -634,18 +629,27 @@ impl Router {
         }
     }
 
-    /// Runs the handler of the matched `route`; a panic passing through
-    /// notes the route for the error hook (no cost unless it panics).
+    /// Runs the handler of the matched `route`. A panic passing through
+    /// notes the route for the error hook: the guard is dropped only while
+    /// unwinding (no cost otherwise).
+    #[inline]
     fn call(&self, route: &Route, req: &mut Request<'_>) -> Response {
-        match catch_unwind(AssertUnwindSafe(|| route.handler.handle(req))) {
-            Ok(resp) => resp,
-            Err(payload) => {
-                if req.panicked_route.is_none() {
-                    req.panicked_route = Some(self.full_pattern(route));
-                }
-                resume_unwind(payload)
-            }
+        let guard = NoteRoute {
+            router: self,
+            route,
+        };
+        let resp = route.handler.handle(req);
+        std::mem::forget(guard);
+        self.done(req, resp, Some(route))
+    }
+
+    /// An answer leaving this router: errors are finished here.
+    #[inline]
+    fn done(&self, req: &mut Request<'_>, resp: Response, route: Option<&Route>) -> Response {
+        if resp.error.is_none() {
+            return resp;
         }
+        self.finish_error(req, resp, route)
     }
 
     /// Maps (with this router's mappers), names the request and renders
@@ -718,9 +722,9 @@ impl Router {
         out
     }
 
-    /// Routes `req`: the answer, and the route that matched (`None` for a
-    /// nested router's answer, the fallback's, a `404` or a `405`).
-    fn route_request(&self, req: &mut Request<'_>) -> (Response, Option<&Route>) {
+    /// Routes `req` and finishes an error answer (mappers, request info,
+    /// hook).
+    fn route_request(&self, req: &mut Request<'_>) -> Response {
         let method = req.method();
         let mut allowed: Vec<&str> = Vec::new();
         let mut head_fallback = None;
@@ -739,7 +743,7 @@ impl Router {
                     req.set_params(params);
                     let resp = n.router.handle(req);
                     req.path = path;
-                    return (resp, None);
+                    return self.done(req, resp, None);
                 }
             };
             let Some(params) = matches(&route.segs, req.path()) else {
@@ -748,7 +752,7 @@ impl Router {
             if route.method == method {
                 req.set_params(params);
                 self.set_states(req);
-                return (self.call(route, req), Some(route));
+                return self.call(route, req);
             }
             if method == "HEAD" && route.method == "GET" && head_fallback.is_none() {
                 head_fallback = Some((route, params));
@@ -760,7 +764,7 @@ impl Router {
         if let Some((route, params)) = head_fallback {
             req.set_params(params);
             self.set_states(req);
-            return (self.call(route, req), Some(route));
+            return self.call(route, req);
         }
         if allowed.is_empty() {
             let resp = match &self.fallback {
@@ -770,7 +774,7 @@ impl Router {
                 }
                 None => Response::error(404),
             };
-            return (resp, None);
+            return self.done(req, resp, None);
         }
         if allowed.contains(&"GET") && !allowed.contains(&"HEAD") {
             allowed.push("HEAD");
@@ -782,7 +786,20 @@ impl Router {
         )
         .with_header("Allow", allow)
         .into_response();
-        (resp, None)
+        self.done(req, resp, None)
+    }
+}
+
+/// Notes the pattern of the route whose handler panics, for the error
+/// hook; dropped only while unwinding.
+struct NoteRoute<'r> {
+    router: &'r Router,
+    route: &'r Route,
+}
+
+impl Drop for NoteRoute<'_> {
+    fn drop(&mut self) {
+        crate::panic::note_route(|| self.router.full_pattern(self.route));
     }
 }
 

@@ -76,7 +76,6 @@ pub(super) fn process(conn: &mut Conn, shared: &Shared) -> bool {
             timeout: cfg.body_read_timeout,
         },
         activity: None,
-        panicked_route: None,
     };
 
     // The request in progress, for thread dumps (cleared once answered).
@@ -246,8 +245,8 @@ fn run_handler(
 /// location, and the route the router saw panic, for the error hook.
 #[cold]
 fn panicked(req: &mut Request<'_>, payload: &(dyn std::any::Any + Send)) -> Response {
-    let mut err = HttpError::from_status(500).with_source(crate::panic::caught(payload));
-    let route = req.panicked_route.take();
+    let (panic, route) = crate::panic::caught(payload);
+    let mut err = HttpError::from_status(500).with_source(panic);
     err.request = Some(Box::new(req.info(route)));
     err.into_response()
 }
