@@ -15,7 +15,7 @@
 //! | `E4` | a 1 s blocking endpoint, 800 users, 100 platform threads vs virtual |
 //! | `E5` | `SELECT pg_sleep(0.5)` through a weft-pg pool of 100; 4 platform threads vs virtual |
 //! | `E6` | 2 downstream calls of 100 ms + a database write; 500 clients |
-//! | `E7` | pinning: a driver lock (`std::sync::Mutex` vs `weft::sync::Mutex`) around a 20 ms block |
+//! | `E7` | pinning: a driver lock (`std::sync::Mutex` vs `weft::sync::Mutex`) around a 20 ms block; the std driver again in a `transparent` service, where std's waits park (JEP 491's parallel) |
 //! | `E8` | one switch, unchanged code: E6 built from `ureq` and `redis` over `std::net`, with `weft`'s `transparent` feature |
 //!
 //! PostgreSQL (E5, and E6's database write) comes through weft-pg, the
@@ -28,7 +28,8 @@
 //! `WEFT_PG_URL` / `WEFT_REDIS_URL` are unset (see [`pg`],
 //! [`weft_bench_support::redis_server`]), and E8's service, which enables the `transparent`
 //! feature and so is its own binary (`tests-transparent/examples/unchanged.rs`,
-//! built by the lab on first use).
+//! built by the lab on first use), as is E7's `transparent` row
+//! (`tests-transparent/examples/pinning.rs`).
 //!
 //! ```text
 //! cargo run --release                    # every experiment, < 5 min

@@ -14,7 +14,14 @@
 //!   with short request timeouts, so it ends, and reports the runtime's
 //!   blocked-with-waiters events (its detection of exactly this);
 //! - virtual, driver on `weft::sync::Mutex`: waiting parks the virtual
-//!   thread only.
+//!   thread only;
+//! - virtual, driver on `std::sync::Mutex` *and* `std::thread::sleep`, in
+//!   a service built with weft's `transparent` feature
+//!   (`tests-transparent/examples/pinning.rs`, a separate process like
+//!   E8's): each virtual thread has its own std parker, so a wait for the
+//!   lock parks the virtual thread, not its carrier — what JDK 24 (JEP
+//!   491) did for `synchronized`: the unchanged driver runs level with the
+//!   platform row instead of pinning.
 //!
 //! Little's law: 10 locks / 20 ms = 500 req/s. Article: 587 TPS, 56 ms
 //! (platform) vs 502 TPS, 67 ms (virtual, pinned). Each row notes the
@@ -25,6 +32,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 use weft::sync::Unpoison;
 
+use weft_bench_support::child::{Launcher, Worker};
 use weft_http::{Response, Router, ThreadMode};
 
 use super::{Options, Serve, measure_http, window_load};
@@ -178,5 +186,69 @@ pub fn run(options: &Options, progress: &Progress) -> Vec<Row> {
         rows.push(row);
         progress.step();
     }
+    rows.push(transparent_row(options, window, progress));
     rows
+}
+
+/// The std-lock driver, unchanged, in a service built with `transparent`
+/// (its own process: the feature hooks every binary of a build).
+fn transparent_row(options: &Options, window: Duration, progress: &Progress) -> Row {
+    let label = "virtual, std::sync::Mutex driver, feature transparent (std waits park)";
+    progress.start(label);
+    let row = Row::new("E7", Mode::Virtual, label.to_string())
+        .short("virtual std (transparent)")
+        .ideal(
+            CONNECTIONS as f64 / HOLD.as_secs_f64(),
+            HOLD.as_secs_f64() * 1e3,
+        )
+        .article("JDK 24 (JEP 491): synchronized no longer pins");
+    let row = measure_service(options, window, row);
+    progress.step();
+    row
+}
+
+fn measure_service(options: &Options, window: Duration, row: Row) -> Row {
+    let program = match weft_bench_support::transparent::build_example(
+        &super::e8::workspace_dir(),
+        "pinning",
+    ) {
+        Ok(p) => p,
+        Err(e) => return row.failed(format!("cannot build the service: {e}")),
+    };
+    let launcher = Launcher {
+        program,
+        prefix: Vec::new(),
+    };
+    let args = [
+        "--connections".to_string(),
+        CONNECTIONS.to_string(),
+        "--hold-ms".to_string(),
+        HOLD.as_millis().to_string(),
+    ];
+    let mut service = match Worker::start(&launcher, args, Duration::from_secs(600)) {
+        Ok(w) => w,
+        Err(e) => return row.failed(e),
+    };
+    let line = service.line();
+    let Some(port) = line
+        .strip_prefix("ready ")
+        .and_then(|p| p.parse::<u16>().ok())
+    else {
+        service.terminate();
+        let why = service.finish().err().unwrap_or_default();
+        return row.failed(format!("the service did not start (said {line:?}): {why}"));
+    };
+    let mut load = window_load(options, "/driver", USERS);
+    load.url = format!("http://127.0.0.1:{port}/driver");
+    load.window = Some(window);
+    let result = crate::load::closed(&load, Duration::from_secs(2), || {});
+    service.terminate();
+    let exit = service.finish();
+    match (result, exit) {
+        (Ok(r), Ok(_)) => row
+            .users(USERS as u64)
+            .measured(r.latencies_us, r.errors, r.measured),
+        (Err(e), _) => row.failed(e),
+        (Ok(_), Err(e)) => row.failed(format!("the service ended badly: {e}")),
+    }
 }

@@ -37,7 +37,7 @@ use crate::report::{Mode, Row};
 /// resolves are in `tests-transparent/Cargo.lock`).
 pub const UNCHANGED: &str = "ureq 3 (2 HTTP calls) and redis 1 (RPUSH), over std::net";
 
-fn workspace_dir() -> std::path::PathBuf {
+pub(super) fn workspace_dir() -> std::path::PathBuf {
     std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
 }
 

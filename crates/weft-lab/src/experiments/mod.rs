@@ -94,7 +94,7 @@ impl Experiment {
             Experiment::E5 => "HTTP + PostgreSQL, SELECT pg_sleep(0.5) through a pool of 100",
             Experiment::E6 => "HTTP, 2 downstream calls of 100 ms + a database write per request",
             Experiment::E7 => {
-                "pinning: a driver lock (std vs weft Mutex) held across a 20 ms block"
+                "pinning: a driver lock (std vs weft Mutex; std with transparent) held across a 20 ms block"
             }
             Experiment::E8 => {
                 "one switch, unchanged crates: E6 with ureq + redis over std::net, transparent on"
@@ -122,7 +122,7 @@ impl Experiment {
             Experiment::E1 => 3 + u64::from(options.big),
             Experiment::E2 | Experiment::E4 | Experiment::E5 | Experiment::E6 | Experiment::E8 => 2,
             Experiment::E3 => 4,
-            Experiment::E7 => 3,
+            Experiment::E7 => 4,
         }
     }
 }

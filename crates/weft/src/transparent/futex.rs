@@ -314,7 +314,7 @@ fn wake(addr: usize, max: usize, bits: u32) -> usize {
             if w.addr == addr && w.bits & bits != 0 {
                 woken.push(w.thread.clone());
                 w.woken.store(true, Ordering::Relaxed);
-                list.swap_remove(i);
+                list.remove(i); // in order: first come, first woken
             } else {
                 i += 1;
             }
@@ -369,7 +369,7 @@ fn wait(word: &AtomicU32, val: u32, bits: u32, deadline: Option<Instant>) -> c_l
     }
     let list = g.waiters();
     if let Some(i) = list.iter().position(|&p| std::ptr::eq(p, &me)) {
-        list.swap_remove(i);
+        list.remove(i);
     }
     drop(g);
     if deadline.is_some_and(|d| Instant::now() >= d) {
