@@ -32,7 +32,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 use weft::sync::Unpoison;
 
-use weft_bench_support::child::{Launcher, Worker};
+use weft_bench_support::child::Launcher;
 use weft_http::{Response, Router, ThreadMode};
 
 use super::{Options, Serve, measure_http, window_load};
@@ -225,18 +225,9 @@ fn measure_service(options: &Options, window: Duration, row: Row) -> Row {
         "--hold-ms".to_string(),
         HOLD.as_millis().to_string(),
     ];
-    let mut service = match Worker::start(&launcher, args, Duration::from_secs(600)) {
-        Ok(w) => w,
+    let (service, port) = match super::e8::start_service(&launcher, args) {
+        Ok(s) => s,
         Err(e) => return row.failed(e),
-    };
-    let line = service.line();
-    let Some(port) = line
-        .strip_prefix("ready ")
-        .and_then(|p| p.parse::<u16>().ok())
-    else {
-        service.terminate();
-        let why = service.finish().err().unwrap_or_default();
-        return row.failed(format!("the service did not start (said {line:?}): {why}"));
     };
     let mut load = window_load(options, "/driver", USERS);
     load.url = format!("http://127.0.0.1:{port}/driver");

@@ -121,6 +121,27 @@ pub fn run(options: &Options, progress: &Progress) -> Result<Vec<Row>, String> {
     Ok(rows)
 }
 
+/// Starts a service built from `tests-transparent/examples/` with `args`
+/// and waits for its `ready <port>` line.
+pub(super) fn start_service<S: Into<std::ffi::OsString>>(
+    launcher: &Launcher,
+    args: impl IntoIterator<Item = S>,
+) -> Result<(Worker, u16), String> {
+    let mut service = Worker::start(launcher, args, Duration::from_secs(600))?;
+    let line = service.line();
+    match line
+        .strip_prefix("ready ")
+        .and_then(|p| p.parse::<u16>().ok())
+    {
+        Some(port) => Ok((service, port)),
+        None => {
+            service.terminate();
+            let why = service.finish().err().unwrap_or_default();
+            Err(format!("the service did not start (said {line:?}): {why}"))
+        }
+    }
+}
+
 /// Starts the service in `mode`, loads it with E6's 500 users × `per_user`
 /// requests and fills `row` in, with the service's peak OS thread count.
 fn measure(
@@ -136,19 +157,9 @@ fn measure(
     if let Some(url) = redis {
         args.extend(["--redis", url]);
     }
-    let limit = Duration::from_secs(600);
-    let mut service = match Worker::start(launcher, args, limit) {
-        Ok(w) => w,
+    let (service, port) = match start_service(launcher, args) {
+        Ok(s) => s,
         Err(e) => return row.failed(e),
-    };
-    let line = service.line();
-    let Some(port) = line
-        .strip_prefix("ready ")
-        .and_then(|p| p.parse::<u16>().ok())
-    else {
-        service.terminate();
-        let why = service.finish().err().unwrap_or_default();
-        return row.failed(format!("the service did not start (said {line:?}): {why}"));
     };
     let running = Arc::new(AtomicBool::new(true));
     let sampler = sample_threads(service.id(), running.clone());
