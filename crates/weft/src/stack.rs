@@ -32,7 +32,13 @@
 //! # Slot size: what a parked thread costs
 //!
 //! A thread parked in `weft::park` has touched one page of its stack (the
-//! top one: the body's frames and the switch into the carrier fit in 4 KiB).
+//! top one: the body's frames and the switch into the carrier fit in 4 KiB)
+//! — and, above it, the first page of its thread-local area (`tls.rs`),
+//! which the top of the slot holds when the thread has one (the default
+//! on x86_64 glibc): 8.39 KiB RSS + 0.51 KiB page tables = 8.90 KiB per
+//! parked thread at 1M, against 4.90 KiB with
+//! `WEFT_THREAD_LOCALS=carrier` (the same example, 2026-11-25, two runs
+//! each). The table below predates areas.
 //! What the slot size changes is the *page tables*: the kernel spends one
 //! 4 KiB page-table page per 2 MiB of address space that has a touched page
 //! (and the guard marker counts as touched), so a slot of S bytes costs
