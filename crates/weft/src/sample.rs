@@ -49,14 +49,28 @@
 //! with `poll` on an OS thread is restarted, as the kernel's own would be:
 //! the handler has `SA_RESTART`.) Only stalled carriers (once per stall)
 //! and dumps are sampled.
-//! If `SIGURG` already has a handler when Weft first samples, Weft leaves
-//! it alone and takes no samples; `WEFT_SAMPLE_STACKS=0` turns sampling
-//! off.
+//! Weft's requests are queued with `rt_tgsigqueueinfo`, tagged
+//! (`SI_QUEUE` and a value of Weft's), so its handler tells them from the
+//! program's own `SIGURG`s. With the `transparent` feature, the hooked
+//! `sigaction` keeps Weft's handler installed and records the program's,
+//! which Weft's handler calls for every `SIGURG` that is not a request;
+//! a program's handler installed before Weft's first sample is kept the
+//! same way. Without it, if `SIGURG` already has a handler when Weft
+//! first samples, Weft leaves it alone and takes no samples, and if the
+//! program replaces Weft's handler later Weft notices (each sample reads
+//! the disposition first) and stops sending. `WEFT_SAMPLE_STACKS=0`
+//! turns sampling off.
+//!
+//! Every wait of the sampler is bounded: [`SAMPLE_TIMEOUT`] for the
+//! handler to start, `CLAIMED_TIMEOUT` more for it to finish; a handler
+//! stuck past that (under a handler of the program's that interrupted it,
+//! say) is abandoned without touching the slot it may still write (see
+//! [`sample`]).
 
 use crate::unpoison::Unpoison;
 use std::sync::Mutex;
 use std::sync::OnceLock;
-use std::sync::atomic::{AtomicI32, AtomicU32, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU32, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 /// Frames recorded per sample.
@@ -66,12 +80,20 @@ pub(crate) const MAX_FRAMES: usize = 64;
 /// thread with the signal blocked, or stopped, never does).
 pub(crate) const SAMPLE_TIMEOUT: Duration = Duration::from_millis(100);
 
+/// How much longer it waits once the handler has claimed the request
+/// (the unwind itself): past this the request is abandoned (see
+/// [`sample`]).
+const CLAIMED_TIMEOUT: Duration = Duration::from_millis(100);
+
 const SIGNAL: libc::c_int = libc::SIGURG;
 
 // Slot states. The sampler owns the slot (under `SAMPLER`) from IDLE to
 // REQUESTED and from DONE back to IDLE; the handler owns it from REQUESTED
 // (which it claims with a compare-exchange, so a late signal after the
 // sampler withdrew finds IDLE and does nothing) through WRITING to DONE.
+// A request the handler claimed but did not finish in time is abandoned
+// in WRITING: the slot stays the handler's until it stores DONE, and the
+// next sampler resets it then (until then samples answer `None`).
 const IDLE: u32 = 0;
 const REQUESTED: u32 = 1;
 const WRITING: u32 = 2;
@@ -99,6 +121,26 @@ static SLOT: Slot = Slot {
 /// One sampler at a time (the slot is single).
 static SAMPLER: Mutex<()> = Mutex::new(());
 
+/// Set once Weft's handler is installed for [`SIGNAL`].
+static INSTALLED: AtomicBool = AtomicBool::new(false);
+
+/// Whether Weft's handler is installed for `SIGURG`: the `transparent`
+/// hook of `sigaction` then keeps it there and records the program's
+/// handler, which Weft's calls for every `SIGURG` that is not a sampling
+/// request.
+#[cfg_attr(
+    not(all(
+        feature = "transparent",
+        target_os = "linux",
+        target_env = "gnu",
+        any(target_arch = "x86_64", target_arch = "aarch64")
+    )),
+    allow(dead_code)
+)]
+pub(crate) fn installed() -> bool {
+    INSTALLED.load(Ordering::Acquire)
+}
+
 /// Whether sampling is on (handler installed), decided once.
 fn enabled() -> bool {
     static ON: OnceLock<bool> = OnceLock::new();
@@ -110,16 +152,76 @@ fn enabled() -> bool {
     })
 }
 
+/// `sigaction(2)` itself, not the `transparent` feature's hook of it.
+///
+/// # Safety
+///
+/// As `sigaction(2)`: `new` null or valid, `old` null or writable.
+unsafe fn os_sigaction(
+    sig: libc::c_int,
+    new: *const libc::sigaction,
+    old: *mut libc::sigaction,
+) -> libc::c_int {
+    #[cfg(all(
+        feature = "transparent",
+        target_os = "linux",
+        target_env = "gnu",
+        any(target_arch = "x86_64", target_arch = "aarch64")
+    ))]
+    // SAFETY: the caller's contract.
+    unsafe {
+        crate::transparent::real_sigaction(sig, new, old)
+    }
+    #[cfg(not(all(
+        feature = "transparent",
+        target_os = "linux",
+        target_env = "gnu",
+        any(target_arch = "x86_64", target_arch = "aarch64")
+    )))]
+    // SAFETY: the caller's contract.
+    unsafe {
+        libc::sigaction(sig, new, old)
+    }
+}
+
+/// Whether a handler found installed for `SIGURG` may be replaced by
+/// Weft's: the default or ignored disposition, or (with `transparent`) a
+/// handler the program installed through the hooked `sigaction`, which
+/// Weft's handler then calls for the program's own signals.
+fn replaceable(h: libc::sighandler_t) -> bool {
+    if h == libc::SIG_DFL || h == libc::SIG_IGN {
+        return true;
+    }
+    #[cfg(all(
+        feature = "transparent",
+        target_os = "linux",
+        target_env = "gnu",
+        any(target_arch = "x86_64", target_arch = "aarch64")
+    ))]
+    {
+        crate::transparent::is_signal_wrapper(h)
+    }
+    #[cfg(not(all(
+        feature = "transparent",
+        target_os = "linux",
+        target_env = "gnu",
+        any(target_arch = "x86_64", target_arch = "aarch64")
+    )))]
+    {
+        false
+    }
+}
+
 /// Installs the handler unless someone else handles the signal.
 fn install() -> bool {
     // SAFETY: plain sigaction calls with zeroed, then filled, structs; we
-    // read the old disposition first and only replace the default one.
+    // read the old disposition first and only replace one `replaceable`.
     unsafe {
         let mut old: libc::sigaction = std::mem::zeroed();
-        if libc::sigaction(SIGNAL, std::ptr::null(), &mut old) != 0 {
+        if os_sigaction(SIGNAL, std::ptr::null(), &mut old) != 0 {
             return false;
         }
-        if old.sa_sigaction != libc::SIG_DFL && old.sa_sigaction != libc::SIG_IGN {
+        if !replaceable(old.sa_sigaction) {
             return false;
         }
         let mut sa: libc::sigaction = std::mem::zeroed();
@@ -129,11 +231,96 @@ fn install() -> bool {
         // alternate stack, where the thread has one.
         sa.sa_flags = libc::SA_SIGINFO | libc::SA_RESTART | libc::SA_ONSTACK;
         libc::sigemptyset(&mut sa.sa_mask);
-        libc::sigaction(SIGNAL, &sa, std::ptr::null_mut()) == 0
+        INSTALLED.store(true, Ordering::Release);
+        let ok = os_sigaction(SIGNAL, &sa, std::ptr::null_mut()) == 0;
+        if !ok {
+            INSTALLED.store(false, Ordering::Release);
+        }
+        ok
     }
 }
 
-extern "C" fn on_signal(_sig: libc::c_int, _info: *mut libc::siginfo_t, ctx: *mut libc::c_void) {
+/// Whether Weft's handler is still the one installed: a program that
+/// replaced it behind Weft's back (a raw `rt_sigaction`, or any
+/// `sigaction` without the `transparent` hooks) gets no more sampling
+/// signals, and sampling stops.
+fn still_installed() -> bool {
+    // SAFETY: a query into a zeroed struct.
+    unsafe {
+        let mut cur: libc::sigaction = std::mem::zeroed();
+        os_sigaction(SIGNAL, std::ptr::null(), &mut cur) == 0
+            && cur.sa_sigaction == on_signal as *const () as libc::sighandler_t
+    }
+}
+
+/// `si_value` of Weft's requests: tells them from the program's `SIGURG`s
+/// (out-of-band data, `pthread_kill`), which go to the program's handler.
+fn request_tag() -> usize {
+    &SLOT as *const Slot as usize
+}
+
+/// A `siginfo_t` as `rt_tgsigqueueinfo` takes it (the `_rt` layout).
+#[repr(C)]
+struct QueueInfo {
+    signo: libc::c_int,
+    errno: libc::c_int,
+    code: libc::c_int,
+    _pad: libc::c_int,
+    pid: libc::pid_t,
+    uid: libc::uid_t,
+    value: usize,
+    _rest: [u64; 12],
+}
+
+/// Sends Weft's request to thread `tid` of this process: `SIGURG` queued
+/// with `SI_QUEUE` and [`request_tag`] as its value.
+fn send_request(tid: i32) -> bool {
+    // SAFETY: getpid/getuid have no preconditions.
+    let (pid, uid) = unsafe { (libc::getpid(), libc::getuid()) };
+    let info = QueueInfo {
+        signo: SIGNAL,
+        errno: 0,
+        code: libc::SI_QUEUE,
+        _pad: 0,
+        pid,
+        uid,
+        value: request_tag(),
+        _rest: [0; 12],
+    };
+    let p = &info as *const QueueInfo as usize;
+    // SAFETY: rt_tgsigqueueinfo to a thread of our own process (any code
+    // is allowed to oneself) with a signal whose handler is installed; the
+    // kernel only reads `info`.
+    let r = unsafe {
+        raw_syscall4(
+            libc::SYS_rt_tgsigqueueinfo,
+            pid as usize,
+            tid as usize,
+            SIGNAL as usize,
+            p,
+        )
+    };
+    r == 0
+}
+
+/// Whether `info` is one of Weft's requests (see [`send_request`]).
+///
+/// # Safety
+///
+/// `info` is null or the handler's valid `siginfo_t`.
+unsafe fn is_request(info: *const libc::siginfo_t) -> bool {
+    if info.is_null() {
+        return false;
+    }
+    // SAFETY: the kernel's siginfo for this signal.
+    unsafe {
+        (*info).si_code == libc::SI_QUEUE
+            && (*info).si_pid() == libc::getpid()
+            && (*info).si_value().sival_ptr as usize == request_tag()
+    }
+}
+
+extern "C" fn on_signal(sig: libc::c_int, info: *mut libc::siginfo_t, ctx: *mut libc::c_void) {
     // SAFETY: __errno_location is the calling thread's errno; async-signal-safe.
     let errno = unsafe { *libc::__errno_location() };
     // SAFETY: gettid has no preconditions.
@@ -144,38 +331,130 @@ extern "C" fn on_signal(_sig: libc::c_int, _info: *mut libc::siginfo_t, ctx: *mu
             .compare_exchange(REQUESTED, WRITING, Ordering::Acquire, Ordering::Relaxed)
             .is_ok()
     {
-        SLOT.pc.store(interrupted_pc(ctx), Ordering::Relaxed);
-        let mut n = 0usize;
-        // Mid-switch: answer with no frames rather than unwind.
-        let skip = crate::switching::switching();
-        if !skip {
-            // SAFETY: `trace_unsynchronized` is unsafe because callers must
-            // not run it concurrently on platforms whose unwinder is not
-            // thread-safe (Windows' dbghelp); libgcc's is. The closure only
-            // stores to atomics. Not mid-switch: the stack is described.
-            unsafe {
-                backtrace::trace_unsynchronized(|f| {
-                    SLOT.ips[n].store(f.ip() as usize, Ordering::Relaxed);
-                    n += 1;
-                    n < MAX_FRAMES
-                });
-            }
-        }
-        SLOT.len.store(n, Ordering::Relaxed);
-        // Release: the sampler's Acquire load of DONE sees every store above.
-        SLOT.state.store(DONE, Ordering::Release);
-        // SAFETY: FUTEX_WAKE on a live, aligned u32; async-signal-safe.
-        unsafe {
-            libc::syscall(
-                libc::SYS_futex,
-                SLOT.state.as_ptr(),
-                libc::FUTEX_WAKE | libc::FUTEX_PRIVATE_FLAG,
-                i32::MAX,
-            );
+        if SLOT.target.load(Ordering::Acquire) == me {
+            answer(ctx);
+        } else {
+            // The request we read the target of was withdrawn and a new
+            // one made for another thread: give it back.
+            SLOT.state.store(REQUESTED, Ordering::Release);
         }
     }
+    // SAFETY: `info` is the kernel's (SA_SIGINFO).
+    if !unsafe { is_request(info) } {
+        // The program's own SIGURG (a standard signal: one that arrived
+        // with a request pending merged with it, so the request is
+        // answered above and the program's handler runs too).
+        #[cfg(all(
+            feature = "transparent",
+            target_os = "linux",
+            target_env = "gnu",
+            any(target_arch = "x86_64", target_arch = "aarch64")
+        ))]
+        // SAFETY: the kernel's arguments, forwarded.
+        unsafe {
+            crate::transparent::chain_signal(sig, info, ctx)
+        };
+    }
+    let _ = sig;
     // SAFETY: as above; restores the interrupted code's errno.
     unsafe { *libc::__errno_location() = errno };
+}
+
+/// The handler's work on a claimed request: the interrupted instruction
+/// and the stack, into the slot, then DONE and a wake-up.
+fn answer(ctx: *mut libc::c_void) {
+    SLOT.pc.store(interrupted_pc(ctx), Ordering::Relaxed);
+    let mut n = 0usize;
+    // Mid-switch: answer with no frames rather than unwind.
+    let skip = crate::switching::switching();
+    if !skip {
+        // SAFETY: `trace_unsynchronized` is unsafe because callers must
+        // not run it concurrently on platforms whose unwinder is not
+        // thread-safe (Windows' dbghelp); libgcc's is. The closure only
+        // stores to atomics. Not mid-switch: the stack is described.
+        unsafe {
+            backtrace::trace_unsynchronized(|f| {
+                SLOT.ips[n].store(f.ip() as usize, Ordering::Relaxed);
+                n += 1;
+                n < MAX_FRAMES
+            });
+        }
+    }
+    SLOT.len.store(n, Ordering::Relaxed);
+    // Release: the sampler's Acquire load of DONE sees every store above.
+    SLOT.state.store(DONE, Ordering::Release);
+    // A raw FUTEX_WAKE, not `libc::syscall`: with `transparent` that is
+    // Weft's futex emulation, whose bucket spin lock the interrupted
+    // thread may hold.
+    // SAFETY: FUTEX_WAKE on a live, aligned u32; async-signal-safe.
+    unsafe {
+        raw_syscall4(
+            libc::SYS_futex,
+            SLOT.state.as_ptr() as usize,
+            (libc::FUTEX_WAKE | libc::FUTEX_PRIVATE_FLAG) as usize,
+            i32::MAX as usize,
+            0,
+        );
+    }
+}
+
+/// A system call with up to four arguments, issued inline where the
+/// `transparent` feature may interpose `syscall(2)`: the kernel's result
+/// (-errno on failure); `errno` is not touched.
+///
+/// # Safety
+///
+/// The arguments must be valid for system call `n`.
+#[inline]
+unsafe fn raw_syscall4(n: libc::c_long, a: usize, b: usize, c: usize, d: usize) -> libc::c_long {
+    #[cfg(target_arch = "x86_64")]
+    {
+        let r: libc::c_long;
+        // SAFETY: the x86-64 Linux convention (number in rax, arguments in
+        // rdi, rsi, rdx, r10; rcx and r11 clobbered); the caller's contract
+        // for the arguments.
+        unsafe {
+            std::arch::asm!(
+                "syscall",
+                inlateout("rax") n => r,
+                in("rdi") a,
+                in("rsi") b,
+                in("rdx") c,
+                in("r10") d,
+                lateout("rcx") _,
+                lateout("r11") _,
+            );
+        }
+        r
+    }
+    #[cfg(target_arch = "aarch64")]
+    {
+        let r: libc::c_long;
+        // SAFETY: the AArch64 Linux convention (number in x8, arguments
+        // in x0..x3, result in x0); the caller's contract.
+        unsafe {
+            std::arch::asm!(
+                "svc 0",
+                in("x8") n,
+                inlateout("x0") a as libc::c_long => r,
+                in("x1") b,
+                in("x2") c,
+                in("x3") d,
+            );
+        }
+        r
+    }
+    #[cfg(not(any(target_arch = "x86_64", target_arch = "aarch64")))]
+    {
+        // SAFETY: the caller's contract.
+        let r = unsafe { libc::syscall(n, a, b, c, d) };
+        // SAFETY: this thread's errno.
+        if r < 0 {
+            -(unsafe { *libc::__errno_location() }) as libc::c_long
+        } else {
+            r
+        }
+    }
 }
 
 /// The instruction the signal interrupted, from the handler's context.
@@ -203,43 +482,61 @@ fn interrupted_pc(ctx: *mut libc::c_void) -> usize {
 
 /// The return addresses on the stack of kernel thread `tid` of this
 /// process, innermost first, starting at the interrupted instruction.
-/// `None` when sampling is off, `tid` is the caller itself or is gone, or
-/// it did not answer within [`SAMPLE_TIMEOUT`].
+/// `None` when sampling is off, `tid` is the caller itself or is gone, it
+/// did not answer within [`SAMPLE_TIMEOUT`], or its handler did not
+/// finish within [`CLAIMED_TIMEOUT`] more.
+///
+/// Every wait is bounded. A handler that claimed the request and then got
+/// stuck (in the unwinder, or under a handler of the program's that
+/// interrupted it) is abandoned: the slot is a static, so its late stores
+/// land in memory that stays valid, and it stays the handler's (state
+/// WRITING) until the handler stores DONE; meanwhile samples answer
+/// `None` at once, and the first one after resets it.
 pub(crate) fn sample(tid: i32) -> Option<Vec<usize>> {
     // SAFETY: gettid has no preconditions.
     if tid <= 0 || tid == unsafe { libc::gettid() } || !enabled() {
         return None;
     }
     let _one = SAMPLER.lock().unpoison();
+    match SLOT.state.load(Ordering::Acquire) {
+        // An abandoned request whose handler has finished since.
+        DONE => SLOT.state.store(IDLE, Ordering::Relaxed),
+        // Still running: the slot is its own until it is done.
+        WRITING => return None,
+        _ => {}
+    }
+    if !still_installed() {
+        return None;
+    }
     SLOT.target.store(tid, Ordering::Relaxed);
     SLOT.len.store(0, Ordering::Relaxed);
     // Release: the handler's Acquire claim sees the target.
     SLOT.state.store(REQUESTED, Ordering::Release);
-    // SAFETY: tgkill to a thread of our own process with a signal whose
-    // handler is installed (checked by `enabled`).
-    let sent = unsafe { libc::syscall(libc::SYS_tgkill, libc::getpid(), tid, SIGNAL) } == 0;
-    let deadline = Instant::now() + SAMPLE_TIMEOUT;
+    let sent = send_request(tid);
+    let start = Instant::now();
     if sent {
         loop {
             let s = SLOT.state.load(Ordering::Acquire);
             if s == DONE {
                 break;
             }
-            let now = Instant::now();
-            if s == REQUESTED && now >= deadline {
+            let waited = start.elapsed();
+            if s == REQUESTED && waited >= SAMPLE_TIMEOUT {
                 break;
             }
-            // WRITING: the handler is running; it ends in bounded time.
+            if waited >= SAMPLE_TIMEOUT + CLAIMED_TIMEOUT {
+                break; // claimed, and stuck
+            }
+            // WRITING: the handler is running; poll it every millisecond.
             let wait = if s == WRITING {
                 Duration::from_millis(1)
             } else {
-                deadline - now
+                SAMPLE_TIMEOUT - waited
             };
             futex_wait(&SLOT.state, s, wait);
         }
     }
-    // Withdraw an unanswered request; if the handler claimed it meanwhile,
-    // let it finish (it never blocks).
+    // Withdraw an unanswered request.
     if SLOT
         .state
         .compare_exchange(REQUESTED, IDLE, Ordering::AcqRel, Ordering::Acquire)
@@ -247,8 +544,8 @@ pub(crate) fn sample(tid: i32) -> Option<Vec<usize>> {
     {
         return None;
     }
-    while SLOT.state.load(Ordering::Acquire) != DONE {
-        std::hint::spin_loop();
+    if SLOT.state.load(Ordering::Acquire) != DONE {
+        return None; // claimed and not done in time: abandoned (above)
     }
     let n = SLOT.len.load(Ordering::Relaxed);
     let pc = SLOT.pc.load(Ordering::Relaxed);
@@ -265,6 +562,8 @@ pub(crate) fn sample(tid: i32) -> Option<Vec<usize>> {
     Some(ips[start..].to_vec())
 }
 
+/// A raw `FUTEX_WAIT` (on a virtual thread too: the wait is short and
+/// bounded, and the handler's wake is raw).
 fn futex_wait(word: &AtomicU32, expected: u32, timeout: Duration) {
     let ts = libc::timespec {
         tv_sec: timeout.as_secs().min(i64::MAX as u64) as libc::time_t,
@@ -273,12 +572,12 @@ fn futex_wait(word: &AtomicU32, expected: u32, timeout: Duration) {
     // SAFETY: FUTEX_WAIT on a live, aligned u32 with a valid timeout; the
     // kernel only reads both.
     unsafe {
-        libc::syscall(
+        raw_syscall4(
             libc::SYS_futex,
-            word.as_ptr(),
-            libc::FUTEX_WAIT | libc::FUTEX_PRIVATE_FLAG,
-            expected,
-            &ts as *const libc::timespec,
+            word.as_ptr() as usize,
+            (libc::FUTEX_WAIT | libc::FUTEX_PRIVATE_FLAG) as usize,
+            expected as usize,
+            &ts as *const libc::timespec as usize,
         );
     }
 }

@@ -108,7 +108,9 @@ pub(crate) fn on_virtual() -> bool {
     if FORKED.load(Ordering::Relaxed) {
         return false;
     }
-    crate::thread::current_virtual().is_some() && super::enabled()
+    // Inside a signal handler every call goes to the kernel (no park, no
+    // lock, no allocation: `signals.rs`); checked on virtual threads only.
+    crate::thread::current_virtual().is_some() && !super::signals::in_handler() && super::enabled()
 }
 
 /// Classifies `fd` for a virtual thread's call, making a blocking socket
@@ -209,7 +211,10 @@ fn let_go(h: Arc<Hooked>, removed: bool) {
 /// threads waiting on it (their retried call then fails with `EBADF`).
 pub(super) fn forget(fd: c_int) {
     set_state(fd, UNKNOWN);
-    if NREGS.load(Ordering::Relaxed) == 0 || forked() {
+    if NREGS.load(Ordering::Relaxed) == 0 || forked() || super::signals::in_handler() {
+        // Inside a signal handler the interrupted code may hold `REGS`:
+        // the number is left as closed behind the hooks' back (module
+        // docs, "Freeing poller states", rule 3).
         // In a fork child `REGS` may be locked for ever (its holder was
         // another carrier of the parent), and std's child calls `dup2`
         // between fork and exec: leave the parent's registrations alone
@@ -240,7 +245,7 @@ pub(super) fn forget_range(first: c_int, last: c_int) {
             set_state(fd, UNKNOWN);
         }
     }
-    if NREGS.load(Ordering::Relaxed) == 0 {
+    if NREGS.load(Ordering::Relaxed) == 0 || super::signals::in_handler() {
         return;
     }
     let fds: Vec<c_int> = REGS
@@ -423,7 +428,14 @@ pub(super) fn sock_call(
     if st != MANAGED {
         return op(0);
     }
-    // MANAGED from here on.
+    // MANAGED from here on. Inside a signal handler a call that moved
+    // part of its length returns the count (no copy of the caller's
+    // iovecs is made for the rest: no allocation there).
+    let whole = if !virt && super::signals::in_handler() {
+        None
+    } else {
+        whole
+    };
     let mut done = 0usize;
     let mut total = usize::MAX;
     match unless_eagain(op(0)) {

@@ -1023,7 +1023,7 @@ pub unsafe extern "C" fn close_range(first: c_uint, last: c_uint, flags: c_int) 
 
 /// libc's definition of `name` (the next one after this executable's),
 /// looked up once into `slot`.
-fn next_fn(slot: &AtomicUsize, name: &std::ffi::CStr) -> usize {
+pub(super) fn next_fn(slot: &AtomicUsize, name: &std::ffi::CStr) -> usize {
     let mut p = slot.load(Ordering::Relaxed);
     if p == 0 {
         // SAFETY: dlsym with RTLD_NEXT and a NUL-terminated name.

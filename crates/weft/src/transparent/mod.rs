@@ -80,7 +80,9 @@
 //! `ppoll`, `select`, `epoll_wait`, `epoll_pwait`, `nanosleep`,
 //! `clock_nanosleep`, `usleep`, `sleep`, `close`, `close_range`,
 //! `closefrom`, `fclose`, `dup`, `dup2`, `dup3`, `fcntl`, `ioctl`,
-//! `socket`, `socketpair`, `getaddrinfo` and `waitpid`; and `syscall`
+//! `socket`, `socketpair`, `getaddrinfo` and `waitpid`; `sigaction`,
+//! `signal`, `bsd_signal` and `sysv_signal` (see "Signal handlers"); and
+//! `syscall`
 //! for `SYS_futex`, through which `std::sync` (`Mutex`, `RwLock`,
 //! `Condvar`, `Once`), `std::thread::park`, std `mpsc`,
 //! `crossbeam-channel` and `parking_lot` wait: their waits park the
@@ -104,6 +106,41 @@
 //!   blocking write returns when all of it is written. `waitpid` for one
 //!   child parks on a pidfd. So `std::process` — `Command::output`,
 //!   `Child::wait`, reading a child's stdout — unmounts.
+//!
+//! # Signal handlers
+//!
+//! A hooked call made inside a signal handler goes straight to the
+//! kernel, as on an OS thread: it never parks (the carrier would run
+//! other virtual threads with the handler half done and its signal
+//! blocked in the OS thread's mask), takes the hooks' registrations lock
+//! (the interrupted code may hold it) or allocates (a stream write that
+//! moved part of its length returns the count instead of copying the
+//! caller's iovecs for the rest). A `close`/`dup2` there leaves the
+//! number as one closed behind the hooks' back (see "Freeing poller
+//! states"). `tests-transparent/tests/signal_handlers.rs`.
+//!
+//! How a hook knows: `sigaction`, `signal`, `bsd_signal` and
+//! `sysv_signal` are hooked, and install the program's handler as a small
+//! wrapper that records (per thread) the frame of the innermost handler
+//! running and calls the program's function; a hook is "in a handler"
+//! while its stack pointer is below that frame. `sigaction` reports the
+//! program's handler, never the wrapper. The check is one thread-local
+//! read, made on the virtual-thread path only (and before taking the
+//! registrations lock), so no call on an OS thread pays for it. Rejected:
+//! a depth counter (a handler that leaves by `siglongjmp` would leave it
+//! raised for good; with the frame, calls made after the jump, above the
+//! frame, park again); reading the signal mask (a system call per hooked
+//! call, and a blocked signal does not mean a handler runs). Handlers
+//! installed by a raw `rt_sigaction` system call are not wrapped, and
+//! calls made in them are not recognised.
+//!
+//! `SIGURG` is Weft's stack-sampling signal (`sample.rs`). Weft's handler
+//! is installed at the first sample even if the program handles `SIGURG`
+//! (through these hooks), and stays: a program's `sigaction(SIGURG, …)`,
+//! before or after, is recorded and reported back, and Weft's handler
+//! calls the program's for every `SIGURG` that is not one of Weft's
+//! requests (which are queued with a tag of Weft's), with the program's
+//! `sa_mask`; never for a request (`tests-transparent/tests/sigurg.rs`).
 //!
 //! # Open-ended waits
 //!
@@ -183,6 +220,10 @@
 //!   The monitor reports a carrier blocked behind a parked lock owner
 //!   (`BlockedWithWaiters`). Inside [`weft::pinned`](crate::pinned) hooked
 //!   calls keep the carrier.
+//! - Hooked calls inside signal handlers pass through (see "Signal
+//!   handlers"); a futex wake (`Thread::unpark`, a std lock's release)
+//!   made in a handler still goes through the futex emulation's bucket
+//!   lock (`futex.rs`).
 //! - `open`, `openat`, file `read`s (see above), `wait`/`waitid`, `flock`,
 //!   `fcntl(F_SETLKW)`, `sigwait`, `msgrcv`, `io_uring`, `recvmmsg`,
 //!   `sendmmsg`, `sendfile`, `splice`, `pselect` and `gethostbyname`.
@@ -287,7 +328,10 @@
 mod fds;
 mod futex;
 mod hooks;
+mod signals;
 mod sys;
+
+pub(crate) use signals::{chain_signal, is_signal_wrapper, real_sigaction};
 
 use std::sync::atomic::{AtomicU8, AtomicU64, Ordering};
 
