@@ -46,6 +46,10 @@
 //!   deadline or an error after some bytes moved returns the count so far
 //!   (`tests-transparent/tests/blocking_semantics.rs`). Ancillary data of
 //!   a `sendmsg` goes with its first part.
+//! - An unconnected Unix datagram `sendto` to a receiver whose queue is
+//!   full parks until the receiver reads: the failed non-blocking send
+//!   puts the sender on the receiver's peer-wake queue, so the read wakes
+//!   the sender's poller entry (`tests-transparent/tests/unix_dgram.rs`).
 //! - On an OS thread, a call on a socket Weft made non-blocking waits in
 //!   `poll`; a signal handler that interrupts that wait restarts the call
 //!   if every installed handler has `SA_RESTART` (as Weft's sampling
