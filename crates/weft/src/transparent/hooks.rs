@@ -1325,7 +1325,8 @@ fn next_getaddrinfo() -> Option<Gai> {
     (p != 0).then(|| unsafe { std::mem::transmute::<usize, Gai>(p) })
 }
 
-/// Runs on an offload thread while a virtual caller parks.
+/// Runs on an offload thread while a virtual caller parks; its `errno`
+/// is the caller's afterwards (`EAI_SYSTEM`'s reason).
 ///
 /// # Safety
 /// libc's `getaddrinfo(3)` contract.
@@ -1350,7 +1351,9 @@ pub unsafe extern "C" fn getaddrinfo(
         hints as usize,
         res as usize,
     );
-    crate::blocking::blocking_as(
+    // The offload thread's errno comes back with the result: the reason
+    // of an `EAI_SYSTEM` is there.
+    let (r, e) = crate::blocking::blocking_as(
         Blocker::Call {
             call: "getaddrinfo",
             fd: -1,
@@ -1358,14 +1361,17 @@ pub unsafe extern "C" fn getaddrinfo(
         move || {
             // SAFETY: the caller's pointers stay valid: it does not return
             // before this closure has finished (weft::blocking's contract).
-            unsafe {
+            let r = unsafe {
                 next(
                     a.0 as *const c_char,
                     a.1 as *const c_char,
                     a.2 as *const addrinfo,
                     a.3 as *mut *mut addrinfo,
                 )
-            }
+            };
+            (r, sys::errno())
         },
-    )
+    );
+    sys::set_errno(e);
+    r
 }

@@ -100,7 +100,9 @@
 //!   `select(0, …)`) they are sleeps. All of these honour interrupts
 //!   (`EINTR`). `getaddrinfo` runs on Weft's offload pool
 //!   ([`weft::blocking`](crate::blocking)) while the caller parks (not
-//!   interruptible).
+//!   interruptible); the offload thread's `errno` (the reason of an
+//!   `EAI_SYSTEM`) is the caller's afterwards
+//!   (`tests-transparent/tests/gai_errno.rs`).
 //! - `epoll_wait`/`epoll_pwait` with a timeout park on the poller (an
 //!   epoll descriptor is itself pollable).
 //! - Pipes and FIFOs (a child process's stdin, stdout and stderr) other
