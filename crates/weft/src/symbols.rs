@@ -1,5 +1,5 @@
 //! From return addresses to frames a reader can act on: symbol lookup
-//! (cached for the life of the process), trimming of the runtime's own
+//! (cached, up to a bound), trimming of the runtime's own
 //! plumbing, and the *first frame outside Weft and std* — the line of user
 //! code that called into the blocking function.
 //!
@@ -110,15 +110,45 @@ pub(crate) fn format_stack(frames: &[Frame]) -> String {
     out
 }
 
-/// Resolved frames by instruction pointer, kept for the life of the
-/// process (code addresses do not change while it lives).
+/// Resolved frames by instruction pointer (code addresses do not change
+/// while the process lives), at most [`SYMBOL_CACHE_MAX`] of them: when
+/// full, the cache is emptied and fills again with the addresses in use.
 static SYMBOLS: Mutex<Option<HashMap<usize, Arc<[Frame]>>>> = Mutex::new(None);
+
+/// How many addresses [`SYMBOLS`] keeps (a few MB at most). A program that
+/// loads and unloads code, or whose dumps see ever new addresses, would
+/// otherwise grow it for ever.
+const SYMBOL_CACHE_MAX: usize = if cfg!(test) { 64 } else { 1 << 15 };
 
 /// Resolves stacks of instruction pointers to frames, once per address and
 /// per distinct stack.
 #[derive(Default)]
 pub(crate) struct Resolver {
     stacks: HashMap<Vec<usize>, Vec<Frame>>,
+}
+
+/// The frames of one return address, by the system's symbolizer.
+fn resolve(ip: usize) -> Arc<[Frame]> {
+    let mut v = Vec::new();
+    // `ip` is a return address: look up the call instruction.
+    backtrace::resolve((ip.saturating_sub(1)) as *mut std::ffi::c_void, |sym| {
+        v.push(Frame {
+            function: sym
+                .name()
+                .map(|n| format!("{n:#}"))
+                .unwrap_or_else(|| "<unknown>".into()),
+            file: sym.filename().map(|p| p.display().to_string()),
+            line: sym.lineno(),
+        });
+    });
+    if v.is_empty() {
+        v.push(Frame {
+            function: format!("<unknown> @ {ip:#x}"),
+            file: None,
+            line: None,
+        });
+    }
+    v.into()
 }
 
 impl Resolver {
@@ -132,28 +162,17 @@ impl Resolver {
         let cache = cache.get_or_insert_with(HashMap::new);
         let mut out = Vec::new();
         for &ip in ips {
-            let frames = cache.entry(ip).or_insert_with(|| {
-                let mut v = Vec::new();
-                // `ip` is a return address: look up the call instruction.
-                backtrace::resolve((ip.saturating_sub(1)) as *mut std::ffi::c_void, |sym| {
-                    v.push(Frame {
-                        function: sym
-                            .name()
-                            .map(|n| format!("{n:#}"))
-                            .unwrap_or_else(|| "<unknown>".into()),
-                        file: sym.filename().map(|p| p.display().to_string()),
-                        line: sym.lineno(),
-                    });
-                });
-                if v.is_empty() {
-                    v.push(Frame {
-                        function: format!("<unknown> @ {ip:#x}"),
-                        file: None,
-                        line: None,
-                    });
+            let frames = match cache.get(&ip) {
+                Some(f) => f.clone(),
+                None => {
+                    let f = resolve(ip);
+                    if cache.len() >= SYMBOL_CACHE_MAX {
+                        cache.clear();
+                    }
+                    cache.insert(ip, f.clone());
+                    f
                 }
-                v.into()
-            });
+            };
             out.extend(frames.iter().cloned());
         }
         let out = trim_plumbing(out);
@@ -269,6 +288,19 @@ mod tests {
         assert!(fr("<std::io::BufReader<R> as std::io::Read>::read", None).is_runtime());
         assert!(fr("<unknown> @ 0x1234", None).is_runtime());
         assert!(first_user_frame(&[fr("std::thread::sleep", None)]).is_none());
+    }
+
+    #[test]
+    fn the_symbol_cache_is_bounded() {
+        let base = the_symbol_cache_is_bounded as *const () as usize;
+        let mut r = Resolver::default();
+        for i in 0..SYMBOL_CACHE_MAX + 10 {
+            r.frames(&[base + 1 + i]);
+            let len = SYMBOLS.lock().unpoison().as_ref().map_or(0, HashMap::len);
+            assert!(len <= SYMBOL_CACHE_MAX, "{len} addresses cached");
+        }
+        // Still answers after it was emptied.
+        assert!(!Resolver::default().frames(&[base + 1]).is_empty());
     }
 
     #[test]
