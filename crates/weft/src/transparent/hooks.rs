@@ -914,6 +914,10 @@ pub unsafe extern "C" fn nanosleep(req: *const timespec, rem: *mut timespec) -> 
     }
 }
 
+/// The longest a virtual thread sleeps toward an absolute
+/// `CLOCK_REALTIME` deadline before it reads the clock again.
+const REALTIME_SLICE: Duration = Duration::from_secs(1);
+
 /// # Safety
 /// libc's `clock_nanosleep(2)` contract.
 #[unsafe(no_mangle)]
@@ -939,14 +943,34 @@ pub unsafe extern "C" fn clock_nanosleep(
         return libc::EINVAL;
     };
     let abs = flags & libc::TIMER_ABSTIME != 0;
-    if abs {
+    let now = || {
         let mut now = timespec {
             tv_sec: 0,
             tv_nsec: 0,
         };
         // SAFETY: clock_gettime (vDSO, not hooked) into a local.
         unsafe { libc::clock_gettime(clock, &mut now) };
-        d = d.saturating_sub(dur_of(&now).unwrap_or_default());
+        dur_of(&now).unwrap_or_default()
+    };
+    if abs && clock == libc::CLOCK_REALTIME {
+        // An absolute real-time deadline follows the clock: the time left
+        // is read again after each slice of at most `REALTIME_SLICE`, so a
+        // clock set back sleeps on until the deadline, and one set forward
+        // past it ends the sleep within a slice (the kernel's ends at
+        // once).
+        let deadline = d;
+        loop {
+            let left = deadline.saturating_sub(now());
+            if left.is_zero() {
+                return 0;
+            }
+            if vsleep(left.min(REALTIME_SLICE), "clock_nanosleep").is_err() {
+                return libc::EINTR;
+            }
+        }
+    }
+    if abs {
+        d = d.saturating_sub(now());
     }
     match vsleep(d, "clock_nanosleep") {
         Ok(()) => 0,

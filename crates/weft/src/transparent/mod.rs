@@ -55,6 +55,13 @@
 //!   if every installed handler has `SA_RESTART` (as Weft's sampling
 //!   signal does) and the socket has no timeout, as the kernel restarts a
 //!   blocking call; otherwise the call fails with `EINTR`, as it would.
+//! - `clock_nanosleep` with `TIMER_ABSTIME` on `CLOCK_REALTIME` sleeps
+//!   until the real-time clock reaches the deadline: the time left is
+//!   read again at least every second, so a clock set back sleeps on, and
+//!   one set forward past the deadline ends the sleep within a second
+//!   (the kernel's ends at once). `CLOCK_MONOTONIC` and `CLOCK_BOOTTIME`
+//!   deadlines become the monotonic time left when the call is made
+//!   (`CLOCK_BOOTTIME`'s time in suspend is not counted during the sleep).
 //! - [`Thread::interrupt`](crate::Thread::interrupt) ends a hooked wait
 //!   with `EINTR` (and clears the flag); a sleep then fills in the time
 //!   left, so `std::thread::sleep`, which retries on `EINTR`, sleeps on.
