@@ -67,6 +67,39 @@ fn pin_to_cpu(cpu: usize) {
     }
 }
 
+/// Drops the resident pages of every loaded object's read-only segments
+/// (code, unwind tables): the sampled thread's handler then takes page
+/// faults while it unwinds, and a pending signal is delivered on the
+/// return from each, inside the handler — the landing this test needs.
+/// Harmless: the pages come back from the page cache on the next touch
+/// (writable segments are left alone).
+fn evict_read_only_pages() {
+    unsafe extern "C" fn each(
+        info: *mut libc::dl_phdr_info,
+        _size: libc::size_t,
+        _data: *mut libc::c_void,
+    ) -> libc::c_int {
+        // SAFETY: dl_iterate_phdr passes a valid info with `dlpi_phnum`
+        // program headers.
+        unsafe {
+            let info = &*info;
+            for i in 0..info.dlpi_phnum as usize {
+                let ph = &*info.dlpi_phdr.add(i);
+                if ph.p_type != libc::PT_LOAD || ph.p_flags & libc::PF_W != 0 {
+                    continue;
+                }
+                let start = (info.dlpi_addr as usize + ph.p_vaddr as usize) & !4095;
+                let end = info.dlpi_addr as usize + (ph.p_vaddr + ph.p_memsz) as usize;
+                libc::madvise(start as *mut libc::c_void, end - start, libc::MADV_DONTNEED);
+            }
+        }
+        0
+    }
+    // SAFETY: a callback that only reads the headers and madvises
+    // read-only file mappings.
+    unsafe { libc::dl_iterate_phdr(Some(each), std::ptr::null_mut()) };
+}
+
 fn sampled(id: weft::ThreadId) -> bool {
     weft::dump().thread(id).is_some_and(|t| !t.stack.is_empty())
 }
@@ -117,6 +150,7 @@ fn a_stuck_sampling_handler_does_not_hang_the_sampler() {
         // Sample until one of the program's handlers lands inside Weft's.
         let mut tries = 0;
         while INSIDE_SAMPLER.load(Ordering::SeqCst) < hit && tries < 20_000 {
+            evict_read_only_pages();
             let _ = weft::dump();
             tries += 1;
         }
