@@ -316,6 +316,14 @@ mod imp {
         // reads what glibc passes it.
         unsafe { libc::dl_iterate_phdr(Some(each_module), (&raw mut found).cast()) };
         let (exe_off, exe_image, exe_filesz, exe_memsz) = found.exe?;
+        // Weft's own thread-locals must live in that block (Weft linked
+        // into the executable): in a shared library they are reached
+        // through the carrier's `dtv`, and seeding an area at their offset
+        // would write outside it.
+        let area_off = tp - AREA.with(|a| a as *const Cell<*mut Header> as usize);
+        if !(exe_off - exe_memsz..=exe_off).contains(&area_off) {
+            return None;
+        }
         let mirror_lo = found
             .others
             .iter()
@@ -398,6 +406,7 @@ mod imp {
     /// by [`init_area`] whose thread is not running.
     pub(crate) unsafe fn seed<T>(tp: usize, var: *const T, value: T) {
         let off = read_tp() - var as usize;
+        debug_assert!(off >= size_of::<T>() && off < 1 << 20, "not in static TLS");
         // SAFETY: static TLS offsets are the same in every area and in
         // every thread, so the slot lies in the area's executable block.
         unsafe { ((tp - off) as *mut T).write(value) };
