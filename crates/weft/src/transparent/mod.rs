@@ -144,8 +144,9 @@
 //! raised for good; with the frame, calls made after the jump, above the
 //! frame, park again); reading the signal mask (a system call per hooked
 //! call, and a blocked signal does not mean a handler runs). Handlers
-//! installed by a raw `rt_sigaction` system call are not wrapped, and
-//! calls made in them are not recognised.
+//! installed by a raw `rt_sigaction` system call, or by glibc's `sigset`
+//! (which calls its internal `sigaction`), are not wrapped, and calls
+//! made in them are not recognised.
 //!
 //! `SIGURG` is Weft's stack-sampling signal (`sample.rs`). Weft's handler
 //! is installed at the first sample even if the program handles `SIGURG`
