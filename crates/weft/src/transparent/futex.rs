@@ -42,6 +42,11 @@
 //!
 //! # Where a wait still blocks the carrier
 //!
+//! A futex call made inside a signal handler of the program's goes to the
+//! kernel untouched, wait or wake: the interrupted code may hold a bucket
+//! lock. A wake from a handler therefore reaches OS threads only (std's
+//! `unpark` and lock release are not async-signal-safe anyway).
+//!
 //! Shared (non-`FUTEX_PRIVATE_FLAG`) futexes — another process may wake
 //! them —, the other futex operations (`REQUEUE`, `WAKE_OP`, PI locks),
 //! waits inside [`weft::pinned`](crate::pinned), waits made by Weft while a
@@ -86,7 +91,9 @@ pub unsafe extern "C" fn syscall(
     a5: usize,
     a6: usize,
 ) -> c_long {
-    if n == libc::SYS_futex {
+    // In a signal handler of the program's, straight to the kernel: the
+    // interrupted code may hold a bucket lock here (or be inside malloc).
+    if n == libc::SYS_futex && !super::signals::in_handler() {
         let word = a1 as *const AtomicU32;
         // SAFETY: the caller's contract for futex(2).
         let handled = unsafe { futex(word, a2 as i32, a3 as u32, a4, a6 as u32) };

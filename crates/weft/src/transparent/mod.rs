@@ -235,9 +235,9 @@
 //!   (`BlockedWithWaiters`). Inside [`weft::pinned`](crate::pinned) hooked
 //!   calls keep the carrier.
 //! - Hooked calls inside signal handlers pass through (see "Signal
-//!   handlers"); a futex wake (`Thread::unpark`, a std lock's release)
-//!   made in a handler still goes through the futex emulation's bucket
-//!   lock (`futex.rs`).
+//!   handlers"), futex calls included: a futex wake made in a handler
+//!   reaches OS threads only, not virtual threads waiting on the word
+//!   (`futex.rs`).
 //! - `open`, `openat`, file `read`s (see above), `wait`/`waitid`, `flock`,
 //!   `fcntl(F_SETLKW)`, `sigwait`, `msgrcv`, `io_uring`, `recvmmsg`,
 //!   `sendmmsg`, `sendfile`, `splice`, `pselect` and `gethostbyname`.
