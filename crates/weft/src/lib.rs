@@ -248,6 +248,7 @@ mod runtime;
 mod sample;
 mod sched;
 mod scope;
+mod sigchain;
 mod stack;
 #[doc(hidden)]
 pub mod stall;

@@ -124,23 +124,6 @@ static SAMPLER: Mutex<()> = Mutex::new(());
 /// Set once Weft's handler is installed for [`SIGNAL`].
 static INSTALLED: AtomicBool = AtomicBool::new(false);
 
-/// Whether Weft's handler is installed for `SIGURG`: the `transparent`
-/// hook of `sigaction` then keeps it there and records the program's
-/// handler, which Weft's calls for every `SIGURG` that is not a sampling
-/// request.
-#[cfg_attr(
-    not(all(
-        feature = "transparent",
-        target_os = "linux",
-        target_env = "gnu",
-        any(target_arch = "x86_64", target_arch = "aarch64")
-    )),
-    allow(dead_code)
-)]
-pub(crate) fn installed() -> bool {
-    INSTALLED.load(Ordering::Acquire)
-}
-
 /// Whether sampling is on (handler installed), decided once.
 fn enabled() -> bool {
     static ON: OnceLock<bool> = OnceLock::new();
@@ -162,25 +145,11 @@ unsafe fn os_sigaction(
     new: *const libc::sigaction,
     old: *mut libc::sigaction,
 ) -> libc::c_int {
-    #[cfg(all(
-        feature = "transparent",
-        target_os = "linux",
-        target_env = "gnu",
-        any(target_arch = "x86_64", target_arch = "aarch64")
-    ))]
-    // SAFETY: the caller's contract.
-    unsafe {
-        crate::transparent::real_sigaction(sig, new, old)
-    }
-    #[cfg(not(all(
-        feature = "transparent",
-        target_os = "linux",
-        target_env = "gnu",
-        any(target_arch = "x86_64", target_arch = "aarch64")
-    )))]
-    // SAFETY: the caller's contract.
-    unsafe {
-        libc::sigaction(sig, new, old)
+    match crate::sigchain::hooks() {
+        // SAFETY: the caller's contract (the real sigaction).
+        Some(h) => unsafe { (h.real_sigaction)(sig, new, old) },
+        // SAFETY: the caller's contract.
+        None => unsafe { libc::sigaction(sig, new, old) },
     }
 }
 
@@ -192,24 +161,7 @@ fn replaceable(h: libc::sighandler_t) -> bool {
     if h == libc::SIG_DFL || h == libc::SIG_IGN {
         return true;
     }
-    #[cfg(all(
-        feature = "transparent",
-        target_os = "linux",
-        target_env = "gnu",
-        any(target_arch = "x86_64", target_arch = "aarch64")
-    ))]
-    {
-        crate::transparent::is_signal_wrapper(h)
-    }
-    #[cfg(not(all(
-        feature = "transparent",
-        target_os = "linux",
-        target_env = "gnu",
-        any(target_arch = "x86_64", target_arch = "aarch64")
-    )))]
-    {
-        false
-    }
+    crate::sigchain::hooks().is_some_and(|hooks| (hooks.is_wrapper)(h))
 }
 
 /// Installs the handler unless someone else handles the signal.
@@ -232,9 +184,14 @@ fn install() -> bool {
         sa.sa_flags = libc::SA_SIGINFO | libc::SA_RESTART | libc::SA_ONSTACK;
         libc::sigemptyset(&mut sa.sa_mask);
         INSTALLED.store(true, Ordering::Release);
+        // The `transparent` hook of `sigaction` keeps it there from now on
+        // and records the program's handler, which ours calls for every
+        // `SIGURG` that is not a sampling request.
+        crate::sigchain::set_sampler(true);
         let ok = os_sigaction(SIGNAL, &sa, std::ptr::null_mut()) == 0;
         if !ok {
             INSTALLED.store(false, Ordering::Release);
+            crate::sigchain::set_sampler(false);
         }
         ok
     }
@@ -344,16 +301,10 @@ extern "C" fn on_signal(sig: libc::c_int, info: *mut libc::siginfo_t, ctx: *mut 
         // The program's own SIGURG (a standard signal: one that arrived
         // with a request pending merged with it, so the request is
         // answered above and the program's handler runs too).
-        #[cfg(all(
-            feature = "transparent",
-            target_os = "linux",
-            target_env = "gnu",
-            any(target_arch = "x86_64", target_arch = "aarch64")
-        ))]
-        // SAFETY: the kernel's arguments, forwarded.
-        unsafe {
-            crate::transparent::chain_signal(sig, info, ctx)
-        };
+        if let Some(h) = crate::sigchain::hooks() {
+            // SAFETY: the kernel's arguments, forwarded.
+            unsafe { (h.chain)(sig, info, ctx) };
+        }
     }
     let _ = sig;
     // SAFETY: as above; restores the interrupted code's errno.

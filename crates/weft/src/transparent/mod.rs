@@ -345,7 +345,6 @@ mod hooks;
 mod signals;
 mod sys;
 
-pub(crate) use signals::{chain_signal, is_signal_wrapper, real_sigaction};
 
 use std::sync::atomic::{AtomicU8, AtomicU64, Ordering};
 

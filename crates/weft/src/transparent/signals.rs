@@ -221,7 +221,7 @@ pub unsafe extern "C" fn sigaction(
         // SAFETY: forwarded.
         return unsafe { real_sigaction(sig, act, old) };
     };
-    if sig == libc::SIGURG && crate::sample::installed() {
+    if sig == libc::SIGURG && crate::sigchain::sampler_installed() {
         // Weft's sampling handler stays; the program's is recorded and
         // called for the program's own SIGURGs.
         if !old.is_null() {
@@ -317,3 +317,20 @@ pub unsafe extern "C" fn bsd_signal(sig: c_int, h: sighandler_t) -> sighandler_t
 pub unsafe extern "C" fn sysv_signal(sig: c_int, h: sighandler_t) -> sighandler_t {
     set_handler(sig, h, libc::SA_RESETHAND | libc::SA_NODEFER, false)
 }
+
+/// What the stack sampler borrows from these hooks (`sigchain`).
+static SIGCHAIN: crate::sigchain::Hooks = crate::sigchain::Hooks {
+    real_sigaction,
+    is_wrapper: is_signal_wrapper,
+    chain: chain_signal,
+};
+
+extern "C" fn register_sigchain() {
+    crate::sigchain::register(&SIGCHAIN);
+}
+
+/// Registered before `main` (an `.init_array` constructor), before any
+/// runtime can install the sampler.
+#[used]
+#[unsafe(link_section = ".init_array")]
+static REGISTER_SIGCHAIN: extern "C" fn() = register_sigchain;
