@@ -85,15 +85,20 @@
 //! stays untouched address space. Mount and unmount each add the mirror
 //! copy, the `dtv` sync and a `wrfsbase` (5 ns on the 2-core VM these were
 //! measured on). Measured 2026-11-25, areas against
-//! `WEFT_THREAD_LOCALS=carrier`, the same binaries back to back:
+//! `WEFT_THREAD_LOCALS=carrier`, the same binaries back to back (medians;
+//! `weft-bench --only spawn,pingpong --runtimes weft --runs 5`, quiet
+//! machine, load 0.8; the 100k-sleep row from `--only sleep-100k --runs 3`
+//! on a busy one):
 //!
-//! | | areas | shared | command |
-//! |---|---|---|---|
-//! | parked thread, 1M | 8.90 KiB | 4.90 KiB | `cargo run --release -p weft --example parked_memory -- 1000000` |
-//! | ping-pong round trip | 208 ns | 180 ns | `weft-bench --only pingpong,spawn,sleep-100k --runtimes weft --runs 3` |
-//! | spawn + join from `main` | 757 ns | 598 ns | (the same) |
-//! | 100k × sleep(1 s): peak RSS | 887 MiB | 497 MiB | (the same) |
+//! | | areas | shared |
+//! |---|---|---|
+//! | parked thread, 1M (`cargo run --release -p weft --example parked_memory -- 1000000`) | 8.90 KiB | 4.90 KiB |
+//! | ping-pong round trip | 187 ns (185–189) | 188 ns (186–199) |
+//! | spawn + join | 730 ns (689–845) | 691 ns (579–788) |
+//! | spawn + join from `main` | 578 ns (562–776) | 679 ns (564–741) |
+//! | 100k × sleep(1 s): peak RSS | 887 MiB | 497 MiB |
 //!
+//! On the busy machine ping-pong was 208 against 180 ns.
 //! Instructions (callgrind): 1,423 against 1,100 per ping-pong round trip,
 //! 6,376 against 4,611 per spawn.
 //!
