@@ -345,7 +345,6 @@ mod hooks;
 mod signals;
 mod sys;
 
-
 use std::sync::atomic::{AtomicU8, AtomicU64, Ordering};
 
 /// Names of the calls counted in [`parks`], in its order.
