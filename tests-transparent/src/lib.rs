@@ -141,3 +141,32 @@ pub fn watchdog(what: &'static str, limit: Duration) -> Watchdog {
         )
     })
 }
+
+/// A connected `AF_UNIX` stream socket pair (raw descriptors).
+pub fn socketpair() -> [i32; 2] {
+    let mut sv = [0i32; 2];
+    // SAFETY: socketpair into a 2-int array.
+    let r = unsafe { libc::socketpair(libc::AF_UNIX, libc::SOCK_STREAM, 0, sv.as_mut_ptr()) };
+    assert_eq!(r, 0);
+    sv
+}
+
+/// Serialises the tests of one binary that count descriptors or reuse
+/// descriptor numbers (the harness runs tests in parallel).
+pub fn one_at_a_time() -> std::sync::MutexGuard<'static, ()> {
+    static LOCK: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    LOCK.lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+/// Waits until `h`'s thread is parked in the hooked `call` (or has
+/// finished: then the test's assertion on its result tells what went
+/// wrong).
+pub fn parked_in<T>(h: &weft::JoinHandle<T>, call: &str) {
+    let t = h.thread();
+    while !matches!(t.blocker(), weft::Blocker::Call { call: c, .. } if c == call)
+        && !h.is_finished()
+    {
+        std::thread::sleep(Duration::from_millis(1));
+    }
+}

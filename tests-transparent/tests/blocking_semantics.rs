@@ -11,8 +11,7 @@ use std::os::unix::thread::JoinHandleExt;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Barrier};
 use std::time::Duration;
-
-use weft_transparent_tests::{strict_runtime, watchdog};
+use weft_transparent_tests::{parked_in, socketpair, strict_runtime, watchdog};
 
 const LIMIT: Duration = Duration::from_secs(60);
 
@@ -20,25 +19,6 @@ fn tcp_pair() -> (TcpStream, TcpStream) {
     let l = TcpListener::bind("127.0.0.1:0").unwrap();
     let c = TcpStream::connect(l.local_addr().unwrap()).unwrap();
     (c, l.accept().unwrap().0)
-}
-
-fn socketpair() -> [i32; 2] {
-    let mut sv = [0i32; 2];
-    // SAFETY: socketpair into a 2-int array.
-    let r = unsafe { libc::socketpair(libc::AF_UNIX, libc::SOCK_STREAM, 0, sv.as_mut_ptr()) };
-    assert_eq!(r, 0);
-    sv
-}
-
-/// Waits until `h`'s thread is parked in `call` (or has finished: then
-/// the test's assertion on its result tells what went wrong).
-fn parked_in<T>(h: &weft::JoinHandle<T>, call: &str) {
-    let t = h.thread();
-    while !matches!(t.blocker(), weft::Blocker::Call { call: c, .. } if c == call)
-        && !h.is_finished()
-    {
-        std::thread::sleep(Duration::from_millis(1));
-    }
 }
 
 /// The peer sends 100 bytes in two parts of 50, the second once the

@@ -2,22 +2,7 @@
 //! its tests one at a time: they watch descriptor numbers, which any other
 //! test running beside them could take.
 
-use std::sync::{Mutex, MutexGuard, PoisonError};
-
-use weft_transparent_tests::strict_runtime;
-
-fn one_at_a_time() -> MutexGuard<'static, ()> {
-    static LOCK: Mutex<()> = Mutex::new(());
-    LOCK.lock().unwrap_or_else(PoisonError::into_inner)
-}
-
-fn socketpair() -> [i32; 2] {
-    let mut sv = [0i32; 2];
-    // SAFETY: socketpair into a 2-int array.
-    let r = unsafe { libc::socketpair(libc::AF_UNIX, libc::SOCK_STREAM, 0, sv.as_mut_ptr()) };
-    assert_eq!(r, 0);
-    sv
-}
+use weft_transparent_tests::{one_at_a_time, socketpair, strict_runtime};
 
 /// A virtual thread parked in `read` on `fd`, and the closer's work, on one
 /// carrier: returns the reader's `(result, errno)`.

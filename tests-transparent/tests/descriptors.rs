@@ -3,40 +3,16 @@
 //! sleep. Its own test binary, its tests one at a time: they watch
 //! descriptor numbers, which any other test running beside them could take.
 
-use std::sync::{Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
-
-use weft_transparent_tests::{strict_runtime, watchdog};
+use weft_transparent_tests::{one_at_a_time, parked_in, socketpair, strict_runtime, watchdog};
 
 const LIMIT: Duration = Duration::from_secs(60);
-
-fn one_at_a_time() -> MutexGuard<'static, ()> {
-    static LOCK: Mutex<()> = Mutex::new(());
-    LOCK.lock().unwrap_or_else(PoisonError::into_inner)
-}
-
-fn socketpair() -> [i32; 2] {
-    let mut sv = [0i32; 2];
-    // SAFETY: socketpair into a 2-int array.
-    let r = unsafe { libc::socketpair(libc::AF_UNIX, libc::SOCK_STREAM, 0, sv.as_mut_ptr()) };
-    assert_eq!(r, 0);
-    sv
-}
 
 fn errno() -> Option<i32> {
     std::io::Error::last_os_error().raw_os_error()
 }
 
 /// Parks the caller's loop until `h` is parked in `call` or finished.
-fn parked_in<T>(h: &weft::JoinHandle<T>, call: &str) {
-    let t = h.thread();
-    while !matches!(t.blocker(), weft::Blocker::Call { call: c, .. } if c == call)
-        && !h.is_finished()
-    {
-        std::thread::sleep(Duration::from_millis(1));
-    }
-}
-
 /// A socket Weft manages (a virtual thread read it) is the target of a
 /// `dup2` that fails (bad source) and a `dup3` that fails (bad flags). Its
 /// next read on a virtual thread still parks until data comes, as a

@@ -11,19 +11,12 @@
 
 use std::io::{Read, Write};
 use std::os::fd::AsRawFd;
-use std::sync::{Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
-
-use weft_transparent_tests::{raise_fd_limit, strict_runtime, watchdog};
+use weft_transparent_tests::{one_at_a_time, raise_fd_limit, strict_runtime, watchdog};
 
 /// More waits than `weft::offload`'s default bound of 512 threads.
 const N: usize = 600;
 const LIMIT: Duration = Duration::from_secs(120);
-
-fn one_at_a_time() -> MutexGuard<'static, ()> {
-    static LOCK: Mutex<()> = Mutex::new(());
-    LOCK.lock().unwrap_or_else(PoisonError::into_inner)
-}
 
 /// Waits (yielding) until every thread is parked in `call`.
 fn all_parked_in(ts: &[weft::Thread], call: &str) {

@@ -7,11 +7,10 @@
 //! Its own test binary, its tests one at a time: they count parks and
 //! install process-wide handlers.
 
+use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicI32, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
-
-use weft_transparent_tests::{Watchdog, raise_fd_limit, strict_runtime};
+use weft_transparent_tests::{Watchdog, one_at_a_time, raise_fd_limit, strict_runtime};
 
 const LIMIT: Duration = Duration::from_secs(60);
 
@@ -22,11 +21,6 @@ fn watchdog(what: &'static str) -> Watchdog {
     Watchdog::new(what, LIMIT, || {
         "a hooked call inside a signal handler parked or waited for a lock".to_string()
     })
-}
-
-fn one_at_a_time() -> MutexGuard<'static, ()> {
-    static LOCK: Mutex<()> = Mutex::new(());
-    LOCK.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
 fn parks_in(call: &str) -> u64 {
