@@ -533,6 +533,7 @@ mod imp {
         unsafe extern "C" fn(unsafe extern "C" fn(*mut c_void), *mut c_void, *mut c_void) -> c_int;
     type GetSpecific = unsafe extern "C" fn(pthread_key_t) -> *mut c_void;
     type SetSpecific = unsafe extern "C" fn(pthread_key_t, *const c_void) -> c_int;
+    type KeyDelete = unsafe extern "C" fn(pthread_key_t) -> c_int;
     type KeyCreate = unsafe extern "C" fn(
         *mut pthread_key_t,
         Option<unsafe extern "C" fn(*mut c_void)>,
@@ -558,6 +559,7 @@ mod imp {
     static REAL_GET: AtomicPtr<c_void> = AtomicPtr::new(std::ptr::null_mut());
     static REAL_SET: AtomicPtr<c_void> = AtomicPtr::new(std::ptr::null_mut());
     static REAL_CREATE: AtomicPtr<c_void> = AtomicPtr::new(std::ptr::null_mut());
+    static REAL_DELETE: AtomicPtr<c_void> = AtomicPtr::new(std::ptr::null_mut());
 
     /// Destructors of pthread keys created through [`pthread_key_create`],
     /// by key (glibc's keys are below PTHREAD_KEYS_MAX, 1024).
@@ -664,6 +666,25 @@ mod imp {
             }
         }
         0
+    }
+
+    /// `pthread_key_delete`: glibc's, forgetting the key's destructor (a
+    /// virtual thread that still holds a value of it does not run it at
+    /// its end, as glibc would not).
+    ///
+    /// # Safety
+    ///
+    /// As glibc's.
+    #[unsafe(no_mangle)]
+    pub unsafe extern "C" fn pthread_key_delete(key: pthread_key_t) -> c_int {
+        if let Some(slot) = KEY_DTORS.get(key as usize) {
+            slot.store(0, Ordering::Release);
+        }
+        // SAFETY: glibc's function of this signature.
+        let real: KeyDelete =
+            unsafe { std::mem::transmute(real(&REAL_DELETE, c"pthread_key_delete")) };
+        // SAFETY: forwarded unchanged.
+        unsafe { real(key) }
     }
 
     /// `pthread_key_create`: glibc's, remembering the destructor so that a

@@ -276,3 +276,59 @@ fn carrier_thread_locals_is_the_opt_out() {
         .collect();
     assert_eq!(ids.len(), 1, "threads of one carrier share its std thread");
 }
+
+static KEY_DTOR_RUNS: AtomicUsize = AtomicUsize::new(0);
+
+unsafe extern "C" fn count_key_dtor(_: *mut libc::c_void) {
+    KEY_DTOR_RUNS.fetch_add(1, Ordering::SeqCst);
+}
+
+/// pthread keys are per virtual thread too: each thread sees only its own
+/// value, the key's destructor runs at each thread's end — and not for a
+/// key deleted meanwhile, as glibc does.
+#[test]
+fn pthread_key_values_are_per_virtual_thread_and_destroyed_at_its_end() {
+    if !areas_supported() {
+        return;
+    }
+    let rt = runtime(1);
+    let mut key: libc::pthread_key_t = 0;
+    // SAFETY: a valid out pointer and destructor.
+    assert_eq!(
+        unsafe { libc::pthread_key_create(&mut key, Some(count_key_dtor)) },
+        0
+    );
+    const N: usize = 20;
+    let all_in = Arc::new(weft::sync::Barrier::new(N));
+    let hs: Vec<_> = (0..N)
+        .map(|i| {
+            let all_in = all_in.clone();
+            rt.spawn(move || {
+                // SAFETY: a key of this process; the value is a plain number.
+                unsafe { libc::pthread_setspecific(key, (i + 1) as *const libc::c_void) };
+                all_in.wait();
+                // SAFETY: as above.
+                unsafe { libc::pthread_getspecific(key) as usize }
+            })
+        })
+        .collect();
+    for (i, h) in hs.into_iter().enumerate() {
+        assert_eq!(join_within("thread", LIMIT, h).unwrap(), i + 1);
+    }
+    assert_eq!(KEY_DTOR_RUNS.load(Ordering::SeqCst), N);
+    // A key deleted while a thread holds a value: no destructor at its end.
+    let (tx, rx) = weft::channel::bounded::<()>(1);
+    let h = rt.spawn(move || {
+        // SAFETY: as above.
+        unsafe { libc::pthread_setspecific(key, 1 as *const libc::c_void) };
+        rx.recv().unwrap();
+    });
+    while h.thread().state() != weft::State::Parked {
+        std::thread::yield_now();
+    }
+    // SAFETY: the key exists.
+    assert_eq!(unsafe { libc::pthread_key_delete(key) }, 0);
+    tx.send(()).unwrap();
+    join_within("thread", LIMIT, h).unwrap();
+    assert_eq!(KEY_DTOR_RUNS.load(Ordering::SeqCst), N);
+}
