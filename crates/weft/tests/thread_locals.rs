@@ -294,10 +294,8 @@ fn pthread_key_values_are_per_virtual_thread_and_destroyed_at_its_end() {
     let rt = runtime(1);
     let mut key: libc::pthread_key_t = 0;
     // SAFETY: a valid out pointer and destructor.
-    assert_eq!(
-        unsafe { libc::pthread_key_create(&mut key, Some(count_key_dtor)) },
-        0
-    );
+    let created = unsafe { libc::pthread_key_create(&mut key, Some(count_key_dtor)) };
+    assert_eq!(created, 0);
     const N: usize = 20;
     let all_in = Arc::new(weft::sync::Barrier::new(N));
     let hs: Vec<_> = (0..N)
@@ -320,7 +318,7 @@ fn pthread_key_values_are_per_virtual_thread_and_destroyed_at_its_end() {
     let (tx, rx) = weft::channel::bounded::<()>(1);
     let h = rt.spawn(move || {
         // SAFETY: as above.
-        unsafe { libc::pthread_setspecific(key, 1 as *const libc::c_void) };
+        unsafe { libc::pthread_setspecific(key, std::ptr::dangling::<libc::c_void>()) };
         rx.recv().unwrap();
     });
     while h.thread().state() != weft::State::Parked {
