@@ -116,12 +116,14 @@ fn quick_run_of_every_experiment() {
         "{v:?} vs {p:?}"
     );
 
-    // E7: three drivers; events are reported. The platform and weft-lock
-    // drivers serve; the std-lock driver on virtual threads either serves
-    // or hits the pinning deadlock (affinity), and then says so.
+    // E7: four drivers; the in-process ones report events. The platform
+    // and weft-lock drivers serve; the std-lock driver on virtual threads
+    // either serves or hits the pinning deadlock (affinity), and then says
+    // so; with `transparent` (its own process) it serves, std's waits
+    // parking the virtual threads.
     let e7 = rows(results, Experiment::E7);
-    assert_eq!(e7.len(), 3);
-    for r in e7 {
+    assert_eq!(e7.len(), 4);
+    for r in e7.iter().filter(|r| !r.label.contains("transparent")) {
         assert!(
             r.notes.iter().any(|n| n.contains("runtime events")),
             "{r:?}"
@@ -134,6 +136,11 @@ fn quick_run_of_every_experiment() {
         "{pinned:?}"
     );
     assert!(rps(&by(e7, Mode::Virtual, "weft::sync")) > 100.0);
+    let transparent = by(e7, Mode::Virtual, "transparent");
+    assert!(
+        rps(&transparent) > 100.0 && transparent.errors == 0,
+        "{transparent:?}"
+    );
 
     // E8: the unchanged service (ureq + redis over std::net) serves every
     // request in both modes; on virtual threads its process needs a few OS
