@@ -70,7 +70,7 @@
 use crate::unpoison::Unpoison;
 use std::sync::Mutex;
 use std::sync::OnceLock;
-use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU32, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicI32, AtomicU32, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 /// Frames recorded per sample.
@@ -120,9 +120,6 @@ static SLOT: Slot = Slot {
 
 /// One sampler at a time (the slot is single).
 static SAMPLER: Mutex<()> = Mutex::new(());
-
-/// Set once Weft's handler is installed for [`SIGNAL`].
-static INSTALLED: AtomicBool = AtomicBool::new(false);
 
 /// Whether sampling is on (handler installed), decided once.
 fn enabled() -> bool {
@@ -183,14 +180,12 @@ fn install() -> bool {
         // alternate stack, where the thread has one.
         sa.sa_flags = libc::SA_SIGINFO | libc::SA_RESTART | libc::SA_ONSTACK;
         libc::sigemptyset(&mut sa.sa_mask);
-        INSTALLED.store(true, Ordering::Release);
         // The `transparent` hook of `sigaction` keeps it there from now on
         // and records the program's handler, which ours calls for every
         // `SIGURG` that is not a sampling request.
         crate::sigchain::set_sampler(true);
         let ok = os_sigaction(SIGNAL, &sa, std::ptr::null_mut()) == 0;
         if !ok {
-            INSTALLED.store(false, Ordering::Release);
             crate::sigchain::set_sampler(false);
         }
         ok
