@@ -25,17 +25,31 @@
 //! The threads come from the registry (`thread/registry.rs`), which every
 //! virtual thread is in from spawn to exit; a dump only iterates it.
 
-use crate::unpoison::Unpoison;
 use std::collections::{HashMap, HashSet};
-use std::fmt::{self, Write as _};
+use std::fmt;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant, SystemTime};
 
-use crate::symbols::{Frame, Resolver};
+use crate::sample::sample;
+use crate::sched::mounted_carriers;
+use crate::symbols::{Frame, Resolver, format_stack};
+#[cfg(not(loom))]
+use crate::sync::{Mutex as WeftMutex, MutexGuard};
 use crate::thread::capture::CaptureJob;
-use crate::thread::registry::{ROOT, all_threads};
-use crate::thread::{Blocker, State, Thread, ThreadId};
+use crate::thread::registry::{ROOT, all_threads, containers};
+use crate::thread::{
+    Blocker, State, Thread, ThreadId, VThread, borrow_parked, current, inner_activity,
+    inner_blocker, inner_state, park_deadline, take_interrupt,
+};
+use crate::unpoison::Unpoison;
+
+mod group;
+mod json;
+mod live;
+
+pub use group::{StackGroup, ThreadGroups};
+pub use live::{CarrierInfo, CarrierState, StateCounts, carriers, state_counts};
 
 // ---------------------------------------------------------------------------
 // The snapshot.
@@ -132,6 +146,7 @@ const CAPTURE_TIMEOUT: Duration = Duration::from_secs(1);
 ///
 /// Parked threads are briefly resumed to record their stacks (see the
 /// module docs); everything else is read without stopping anyone.
+/// [`Dump::groups`] folds the threads into groups of identical stacks.
 ///
 /// # Examples
 ///
@@ -155,41 +170,76 @@ const CAPTURE_TIMEOUT: Duration = Duration::from_secs(1);
 /// assert!(h.join().unwrap().is_err());
 /// ```
 pub fn dump() -> Dump {
-    // One dump at a time: a thread holds one capture request at a time, so
-    // a second, concurrent dump would find it taken and list it without a
-    // stack. A weft mutex: a virtual thread waiting here parks.
-    // (Loom builds model the primitives, whose `new` is not `const`.)
-    #[cfg(not(loom))]
-    static ONE_AT_A_TIME: crate::sync::Mutex<()> = crate::sync::Mutex::new(());
-    #[cfg(not(loom))]
-    let _one = ONE_AT_A_TIME.lock().unpoison();
+    let _one = one_at_a_time();
     let t0 = Instant::now();
     let threads = all_threads();
-    // Read states, blockers and carriers before borrowing anyone for a
-    // stack: the borrow itself passes through Runnable and Running.
-    let carriers = crate::sched::mounted_carriers();
-    let before: Vec<Seen> = threads
+    // States, blockers and carriers first: borrowing a thread for its stack
+    // passes it through Runnable and Running.
+    let seen = read_states(&threads);
+    // Running and pinned threads next, so that their samples match the
+    // states just read; the parked ones can take a while on busy carriers.
+    let mut stacks = sample_running(&threads, &seen);
+    stacks.extend(capture_parked(&threads, &seen));
+    let mut infos = resolve(&threads, seen, &stacks);
+    infos.sort_by_key(|t| t.id);
+    let index: HashMap<u64, usize> = infos
+        .iter()
+        .enumerate()
+        .map(|(i, t)| (t.id.as_u64().get(), i))
+        .collect();
+    link_owners(&mut infos, &index);
+    let deadlocks = find_deadlocks(&infos, &index);
+    let containers = build_containers(&infos);
+    Dump {
+        pid: std::process::id(),
+        time: SystemTime::now(),
+        took: t0.elapsed(),
+        threads: infos,
+        containers,
+        deadlocks,
+    }
+}
+
+/// One dump at a time: a thread holds one capture request at a time, so a
+/// second, concurrent dump would find it taken and list it without a
+/// stack. A weft mutex: a virtual thread waiting here parks. (Loom builds
+/// model the primitives, whose `new` is not `const`.)
+#[cfg(not(loom))]
+fn one_at_a_time() -> MutexGuard<'static, ()> {
+    static ONE_AT_A_TIME: WeftMutex<()> = WeftMutex::new(());
+    ONE_AT_A_TIME.lock().unpoison()
+}
+
+#[cfg(loom)]
+fn one_at_a_time() {}
+
+/// What each thread is doing, read without stopping it.
+fn read_states(threads: &[Arc<VThread>]) -> Vec<Seen> {
+    let carriers = mounted_carriers();
+    threads
         .iter()
         .map(|t| {
             let home = t.home_carrier();
             Seen {
-                state: crate::thread::inner_state(t),
-                blocker: crate::thread::inner_blocker(t),
-                activity: crate::thread::inner_activity(t),
+                state: inner_state(t),
+                blocker: inner_blocker(t),
+                activity: inner_activity(t),
                 carrier: carriers.get(&(Arc::as_ptr(t) as usize)).copied(),
                 home,
                 home_stalled: home
                     .is_some_and(|h| t.runtime_shared().is_some_and(|s| s.carrier_held(h))),
             }
         })
-        .collect();
-    // Threads running on a carrier (or blocked in the kernel there): sample
-    // the carrier's stack (see `sample.rs`), kept only if the carrier was
-    // still on the same thread and switch afterwards. First, before the
-    // parked threads are asked for theirs (which can take a while on busy
-    // carriers): the samples then match the states just read.
-    let mut sampled: HashMap<u64, Vec<usize>> = HashMap::new();
-    for (t, seen) in threads.iter().zip(&before) {
+        .collect()
+}
+
+/// Return addresses of the threads running on a carrier (or blocked in
+/// the kernel there), by id: the carrier's stack, sampled by a signal
+/// (`sample.rs`), kept only if the carrier was still on the same thread
+/// and switch afterwards.
+fn sample_running(threads: &[Arc<VThread>], seen: &[Seen]) -> HashMap<u64, Vec<usize>> {
+    let mut sampled = HashMap::new();
+    for (t, seen) in threads.iter().zip(seen) {
         let (Some(i), State::Running | State::Pinned) = (seen.carrier, seen.state) else {
             continue;
         };
@@ -199,7 +249,7 @@ pub fn dump() -> Dump {
         let Some((tid, sw)) = shared.carrier_running(i, t) else {
             continue;
         };
-        if let Some(ips) = crate::sample::sample(tid)
+        if let Some(ips) = sample(tid)
             && shared
                 .carrier_running(i, t)
                 .is_some_and(|(_, now)| now == sw)
@@ -207,87 +257,101 @@ pub fn dump() -> Dump {
             sampled.insert(Thread::peek_name_id(t).1, ips);
         }
     }
+    sampled
+}
+
+/// Return addresses of the parked threads, by id: each is borrowed and
+/// records its own stack (see the module docs).
+fn capture_parked(threads: &[Arc<VThread>], seen: &[Seen]) -> Vec<(u64, Vec<usize>)> {
     let job = Arc::new(CaptureJob {
         results: Mutex::new(Vec::new()),
         pending: AtomicUsize::new(1),
-        waiter: crate::current(),
+        waiter: current(),
     });
-    for (t, seen) in threads.iter().zip(&before) {
+    for (t, seen) in threads.iter().zip(seen) {
         // A thread bound to a carrier that another thread holds (a stall,
         // a pinned wait) cannot run to record its stack: list it without
         // one rather than wait for it.
-        if !t.park.is_parked() || seen.home_stalled {
-            continue;
-        }
-        let raw = Arc::into_raw(job.clone()) as *mut CaptureJob as *mut ();
-        if t.capture_job
-            .compare_exchange(
-                std::ptr::null_mut(),
-                raw,
-                Ordering::AcqRel,
-                Ordering::Acquire,
-            )
-            .is_err()
-        {
-            // SAFETY: not published; reclaim our count.
-            drop(unsafe { Arc::from_raw(raw as *const CaptureJob) });
-            continue;
-        }
-        job.pending.fetch_add(1, Ordering::AcqRel);
-        if !crate::thread::borrow_parked(t) {
-            // It woke up on its own: it will see the job at its next park,
-            // or never. Withdraw the request if it is still there.
-            let p = t.capture_job.swap(std::ptr::null_mut(), Ordering::AcqRel);
-            if !p.is_null() {
-                // SAFETY: we took back the count we published.
-                drop(unsafe { Arc::from_raw(p as *const CaptureJob) });
-                job.pending.fetch_sub(1, Ordering::AcqRel);
-            }
+        if t.park.is_parked() && !seen.home_stalled {
+            request_capture(&job, t);
         }
     }
     // Our own initial count.
     if job.pending.fetch_sub(1, Ordering::AcqRel) != 1 {
-        // Wait while the threads make progress: a slow machine finishes,
-        // a carrier that never comes back costs one timeout.
-        let mut deadline = Instant::now() + CAPTURE_TIMEOUT;
-        let mut left = job.pending.load(Ordering::Acquire);
-        let was = crate::thread::take_interrupt();
-        loop {
-            let now_left = job.pending.load(Ordering::Acquire);
-            if now_left == 0 {
-                break;
-            }
-            let now = Instant::now();
-            if now >= deadline {
-                if now_left >= left {
-                    break; // no thread reported for a whole timeout
-                }
-                left = now_left;
-                deadline = now + CAPTURE_TIMEOUT;
-            }
-            crate::thread::park_deadline(Some(deadline));
-        }
-        if was {
-            crate::current().interrupt_flag_restore();
+        wait_for_captures(&job);
+    }
+    std::mem::take(&mut *job.results.lock().unpoison())
+}
+
+/// Leaves `job` in parked thread `t` and borrows it to answer; withdraws
+/// the request if `t` woke up on its own meanwhile.
+fn request_capture(job: &Arc<CaptureJob>, t: &Arc<VThread>) {
+    let raw = Arc::into_raw(job.clone()) as *mut CaptureJob as *mut ();
+    if t.capture_job
+        .compare_exchange(
+            std::ptr::null_mut(),
+            raw,
+            Ordering::AcqRel,
+            Ordering::Acquire,
+        )
+        .is_err()
+    {
+        // SAFETY: not published; reclaim our count.
+        drop(unsafe { Arc::from_raw(raw as *const CaptureJob) });
+        return;
+    }
+    job.pending.fetch_add(1, Ordering::AcqRel);
+    if !borrow_parked(t) {
+        // It woke up on its own: it will see the job at its next park, or
+        // never. Withdraw the request if it is still there.
+        let p = t.capture_job.swap(std::ptr::null_mut(), Ordering::AcqRel);
+        if !p.is_null() {
+            // SAFETY: we took back the count we published.
+            drop(unsafe { Arc::from_raw(p as *const CaptureJob) });
+            job.pending.fetch_sub(1, Ordering::AcqRel);
         }
     }
-    let mut stacks: HashMap<u64, Vec<usize>> = std::mem::take(&mut *job.results.lock().unpoison())
-        .into_iter()
-        .collect();
-    stacks.extend(sampled);
+}
+
+/// Waits while the borrowed threads keep reporting: a slow machine
+/// finishes, a carrier that never comes back costs one
+/// [`CAPTURE_TIMEOUT`]. The caller's interrupt flag is kept.
+fn wait_for_captures(job: &CaptureJob) {
+    let mut deadline = Instant::now() + CAPTURE_TIMEOUT;
+    let mut left = job.pending.load(Ordering::Acquire);
+    let was = take_interrupt();
+    loop {
+        let now_left = job.pending.load(Ordering::Acquire);
+        if now_left == 0 {
+            break;
+        }
+        let now = Instant::now();
+        if now >= deadline {
+            if now_left >= left {
+                break; // no thread reported for a whole timeout
+            }
+            left = now_left;
+            deadline = now + CAPTURE_TIMEOUT;
+        }
+        park_deadline(Some(deadline));
+    }
+    if was {
+        current().interrupt_flag_restore();
+    }
+}
+
+/// The dump's entries: what was read, and the stacks symbolized (once per
+/// distinct stack).
+fn resolve(
+    threads: &[Arc<VThread>],
+    seen: Vec<Seen>,
+    stacks: &HashMap<u64, Vec<usize>>,
+) -> Vec<ThreadInfo> {
     let mut resolver = Resolver::default();
-    let mut infos: Vec<ThreadInfo> = threads
+    threads
         .iter()
-        .zip(before)
+        .zip(seen)
         .map(|(t, seen)| {
-            let Seen {
-                state,
-                blocker,
-                activity,
-                carrier,
-                home,
-                home_stalled,
-            } = seen;
             let th = Thread { inner: t.clone() };
             let id = th.id();
             let stack = stacks
@@ -298,27 +362,24 @@ pub fn dump() -> Dump {
                 id,
                 name: th.name().map(str::to_owned),
                 is_virtual: true,
-                state,
-                carrier,
-                home,
-                home_stalled,
-                blocker,
-                activity,
+                state: seen.state,
+                carrier: seen.carrier,
+                home: seen.home,
+                home_stalled: seen.home_stalled,
+                blocker: seen.blocker,
+                activity: seen.activity,
                 owns: Vec::new(),
                 stack,
                 container: t.container,
             }
         })
-        .collect();
-    infos.sort_by_key(|t| t.id);
-    // Owners, from what waiters are blocked on.
-    let index: HashMap<u64, usize> = infos
-        .iter()
-        .enumerate()
-        .map(|(i, t)| (t.id.as_u64().get(), i))
-        .collect();
+        .collect()
+}
+
+/// Fills [`ThreadInfo::owns`] from what the waiters are blocked on.
+fn link_owners(infos: &mut [ThreadInfo], index: &HashMap<u64, usize>) {
     let mut owns: Vec<(usize, usize)> = Vec::new();
-    for t in &infos {
+    for t in infos.iter() {
         if let Blocker::Lock {
             addr,
             owner: Some(o),
@@ -334,20 +395,10 @@ pub fn dump() -> Dump {
             infos[i].owns.push(addr);
         }
     }
-    let deadlocks = find_deadlocks(&infos, &index);
-    let containers = build_containers(&infos);
-    Dump {
-        pid: std::process::id(),
-        time: SystemTime::now(),
-        took: t0.elapsed(),
-        threads: infos,
-        containers,
-        deadlocks,
-    }
 }
 
 fn build_containers(infos: &[ThreadInfo]) -> Vec<Container> {
-    let table = crate::thread::registry::containers();
+    let table = containers();
     let mut out = vec![Container {
         id: ROOT,
         name: "<root>".into(),
@@ -510,7 +561,7 @@ impl fmt::Display for Dump {
                 for a in &t.owns {
                     writeln!(f, "   - owns weft::sync::Mutex <{a:#x}>")?;
                 }
-                f.write_str(&crate::symbols::format_stack(&t.stack))?;
+                f.write_str(&format_stack(&t.stack))?;
             }
         }
         for cyc in &self.deadlocks {
@@ -522,134 +573,6 @@ impl fmt::Display for Dump {
             )?;
         }
         Ok(())
-    }
-}
-
-fn json_str(out: &mut String, s: &str) {
-    out.push('"');
-    for c in s.chars() {
-        match c {
-            '"' => out.push_str("\\\""),
-            '\\' => out.push_str("\\\\"),
-            '\n' => out.push_str("\\n"),
-            '\r' => out.push_str("\\r"),
-            '\t' => out.push_str("\\t"),
-            c if (c as u32) < 0x20 => {
-                let _ = write!(out, "\\u{:04x}", c as u32);
-            }
-            c => out.push(c),
-        }
-    }
-    out.push('"');
-}
-
-impl Dump {
-    /// JSON in the shape of JDK 25's `Thread.dump_to_file -format=json`:
-    /// `{"threadDump": {"processId", "time", "runtimeVersion",
-    /// "threadContainers": [{"container", "parent", "owner", "threads":
-    /// [{"tid", "name", "state", "virtual", "carrier", "parkBlocker",
-    /// "blockedOn", "owns", "stack"}], "threadCount"}], "deadlocks"}}`.
-    pub fn to_json(&self) -> String {
-        let mut o = String::with_capacity(256 + self.threads.len() * 256);
-        o.push_str("{\"threadDump\":{\"processId\":");
-        json_str(&mut o, &self.pid.to_string());
-        let _ = write!(o, ",\"time\":\"{:.3}\"", unix_secs(self.time));
-        o.push_str(",\"runtimeVersion\":");
-        json_str(&mut o, concat!("weft ", env!("CARGO_PKG_VERSION")));
-        o.push_str(",\"threadContainers\":[");
-        for (ci, c) in self.containers.iter().enumerate() {
-            if ci > 0 {
-                o.push(',');
-            }
-            o.push_str("{\"container\":");
-            json_str(&mut o, &c.name);
-            o.push_str(",\"parent\":");
-            match c
-                .parent
-                .and_then(|p| self.containers.iter().find(|x| x.id == p))
-            {
-                Some(p) => json_str(&mut o, &p.name),
-                None => o.push_str("null"),
-            }
-            o.push_str(",\"owner\":null,\"threads\":[");
-            for (k, &i) in c.threads.iter().enumerate() {
-                if k > 0 {
-                    o.push(',');
-                }
-                let t = &self.threads[i];
-                o.push_str("{\"tid\":");
-                json_str(&mut o, &t.id.as_u64().to_string());
-                o.push_str(",\"name\":");
-                json_str(&mut o, t.name.as_deref().unwrap_or(""));
-                o.push_str(",\"state\":");
-                json_str(&mut o, state_name(t.state));
-                o.push_str(",\"virtual\":true");
-                if let Some(a) = &t.activity {
-                    o.push_str(",\"activity\":");
-                    json_str(&mut o, a);
-                }
-                if let Some(c) = t.carrier {
-                    let _ = write!(o, ",\"carrier\":\"{c}\"");
-                }
-                if let Some(h) = t.home {
-                    let _ = write!(
-                        o,
-                        ",\"homeCarrier\":\"{h}\",\"homeStalled\":{}",
-                        t.home_stalled
-                    );
-                }
-                if let Some(b) = describe_blocker(&t.blocker) {
-                    o.push_str(",\"parkBlocker\":{\"object\":");
-                    json_str(&mut o, &b);
-                    if let Blocker::Lock {
-                        owner: Some(ow), ..
-                    } = t.blocker
-                    {
-                        let _ = write!(o, ",\"owner\":\"{ow}\"");
-                    }
-                    o.push('}');
-                }
-                if let Blocker::Lock { addr, .. } = t.blocker {
-                    let _ = write!(o, ",\"blockedOn\":\"weft::sync::Mutex@{addr:#x}\"");
-                }
-                o.push_str(",\"owns\":[");
-                for (k, a) in t.owns.iter().enumerate() {
-                    if k > 0 {
-                        o.push(',');
-                    }
-                    let _ = write!(o, "\"weft::sync::Mutex@{a:#x}\"");
-                }
-                o.push_str("],\"stack\":[");
-                for (k, fr) in t.stack.iter().enumerate() {
-                    if k > 0 {
-                        o.push(',');
-                    }
-                    let s = match (&fr.file, fr.line) {
-                        (Some(file), Some(line)) => format!("{}({file}:{line})", fr.function),
-                        _ => fr.function.clone(),
-                    };
-                    json_str(&mut o, &s);
-                }
-                o.push_str("]}");
-            }
-            let _ = write!(o, "],\"threadCount\":\"{}\"}}", c.threads.len());
-        }
-        o.push_str("],\"deadlocks\":[");
-        for (k, cyc) in self.deadlocks.iter().enumerate() {
-            if k > 0 {
-                o.push(',');
-            }
-            o.push('[');
-            for (j, id) in cyc.iter().enumerate() {
-                if j > 0 {
-                    o.push(',');
-                }
-                let _ = write!(o, "\"{}\"", id.as_u64());
-            }
-            o.push(']');
-        }
-        o.push_str("]}}");
-        o
     }
 }
 
