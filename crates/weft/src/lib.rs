@@ -268,7 +268,10 @@ mod unpoison;
 
 pub use blocking::{DEFAULT_STALL_THRESHOLD, blocking, is_pinned, pinned};
 pub use builder::{Builder, spawn};
-pub use dump::{Container, Dump, ThreadInfo, dump};
+pub use dump::{
+    CarrierInfo, CarrierState, Container, Dump, StackGroup, StateCounts, ThreadGroups, ThreadInfo,
+    carriers, dump, state_counts,
+};
 pub use executor::Executor;
 pub use future::block_on;
 pub use local::LocalKey;
