@@ -10,6 +10,7 @@ use std::time::{Duration, Instant};
 
 use libc::c_int;
 
+use super::next;
 use super::sys::{self, raw};
 use crate::poll::{Interest, Registration, WaitError};
 use crate::thread::Blocker;
@@ -138,7 +139,11 @@ pub(super) fn classify(fd: c_int) -> u8 {
             if fl < 0 {
                 OTHER
             } else if fl & libc::O_NONBLOCK != 0 {
-                USER_NB
+                // Weft's own flag if a copy of this socket is Weft's.
+                match adopt(fd) {
+                    UNKNOWN => USER_NB,
+                    st => st,
+                }
             } else if sys::fcntl(fd, libc::F_SETFL, (fl | libc::O_NONBLOCK) as usize) < 0 {
                 OTHER
             } else {
@@ -211,6 +216,7 @@ fn let_go(h: Arc<Hooked>, removed: bool) {
 /// threads waiting on it (their retried call then fails with `EBADF`).
 pub(super) fn forget(fd: c_int) {
     set_state(fd, UNKNOWN);
+    forget_copy(fd);
     if NREGS.load(Ordering::Relaxed) == 0 || forked() || super::signals::in_handler() {
         // Inside a signal handler the interrupted code may hold `REGS`:
         // the number is left as closed behind the hooks' back (module
@@ -245,6 +251,22 @@ pub(super) fn forget_range(first: c_int, last: c_int) {
             set_state(fd, UNKNOWN);
         }
     }
+    if copies_usable() {
+        let mut g = COPIES.lock().unpoison();
+        if let Some(c) = g.as_mut() {
+            let gone: Vec<(c_int, FileId)> = c
+                .by_fd
+                .iter()
+                .filter(|&(&fd, _)| fd >= first && fd <= last)
+                .map(|(&fd, &id)| (fd, id))
+                .collect();
+            for (fd, id) in gone {
+                c.by_fd.remove(&fd);
+                remove_member(c, fd, id);
+            }
+            NCOPIES.store(c.by_fd.len(), Ordering::Relaxed);
+        }
+    }
     if NREGS.load(Ordering::Relaxed) == 0 || super::signals::in_handler() {
         return;
     }
@@ -261,6 +283,142 @@ pub(super) fn forget_range(first: c_int, last: c_int) {
         .unwrap_or_default();
     for fd in fds {
         forget(fd);
+    }
+}
+
+/// What identifies an open file, as [`sys::file_id`] reads it. A socket
+/// has one file description (it cannot be opened again by name), so two
+/// descriptors of one socket share its description exactly when their
+/// identities are equal.
+type FileId = (libc::mode_t, u64, u64);
+
+/// Sockets open on more than one descriptor through the hooked `dup`,
+/// `dup2`, `dup3` and `fcntl(F_DUPFD*)`, so that what the program sets
+/// through one (`O_NONBLOCK`) is seen through the others, as the kernel's
+/// per-description flag would be (module docs, "Semantics kept"). Only
+/// copies are here: a socket on one descriptor costs nothing.
+#[derive(Default)]
+struct Copies {
+    by_fd: HashMap<c_int, FileId>,
+    by_file: HashMap<FileId, Vec<c_int>>,
+}
+
+static COPIES: Mutex<Option<Copies>> = Mutex::new(None);
+/// Entries of `COPIES.by_fd`: callers skip the lock while there are none.
+static NCOPIES: AtomicUsize = AtomicUsize::new(0);
+
+/// Whether [`COPIES`] may be locked by this caller: not in a fork child
+/// (its holder may be a carrier the child does not have) nor in a signal
+/// handler (the interrupted code may hold it).
+fn copies_usable() -> bool {
+    NCOPIES.load(Ordering::Relaxed) != 0 && !forked() && !super::signals::in_handler()
+}
+
+/// Records that `new` is a copy of `old` (a successful `dup` of it), if
+/// `old` is a socket. Keeps errno.
+pub(super) fn note_copy(old: c_int, new: c_int) {
+    let st = state(old);
+    if old == new || st == OTHER || st == PIPE || forked() || super::signals::in_handler() {
+        return;
+    }
+    let Some(id) = sys::file_id(old) else { return };
+    if id.0 != libc::S_IFSOCK {
+        return;
+    }
+    let mut g = COPIES.lock().unpoison();
+    let c = g.get_or_insert_with(Copies::default);
+    for fd in [old, new] {
+        if let Some(prev) = c.by_fd.insert(fd, id)
+            && prev != id
+        {
+            remove_member(c, fd, prev);
+        }
+        let members = c.by_file.entry(id).or_default();
+        if !members.contains(&fd) {
+            members.push(fd);
+        }
+    }
+    NCOPIES.store(c.by_fd.len(), Ordering::Relaxed);
+}
+
+/// Takes `fd` out of its socket's list; a list left with one member is
+/// dropped (that socket is on one descriptor again).
+fn remove_member(c: &mut Copies, fd: c_int, id: FileId) {
+    let Some(members) = c.by_file.get_mut(&id) else {
+        return;
+    };
+    members.retain(|&m| m != fd);
+    if members.len() <= 1 {
+        for m in c.by_file.remove(&id).unwrap_or_default() {
+            c.by_fd.remove(&m);
+        }
+    }
+}
+
+/// `fd` is closed or about to be replaced: it is no copy of anything now.
+fn forget_copy(fd: c_int) {
+    if !copies_usable() {
+        return;
+    }
+    let mut g = COPIES.lock().unpoison();
+    let Some(c) = g.as_mut() else { return };
+    if let Some(id) = c.by_fd.remove(&fd) {
+        remove_member(c, fd, id);
+    }
+    NCOPIES.store(c.by_fd.len(), Ordering::Relaxed);
+}
+
+/// The other descriptors still open on `fd`'s socket, each checked
+/// against the socket's identity (a number closed behind the hooks' back
+/// and reused by another file is dropped). Keeps errno.
+pub(super) fn copies_of(fd: c_int) -> Vec<c_int> {
+    if !copies_usable() {
+        return Vec::new();
+    }
+    let mut g = COPIES.lock().unpoison();
+    let Some(c) = g.as_mut() else {
+        return Vec::new();
+    };
+    let Some(&id) = c.by_fd.get(&fd) else {
+        return Vec::new();
+    };
+    let (live, stale): (Vec<c_int>, Vec<c_int>) = c.by_file[&id]
+        .iter()
+        .copied()
+        .partition(|&m| sys::file_id(m) == Some(id));
+    for m in stale {
+        c.by_fd.remove(&m);
+        remove_member(c, m, id);
+    }
+    NCOPIES.store(c.by_fd.len(), Ordering::Relaxed);
+    if !live.contains(&fd) {
+        return Vec::new();
+    }
+    live.into_iter().filter(|&m| m != fd).collect()
+}
+
+/// For a descriptor Weft has no view of yet: the view of a copy of the
+/// same socket that Weft manages or the program made non-blocking (the
+/// kernel's `O_NONBLOCK` on it may be Weft's), recorded for `fd` too;
+/// `UNKNOWN` if there is none.
+pub(super) fn adopt(fd: c_int) -> u8 {
+    let st = copies_of(fd)
+        .into_iter()
+        .map(state)
+        .find(|&st| st == MANAGED || st == USER_NB)
+        .unwrap_or(UNKNOWN);
+    if st != UNKNOWN {
+        set_state(fd, st);
+    }
+    st
+}
+
+/// Records `st` (`MANAGED` or `USER_NB`) for `fd` and for every copy of its
+/// socket: the program's `O_NONBLOCK` is one per file description.
+pub(super) fn set_shared_state(fd: c_int, st: u8) {
+    set_state(fd, st);
+    for m in copies_of(fd) {
+        set_state(m, st);
     }
 }
 
@@ -402,6 +560,16 @@ pub(super) fn unless_eagain(r: isize) -> Option<isize> {
 /// far), and a stream read with `MSG_WAITALL`. A partial count is returned
 /// if an interrupt, the `SO_*TIMEO` deadline, end of file or an error
 /// ends it after some bytes moved.
+/// Whether a call on `fd` is left to the kernel, Weft not waiting for it
+/// (then it is libc's own call: `next.rs`): the caller asked not to wait,
+/// the program made the descriptor non-blocking, Weft does not manage it,
+/// or an OS thread calls on a descriptor no virtual thread made Weft's.
+/// `sock_call` waits for exactly the others.
+pub(super) fn kernel_waits(fd: c_int, dontwait: bool) -> bool {
+    let st = state(fd);
+    dontwait || st == OTHER || st == USER_NB || ((st == UNKNOWN || st == PIPE) && !on_virtual())
+}
+
 pub(super) fn sock_call(
     fd: c_int,
     read: bool,
@@ -428,6 +596,13 @@ pub(super) fn sock_call(
     if st != MANAGED {
         return op(0);
     }
+    if !virt {
+        // A cancellation point acts on a pending cancellation on entry,
+        // even when the call would not wait (`next.rs`).
+        // SAFETY: glibc's pthread_testcancel takes nothing; it may unwind
+        // (a forced unwind, through frames without destructors).
+        unsafe { pthread_testcancel() };
+    }
     // MANAGED from here on. Inside a signal handler a call that moved
     // part of its length returns the count (no copy of the caller's
     // iovecs is made for the rest: no allocation there).
@@ -436,97 +611,181 @@ pub(super) fn sock_call(
     } else {
         whole
     };
-    let mut done = 0usize;
-    let mut total = usize::MAX;
-    match unless_eagain(op(0)) {
-        None => {}
-        Some(r) => {
-            let Some(len) = whole else { return r };
-            total = len(iov);
-            if r <= 0 || r as usize >= total || (read && !is_stream(fd)) {
-                return r;
-            }
-            done = r as usize;
-        }
+    let mut p = Progress {
+        fd,
+        read,
+        iov,
+        whole,
+        done: 0,
+        total: usize::MAX,
+    };
+    if let Some(r) = unless_eagain(op(0))
+        && let Some(end) = p.step(r)
+    {
+        return end;
     }
     let timeout = sys::sock_timeout(fd, read);
     let deadline = timeout.and_then(|d| Instant::now().checked_add(d));
-    let i = if read {
-        Interest::Read
-    } else {
-        Interest::Write
-    };
-    // What ends the call after `done` bytes: the count, or the error.
-    let partial = |done: usize, e: c_int| {
-        if done > 0 { done as isize } else { fail(e) }
-    };
     // A socket Weft manages that was `dup2`ed onto 0, 1 or 2 keeps its
     // `O_NONBLOCK` (the file description is already Weft's), but a call
     // on those numbers blocks the carrier (std's stdio locks, above).
-    let mut reg = if virt && fd > 2 {
-        registration(fd)
-    } else {
-        None
-    };
-    let ev = if read { libc::POLLIN } else { libc::POLLOUT };
+    if !(virt && fd > 2) {
+        return poll_loop(p, deadline, op);
+    }
+    match registration(fd) {
+        Some(h) => park_loop(h, p, call, deadline, op),
+        None => poll_loop(p, deadline, op),
+    }
+}
+
+/// Where a managed socket call stands: what moved so far, and what makes
+/// it whole. Plain data (no destructor: `poll_loop` runs under it, and a
+/// cancelled OS thread unwinds through its frame).
+#[derive(Clone, Copy)]
+struct Progress {
+    fd: c_int,
+    read: bool,
+    iov: Iov,
+    /// The length that ends the call (`write`, `MSG_WAITALL`), if any.
+    whole: Option<fn(Iov) -> usize>,
+    done: usize,
+    /// `whole`'s length once read (`usize::MAX` before).
+    total: usize,
+}
+
+impl Progress {
+    /// Counts a completed attempt `r`; `Some(result)` ends the call.
+    fn step(&mut self, r: isize) -> Option<isize> {
+        if r <= 0 || self.whole.is_none() {
+            return Some(if self.done > 0 { self.done as isize } else { r });
+        }
+        if self.total == usize::MAX {
+            self.total = self.whole.map_or(0, |len| len(self.iov));
+            if self.done == 0 && (r as usize >= self.total || (self.read && !is_stream(self.fd))) {
+                return Some(r);
+            }
+        }
+        self.done += r as usize;
+        (self.done >= self.total).then_some(self.done as isize)
+    }
+
+    /// What ends the call with error `e` after `done` bytes: the count,
+    /// or the error.
+    fn partial(&self, e: c_int) -> isize {
+        if self.done > 0 {
+            self.done as isize
+        } else {
+            fail(e)
+        }
+    }
+
+    fn interest(&self) -> Interest {
+        if self.read {
+            Interest::Read
+        } else {
+            Interest::Write
+        }
+    }
+}
+
+/// A virtual thread's wait for a managed socket: parks on the poller
+/// between attempts.
+fn park_loop(
+    mut h: Arc<Hooked>,
+    mut p: Progress,
+    call: &'static str,
+    deadline: Option<Instant>,
+    mut op: impl FnMut(usize) -> isize,
+) -> isize {
+    let fd = p.fd;
     loop {
-        let r = match reg.clone() {
-            Some(h) => {
-                let b = Blocker::Call { call, fd };
-                match park_hooked(&h, i, deadline, b, call, || unless_eagain(op(done))) {
-                    Ok(r) => r,
-                    Err(Stop::TimedOut) => return partial(done, libc::EAGAIN),
-                    Err(Stop::Interrupted) => return partial(done, libc::EINTR),
-                    Err(Stop::Gone) => {
-                        reg = registration(fd);
-                        continue;
-                    }
+        let b = Blocker::Call { call, fd };
+        let done = p.done;
+        let r = match park_hooked(&h, p.interest(), deadline, b, call, || {
+            unless_eagain(op(done))
+        }) {
+            Ok(r) => r,
+            Err(Stop::TimedOut) => return p.partial(libc::EAGAIN),
+            Err(Stop::Interrupted) => return p.partial(libc::EINTR),
+            Err(Stop::Gone) => match registration(fd) {
+                Some(again) => {
+                    h = again;
+                    continue;
                 }
-            }
-            // An OS thread (or no registration to be had): block in poll.
-            None => {
-                let left = match deadline {
-                    None => None,
-                    Some(d) => match d.checked_duration_since(Instant::now()) {
-                        Some(l) if !l.is_zero() => Some(l),
-                        _ => return partial(done, libc::EAGAIN),
-                    },
-                };
-                let p = sys::poll_one(fd, ev, left);
-                if p < 0 {
-                    let e = sys::errno();
-                    // A signal handler ran. The kernel would have restarted
-                    // the blocking call if every handler asked for it
-                    // (`SA_RESTART`), as Weft's own sampling signal does.
-                    if e == libc::EINTR && deadline.is_none() && all_handlers_restart() {
-                        continue;
-                    }
-                    return partial(done, e);
+                None => {
+                    drop(h);
+                    return poll_loop(p, deadline, op);
                 }
-                if p == 0 {
-                    return partial(done, libc::EAGAIN);
-                }
-                match unless_eagain(op(done)) {
-                    Some(r) => r,
-                    None => continue,
-                }
-            }
+            },
         };
+        if let Some(end) = p.step(r) {
+            return end;
+        }
+    }
+}
+
+unsafe extern "C-unwind" {
+    fn pthread_testcancel();
+}
+
+/// Blocks until `fd` has `events` or `timeout` passes: 1 ready, 0 timed
+/// out, -1 error (errno set). In libc's `ppoll` (a cancellation point),
+/// else a raw one.
+fn wait_one(fd: c_int, events: i16, timeout: Option<Duration>) -> c_int {
+    let libc_ppoll = next::PPOLL.get();
+    let Some(f) = libc_ppoll else {
+        return sys::poll_one(fd, events, timeout);
+    };
+    let mut p = libc::pollfd {
+        fd,
+        events,
+        revents: 0,
+    };
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    let tsp = crate::clock::timespec_ptr(timeout, &mut ts);
+    // SAFETY: one pollfd and an optional timespec, both locals.
+    unsafe { f(&mut p, 1, tsp, std::ptr::null()) }
+}
+
+/// An OS thread's wait for a managed socket (or a virtual thread's with
+/// no registration to be had): blocks in libc's `ppoll`, a cancellation
+/// point (`next.rs`); nothing in this frame or its callers' up to the hook
+/// has a destructor.
+fn poll_loop(
+    mut p: Progress,
+    deadline: Option<Instant>,
+    mut op: impl FnMut(usize) -> isize,
+) -> isize {
+    let ev = if p.read { libc::POLLIN } else { libc::POLLOUT };
+    loop {
+        let left = match deadline {
+            None => None,
+            Some(d) => match d.checked_duration_since(Instant::now()) {
+                Some(l) if !l.is_zero() => Some(l),
+                _ => return p.partial(libc::EAGAIN),
+            },
+        };
+        let r = wait_one(p.fd, ev, left);
         if r < 0 {
-            return if done > 0 { done as isize } else { r };
-        }
-        if r == 0 || whole.is_none() {
-            return if done > 0 { done as isize } else { r };
-        }
-        if total == usize::MAX {
-            total = whole.map_or(0, |len| len(iov));
-            if read && !is_stream(fd) {
-                return r;
+            let e = sys::errno();
+            // A signal handler ran. The kernel would have restarted the
+            // blocking call if every handler asked for it (`SA_RESTART`),
+            // as Weft's own sampling signal does.
+            if e == libc::EINTR && deadline.is_none() && all_handlers_restart() {
+                continue;
             }
+            return p.partial(e);
         }
-        done += r as usize;
-        if done >= total {
-            return done as isize;
+        if r == 0 {
+            return p.partial(libc::EAGAIN);
+        }
+        if let Some(r) = unless_eagain(op(p.done))
+            && let Some(end) = p.step(r)
+        {
+            return end;
         }
     }
 }

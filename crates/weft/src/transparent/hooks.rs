@@ -1,9 +1,11 @@
 //! The interposed C functions. Each is `unsafe extern "C"` with libc's
 //! signature; its safety contract is libc's for the function of that name
 //! (pointers valid for the sizes given), which every caller in C or Rust
-//! already keeps. None of them unwinds.
+//! already keeps. None of them unwinds, except the cancellation points
+//! (`extern "C-unwind"`): where Weft does not wait itself they are libc's
+//! own call, which glibc unwinds out of when the OS thread is cancelled
+//! (`next.rs`, "Cancellation points").
 
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use libc::{
@@ -12,9 +14,10 @@ use libc::{
 };
 
 use super::fds::{
-    self, Iov, MANAGED, OTHER, Stop, UNKNOWN, USER_NB, classify, fail, on_virtual, park_io,
-    sock_call, state,
+    self, Iov, MANAGED, OTHER, Stop, UNKNOWN, USER_NB, classify, fail, kernel_waits, on_virtual,
+    park_io, sock_call, state,
 };
+use super::next;
 use super::sys::{self, raw};
 use crate::poll::Interest;
 use crate::thread::Blocker;
@@ -24,7 +27,13 @@ use crate::thread::Blocker;
 /// # Safety
 /// libc's `read(2)` contract.
 #[unsafe(no_mangle)]
-pub unsafe extern "C" fn read(fd: c_int, buf: *mut c_void, n: size_t) -> ssize_t {
+pub unsafe extern "C-unwind" fn read(fd: c_int, buf: *mut c_void, n: size_t) -> ssize_t {
+    if kernel_waits(fd, false)
+        && let Some(f) = next::READ.get()
+    {
+        // SAFETY: libc's own call, with the caller's arguments.
+        return unsafe { f(fd, buf, n) };
+    }
     sock_call(
         fd,
         true,
@@ -40,7 +49,13 @@ pub unsafe extern "C" fn read(fd: c_int, buf: *mut c_void, n: size_t) -> ssize_t
 /// libc's `write(2)` contract. On a managed stream socket the write goes
 /// on until all of it is written, as the kernel's blocking write does.
 #[unsafe(no_mangle)]
-pub unsafe extern "C" fn write(fd: c_int, buf: *const c_void, n: size_t) -> ssize_t {
+pub unsafe extern "C-unwind" fn write(fd: c_int, buf: *const c_void, n: size_t) -> ssize_t {
+    if kernel_waits(fd, false)
+        && let Some(f) = next::WRITE.get()
+    {
+        // SAFETY: libc's own call, with the caller's arguments.
+        return unsafe { f(fd, buf, n) };
+    }
     sock_call(
         fd,
         false,
@@ -55,7 +70,13 @@ pub unsafe extern "C" fn write(fd: c_int, buf: *const c_void, n: size_t) -> ssiz
 /// # Safety
 /// libc's `readv(2)` contract.
 #[unsafe(no_mangle)]
-pub unsafe extern "C" fn readv(fd: c_int, iov: *const iovec, cnt: c_int) -> ssize_t {
+pub unsafe extern "C-unwind" fn readv(fd: c_int, iov: *const iovec, cnt: c_int) -> ssize_t {
+    if kernel_waits(fd, false)
+        && let Some(f) = next::READV.get()
+    {
+        // SAFETY: libc's own call, with the caller's arguments.
+        return unsafe { f(fd, iov, cnt) };
+    }
     sock_call(fd, true, "readv", false, Iov::Vec(iov, cnt), None, |_| {
         raw!(libc::SYS_readv, fd, iov, cnt) as isize
     })
@@ -65,7 +86,13 @@ pub unsafe extern "C" fn readv(fd: c_int, iov: *const iovec, cnt: c_int) -> ssiz
 /// libc's `writev(2)` contract. As `write`, all of it on a managed
 /// stream socket.
 #[unsafe(no_mangle)]
-pub unsafe extern "C" fn writev(fd: c_int, iov: *const iovec, cnt: c_int) -> ssize_t {
+pub unsafe extern "C-unwind" fn writev(fd: c_int, iov: *const iovec, cnt: c_int) -> ssize_t {
+    if kernel_waits(fd, false)
+        && let Some(f) = next::WRITEV.get()
+    {
+        // SAFETY: libc's own call, with the caller's arguments.
+        return unsafe { f(fd, iov, cnt) };
+    }
     sock_call(fd, false, "writev", false, Iov::Vec(iov, cnt), ALL, |d| {
         if d == 0 {
             return raw!(libc::SYS_writev, fd, iov, cnt) as isize;
@@ -109,7 +136,18 @@ fn msg_past(msg: *const msghdr, d: usize, rest: &mut Vec<iovec>) -> msghdr {
 /// # Safety
 /// libc's `recv(2)` contract.
 #[unsafe(no_mangle)]
-pub unsafe extern "C" fn recv(fd: c_int, buf: *mut c_void, n: size_t, flags: c_int) -> ssize_t {
+pub unsafe extern "C-unwind" fn recv(
+    fd: c_int,
+    buf: *mut c_void,
+    n: size_t,
+    flags: c_int,
+) -> ssize_t {
+    if kernel_waits(fd, dontwait(flags))
+        && let Some(f) = next::RECV.get()
+    {
+        // SAFETY: libc's own call, with the caller's arguments.
+        return unsafe { f(fd, buf, n, flags) };
+    }
     sock_call(
         fd,
         true,
@@ -134,7 +172,7 @@ pub unsafe extern "C" fn recv(fd: c_int, buf: *mut c_void, n: size_t, flags: c_i
 /// # Safety
 /// libc's `recvfrom(2)` contract.
 #[unsafe(no_mangle)]
-pub unsafe extern "C" fn recvfrom(
+pub unsafe extern "C-unwind" fn recvfrom(
     fd: c_int,
     buf: *mut c_void,
     n: size_t,
@@ -142,6 +180,12 @@ pub unsafe extern "C" fn recvfrom(
     addr: *mut sockaddr,
     len: *mut socklen_t,
 ) -> ssize_t {
+    if kernel_waits(fd, dontwait(flags))
+        && let Some(f) = next::RECVFROM.get()
+    {
+        // SAFETY: libc's own call, with the caller's arguments.
+        return unsafe { f(fd, buf, n, flags, addr, len) };
+    }
     let (dw, all) = (dontwait(flags), waitall(flags));
     sock_call(fd, true, "recvfrom", dw, Iov::Sock(n), all, |d| {
         raw!(
@@ -159,7 +203,13 @@ pub unsafe extern "C" fn recvfrom(
 /// # Safety
 /// libc's `recvmsg(2)` contract.
 #[unsafe(no_mangle)]
-pub unsafe extern "C" fn recvmsg(fd: c_int, msg: *mut msghdr, flags: c_int) -> ssize_t {
+pub unsafe extern "C-unwind" fn recvmsg(fd: c_int, msg: *mut msghdr, flags: c_int) -> ssize_t {
+    if kernel_waits(fd, dontwait(flags))
+        && let Some(f) = next::RECVMSG.get()
+    {
+        // SAFETY: libc's own call, with the caller's arguments.
+        return unsafe { f(fd, msg, flags) };
+    }
     let (dw, all) = (dontwait(flags), waitall(flags));
     sock_call(fd, true, "recvmsg", dw, Iov::Msg(msg), all, |d| {
         if d == 0 {
@@ -175,7 +225,18 @@ pub unsafe extern "C" fn recvmsg(fd: c_int, msg: *mut msghdr, flags: c_int) -> s
 /// libc's `send(2)` contract. As `write`, all of it on a managed stream
 /// socket.
 #[unsafe(no_mangle)]
-pub unsafe extern "C" fn send(fd: c_int, buf: *const c_void, n: size_t, flags: c_int) -> ssize_t {
+pub unsafe extern "C-unwind" fn send(
+    fd: c_int,
+    buf: *const c_void,
+    n: size_t,
+    flags: c_int,
+) -> ssize_t {
+    if kernel_waits(fd, dontwait(flags))
+        && let Some(f) = next::SEND.get()
+    {
+        // SAFETY: libc's own call, with the caller's arguments.
+        return unsafe { f(fd, buf, n, flags) };
+    }
     sock_call(fd, false, "send", dontwait(flags), Iov::Sock(n), ALL, |d| {
         raw!(
             libc::SYS_sendto,
@@ -192,7 +253,7 @@ pub unsafe extern "C" fn send(fd: c_int, buf: *const c_void, n: size_t, flags: c
 /// # Safety
 /// libc's `sendto(2)` contract. As `send`.
 #[unsafe(no_mangle)]
-pub unsafe extern "C" fn sendto(
+pub unsafe extern "C-unwind" fn sendto(
     fd: c_int,
     buf: *const c_void,
     n: size_t,
@@ -200,6 +261,12 @@ pub unsafe extern "C" fn sendto(
     addr: *const sockaddr,
     len: socklen_t,
 ) -> ssize_t {
+    if kernel_waits(fd, dontwait(flags))
+        && let Some(f) = next::SENDTO.get()
+    {
+        // SAFETY: libc's own call, with the caller's arguments.
+        return unsafe { f(fd, buf, n, flags, addr, len) };
+    }
     sock_call(
         fd,
         false,
@@ -224,7 +291,13 @@ pub unsafe extern "C" fn sendto(
 /// # Safety
 /// libc's `sendmsg(2)` contract. As `send`.
 #[unsafe(no_mangle)]
-pub unsafe extern "C" fn sendmsg(fd: c_int, msg: *const msghdr, flags: c_int) -> ssize_t {
+pub unsafe extern "C-unwind" fn sendmsg(fd: c_int, msg: *const msghdr, flags: c_int) -> ssize_t {
+    if kernel_waits(fd, dontwait(flags))
+        && let Some(f) = next::SENDMSG.get()
+    {
+        // SAFETY: libc's own call, with the caller's arguments.
+        return unsafe { f(fd, msg, flags) };
+    }
     sock_call(
         fd,
         false,
@@ -248,7 +321,13 @@ pub unsafe extern "C" fn sendmsg(fd: c_int, msg: *const msghdr, flags: c_int) ->
 /// # Safety
 /// libc's `connect(2)` contract.
 #[unsafe(no_mangle)]
-pub unsafe extern "C" fn connect(fd: c_int, addr: *const sockaddr, len: socklen_t) -> c_int {
+pub unsafe extern "C-unwind" fn connect(fd: c_int, addr: *const sockaddr, len: socklen_t) -> c_int {
+    if kernel_waits(fd, false)
+        && let Some(f) = next::CONNECT.get()
+    {
+        // SAFETY: libc's own call, with the caller's arguments.
+        return unsafe { f(fd, addr, len) };
+    }
     let go = || raw!(libc::SYS_connect, fd, addr, len) as c_int;
     let st = state(fd);
     if st == OTHER || st == USER_NB {
@@ -372,25 +451,39 @@ fn accepted(r: isize, flags: c_int) -> c_int {
 /// # Safety
 /// libc's `accept(2)` contract.
 #[unsafe(no_mangle)]
-pub unsafe extern "C" fn accept(fd: c_int, addr: *mut sockaddr, len: *mut socklen_t) -> c_int {
-    let r = sock_call(fd, true, "accept", false, Iov::None, None, |_| {
-        raw!(libc::SYS_accept4, fd, addr, len, 0) as isize
-    });
+pub unsafe extern "C-unwind" fn accept(
+    fd: c_int,
+    addr: *mut sockaddr,
+    len: *mut socklen_t,
+) -> c_int {
+    let libc_accept = next::ACCEPT.get();
+    let r = match libc_accept {
+        // SAFETY: libc's own call, with the caller's arguments.
+        Some(f) if kernel_waits(fd, false) => (unsafe { f(fd, addr, len) }) as isize,
+        _ => sock_call(fd, true, "accept", false, Iov::None, None, |_| {
+            raw!(libc::SYS_accept4, fd, addr, len, 0) as isize
+        }),
+    };
     accepted(r, 0)
 }
 
 /// # Safety
 /// libc's `accept4(2)` contract.
 #[unsafe(no_mangle)]
-pub unsafe extern "C" fn accept4(
+pub unsafe extern "C-unwind" fn accept4(
     fd: c_int,
     addr: *mut sockaddr,
     len: *mut socklen_t,
     flags: c_int,
 ) -> c_int {
-    let r = sock_call(fd, true, "accept4", false, Iov::None, None, |_| {
-        raw!(libc::SYS_accept4, fd, addr, len, flags) as isize
-    });
+    let libc_accept4 = next::ACCEPT4.get();
+    let r = match libc_accept4 {
+        // SAFETY: libc's own call, with the caller's arguments.
+        Some(f) if kernel_waits(fd, false) => (unsafe { f(fd, addr, len, flags) }) as isize,
+        _ => sock_call(fd, true, "accept4", false, Iov::None, None, |_| {
+            raw!(libc::SYS_accept4, fd, addr, len, flags) as isize
+        }),
+    };
     accepted(r, flags)
 }
 
@@ -559,8 +652,12 @@ fn epoll_set(watch: impl Iterator<Item = (c_int, u32)> + Clone) -> Option<c_int>
 /// # Safety
 /// libc's `poll(2)` contract.
 #[unsafe(no_mangle)]
-pub unsafe extern "C" fn poll(fds: *mut pollfd, n: nfds_t, timeout: c_int) -> c_int {
+pub unsafe extern "C-unwind" fn poll(fds: *mut pollfd, n: nfds_t, timeout: c_int) -> c_int {
     if timeout == 0 || !on_virtual() {
+        if let Some(f) = next::POLL.get() {
+            // SAFETY: libc's own call, with the caller's arguments.
+            return unsafe { f(fds, n, timeout) };
+        }
         return raw_poll(fds as usize, n, timeout);
     }
     let t = (timeout >= 0).then(|| Duration::from_millis(timeout as u64));
@@ -570,12 +667,19 @@ pub unsafe extern "C" fn poll(fds: *mut pollfd, n: nfds_t, timeout: c_int) -> c_
 /// # Safety
 /// libc's `ppoll(2)` contract.
 #[unsafe(no_mangle)]
-pub unsafe extern "C" fn ppoll(
+pub unsafe extern "C-unwind" fn ppoll(
     fds: *mut pollfd,
     n: nfds_t,
     ts: *const timespec,
     mask: *const sigset_t,
 ) -> c_int {
+    if !on_virtual() {
+        let libc_ppoll = next::PPOLL.get();
+        if let Some(f) = libc_ppoll {
+            // SAFETY: libc's own call, with the caller's arguments.
+            return unsafe { f(fds, n, ts, mask) };
+        }
+    }
     let t = if ts.is_null() {
         None
     } else {
@@ -622,7 +726,7 @@ fn raw_select(n: c_int, r: usize, w: usize, e: usize, tv: *mut timeval) -> c_int
 /// # Safety
 /// libc's `select(2)` contract.
 #[unsafe(no_mangle)]
-pub unsafe extern "C" fn select(
+pub unsafe extern "C-unwind" fn select(
     n: c_int,
     r: *mut fd_set,
     w: *mut fd_set,
@@ -632,6 +736,11 @@ pub unsafe extern "C" fn select(
     // SAFETY: as in raw_select.
     let zero = !tv.is_null() && unsafe { (*tv).tv_sec == 0 && (*tv).tv_usec == 0 };
     if zero || !on_virtual() {
+        let libc_select = next::SELECT.get();
+        if let Some(f) = libc_select {
+            // SAFETY: libc's own call, with the caller's arguments.
+            return unsafe { f(n, r, w, e, tv) };
+        }
         return raw_select(n, r as usize, w as usize, e as usize, tv);
     }
     vselect(n, [r, w, e], tv)
@@ -817,13 +926,18 @@ fn vepoll(epfd: c_int, ev: usize, max: c_int, timeout: c_int, call: &'static str
 /// # Safety
 /// libc's `epoll_wait(2)` contract.
 #[unsafe(no_mangle)]
-pub unsafe extern "C" fn epoll_wait(
+pub unsafe extern "C-unwind" fn epoll_wait(
     epfd: c_int,
     ev: *mut epoll_event,
     max: c_int,
     timeout: c_int,
 ) -> c_int {
     if timeout == 0 || !on_virtual() {
+        let libc_epoll_wait = next::EPOLL_WAIT.get();
+        if let Some(f) = libc_epoll_wait {
+            // SAFETY: libc's own call, with the caller's arguments.
+            return unsafe { f(epfd, ev, max, timeout) };
+        }
         return raw_epoll(epfd, ev as usize, max, timeout, 0);
     }
     vepoll(epfd, ev as usize, max, timeout, "epoll_wait")
@@ -832,7 +946,7 @@ pub unsafe extern "C" fn epoll_wait(
 /// # Safety
 /// libc's `epoll_pwait(2)` contract.
 #[unsafe(no_mangle)]
-pub unsafe extern "C" fn epoll_pwait(
+pub unsafe extern "C-unwind" fn epoll_pwait(
     epfd: c_int,
     ev: *mut epoll_event,
     max: c_int,
@@ -840,6 +954,11 @@ pub unsafe extern "C" fn epoll_pwait(
     mask: *const sigset_t,
 ) -> c_int {
     if timeout == 0 || !mask.is_null() || !on_virtual() {
+        let libc_epoll_pwait = next::EPOLL_PWAIT.get();
+        if let Some(f) = libc_epoll_pwait {
+            // SAFETY: libc's own call, with the caller's arguments.
+            return unsafe { f(epfd, ev, max, timeout, mask) };
+        }
         return raw_epoll(epfd, ev as usize, max, timeout, mask as usize);
     }
     vepoll(epfd, ev as usize, max, timeout, "epoll_pwait")
@@ -894,8 +1013,13 @@ fn raw_nanosleep(req: *const timespec, rem: *mut timespec) -> c_int {
 /// # Safety
 /// libc's `nanosleep(2)` contract.
 #[unsafe(no_mangle)]
-pub unsafe extern "C" fn nanosleep(req: *const timespec, rem: *mut timespec) -> c_int {
+pub unsafe extern "C-unwind" fn nanosleep(req: *const timespec, rem: *mut timespec) -> c_int {
     if !on_virtual() || req.is_null() {
+        let libc_nanosleep = next::NANOSLEEP.get();
+        if let Some(f) = libc_nanosleep {
+            // SAFETY: libc's own call, with the caller's arguments.
+            return unsafe { f(req, rem) };
+        }
         return raw_nanosleep(req, rem);
     }
     // SAFETY: req is non-null and valid (nanosleep's contract).
@@ -921,7 +1045,7 @@ const REALTIME_SLICE: Duration = Duration::from_secs(1);
 /// # Safety
 /// libc's `clock_nanosleep(2)` contract.
 #[unsafe(no_mangle)]
-pub unsafe extern "C" fn clock_nanosleep(
+pub unsafe extern "C-unwind" fn clock_nanosleep(
     clock: libc::clockid_t,
     flags: c_int,
     req: *const timespec,
@@ -933,6 +1057,11 @@ pub unsafe extern "C" fn clock_nanosleep(
         libc::CLOCK_MONOTONIC | libc::CLOCK_REALTIME | libc::CLOCK_BOOTTIME
     );
     if !known || req.is_null() || !on_virtual() {
+        let libc_clock_nanosleep = next::CLOCK_NANOSLEEP.get();
+        if let Some(f) = libc_clock_nanosleep {
+            // SAFETY: libc's own call, with the caller's arguments.
+            return unsafe { f(clock, flags, req, rem) };
+        }
         let r = raw!(libc::SYS_clock_nanosleep, clock, flags, req, rem) as c_int;
         let e = if r < 0 { sys::errno() } else { 0 };
         sys::set_errno(saved);
@@ -987,9 +1116,13 @@ pub unsafe extern "C" fn clock_nanosleep(
 /// # Safety
 /// libc's `usleep(3)` contract (none).
 #[unsafe(no_mangle)]
-pub unsafe extern "C" fn usleep(us: libc::useconds_t) -> c_int {
+pub unsafe extern "C-unwind" fn usleep(us: libc::useconds_t) -> c_int {
     let d = Duration::from_micros(us as u64);
     if !on_virtual() {
+        if let Some(f) = next::USLEEP.get() {
+            // SAFETY: libc's own call, with the caller's argument.
+            return unsafe { f(us) };
+        }
         let ts = ts_of(d);
         return raw_nanosleep(&ts, std::ptr::null_mut());
     }
@@ -1002,9 +1135,13 @@ pub unsafe extern "C" fn usleep(us: libc::useconds_t) -> c_int {
 /// # Safety
 /// libc's `sleep(3)` contract (none).
 #[unsafe(no_mangle)]
-pub unsafe extern "C" fn sleep(secs: c_uint) -> c_uint {
+pub unsafe extern "C-unwind" fn sleep(secs: c_uint) -> c_uint {
     let d = Duration::from_secs(secs as u64);
     if !on_virtual() {
+        if let Some(f) = next::SLEEP.get() {
+            // SAFETY: libc's own call, with the caller's argument.
+            return unsafe { f(secs) };
+        }
         let ts = ts_of(d);
         let mut rem = ts_of(Duration::ZERO);
         if raw_nanosleep(&ts, &mut rem) < 0 {
@@ -1023,8 +1160,12 @@ pub unsafe extern "C" fn sleep(secs: c_uint) -> c_uint {
 /// # Safety
 /// libc's `close(2)` contract.
 #[unsafe(no_mangle)]
-pub unsafe extern "C" fn close(fd: c_int) -> c_int {
+pub unsafe extern "C-unwind" fn close(fd: c_int) -> c_int {
     fds::forget(fd);
+    if let Some(f) = next::CLOSE.get() {
+        // SAFETY: libc's own call, with the caller's argument.
+        return unsafe { f(fd) };
+    }
     raw!(libc::SYS_close, fd) as c_int
 }
 
@@ -1045,18 +1186,6 @@ pub unsafe extern "C" fn close_range(first: c_uint, last: c_uint, flags: c_int) 
     raw!(libc::SYS_close_range, first, last, flags) as c_int
 }
 
-/// libc's definition of `name` (the next one after this executable's),
-/// looked up once into `slot`.
-pub(super) fn next_fn(slot: &AtomicUsize, name: &std::ffi::CStr) -> usize {
-    let mut p = slot.load(Ordering::Relaxed);
-    if p == 0 {
-        // SAFETY: dlsym with RTLD_NEXT and a NUL-terminated name.
-        p = unsafe { libc::dlsym(libc::RTLD_NEXT, name.as_ptr()) } as usize;
-        slot.store(p, Ordering::Relaxed);
-    }
-    p
-}
-
 /// # Safety
 /// glibc's `closefrom(3)` contract (none).
 ///
@@ -1064,13 +1193,10 @@ pub(super) fn next_fn(slot: &AtomicUsize, name: &std::ffi::CStr) -> usize {
 /// closes them with its internal `close_range`, not this one).
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn closefrom(low: c_int) {
-    static NEXT: AtomicUsize = AtomicUsize::new(0);
+    // SAFETY: glibc's closefrom(3) has this signature.
+    static NEXT: next::Next<unsafe extern "C" fn(c_int)> = unsafe { next::Next::new(c"closefrom") };
     fds::forget_range(low.max(0), c_int::MAX);
-    let p = next_fn(&NEXT, c"closefrom");
-    if p != 0 {
-        // SAFETY: a non-null result of dlsym("closefrom") is glibc's
-        // closefrom, whose type this is.
-        let next = unsafe { std::mem::transmute::<usize, unsafe extern "C" fn(c_int)>(p) };
+    if let Some(next) = NEXT.resolve() {
         // SAFETY: forwarded.
         unsafe { next(low) };
     } else {
@@ -1085,7 +1211,9 @@ pub unsafe extern "C" fn closefrom(low: c_int) {
 /// glibc's internal `close`, which no hook sees: it is forgotten first.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn fclose(fp: *mut libc::FILE) -> c_int {
-    static NEXT: AtomicUsize = AtomicUsize::new(0);
+    // SAFETY: libc's fclose(3) has this signature.
+    static NEXT: next::Next<unsafe extern "C" fn(*mut libc::FILE) -> c_int> =
+        unsafe { next::Next::new(c"fclose") };
     if !fp.is_null() {
         // SAFETY: fclose's contract: `fp` is an open stream.
         let fd = unsafe { libc::fileno(fp) };
@@ -1093,21 +1221,29 @@ pub unsafe extern "C" fn fclose(fp: *mut libc::FILE) -> c_int {
             fds::forget(fd);
         }
     }
-    let p = next_fn(&NEXT, c"fclose");
-    if p == 0 {
+    let Some(next) = NEXT.resolve() else {
         return fail(libc::ENOSYS) as c_int;
-    }
-    // SAFETY: a non-null result of dlsym("fclose") is libc's fclose.
-    let next =
-        unsafe { std::mem::transmute::<usize, unsafe extern "C" fn(*mut libc::FILE) -> c_int>(p) };
+    };
     // SAFETY: forwarded with the caller's stream.
     unsafe { next(fp) }
 }
 
+/// `new` was made a copy of `old`: it shares `old`'s file description, so
+/// Weft's view of it.
 fn copy_state(old: c_int, new: c_int) {
     let st = state(old);
     if st == MANAGED || st == USER_NB {
         fds::set_state(new, st);
+    }
+    fds::note_copy(old, new);
+}
+
+/// Weft's view of `fd` for `fcntl` and `ioctl`: a descriptor Weft has not
+/// looked at takes the view of a copy of its socket Weft knows.
+fn state_of_description(fd: c_int) -> u8 {
+    match state(fd) {
+        UNKNOWN => fds::adopt(fd),
+        st => st,
     }
 }
 
@@ -1169,7 +1305,11 @@ pub unsafe extern "C" fn dup2(old: c_int, new: c_int) -> c_int {
 /// libc's `fcntl(2)` contract.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn fcntl(fd: c_int, cmd: c_int, arg: usize) -> c_int {
-    let st = state(fd);
+    let st = if matches!(cmd, libc::F_GETFL | libc::F_SETFL) {
+        state_of_description(fd)
+    } else {
+        state(fd)
+    };
     match cmd {
         libc::F_GETFL => {
             let r = sys::fcntl(fd, cmd, arg);
@@ -1183,7 +1323,7 @@ pub unsafe extern "C" fn fcntl(fd: c_int, cmd: c_int, arg: usize) -> c_int {
             let nb = arg as c_int & libc::O_NONBLOCK != 0;
             let r = sys::fcntl(fd, cmd, arg | libc::O_NONBLOCK as usize);
             if r == 0 {
-                fds::set_state(fd, if nb { USER_NB } else { MANAGED });
+                fds::set_shared_state(fd, if nb { USER_NB } else { MANAGED });
             }
             r
         }
@@ -1214,15 +1354,15 @@ pub unsafe extern "C" fn fcntl(fd: c_int, cmd: c_int, arg: usize) -> c_int {
 pub unsafe extern "C" fn ioctl(fd: c_int, req: c_ulong, arg: usize) -> c_int {
     #[allow(clippy::unnecessary_cast)]
     if req == libc::FIONBIO as c_ulong && arg != 0 {
-        let st = state(fd);
+        let st = state_of_description(fd);
         // SAFETY: FIONBIO's argument points to an int.
         let nb = unsafe { *(arg as *const c_int) } != 0;
         if st == MANAGED || st == USER_NB {
             // The kernel's flag stays set; only what the program sees moves.
             if !nb && st == USER_NB && sys::file_type(fd) == Some(libc::S_IFSOCK) {
-                fds::set_state(fd, MANAGED);
+                fds::set_shared_state(fd, MANAGED);
             } else if nb {
-                fds::set_state(fd, USER_NB);
+                fds::set_shared_state(fd, USER_NB);
             }
             return 0;
         }
@@ -1281,13 +1421,18 @@ pub unsafe extern "C" fn socketpair(
 /// `Command::status`) parks while an offload thread waits; `WNOHANG`
 /// passes through.
 #[unsafe(no_mangle)]
-pub unsafe extern "C" fn waitpid(
+pub unsafe extern "C-unwind" fn waitpid(
     pid: libc::pid_t,
     status: *mut c_int,
     options: c_int,
 ) -> libc::pid_t {
     let op = || raw!(libc::SYS_wait4, pid, status, options, 0usize) as isize;
     if options & libc::WNOHANG != 0 || !on_virtual() {
+        let libc_waitpid = next::WAITPID.get();
+        if let Some(f) = libc_waitpid {
+            // SAFETY: libc's own call, with the caller's arguments.
+            return unsafe { f(pid, status, options) };
+        }
         return op() as libc::pid_t;
     }
     // One child that can only exit (no WUNTRACED/WCONTINUED): park on a
@@ -1337,16 +1482,9 @@ type Gai = unsafe extern "C" fn(
 ) -> c_int;
 
 fn next_getaddrinfo() -> Option<Gai> {
-    static NEXT: AtomicUsize = AtomicUsize::new(0);
-    let mut p = NEXT.load(Ordering::Relaxed);
-    if p == 0 {
-        // SAFETY: dlsym with RTLD_NEXT and a NUL-terminated name.
-        p = unsafe { libc::dlsym(libc::RTLD_NEXT, c"getaddrinfo".as_ptr()) } as usize;
-        NEXT.store(p, Ordering::Relaxed);
-    }
-    // SAFETY: a non-null result of dlsym("getaddrinfo") is libc's
-    // getaddrinfo, whose type is `Gai`.
-    (p != 0).then(|| unsafe { std::mem::transmute::<usize, Gai>(p) })
+    // SAFETY: libc's getaddrinfo(3) has type `Gai`.
+    static NEXT: next::Next<Gai> = unsafe { next::Next::new(c"getaddrinfo") };
+    NEXT.resolve()
 }
 
 /// Runs on an offload thread while a virtual caller parks; its `errno`

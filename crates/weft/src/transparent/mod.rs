@@ -29,7 +29,14 @@
 //! - A descriptor the program made non-blocking (`O_NONBLOCK` through
 //!   `fcntl`, `FIONBIO` through `ioctl`, `SOCK_NONBLOCK`, or `MSG_DONTWAIT`
 //!   on the call) still returns `EAGAIN`; `fcntl(F_GETFL)` does not show the
-//!   flag Weft set on its own.
+//!   flag Weft set on its own. The program's flag is one per file
+//!   description, as the kernel's is: set or cleared through one copy of a
+//!   socket made with the hooked `dup`, `dup2`, `dup3` or `fcntl(F_DUPFD*)`,
+//!   it is seen through the others, and a copy made before Weft managed the
+//!   socket takes Weft's view of it, not the kernel's flag Weft set
+//!   (`tests-transparent/tests/shared_description.rs`). Copies Weft did not
+//!   see made (a raw `dup` syscall, a descriptor passed in `SCM_RIGHTS` to
+//!   this same process) have a view of their own.
 //! - `SO_RCVTIMEO` / `SO_SNDTIMEO` (what `set_read_timeout` and
 //!   `set_write_timeout` set) become the park's deadline; the call then
 //!   fails with `EAGAIN`, like the kernel's. A `connect` that times out
@@ -74,6 +81,14 @@
 //!   its call then fails with `EBADF`.
 //! - The same descriptor used from an OS thread blocks that OS thread (with
 //!   `poll(2)`) as it would have without Weft.
+//! - On an OS thread the blocking calls are pthread cancellation points, as
+//!   libc's are: every call Weft does not wait for itself is libc's own
+//!   (found with `dlsym(RTLD_NEXT)` before `main`), and a wait on a socket
+//!   Weft manages is in libc's `ppoll`, so `pthread_cancel` ends a C
+//!   thread blocked in `read`, `accept`, `poll`, `nanosleep`, `waitpid`, …
+//!   (`next.rs`; `tests-transparent/tests/cancellation.rs`). Those hooks
+//!   are `extern "C-unwind"` and hold nothing to drop across the call.
+//!   Virtual threads are not cancellation targets.
 //! - In a `fork` child every call passes through (the child has no
 //!   carriers) and takes no lock: a `pthread_atfork` handler, registered
 //!   by a constructor before `main`, marks the child, so a fork made before
@@ -342,6 +357,7 @@
 mod fds;
 mod futex;
 mod hooks;
+mod next;
 mod signals;
 mod sys;
 

@@ -87,15 +87,12 @@ pub(crate) unsafe fn real_sigaction(
     new: *const libc::sigaction,
     old: *mut libc::sigaction,
 ) -> c_int {
-    static NEXT: AtomicUsize = AtomicUsize::new(0);
-    let p = super::hooks::next_fn(&NEXT, c"sigaction");
-    if p == 0 {
+    // SAFETY: glibc's sigaction(2) has type `Sigaction`.
+    static NEXT: super::next::Next<Sigaction> = unsafe { super::next::Next::new(c"sigaction") };
+    let Some(next) = NEXT.resolve() else {
         super::sys::set_errno(libc::ENOSYS);
         return -1;
-    }
-    // SAFETY: a non-null result of dlsym("sigaction") is glibc's
-    // sigaction, whose type this is.
-    let next = unsafe { std::mem::transmute::<usize, Sigaction>(p) };
+    };
     // SAFETY: forwarded (the caller's contract).
     unsafe { next(sig, new, old) }
 }
