@@ -1,8 +1,30 @@
-//! Pool metrics: gauges and timing summaries.
+//! Pool metrics: gauges and timing summaries, and their Prometheus
+//! exposition.
+//!
+//! Every open pool is listed in the runtime's Prometheus exposition
+//! ([`weft::metrics::prometheus`], served by weft-http's
+//! `/debug/weft/metrics`) beside the runtime's own series, under the names
+//! HikariCP's Micrometer binding uses (so dashboards made for HikariCP
+//! read them), labelled with the pool's name:
+//!
+//! | series | type | from |
+//! |---|---|---|
+//! | `hikaricp_connections` | gauge | [`Metrics::total`] |
+//! | `hikaricp_connections_active` / `_idle` / `_pending` | gauge | [`Metrics::active`], [`Metrics::idle`], [`Metrics::pending`] |
+//! | `hikaricp_connections_max` / `_min` | gauge | `max_size`, `min_idle` |
+//! | `hikaricp_connections_timeout_total` | counter | [`Metrics::timeouts`] |
+//! | `hikaricp_connections_acquire_seconds` / `_usage_seconds` / `_creation_seconds` | summary (0.5, 0.95, 0.99), and `…_max` gauges | [`Metrics::acquire`], [`Metrics::usage`], [`Metrics::creation`] |
+//! | `weft_pg_connections_created_total` / `_closed_total`, `weft_pg_connect_errors_total`, `weft_pg_validation_failures_total`, `weft_pg_leak_warnings_total` | counter | the rest of [`Metrics`] |
+//!
+//! A pool leaves the exposition when it is closed. Two open pools with the
+//! same name are told apart by a suffix (`-2`, `-3`, …) on the label.
 
 use std::fmt;
+use std::fmt::Write as _;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, Once};
 use std::time::Duration;
+use weft::sync::Unpoison;
 
 /// Sub-buckets per power of two (log-linear buckets, ~19% wide).
 const SUB: usize = 4;
@@ -159,4 +181,232 @@ pub struct Metrics {
     pub validation_failures: u64,
     /// Leak warnings issued.
     pub leaks: u64,
+}
+
+/// What a published pool reads for the exposition: its metrics, its
+/// `max_size` and `min_idle`; `None` once it is closed or gone.
+type Reader = Arc<dyn Fn() -> Option<(Metrics, usize, usize)> + Send + Sync>;
+
+/// The open pools, by label, in the order they were started.
+static POOLS: Mutex<Vec<(String, Reader)>> = Mutex::new(Vec::new());
+
+/// Lists a pool in the Prometheus exposition until `read` answers `None`
+/// (registers weft-pg's source with `weft::metrics` at the first pool).
+pub(crate) fn publish(
+    name: &str,
+    read: impl Fn() -> Option<(Metrics, usize, usize)> + Send + Sync + 'static,
+) {
+    static SOURCE: Once = Once::new();
+    SOURCE.call_once(|| weft::metrics::register_source(write_prometheus));
+    let mut pools = POOLS.lock().unpoison();
+    let mut label = name.to_string();
+    let mut n = 1;
+    while pools.iter().any(|(l, _)| *l == label) {
+        n += 1;
+        label = format!("{name}-{n}");
+    }
+    pools.push((label, Arc::new(read)));
+}
+
+/// Appends every open pool's series to a Prometheus text exposition, and
+/// forgets the pools that closed.
+pub(crate) fn write_prometheus(o: &mut String) {
+    // Read outside the list's lock: a reader takes its pool's lock.
+    let readers: Vec<(String, Reader)> = POOLS.lock().unpoison().clone();
+    let mut pools = Vec::new();
+    let mut gone = Vec::new();
+    for (label, read) in readers {
+        match read() {
+            Some(m) => pools.push((escape(&label), m)),
+            None => gone.push(label),
+        }
+    }
+    if !gone.is_empty() {
+        POOLS.lock().unpoison().retain(|(l, _)| !gone.contains(l));
+    }
+    if pools.is_empty() {
+        return;
+    }
+    type Get = fn(&(Metrics, usize, usize)) -> u64;
+    let families: [(&str, &str, &str, Get); 12] = [
+        (
+            "hikaricp_connections",
+            "gauge",
+            "Connections open or being opened.",
+            |m| m.0.total as u64,
+        ),
+        (
+            "hikaricp_connections_active",
+            "gauge",
+            "Connections handed out.",
+            |m| m.0.active as u64,
+        ),
+        (
+            "hikaricp_connections_idle",
+            "gauge",
+            "Connections waiting in the pool.",
+            |m| m.0.idle as u64,
+        ),
+        (
+            "hikaricp_connections_pending",
+            "gauge",
+            "Threads waiting for a connection.",
+            |m| m.0.pending as u64,
+        ),
+        (
+            "hikaricp_connections_max",
+            "gauge",
+            "The pool's max_size.",
+            |m| m.1 as u64,
+        ),
+        (
+            "hikaricp_connections_min",
+            "gauge",
+            "The pool's min_idle.",
+            |m| m.2 as u64,
+        ),
+        (
+            "hikaricp_connections_timeout_total",
+            "counter",
+            "Checkouts that timed out.",
+            |m| m.0.timeouts,
+        ),
+        (
+            "weft_pg_connections_created_total",
+            "counter",
+            "Connections opened.",
+            |m| m.0.created,
+        ),
+        (
+            "weft_pg_connections_closed_total",
+            "counter",
+            "Connections closed.",
+            |m| m.0.closed,
+        ),
+        (
+            "weft_pg_connect_errors_total",
+            "counter",
+            "Failed attempts to open a connection.",
+            |m| m.0.connect_errors,
+        ),
+        (
+            "weft_pg_validation_failures_total",
+            "counter",
+            "Connections that failed validation at checkout.",
+            |m| m.0.validation_failures,
+        ),
+        (
+            "weft_pg_leak_warnings_total",
+            "counter",
+            "Connection leak warnings issued.",
+            |m| m.0.leaks,
+        ),
+    ];
+    for (name, kind, help, get) in families {
+        let _ = writeln!(o, "# HELP {name} {help}\n# TYPE {name} {kind}");
+        for (label, m) in &pools {
+            let _ = writeln!(o, "{name}{{pool=\"{label}\"}} {}", get(m));
+        }
+    }
+    type Time = fn(&Metrics) -> &Timing;
+    let timings: [(&str, &str, Time); 3] = [
+        (
+            "hikaricp_connections_acquire_seconds",
+            "Time to get a connection.",
+            |m| &m.acquire,
+        ),
+        (
+            "hikaricp_connections_usage_seconds",
+            "Time a connection was held.",
+            |m| &m.usage,
+        ),
+        (
+            "hikaricp_connections_creation_seconds",
+            "Time to open a connection.",
+            |m| &m.creation,
+        ),
+    ];
+    for (name, help, get) in timings {
+        let _ = writeln!(o, "# HELP {name} {help}\n# TYPE {name} summary");
+        for (label, m) in &pools {
+            let t = get(&m.0);
+            for q in [0.5, 0.95, 0.99] {
+                let _ = writeln!(
+                    o,
+                    "{name}{{pool=\"{label}\",quantile=\"{q}\"}} {}",
+                    t.quantile(q).as_secs_f64()
+                );
+            }
+            let _ = writeln!(
+                o,
+                "{name}_sum{{pool=\"{label}\"}} {}",
+                t.total.as_secs_f64()
+            );
+            let _ = writeln!(o, "{name}_count{{pool=\"{label}\"}} {}", t.count);
+        }
+        let _ = writeln!(
+            o,
+            "# HELP {name}_max The longest, since the pool started.\n# TYPE {name}_max gauge"
+        );
+        for (label, m) in &pools {
+            let _ = writeln!(
+                o,
+                "{name}_max{{pool=\"{label}\"}} {}",
+                get(&m.0).max.as_secs_f64()
+            );
+        }
+    }
+}
+
+/// A label value as the exposition format wants it.
+fn escape(v: &str) -> String {
+    v.replace('\\', "\\\\")
+        .replace('"', "\\\"")
+        .replace('\n', "\\n")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn open_pools_are_exposed_under_their_names_and_closed_ones_leave() {
+        let open = Arc::new(std::sync::atomic::AtomicBool::new(true));
+        let o2 = open.clone();
+        let metrics = Metrics {
+            total: 3,
+            active: 2,
+            idle: 1,
+            ..Metrics::default()
+        };
+        publish("unit \"q\"", move || {
+            o2.load(Ordering::SeqCst).then(|| (metrics.clone(), 7, 1))
+        });
+        publish("unit \"q\"", || Some((Metrics::default(), 1, 0)));
+        let mut text = String::new();
+        write_prometheus(&mut text);
+        assert!(
+            text.contains("hikaricp_connections_active{pool=\"unit \\\"q\\\"\"} 2"),
+            "{text}"
+        );
+        assert!(
+            text.contains("hikaricp_connections_max{pool=\"unit \\\"q\\\"\"} 7"),
+            "{text}"
+        );
+        assert!(
+            text.contains("hikaricp_connections_active{pool=\"unit \\\"q\\\"-2\"} 0"),
+            "{text}"
+        );
+        assert_eq!(
+            text.matches("# TYPE hikaricp_connections_active gauge")
+                .count(),
+            1,
+            "{text}"
+        );
+        open.store(false, Ordering::SeqCst);
+        let mut text = String::new();
+        write_prometheus(&mut text);
+        assert!(!text.contains("pool=\"unit \\\"q\\\"\""), "{text}");
+        assert!(text.contains("-2\"}"), "{text}");
+    }
 }

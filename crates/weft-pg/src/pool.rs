@@ -205,6 +205,12 @@ impl Pool {
             .name(format!("{}-housekeeper", inner.cfg.pool_name))
             .spawn(move || hk.housekeep())
             .map_err(Error::Io)?;
+        let published = Arc::downgrade(&inner);
+        crate::metrics::publish(&inner.cfg.pool_name, move || {
+            let inner = published.upgrade().filter(|i| !i.lock().closed)?;
+            let (max, min) = (inner.cfg.get_max_size(), inner.min_idle);
+            Some((inner.metrics(), max, min))
+        });
         Ok(Pool {
             handle: Arc::new(Handle { inner }),
         })
@@ -261,30 +267,10 @@ impl Pool {
         self.handle.inner.get(timeout, Location::caller())
     }
 
-    /// The pool's gauges and timings.
+    /// The pool's gauges and timings (also in the Prometheus exposition,
+    /// `weft::metrics::prometheus`, while the pool is open).
     pub fn metrics(&self) -> Metrics {
-        let inner = &self.handle.inner;
-        let mut m = {
-            let st = inner.lock();
-            Metrics {
-                total: st.total,
-                active: st.active,
-                idle: st.idle.len(),
-                creating: st.creating,
-                pending: st.waiters.len(),
-                ..Metrics::default()
-            }
-        };
-        m.acquire = inner.acquire.snapshot();
-        m.usage = inner.usage.snapshot();
-        m.creation = inner.creation.snapshot();
-        m.timeouts = inner.timeouts.load(Ordering::Relaxed);
-        m.created = inner.created.load(Ordering::Relaxed);
-        m.closed = inner.closed.load(Ordering::Relaxed);
-        m.connect_errors = inner.connect_errors.load(Ordering::Relaxed);
-        m.validation_failures = inner.validation_failures.load(Ordering::Relaxed);
-        m.leaks = inner.leaks.load(Ordering::Relaxed);
-        m
+        self.handle.inner.metrics()
     }
 
     /// The pool's settings.
@@ -366,6 +352,32 @@ fn thread_label() -> String {
 }
 
 impl Inner {
+    /// The pool's gauges and timings.
+    fn metrics(&self) -> Metrics {
+        let inner = self;
+        let mut m = {
+            let st = inner.lock();
+            Metrics {
+                total: st.total,
+                active: st.active,
+                idle: st.idle.len(),
+                creating: st.creating,
+                pending: st.waiters.len(),
+                ..Metrics::default()
+            }
+        };
+        m.acquire = inner.acquire.snapshot();
+        m.usage = inner.usage.snapshot();
+        m.creation = inner.creation.snapshot();
+        m.timeouts = inner.timeouts.load(Ordering::Relaxed);
+        m.created = inner.created.load(Ordering::Relaxed);
+        m.closed = inner.closed.load(Ordering::Relaxed);
+        m.connect_errors = inner.connect_errors.load(Ordering::Relaxed);
+        m.validation_failures = inner.validation_failures.load(Ordering::Relaxed);
+        m.leaks = inner.leaks.load(Ordering::Relaxed);
+        m
+    }
+
     fn lock(&self) -> MutexGuard<'_, State> {
         self.state.lock().unpoison()
     }
