@@ -48,12 +48,24 @@ use std::fmt::Write as _;
 use std::io;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::time::{Duration, Instant};
+use std::time::{Duration, Instant, SystemTime};
 use weft::sync::Unpoison;
 
 use hdrhistogram::Histogram;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
+use weft_bench_support::format::sig3;
 use weft_http::client::{Connection, ErrorKind, Url, encode_request};
+
+mod hdr;
+mod html;
+mod json;
+mod merge;
+mod series;
+
+pub use hdr::DEFAULT_MAX_HISTOGRAM_BYTES;
+pub use json::{FORMAT, ParseError, VERSION};
+pub use merge::{Align, MergeError, MergeOptions, merge};
+pub use series::Interval;
 
 /// What to run.
 #[derive(Clone, Debug)]
@@ -99,6 +111,9 @@ pub struct Config {
     pub runtime: Option<weft::Runtime>,
     /// Show a live progress line on stderr when it is a terminal.
     pub progress: bool,
+    /// Length of an interval of the report's time series (default 1 s):
+    /// each interval has its own latency histogram.
+    pub interval: Duration,
 }
 
 impl Default for Config {
@@ -120,13 +135,14 @@ impl Default for Config {
             name: None,
             runtime: None,
             progress: false,
+            interval: Duration::from_secs(1),
         }
     }
 }
 
 /// Errors by class. A request fails either without a response (connect,
 /// read, write, timeout, protocol) or with a status `>= 400`.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Errors {
     /// Connections that could not be established.
     pub connect: u64,
@@ -171,7 +187,7 @@ impl Errors {
 }
 
 /// Latency summary in milliseconds.
-#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct Latency {
     /// Mean.
     pub mean_ms: f64,
@@ -191,13 +207,15 @@ pub struct Latency {
     pub p999_ms: f64,
 }
 
-/// The outcome of a run.
-#[derive(Clone, Debug, Serialize)]
+/// The outcome of a run, or of a [`merge`] of runs.
+#[derive(Clone, Debug)]
 pub struct Report {
-    /// Row name.
+    /// Row name (a merge: the runs' names, joined by ` + `).
     pub name: String,
-    /// `"closed"` or `"open"`.
+    /// `"closed"` or `"open"` (a merge of both: `"mixed"`).
     pub model: &'static str,
+    /// Runs in this report: 1 for a run, their sum for a merge.
+    pub runs: usize,
     /// Users (connections).
     pub concurrency: usize,
     /// Measured requests completed (successes + failures).
@@ -229,9 +247,26 @@ pub struct Report {
     pub status_counts: BTreeMap<u16, u64>,
     /// Response body bytes received.
     pub body_bytes: u64,
-    /// The merged latency histogram, microseconds.
-    #[serde(skip)]
+    /// The latency histogram, microseconds (1 µs .. 1 h, 3 significant
+    /// digits).
     pub histogram: Histogram<u64>,
+    /// `https://`: the TLS handshake histogram, microseconds.
+    pub handshake_histogram: Option<Histogram<u64>>,
+    /// Wall-clock time at the start of the measured phase (a merge: the
+    /// earliest start).
+    pub started_at: SystemTime,
+    /// Length of an interval of `series`.
+    pub interval: Duration,
+    /// Requests, failures and latency per interval, from the start of the
+    /// measured phase.
+    pub series: Vec<Interval>,
+}
+
+/// Written as the JSON report (see [`Report::to_json`]).
+impl Serialize for Report {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        json::ReportJson::of(self).serialize(s)
+    }
 }
 
 /// Why a run could not start.
@@ -301,11 +336,6 @@ impl Tally {
     }
 }
 
-fn new_histogram() -> Histogram<u64> {
-    // 1 µs .. 1 hour, 3 significant digits.
-    Histogram::new_with_bounds(1, 3_600_000_000, 3).expect("valid histogram bounds")
-}
-
 struct Plan {
     request: Vec<u8>,
     head: bool,
@@ -325,8 +355,9 @@ struct Plan {
     done: AtomicU64,
     failed: AtomicU64,
     stop: AtomicBool,
-    /// Latency histograms, one per group of users: a histogram is ~270 KB,
-    /// so one per user would cost gigabytes at 10,000 users.
+    /// Latency histograms of the current interval, one per group of users
+    /// (a histogram is ~270 KB, so one per user would cost gigabytes at
+    /// 10,000 users); the sampler empties them every interval.
     hists: Box<[weft::sync::Mutex<Histogram<u64>>]>,
     /// TLS handshake times, sharded like `hists`.
     hs_hists: Box<[weft::sync::Mutex<Histogram<u64>>]>,
@@ -381,6 +412,12 @@ pub fn run(config: &Config) -> Result<Report, Error> {
     if config.timeout.is_zero() {
         return Err(Error::Config("timeout must be greater than zero".into()));
     }
+    if config.interval < Duration::from_millis(1) {
+        return Err(Error::Config(format!(
+            "interval must be at least 1 ms, got {:?}",
+            config.interval
+        )));
+    }
     let url = Url::parse(&config.url).map_err(|e| Error::Config(e.to_string()))?;
     let addr = *url
         .socket_addrs()
@@ -409,6 +446,7 @@ pub fn run(config: &Config) -> Result<Report, Error> {
         None => weft::default_runtime()?,
     };
     let t0 = Instant::now();
+    let started_at = SystemTime::now() + config.warmup;
     let measure = t0 + config.warmup;
     let plan = Arc::new(Plan {
         request,
@@ -435,12 +473,13 @@ pub fn run(config: &Config) -> Result<Report, Error> {
         failed: AtomicU64::new(0),
         stop: AtomicBool::new(false),
         hists: (0..HIST_SHARDS.min(config.concurrency))
-            .map(|_| weft::sync::Mutex::new(new_histogram()))
+            .map(|_| weft::sync::Mutex::new(hdr::new_histogram()))
             .collect(),
         hs_hists: (0..HIST_SHARDS.min(config.concurrency))
-            .map(|_| weft::sync::Mutex::new(new_histogram()))
+            .map(|_| weft::sync::Mutex::new(hdr::new_histogram()))
             .collect(),
     });
+    let sampler = series::Sampler::start(plan.clone(), config.interval)?;
     let mut users = Vec::with_capacity(config.concurrency);
     for i in 0..config.concurrency {
         let p = plan.clone();
@@ -452,6 +491,11 @@ pub fn run(config: &Config) -> Result<Report, Error> {
                 for h in users {
                     let _ = h.join();
                 }
+                let _ = sampler.finish(series::End {
+                    at: Instant::now(),
+                    requests: 0,
+                    failures: 0,
+                });
                 return Err(Error::Io(e));
             }
         }
@@ -475,10 +519,6 @@ pub fn run(config: &Config) -> Result<Report, Error> {
     if let Some(p) = progress {
         p.finish();
     }
-    let mut hist = new_histogram();
-    for h in plan.hists.iter() {
-        let _ = hist.add(&*h.lock().unpoison());
-    }
     let measured = match plan.end {
         // A duration run is over at its end (closed model: late answers are
         // not counted; open model: every scheduled request counts).
@@ -493,13 +533,20 @@ pub fn run(config: &Config) -> Result<Report, Error> {
     let failures = total.errors.total();
     let requests = total.ok + failures;
     let secs = measured.as_secs_f64();
-    let mut hs = new_histogram();
+    let sampled = sampler.finish(series::End {
+        at: measure + measured,
+        requests,
+        failures,
+    });
+    let hist = sampled.histogram;
+    let mut hs = hdr::new_histogram();
     for h in plan.hs_hists.iter() {
         let _ = hs.add(&*h.lock().unpoison());
     }
     let latency = summary(&hist);
     let handshake = plan.tls.is_some().then(|| summary(&hs));
     Ok(Report {
+        runs: 1,
         name: config
             .name
             .clone()
@@ -524,6 +571,10 @@ pub fn run(config: &Config) -> Result<Report, Error> {
         status_counts: total.status,
         body_bytes: total.bytes,
         histogram: hist,
+        handshake_histogram: plan.tls.is_some().then_some(hs),
+        started_at,
+        interval: config.interval,
+        series: sampled.series,
     })
 }
 
@@ -627,11 +678,9 @@ fn user(p: &Plan, index: usize, delay: Duration) -> Tally {
                 }
                 if measured {
                     if let Some(h) = handshake {
-                        let us = (h.as_micros() as u64).max(1);
-                        let _ = hs_hist.lock().unpoison().record(us.min(3_600_000_000));
+                        hdr::record(&mut hs_hist.lock().unpoison(), h.as_micros() as u64);
                     }
-                    let us = (elapsed.as_micros() as u64).max(1);
-                    let _ = hist.lock().unpoison().record(us.min(3_600_000_000));
+                    hdr::record(&mut hist.lock().unpoison(), elapsed.as_micros() as u64);
                     *t.status.entry(ex.status).or_default() += 1;
                     t.bytes += ex.body_bytes;
                     if ex.status >= 400 {
@@ -770,13 +819,13 @@ impl Report {
                 r.name,
                 r.requests,
                 format!("{}({:.2}%)", r.failures, pct),
-                fmt_ms(l.mean_ms),
-                fmt_ms(l.min_ms),
-                fmt_ms(l.max_ms),
-                fmt_ms(l.p50_ms),
-                fmt_ms(l.p90_ms),
-                fmt_ms(l.p99_ms),
-                fmt_ms(l.p999_ms),
+                sig3(l.mean_ms),
+                sig3(l.min_ms),
+                sig3(l.max_ms),
+                sig3(l.p50_ms),
+                sig3(l.p90_ms),
+                sig3(l.p99_ms),
+                sig3(l.p999_ms),
                 r.throughput,
                 r.failures_per_sec,
             );
@@ -802,10 +851,10 @@ impl Report {
                     r.name,
                     r.handshakes,
                     r.handshakes as f64 / r.duration_secs,
-                    fmt_ms(h.mean_ms),
-                    fmt_ms(h.p50_ms),
-                    fmt_ms(h.p99_ms),
-                    fmt_ms(h.max_ms),
+                    sig3(h.mean_ms),
+                    sig3(h.p50_ms),
+                    sig3(h.p99_ms),
+                    sig3(h.max_ms),
                 );
             }
             if let Some(target) = r.target_rate {
@@ -820,21 +869,6 @@ impl Report {
             }
         }
         s
-    }
-
-    /// The report as JSON.
-    pub fn to_json(&self) -> String {
-        serde_json::to_string_pretty(self).unwrap_or_else(|e| format!("{{\"error\":\"{e}\"}}"))
-    }
-}
-
-fn fmt_ms(v: f64) -> String {
-    if v >= 100.0 {
-        format!("{v:.0}")
-    } else if v >= 10.0 {
-        format!("{v:.1}")
-    } else {
-        format!("{v:.2}")
     }
 }
 
