@@ -40,6 +40,98 @@
 //!   server that stalls is charged for the requests that could not even be
 //!   sent meanwhile (coordinated omission corrected, as in wrk2). The
 //!   report gives the achieved rate beside the target.
+//!
+//! # Reports: table, JSON, HTML
+//!
+//! The CLI prints a table ([`Report::table`]); `--json` prints the
+//! [JSON report](#json-report) instead and `--json=FILE` writes it to a
+//! file; `--html FILE` writes a self-contained page ([`Report::to_html`]:
+//! throughput and p50/p99 over time, the percentile table, errors, the
+//! series as a table; inline SVG and CSS, no script, no external resource,
+//! so it opens offline).
+//!
+//! # JSON report
+//!
+//! Schema version 1 ([`VERSION`]; `"format": "weft-load-report"`). Besides
+//! the totals of the table (`requests`, `successes`, `failures`,
+//! `duration_secs`, `throughput`, `latency`, `errors`, `status_counts`,
+//! …) it carries everything needed to merge runs exactly:
+//!
+//! | field | what |
+//! |---|---|
+//! | `version`, `format` | the schema; a reader refuses other versions |
+//! | `runs` | runs in the report: 1, or the sum for a merge |
+//! | `started_at_unix_ms` | wall clock at the start of the measured phase |
+//! | `histogram` | every measured latency (answered requests, failures with a status included), µs: HdrHistogram V2, deflate, base64 (HdrHistogram's own libraries and tools read it), 1 µs .. 1 h, 3 significant digits |
+//! | `handshake_histogram` | `https://`: TLS handshake times, the same encoding (else `null`) |
+//! | `interval_ms` | length of an interval of `series` (`--interval`, default 1 s) |
+//! | `series[]` | per interval: `start_ms` (`i × interval_ms` from the start), `duration_ms` (as sampled), `requests`, `failures`, `throughput` (req/s), `p50_ms`, `p99_ms`, `histogram` (the interval's latencies) |
+//!
+//! The series adds up: its requests are the report's, its histograms sum
+//! to the report's histogram ([`Report::from_json`] checks the latter).
+//!
+//! # Many agents: run them with what you have, then merge
+//!
+//! One machine's load generator runs out of CPU or ports before a fleet of
+//! servers does. weft-load has no controller of its own: start N agents
+//! with the orchestrator you already use, each writing `--json=FILE`,
+//! collect the files, and `weft-load merge` them ([`merge`]): the
+//! histograms are added, so the merged p50, p99, p99.9 are the
+//! percentiles of all the requests of all agents (to 0.1 %), not an
+//! average of percentiles; counts and errors are summed; the series are
+//! lined up by wall clock (default, `--align wall`: agents that ran at
+//! the same time, clocks kept by NTP) or by offset from each run's start
+//! (`--align offset`). Give every agent the same `--interval`, and its
+//! share of the load (`-R total/N` in the open model).
+//!
+//! With `parallel` over `ssh` (each host has `weft-load` on its path):
+//!
+//! ```text
+//! # one job per host (1/), the report fetched back (--return) and removed there
+//! parallel --tag -S 1/host1,1/host2,1/host3,1/host4 --return {}.json --cleanup \
+//!   'weft-load -q -c 250 -R 5000 -d 5m --warmup 30s --json={}.json http://target:8080/ > /dev/null' \
+//!   ::: agent-1 agent-2 agent-3 agent-4
+//! weft-load merge agent-*.json --json merged.json --html report.html
+//! ```
+//!
+//! or plain `ssh` in a loop:
+//!
+//! ```text
+//! for h in host1 host2 host3 host4; do
+//!   ssh "$h" weft-load -q -c 250 -R 5000 -d 5m --json=- http://target:8080/ > "$h.json" &
+//! done; wait
+//! weft-load merge host*.json --html report.html
+//! ```
+//!
+//! (`--json=-` is `--json`: the report on standard output.) On Kubernetes,
+//! an indexed Job runs the agents and each pod prints its report (`-q`
+//! keeps standard error empty), so its log is the file to merge:
+//!
+//! ```text
+//! apiVersion: batch/v1
+//! kind: Job
+//! metadata: { name: weft-load }
+//! spec:
+//!   completions: 8
+//!   parallelism: 8          # all at once: the merge lines them up by wall clock
+//!   completionMode: Indexed
+//!   template:
+//!     spec:
+//!       restartPolicy: Never
+//!       containers:
+//!       - name: agent
+//!         image: registry.example/weft-load:latest
+//!         args: ["-q", "-c", "250", "-R", "2500", "-d", "5m", "--warmup", "30s",
+//!                "--json", "http://my-service.default.svc:8080/"]
+//! ```
+//!
+//! ```text
+//! kubectl wait --for=condition=complete job/weft-load --timeout=10m
+//! for p in $(kubectl get pods -l job-name=weft-load -o name); do
+//!   kubectl logs "$p" > "${p#pod/}.json"
+//! done
+//! weft-load merge weft-load-*.json --json merged.json --html report.html
+//! ```
 
 #![warn(missing_docs)]
 
