@@ -113,6 +113,8 @@ pub fn state_counts() -> StateCounts {
 #[derive(Default)]
 struct Carriers {
     core: usize,
+    /// Spare carriers on duty (listed even when idle).
+    spares: usize,
     queued: Vec<usize>,
     homed: Vec<usize>,
     running: Vec<Option<(ThreadId, Option<String>, State)>>,
@@ -127,8 +129,9 @@ fn slot<T: Default + Clone>(v: &mut Vec<T>, i: usize) -> &mut T {
 
 /// Every carrier of every runtime: busy, idle, stalled or pinned, the
 /// thread it runs, its home population and run queue. Core carriers are
-/// always listed; a spare only while it runs, is held, or has threads
-/// bound to it or queued.
+/// always listed; spares as many as are on duty (a runtime counts them,
+/// the slots are taken lowest first) and any other slot that runs, is
+/// held, or has threads bound to it or queued.
 ///
 /// ```
 /// let rt = weft::default_runtime().unwrap();
@@ -148,6 +151,7 @@ pub fn carriers() -> Vec<CarrierInfo> {
             let s = r.stats();
             Carriers {
                 core: s.carriers_active.saturating_sub(s.carriers_spare),
+                spares: s.carriers_spare,
                 queued: s.run_queue_local,
                 ..Carriers::default()
             }
