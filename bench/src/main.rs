@@ -166,224 +166,293 @@ const COLUMNS: [(&str, &str); 7] = [
     ("java", "Java 25 virtual threads"),
 ];
 
+/// The workloads, in table order: a row per `Spec`.
 fn plan(quick: bool, runs: Option<usize>) -> Vec<Spec> {
-    let q = |full: u64, quick_v: u64| if quick { quick_v } else { full };
-    let cpu_runs = runs.unwrap_or(if quick { 3 } else { 5 });
-    let other_runs = runs.unwrap_or(if quick { 1 } else { 3 });
-    let map_count = max_map_count();
-    let std_cap = map_count / 2;
-    let too_many_threads = |n: u64| -> Result<Vec<u64>, String> {
-        Err(format!(
-            "{n} OS threads need ~{} memory mappings; vm.max_map_count is {map_count}",
-            2 * n
-        ))
-    };
-    let no_ct = || {
-        (
-            "tokio-ct",
-            Err("servers: multi-thread runtime only".to_string()),
-        )
-    };
-    let own = |id: &'static str, title, what, unit, args: Vec<u64>| Spec {
-        id,
-        worker: id.split('-').next().unwrap_or(id),
-        title,
-        what,
-        unit,
-        drive: Drive::Own,
-        args,
-        overrides: Vec::new(),
-        runs: cpu_runs,
-        warmup: Duration::ZERO,
-        window: Duration::ZERO,
-        ideal: None,
-        ideal_p99_ms: None,
-        rss_row: false,
-    };
-    let (srv_warmup, srv_window) = if quick {
-        (Duration::from_millis(500), Duration::from_secs(2))
-    } else {
-        (Duration::from_secs(1), Duration::from_secs(5))
-    };
-    let server = |id, title, what, unit, drive| Spec {
-        id,
-        worker: "",
-        title,
-        what,
-        unit,
-        drive,
-        args: Vec::new(),
-        overrides: vec![no_ct()],
-        runs: other_runs,
-        warmup: srv_warmup,
-        window: srv_window,
-        ideal: None,
-        ideal_p99_ms: None,
-        rss_row: false,
-    };
+    let z = Sizing::new(quick, runs);
     let mut v = Vec::new();
+    v.extend(spawn_rows(&z));
+    v.extend(handoff_rows(&z));
+    v.extend(sleep_rows(&z));
+    v.extend(echo_rows(&z));
+    v.extend(http_rows(&z));
+    v
+}
 
-    let mut s = own(
+/// What the rows of a plan share: sizes, runs and windows for a full or a
+/// `--quick` suite.
+struct Sizing {
+    quick: bool,
+    /// Runs of a CPU-bound row (`Drive::Own`), and of the others.
+    cpu_runs: usize,
+    other_runs: usize,
+    /// Servers' warmup and measured window.
+    srv_warmup: Duration,
+    srv_window: Duration,
+    map_count: u64,
+}
+
+impl Sizing {
+    fn new(quick: bool, runs: Option<usize>) -> Sizing {
+        let (srv_warmup, srv_window) = if quick {
+            (Duration::from_millis(500), Duration::from_secs(2))
+        } else {
+            (Duration::from_secs(1), Duration::from_secs(5))
+        };
+        Sizing {
+            quick,
+            cpu_runs: runs.unwrap_or(if quick { 3 } else { 5 }),
+            other_runs: runs.unwrap_or(if quick { 1 } else { 3 }),
+            srv_warmup,
+            srv_window,
+            map_count: max_map_count(),
+        }
+    }
+
+    /// `full`, or `quick_v` in a quick suite.
+    fn q(&self, full: u64, quick_v: u64) -> u64 {
+        if self.quick { quick_v } else { full }
+    }
+
+    /// Why std threads cannot run `n` threads, when they cannot.
+    fn std_thread_cap(&self, n: u64) -> Option<Result<Vec<u64>, String>> {
+        (n > self.map_count / 2).then(|| {
+            Err(format!(
+                "{n} OS threads need ~{} memory mappings; vm.max_map_count is {}",
+                2 * n,
+                self.map_count
+            ))
+        })
+    }
+
+    /// A row the worker measures itself; its worker is the id's first word.
+    fn own(
+        &self,
+        id: &'static str,
+        title: &'static str,
+        what: &'static str,
+        unit: Unit,
+        args: Vec<u64>,
+    ) -> Spec {
+        Spec {
+            id,
+            worker: id.split('-').next().unwrap_or(id),
+            title,
+            what,
+            unit,
+            drive: Drive::Own,
+            args,
+            overrides: Vec::new(),
+            runs: self.cpu_runs,
+            warmup: Duration::ZERO,
+            window: Duration::ZERO,
+            ideal: None,
+            ideal_p99_ms: None,
+            rss_row: false,
+        }
+    }
+
+    /// A server row (no current-thread Tokio column).
+    fn server(
+        &self,
+        id: &'static str,
+        title: &'static str,
+        what: &'static str,
+        unit: Unit,
+        drive: Drive,
+    ) -> Spec {
+        Spec {
+            id,
+            worker: "",
+            title,
+            what,
+            unit,
+            drive,
+            args: Vec::new(),
+            overrides: vec![(
+                "tokio-ct",
+                Err("servers: multi-thread runtime only".to_string()),
+            )],
+            runs: self.other_runs,
+            warmup: self.srv_warmup,
+            window: self.srv_window,
+            ideal: None,
+            ideal_p99_ms: None,
+            rss_row: false,
+        }
+    }
+}
+
+/// spawn + join, from a virtual thread and from main.
+fn spawn_rows(z: &Sizing) -> Vec<Spec> {
+    let mut s = z.own(
         "spawn",
         "spawn + join",
         "start N empty threads/tasks, then join them all; wall time / N",
         Unit::Ns,
-        vec![q(100_000, 20_000)],
+        vec![z.q(100_000, 20_000)],
     );
-    s.overrides.push(("std", Ok(vec![q(10_000, 2_000)])));
-    v.push(s);
-
+    s.overrides.push(("std", Ok(vec![z.q(10_000, 2_000)])));
     // The same from the program's main OS thread, as most programs spawn
     // (Go's main goroutine and Java's main thread are what "spawn" uses).
-    let mut s = own(
+    let mut m = z.own(
         "spawn-main",
         "spawn + join, from main",
         "as spawn + join, spawned from the main OS thread (Weft: fn main; Tokio: the block_on future; Go: the main goroutine; Java: the main thread)",
         Unit::Ns,
-        vec![q(100_000, 20_000)],
+        vec![z.q(100_000, 20_000)],
     );
-    s.worker = "spawn-main";
-    s.overrides.push(("std", Ok(vec![q(10_000, 2_000)])));
-    v.push(s);
+    m.worker = "spawn-main";
+    m.overrides.push(("std", Ok(vec![z.q(10_000, 2_000)])));
+    vec![s, m]
+}
 
-    let mut s = own(
+/// Handing work between threads: ping-pong, a contended lock, channels.
+fn handoff_rows(z: &Sizing) -> Vec<Spec> {
+    let mut pingpong = z.own(
         "pingpong",
         "ping-pong round trip",
         "two threads hand a turn back and forth (park/unpark; Tokio: Notify; Go: unbuffered channels); time / round trip",
         Unit::Ns,
-        vec![q(1_000_000, 200_000)],
+        vec![z.q(1_000_000, 200_000)],
     );
-    s.overrides.push(("std", Ok(vec![q(100_000, 20_000)])));
-    v.push(s);
+    pingpong
+        .overrides
+        .push(("std", Ok(vec![z.q(100_000, 20_000)])));
+    vec![
+        pingpong,
+        z.own(
+            "mutex",
+            "contended lock, 100 threads",
+            "100 threads each increment one counter under one lock (Weft: weft::sync::Mutex, Tokio: tokio::sync::Mutex, Go: sync.Mutex, Java: ReentrantLock); time / increment",
+            Unit::Ns,
+            vec![100, z.q(10_000, 2_000)],
+        ),
+        z.own(
+            "channel-1",
+            "channel 1 → 1",
+            "one producer sends N u64 to one consumer over a bounded channel of 1,024; messages / s",
+            Unit::PerSec("msg/s"),
+            vec![1, z.q(2_000_000, 400_000), 1024],
+        ),
+        z.own(
+            "channel-100",
+            "channel 100 → 1",
+            "100 producers send N u64 in all to one consumer over a bounded channel of 1,024; messages / s",
+            Unit::PerSec("msg/s"),
+            vec![100, z.q(2_000_000, 400_000), 1024],
+        ),
+    ]
+}
 
-    v.push(own(
-        "mutex",
-        "contended lock, 100 threads",
-        "100 threads each increment one counter under one lock (Weft: weft::sync::Mutex, Tokio: tokio::sync::Mutex, Go: sync.Mutex, Java: ReentrantLock); time / increment",
-        Unit::Ns,
-        vec![100, q(10_000, 2_000)],
-    ));
-
-    v.push(own(
-        "channel-1",
-        "channel 1 → 1",
-        "one producer sends N u64 to one consumer over a bounded channel of 1,024; messages / s",
-        Unit::PerSec("msg/s"),
-        vec![1, q(2_000_000, 400_000), 1024],
-    ));
-
-    v.push(own(
-        "channel-100",
-        "channel 100 → 1",
-        "100 producers send N u64 in all to one consumer over a bounded channel of 1,024; messages / s",
-        Unit::PerSec("msg/s"),
-        vec![100, q(2_000_000, 400_000), 1024],
-    ));
-
-    let sleepers = |id, n: u64| {
-        let mut s = own(
-            id,
-            if n >= 1_000_000 {
-                "1M × sleep(1 s)"
-            } else {
-                "100k × sleep(1 s)"
-            },
-            "start N threads that each sleep 1 s; wall time until all are joined, and the process's peak RSS",
-            Unit::Ms,
-            vec![n, 1000],
-        );
-        s.runs = other_runs;
-        s.ideal = Some(1000.0);
-        s.rss_row = true;
-        if n > std_cap {
-            s.overrides.push(("std", too_many_threads(n)));
-        }
-        s
+/// N × sleep(1 s): 100k (and 1M in a full suite), spawned from a virtual
+/// thread, then from main.
+fn sleep_rows(z: &Sizing) -> Vec<Spec> {
+    let sizes: &[u64] = if z.quick {
+        &[100_000]
+    } else {
+        &[100_000, 1_000_000]
     };
-    v.push(sleepers("sleep-100k", 100_000));
-    if !quick {
-        v.push(sleepers("sleep-1m", 1_000_000));
-    }
-    let from_main = |mut s: Spec, id, title| {
-        s.id = id;
-        s.title = title;
+    let mut v: Vec<Spec> = sizes.iter().map(|&n| sleepers(z, n)).collect();
+    for &n in sizes {
+        let mut s = sleepers(z, n);
+        (s.id, s.title) = if n >= 1_000_000 {
+            ("sleep-1m-main", "1M × sleep(1 s), from main")
+        } else {
+            ("sleep-100k-main", "100k × sleep(1 s), from main")
+        };
         s.worker = "sleep-main";
         s.what = "as the row above, spawned from the main OS thread (Weft: fn main; Tokio: the block_on future; Go: the main goroutine; Java: the main thread)";
-        s
-    };
-    v.push(from_main(
-        sleepers("sleep-100k", 100_000),
-        "sleep-100k-main",
-        "100k × sleep(1 s), from main",
-    ));
-    if !quick {
-        v.push(from_main(
-            sleepers("sleep-1m", 1_000_000),
-            "sleep-1m-main",
-            "1M × sleep(1 s), from main",
-        ));
+        v.push(s);
     }
+    v
+}
 
-    v.push(server(
-        "echo-100",
-        "TCP echo, 100 connections",
-        "100 client connections each write 64 B and read the echo in a loop; round trips / s (and p99 latency)",
-        Unit::PerSec("msg/s"),
-        Drive::Echo { conns: 100 },
-    ));
-    let mut s = server(
+/// `n` threads that each sleep 1 s.
+fn sleepers(z: &Sizing, n: u64) -> Spec {
+    let (id, title) = if n >= 1_000_000 {
+        ("sleep-1m", "1M × sleep(1 s)")
+    } else {
+        ("sleep-100k", "100k × sleep(1 s)")
+    };
+    let mut s = z.own(
+        id,
+        title,
+        "start N threads that each sleep 1 s; wall time until all are joined, and the process's peak RSS",
+        Unit::Ms,
+        vec![n, 1000],
+    );
+    s.runs = z.other_runs;
+    s.ideal = Some(1000.0);
+    s.rss_row = true;
+    if let Some(cap) = z.std_thread_cap(n) {
+        s.overrides.push(("std", cap));
+    }
+    s
+}
+
+/// TCP echo with 100 and 10,000 connections.
+fn echo_rows(z: &Sizing) -> Vec<Spec> {
+    let mut big = z.server(
         "echo-10k",
         "TCP echo, 10,000 connections",
         "as above with 10,000 connections; round trips / s, p99, server peak RSS",
         Unit::PerSec("msg/s"),
         Drive::Echo { conns: 10_000 },
     );
-    s.rss_row = true;
-    v.push(s);
+    big.rss_row = true;
+    vec![
+        z.server(
+            "echo-100",
+            "TCP echo, 100 connections",
+            "100 client connections each write 64 B and read the echo in a loop; round trips / s (and p99 latency)",
+            Unit::PerSec("msg/s"),
+            Drive::Echo { conns: 100 },
+        ),
+        big,
+    ]
+}
 
-    v.push(server(
+/// HTTP and HTTPS hello, hello with 10,000 connections (full suite), and
+/// sleep(1 s) with 10,000 connections.
+fn http_rows(z: &Sizing) -> Vec<Spec> {
+    let http = |path, conns, tls| Drive::Http { path, conns, tls };
+    let mut v = vec![z.server(
         "http-hello-100",
         "HTTP hello, 100 connections",
         "weft-load, 100 keep-alive users on GET /hello (13-byte body); responses / s (and p99)",
         Unit::PerSec("req/s"),
-        Drive::Http {
-            path: "/hello",
-            conns: 100,
-            tls: false,
-        },
-    ));
-    let mut s = server(
+        http("/hello", 100, false),
+    )];
+    let mut s = z.server(
         "https-hello-100",
         "HTTPS hello, 100 connections",
         "as HTTP hello over TLS (self-signed ECDSA P-256 certificate; rustls + ring in the Rust columns, crypto/tls in Go, JSSE in Java): weft-load, 100 keep-alive users, handshakes during warmup; responses / s (and p99). Then a window of one new connection per request: full TLS handshakes / s and their p99",
         Unit::PerSec("req/s"),
-        Drive::Http {
-            path: "/hello",
-            conns: 100,
-            tls: true,
-        },
+        http("/hello", 100, true),
     );
     // 100 handshakes (and, in Java, the JIT's first pass over JSSE) must
     // be over before the keep-alive window: a cold JVM shakes hands at
     // ~100/s on this machine.
-    s.warmup = srv_warmup * 3;
+    s.warmup = z.srv_warmup * 3;
     v.push(s);
-    if !quick {
-        let mut s = server(
+    if !z.quick {
+        let mut s = z.server(
             "http-hello-10k",
             "HTTP hello, 10,000 connections",
             "weft-load, 10,000 keep-alive users on GET /hello; responses / s, p99, server peak RSS",
             Unit::PerSec("req/s"),
-            Drive::Http {
-                path: "/hello",
-                conns: 10_000,
-                tls: false,
-            },
+            http("/hello", 10_000, false),
         );
         s.rss_row = true;
         v.push(s);
     }
-    let mut s = server(
+    v.push(http_sleep_row(z));
+    v
+}
+
+/// 10,000 users on a handler that sleeps 1 s: ideal 10,000 req/s, p99 1 s.
+fn http_sleep_row(z: &Sizing) -> Spec {
+    let mut s = z.server(
         "http-sleep-10k",
         "HTTP sleep(1 s), 10,000 connections",
         "weft-load, 10,000 keep-alive users on GET /sleep (the handler sleeps 1 s); responses / s (ideal 10,000), p99 (ideal 1 s), server peak RSS",
@@ -395,16 +464,11 @@ fn plan(quick: bool, runs: Option<usize>) -> Vec<Spec> {
         },
     );
     s.warmup = Duration::from_secs(3);
-    s.window = if quick {
-        Duration::from_secs(4)
-    } else {
-        Duration::from_secs(10)
-    };
+    s.window = Duration::from_secs(if z.quick { 4 } else { 10 });
     s.ideal = Some(10_000.0);
     s.ideal_p99_ms = Some(1000.0);
     s.rss_row = true;
-    v.push(s);
-    v
+    s
 }
 
 /// `vm.max_map_count` (65,530 when unreadable: the kernel default).
@@ -746,28 +810,15 @@ fn soak_main(cli: &Cli) -> Result<(), String> {
     }
 }
 
+/// The suite: the selected rows on the selected columns, then the table,
+/// `results.json`, `report.md`, the charts and (for a full run, or with
+/// `--update-docs`) `docs/bench.md`.
 fn suite(cli: &Cli) -> Result<(), String> {
     let started = Instant::now();
-    let specs: Vec<Spec> = plan(cli.quick, cli.runs)
-        .into_iter()
-        .filter(|s| cli.only.is_empty() || cli.only.iter().any(|o| s.id.contains(o.as_str())))
-        .collect();
-    if specs.is_empty() {
-        return Err(format!("no workload matches --only {:?}", cli.only));
-    }
-    for r in &cli.runtimes {
-        if !COLUMNS.iter().any(|c| c.0 == r) {
-            return Err(format!(
-                "unknown runtime {r:?} (expected one of: {})",
-                COLUMNS.map(|c| c.0).join(", ")
-            ));
-        }
-    }
+    let specs = selected_specs(cli)?;
+    check_runtimes(&cli.runtimes)?;
     if cli.list {
-        for s in &specs {
-            println!("{:<16} {}\n{:<16} {}", s.id, s.title, "", s.what);
-        }
-        println!("\ncolumns: {}", COLUMNS.map(|c| c.0).join(", "));
+        list(&specs);
         return Ok(());
     }
     let out = cli
@@ -778,18 +829,78 @@ fn suite(cli: &Cli) -> Result<(), String> {
         .map_err(|e| format!("cannot create {}: {e}", out.display()))?;
     let _ = weft_load::raise_fd_limit();
     let machine = report::Machine::probe();
+    let columns = build_columns(&cli.runtimes, &specs, &out)?;
+    // One self-signed certificate for every https server of this run.
+    let tls = if specs
+        .iter()
+        .any(|s| matches!(s.drive, Drive::Http { tls: true, .. }))
+    {
+        Some(TlsFiles::generate(&out.join("tls"))?)
+    } else {
+        None
+    };
+    let results = run_specs(&specs, &columns, tls.as_ref());
+    let rep = report::Report {
+        command: if cli.quick {
+            "cargo run --release -p weft-bench -- --quick".into()
+        } else {
+            "cargo run --release -p weft-bench".into()
+        },
+        invoked_as: std::env::args().collect::<Vec<_>>().join(" "),
+        quick: cli.quick,
+        machine: machine.finish(),
+        duration_secs: started.elapsed().as_secs_f64(),
+        columns: columns.iter().map(Column::summary).collect(),
+        workloads: results,
+    };
+    write_results(cli, &rep, &out)
+}
 
-    // The columns: this binary for the Rust ones, then Go and Java.
+/// The rows `--only` selects (all without it).
+fn selected_specs(cli: &Cli) -> Result<Vec<Spec>, String> {
+    let specs: Vec<Spec> = plan(cli.quick, cli.runs)
+        .into_iter()
+        .filter(|s| cli.only.is_empty() || cli.only.iter().any(|o| s.id.contains(o.as_str())))
+        .collect();
+    if specs.is_empty() {
+        return Err(format!("no workload matches --only {:?}", cli.only));
+    }
+    Ok(specs)
+}
+
+fn check_runtimes(runtimes: &[String]) -> Result<(), String> {
+    for r in runtimes {
+        if !COLUMNS.iter().any(|c| c.0 == r) {
+            return Err(format!(
+                "unknown runtime {r:?} (expected one of: {})",
+                COLUMNS.map(|c| c.0).join(", ")
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// `--list`: the rows and the columns.
+fn list(specs: &[Spec]) {
+    for s in specs {
+        println!("{:<16} {}\n{:<16} {}", s.id, s.title, "", s.what);
+    }
+    println!("\ncolumns: {}", COLUMNS.map(|c| c.0).join(", "));
+}
+
+/// The columns: this binary for the Rust ones, then Go and Java; a column
+/// not selected or not buildable is skipped, with the reason.
+fn build_columns(runtimes: &[String], specs: &[Spec], out: &Path) -> Result<Vec<Column>, String> {
     let exe = std::env::current_exe().map_err(|e| e.to_string())?;
     let mut columns = Vec::new();
     for (id, label) in COLUMNS {
-        let wanted = cli.runtimes.is_empty() || cli.runtimes.iter().any(|r| r == id);
+        let wanted = runtimes.is_empty() || runtimes.iter().any(|r| r == id);
         let built = if !wanted {
             Err("not selected (--runtimes)".to_string())
         } else {
             match id {
-                "go" => build_go(&out),
-                "java" => build_java(&out),
+                "go" => build_go(out),
+                "java" => build_java(out),
                 "weft-std" if !specs.iter().any(|s| matches!(s.drive, Drive::Echo { .. })) => {
                     Err("no echo row selected".to_string())
                 }
@@ -816,55 +927,20 @@ fn suite(cli: &Cli) -> Result<(), String> {
             launcher: built.ok().map(|b| b.0),
         });
     }
+    Ok(columns)
+}
 
-    // One self-signed certificate for every https server of this run.
-    let tls = if specs
-        .iter()
-        .any(|s| matches!(s.drive, Drive::Http { tls: true, .. }))
-    {
-        Some(TlsFiles::generate(&out.join("tls"))?)
-    } else {
-        None
-    };
-
-    // Interleave the columns within each run so that a noisy stretch of
-    // time hits every runtime alike.
-    let total: usize = specs
-        .iter()
-        .map(|s| s.runs * columns.iter().filter(|c| c.launcher.is_some()).count())
-        .sum();
+/// Runs every row, interleaving the columns within each run so that a
+/// noisy stretch of time hits every runtime alike.
+fn run_specs(specs: &[Spec], columns: &[Column], tls: Option<&TlsFiles>) -> Vec<WorkloadResult> {
+    let live = columns.iter().filter(|c| c.launcher.is_some()).count();
+    let total: usize = specs.iter().map(|s| s.runs * live).sum();
     let mut step = 0;
     let mut results = Vec::new();
-    for spec in &specs {
-        let mut cells: Vec<Cell> = columns
-            .iter()
-            .map(|c| {
-                let args = spec
-                    .overrides
-                    .iter()
-                    .find(|o| o.0 == c.id)
-                    .map(|o| o.1.clone())
-                    .unwrap_or_else(|| Ok(spec.args.clone()))
-                    .and_then(|a| match spec.drive {
-                        Drive::Echo { .. } => Ok(a),
-                        _ if c.id == "weft-std" => Err("echo rows only".to_string()),
-                        _ => Ok(a),
-                    });
-                Cell {
-                    column: c.id.clone(),
-                    args: args.clone().unwrap_or_default(),
-                    runs: Vec::new(),
-                    skipped: c
-                        .skipped
-                        .as_ref()
-                        .map(|_| "column skipped".to_string())
-                        .or(args.err()),
-                    error: None,
-                }
-            })
-            .collect();
+    for spec in specs {
+        let mut cells: Vec<Cell> = columns.iter().map(|c| cell(spec, c)).collect();
         for run in 0..spec.runs {
-            for (cell, col) in cells.iter_mut().zip(&columns) {
+            for (cell, col) in cells.iter_mut().zip(columns) {
                 let Some(launcher) = &col.launcher else {
                     continue;
                 };
@@ -879,21 +955,9 @@ fn suite(cli: &Cli) -> Result<(), String> {
                     run + 1,
                     spec.runs
                 );
-                match run_once(spec, launcher, &cell.args, tls.as_ref()) {
+                match run_once(spec, launcher, &cell.args, tls) {
                     Ok(r) => {
-                        eprintln!(
-                            "{}{}  rss {}{}",
-                            spec.unit.format(r.value),
-                            r.p99_ms
-                                .map(|p| format!("  p99 {}", Unit::Ms.format(p)))
-                                .unwrap_or_default(),
-                            report::format_kib(r.rss_kib),
-                            if r.errors > 0 {
-                                format!("  {} errors", r.errors)
-                            } else {
-                                String::new()
-                            }
-                        );
+                        eprintln!("{}", run_line(spec, &r));
                         cell.runs.push(r);
                     }
                     Err(e) => {
@@ -914,27 +978,61 @@ fn suite(cli: &Cli) -> Result<(), String> {
             cells,
         });
     }
+    results
+}
 
-    let duration = started.elapsed();
-    let command = std::env::args().collect::<Vec<_>>().join(" ");
-    let rep = report::Report {
-        command: if cli.quick {
-            "cargo run --release -p weft-bench -- --quick".into()
+/// The cell of `spec` on `column`, before any run: its arguments, or why
+/// it is skipped.
+fn cell(spec: &Spec, column: &Column) -> Cell {
+    let args = spec
+        .overrides
+        .iter()
+        .find(|o| o.0 == column.id)
+        .map(|o| o.1.clone())
+        .unwrap_or_else(|| Ok(spec.args.clone()))
+        .and_then(|a| match spec.drive {
+            Drive::Echo { .. } => Ok(a),
+            _ if column.id == "weft-std" => Err("echo rows only".to_string()),
+            _ => Ok(a),
+        });
+    Cell {
+        column: column.id.clone(),
+        args: args.clone().unwrap_or_default(),
+        runs: Vec::new(),
+        skipped: column
+            .skipped
+            .as_ref()
+            .map(|_| "column skipped".to_string())
+            .or(args.err()),
+        error: None,
+    }
+}
+
+/// A run's figures on the progress line.
+fn run_line(spec: &Spec, r: &Run) -> String {
+    format!(
+        "{}{}  rss {}{}",
+        spec.unit.format(r.value),
+        r.p99_ms
+            .map(|p| format!("  p99 {}", Unit::Ms.format(p)))
+            .unwrap_or_default(),
+        report::format_kib(r.rss_kib),
+        if r.errors > 0 {
+            format!("  {} errors", r.errors)
         } else {
-            "cargo run --release -p weft-bench".into()
-        },
-        invoked_as: command,
-        quick: cli.quick,
-        machine: machine.finish(),
-        duration_secs: duration.as_secs_f64(),
-        columns: columns.iter().map(Column::summary).collect(),
-        workloads: results,
-    };
+            String::new()
+        }
+    )
+}
+
+/// Prints the table; writes `results.json`, `report.md`, the charts and,
+/// for a full run or with `--update-docs`, `docs/bench.md`.
+fn write_results(cli: &Cli, rep: &report::Report, out: &Path) -> Result<(), String> {
     let rows: Vec<Row> = rep.rows();
-    println!("\n{}", report::text_table(&rep, &rows));
-    let json = serde_json::to_string_pretty(&rep).map_err(|e| e.to_string())?;
+    println!("\n{}", report::text_table(rep, &rows));
+    let json = serde_json::to_string_pretty(rep).map_err(|e| e.to_string())?;
     write(&out.join("results.json"), &json)?;
-    let md = report::markdown(&rep, &rows);
+    let md = report::markdown(rep, &rows);
     write(&out.join("report.md"), &md)?;
     for w in &rep.workloads {
         write(
@@ -945,7 +1043,7 @@ fn suite(cli: &Cli) -> Result<(), String> {
     println!(
         "wrote {} (results.json, report.md, charts/*.svg) in {:.0} s",
         out.display(),
-        duration.as_secs_f64()
+        rep.duration_secs
     );
     let full_run =
         !cli.quick && cli.only.is_empty() && cli.runtimes.is_empty() && cli.runs.is_none();
