@@ -8,7 +8,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
-use weft_transparent_tests::strict_runtime;
+use weft_transparent_tests::{parked_in, strict_runtime};
 
 fn listener() -> (TcpListener, std::net::SocketAddr) {
     let l = TcpListener::bind("127.0.0.1:0").unwrap();
@@ -76,8 +76,10 @@ fn recv_parks_and_hides_weft_nonblocking() {
         let fl = unsafe { libc::fcntl(c2.as_raw_fd(), libc::F_GETFL) };
         (b, fl & libc::O_NONBLOCK)
     });
-    let rt_ = reader.thread().clone();
-    let blocker = rt.spawn(move || rt_.blocker()).join().unwrap();
+    // Wait for the park in `recv` (the read may first park briefly on a
+    // lock of the hooks another test's carrier holds: a "futex" wait).
+    parked_in(&reader, "recv");
+    let blocker = reader.thread().blocker();
     p.write_all(b"abc").unwrap();
     let (b, nb) = reader.join().unwrap();
     assert_eq!(&b, b"abc");
