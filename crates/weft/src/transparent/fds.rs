@@ -731,7 +731,7 @@ unsafe extern "C-unwind" {
 /// Blocks until `fd` has `events` or `timeout` passes: 1 ready, 0 timed
 /// out, -1 error (errno set). In libc's `ppoll` (a cancellation point),
 /// else a raw one.
-fn wait_one(fd: c_int, events: i16, timeout: Option<Duration>) -> c_int {
+pub(super) fn wait_one(fd: c_int, events: i16, timeout: Option<Duration>) -> c_int {
     let libc_ppoll = next::PPOLL.get();
     let Some(f) = libc_ppoll else {
         return sys::poll_one(fd, events, timeout);

@@ -359,7 +359,7 @@ pub unsafe extern "C-unwind" fn connect(fd: c_int, addr: *const sockaddr, len: s
         }
     }
     if !done {
-        match sys::poll_one(fd, libc::POLLOUT, timeout) {
+        match fds::wait_one(fd, libc::POLLOUT, timeout) {
             0 => return fail(libc::EINPROGRESS) as c_int,
             p if p < 0 => return -1,
             _ => {}
