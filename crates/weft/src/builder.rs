@@ -13,7 +13,7 @@ use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::Arc;
 
 use crate::runtime::Runtime;
-use crate::sched::Suspend;
+use crate::thread::Suspend;
 use crate::thread::{
     Body, CoroSlot, JoinHandle, Joinable, Kind, Packet, Start, State, Thread, current_virtual,
     set_inner_state,
@@ -118,12 +118,7 @@ impl Builder {
                 None
             }
         };
-        let thread = Thread::new_virtual(
-            self.name,
-            rt.shared().clone(),
-            rt.keep_alive(),
-            self.container,
-        );
+        let thread = Thread::new_virtual(self.name, rt.keep_alive(), self.container);
         // A large body is boxed apart: its bytes are freed when the thread
         // starts instead of staying in the task until the join.
         let (start, joinable) = if size_of::<F>() > INLINE_BODY_MAX {
@@ -258,8 +253,8 @@ where
             // Then its `thread_local!` values and pthread key values, as an
             // OS thread's at its exit (on a thread-local area of its own).
             crate::tls::run_dtors();
-            if let Kind::Virtual { shared, .. } = &me.kind {
-                shared.thread_finished();
+            if let Kind::Virtual { sched, .. } = &me.kind {
+                sched.finished();
             }
             // Before the joiner can return: it may look at our state.
             set_inner_state(me, State::Terminated);

@@ -9,10 +9,10 @@ use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use crate::JoinHandle;
 use crate::sched::{SchedConfig, Shared, Spawner};
 use crate::stack::{Stack, StackPool};
-use crate::thread::VThread;
+use crate::thread::JoinHandle;
+use crate::thread::{Schedule, VThread};
 
 /// Default reserved stack per virtual thread: 256 KiB.
 ///
@@ -40,6 +40,43 @@ pub struct Runtime {
 struct Handle {
     shared: Arc<Shared>,
     config: Config,
+}
+
+/// What a virtual thread's record asks of its runtime, handed to the
+/// scheduler: the record holds the handle (`Kind::Virtual::sched`), which
+/// also keeps the runtime running while the thread lives.
+impl Schedule for Handle {
+    fn schedule(&self, thread: Arc<VThread>) {
+        self.shared.schedule(thread)
+    }
+
+    fn finished(&self) {
+        self.shared.thread_finished()
+    }
+
+    fn suspend_unwinding(&self, thread: &VThread) -> bool {
+        Schedule::suspend_unwinding(&*self.shared, thread)
+    }
+
+    fn resume_unwinding(&self) {
+        Schedule::resume_unwinding(&*self.shared)
+    }
+
+    fn suspended_unwinders(&self) -> u32 {
+        Schedule::suspended_unwinders(&*self.shared)
+    }
+
+    fn hold_carrier(&self) -> Option<Box<dyn Send>> {
+        Schedule::hold_carrier(&*self.shared)
+    }
+
+    fn as_any(&self) -> &dyn std::any::Any {
+        &*self.shared
+    }
+
+    fn into_any(self: Arc<Self>) -> Arc<dyn std::any::Any + Send + Sync> {
+        self
+    }
 }
 
 impl Drop for Handle {
@@ -282,9 +319,9 @@ fn pool_for(stack_size: usize) -> &'static StackPool {
 }
 
 impl Runtime {
-    /// A type-erased share of this runtime that keeps it running (held by
-    /// each of its virtual threads; no allocation).
-    pub(crate) fn keep_alive(&self) -> Arc<dyn std::any::Any + Send + Sync> {
+    /// A share of this runtime that keeps it running and schedules its
+    /// threads (held by each of its virtual threads; no allocation).
+    pub(crate) fn keep_alive(&self) -> Arc<dyn Schedule> {
         self.handle.clone()
     }
 
@@ -319,7 +356,7 @@ impl Runtime {
         F: FnOnce() -> T + Send + 'static,
         T: Send + 'static,
     {
-        crate::Builder::new()
+        crate::builder::Builder::new()
             .spawn_on(self, f)
             .unwrap_or_else(|e| panic!("weft: spawn failed: {e}"))
     }
@@ -358,11 +395,6 @@ impl Runtime {
     /// thread stops counting before its `join` can return.
     pub fn live_threads(&self) -> usize {
         self.handle.shared.live.load(Ordering::Relaxed)
-    }
-
-    /// The scheduler state behind this handle.
-    pub(crate) fn shared(&self) -> &Arc<Shared> {
-        &self.handle.shared
     }
 
     /// Whether started threads of this runtime may change carriers (see
@@ -413,7 +445,7 @@ impl fmt::Debug for Runtime {
 /// The runtime of the calling virtual thread; `None` on an OS thread.
 pub(crate) fn current() -> Option<Runtime> {
     let share = crate::thread::current_virtual()?.runtime_share()?.clone();
-    let handle = share.downcast::<Handle>().ok()?;
+    let handle = share.into_any().downcast::<Handle>().ok()?;
     Some(Runtime { handle })
 }
 

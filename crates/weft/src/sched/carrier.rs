@@ -20,10 +20,10 @@ use crossbeam_deque::{Steal, Worker};
 
 use super::slot::CarrierSlot;
 use super::timers::TimerEntry;
-use super::{Shared, Suspend, set_state};
+use super::{Shared, set_state};
 use crate::park::AfterSwitch;
 use crate::stack::TRIM_DEPTH;
-use crate::thread::{Kind, NO_HOME, State, VThread};
+use crate::thread::{Kind, NO_HOME, State, Suspend, VThread};
 
 pub(super) const NEXT_STREAK_CAP: u32 = 16;
 pub(super) const GLOBAL_CHECK_INTERVAL: u32 = 61;
@@ -55,8 +55,6 @@ pub(crate) struct Carrier {
     pub(super) tick: Cell<u32>,
     pub(super) searching: Cell<bool>,
     pub(super) rng: Cell<u64>,
-    /// The mounted thread, or null.
-    pub(super) current: Cell<*const VThread>,
     /// Free stack slots of the default pool, kept here to avoid its lock.
     pub(super) stack_cache: RefCell<Vec<usize>>,
     /// Threads of this carrier suspended while unwinding a panic (each
@@ -102,73 +100,6 @@ pub(crate) fn carrier() -> Option<&'static Carrier> {
     // that function's stack for as long as the pointer is set (it is reset
     // before the Carrier is dropped), and only this OS thread reads it.
     unsafe { p.as_ref() }
-}
-
-/// Raw pointer to the thread mounted on this carrier (null if none).
-#[inline(never)]
-pub(crate) fn mounted_ptr() -> *const VThread {
-    match carrier() {
-        Some(c) => c.current.get(),
-        None => std::ptr::null(),
-    }
-}
-
-/// An owned handle to the mounted thread.
-#[inline(never)]
-pub(crate) fn mounted_arc() -> Option<Arc<VThread>> {
-    let p = mounted_ptr();
-    if p.is_null() {
-        return None;
-    }
-    // SAFETY: `p` came from `Arc::as_ptr` of a Arc<VThread> the carrier holds for as
-    // long as it is mounted, so the count is at least one while we add ours.
-    unsafe {
-        Arc::increment_strong_count(p);
-        Some(Arc::from_raw(p))
-    }
-}
-
-/// Called by a virtual thread about to suspend. If its carrier's OS thread
-/// is unwinding a panic on this thread's behalf, counts it among the
-/// carrier's suspended unwinders (see `crate::thread::panicking`) and
-/// returns true; the thread calls [`resume_unwinding`] when it resumes.
-///
-/// The panic is "ours" when no other suspended thread of this carrier
-/// accounts for the raised count (or we were already unwinding when we last
-/// suspended). On a runtime that allows migration, such a thread becomes
-/// bound to this carrier: its unwinding lives in this OS thread's panic
-/// count, and moving it would corrupt two threads' counts.
-pub(crate) fn suspend_unwinding(inner: &VThread) -> bool {
-    // On an area of its own the thread's panic count is its own.
-    if !std::thread::panicking() || crate::tls::isolated() {
-        inner.unwinding.set(false);
-        return false;
-    }
-    let Some(c) = carrier() else { return false };
-    let mine = inner.unwinding.get() || c.suspended_unwinders.get() == 0;
-    inner.unwinding.set(mine);
-    if !mine {
-        return false;
-    }
-    c.suspended_unwinders.set(c.suspended_unwinders.get() + 1);
-    if inner.home.load(Ordering::Relaxed) == NO_HOME {
-        inner.home.store(c.index as u32, Ordering::Relaxed);
-        c.me().homed.fetch_add(1, Ordering::Relaxed);
-    }
-    true
-}
-
-/// The counterpart of [`suspend_unwinding`], on the same carrier.
-pub(crate) fn resume_unwinding() {
-    if let Some(c) = carrier() {
-        c.suspended_unwinders
-            .set(c.suspended_unwinders.get().saturating_sub(1));
-    }
-}
-
-/// Threads of the calling carrier suspended while unwinding.
-pub(crate) fn suspended_unwinders() -> u32 {
-    carrier().map_or(0, |c| c.suspended_unwinders.get())
 }
 
 impl Carrier {
@@ -407,7 +338,7 @@ impl Carrier {
                 self.fail_start(&task, coro_ref, e);
                 return;
             }
-            Ok((_, Some(top))) => task.tls_tp.set(self.make_area(top)),
+            Ok((_, Some(top))) => task.tls_tp.set(self.make_area(top, &task)),
             Ok(_) => {}
         }
         let me = self.me();
@@ -417,7 +348,7 @@ impl Carrier {
             me.homed.fetch_add(1, Ordering::Relaxed);
         }
         set_state(&task, State::Running);
-        self.current.set(Arc::as_ptr(&task));
+        crate::thread::set_mounted(Arc::as_ptr(&task));
         me.mounted
             .store(Arc::as_ptr(&task).cast_mut(), Ordering::Relaxed);
         // Single writer: a plain increment, no locked instruction.
@@ -442,7 +373,7 @@ impl Carrier {
             _ => unreachable!("started above"),
         };
         crate::switching::set_switching(false);
-        self.current.set(std::ptr::null());
+        crate::thread::set_mounted(std::ptr::null());
         me.mounted.swap(std::ptr::null_mut(), Ordering::SeqCst);
         // The monitor may be reading through `mounted`: keep the thread
         // alive until it is done (see `CarrierSlot::mounted_identity`).
@@ -497,8 +428,10 @@ impl Carrier {
     /// Makes the thread-local area of a thread about to start here, at the
     /// top of its stack (`top`), and returns its thread pointer. The area
     /// gets this carrier's values of the scheduler's own thread-locals:
-    /// code on the thread that asks "which carrier am I on" reads them.
-    fn make_area(&self, top: usize) -> usize {
+    /// code on the thread that asks "which carrier am I on" reads them; and
+    /// names `thread` as the mounted record (the only one that ever runs on
+    /// this area).
+    fn make_area(&self, top: usize, thread: &Arc<VThread>) -> usize {
         let l = self.areas.expect("areas are on");
         // SAFETY: this carrier runs the thread for its whole life, and the
         // `reserve()` bytes below `top` were kept out of its stack
@@ -513,6 +446,11 @@ impl Carrier {
                 Cell::new(self as *const Carrier),
             );
             crate::tls::seed(tp, crate::switching::flag(), Cell::new(true));
+            crate::tls::seed(
+                tp,
+                crate::thread::mounted_cell(),
+                Cell::new(Arc::as_ptr(thread)),
+            );
             tp
         }
     }
@@ -579,7 +517,6 @@ pub(crate) fn run_carrier(shared: Arc<Shared>, index: usize, local: Worker<Arc<V
         rng: Cell::new(
             0x9E37_79B9_7F4A_7C15 ^ (index as u64 + 1).wrapping_mul(0xD1B5_4A32_D192_ED03),
         ),
-        current: Cell::new(std::ptr::null()),
         stack_cache: RefCell::new(Vec::new()),
         suspended_unwinders: Cell::new(0),
         finished: RefCell::new(Vec::new()),

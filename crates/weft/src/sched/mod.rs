@@ -82,37 +82,24 @@ mod monitor;
 mod slot;
 mod stats;
 mod timers;
+mod unwinding;
 
 use crate::unpoison::Unpoison;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering, fence};
 use std::sync::{Arc, Mutex, OnceLock};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use crossbeam_deque::{Injector, Stealer, Worker};
 
 use crate::stack::StackPool;
-use crate::thread::{NO_HOME, State, VThread};
+use crate::thread::{Kind, NO_HOME, Schedule, State, VThread};
 
 pub(crate) use blocked::enter_blocking;
-pub(crate) use carrier::{
-    carrier, mounted_arc, mounted_ptr, resume_unwinding, run_carrier, suspend_unwinding,
-    suspended_unwinders,
-};
+pub(crate) use carrier::{carrier, run_carrier};
 use idle::Idle;
 use monitor::Monitor;
 pub(crate) use monitor::run_monitor;
 use slot::CarrierSlot;
-
-/// What a virtual thread asks of its carrier when it suspends. Handled by
-/// the carrier *after* the switch (the suspend protocol, `park.rs`).
-pub(crate) enum Suspend {
-    /// Park until unparked.
-    Park,
-    /// Park until unparked or the deadline passes.
-    ParkUntil(Instant),
-    /// Go to the back of the run queue.
-    Yield,
-}
 
 /// State shared by all carriers of one runtime.
 pub(crate) struct Shared {
@@ -279,9 +266,9 @@ impl Shared {
     /// kicking the carrier if it sleeps. An unbound thread (a runtime that
     /// allows migration) goes to the waker's `next` slot on one of this
     /// runtime's carriers, to the injector from anywhere else.
-    pub(crate) fn schedule(self: &Arc<Shared>, task: Arc<VThread>) {
+    pub(crate) fn schedule(&self, task: Arc<VThread>) {
         let home = task.home.load(Ordering::Relaxed);
-        let here = carrier().filter(|c| Arc::ptr_eq(&c.shared, self));
+        let here = carrier().filter(|c| std::ptr::eq(Arc::as_ptr(&c.shared), self));
         if home != NO_HOME {
             match here {
                 Some(c) if c.index == home as usize => c.push_woken(task),
@@ -409,6 +396,53 @@ impl Shared {
         // `next` slots are not counted: their carriers are awake and will
         // run them; one stuck in a long-running thread is the monitor's job.
         !self.injector.is_empty() || self.stealers.iter().any(|s| !s.is_empty())
+    }
+}
+
+/// What a record asks of its scheduler (see `thread/schedule.rs`).
+impl Schedule for Shared {
+    fn schedule(&self, thread: Arc<VThread>) {
+        Shared::schedule(self, thread)
+    }
+
+    fn finished(&self) {
+        self.thread_finished()
+    }
+
+    fn suspend_unwinding(&self, thread: &VThread) -> bool {
+        unwinding::suspend_unwinding(thread)
+    }
+
+    fn resume_unwinding(&self) {
+        unwinding::resume_unwinding()
+    }
+
+    fn suspended_unwinders(&self) -> u32 {
+        unwinding::suspended_unwinders()
+    }
+
+    fn hold_carrier(&self) -> Option<Box<dyn Send>> {
+        enter_blocking().map(|g| Box::new(g) as Box<dyn Send>)
+    }
+
+    fn as_any(&self) -> &dyn std::any::Any {
+        self
+    }
+
+    fn into_any(self: Arc<Self>) -> Arc<dyn std::any::Any + Send + Sync> {
+        self
+    }
+}
+
+impl VThread {
+    /// The scheduler of a virtual thread's runtime, as the scheduler's own
+    /// type (for dumps and the monitor; the record itself knows it only as
+    /// a [`Schedule`]).
+    pub(crate) fn runtime_shared(&self) -> Option<&Shared> {
+        match &self.kind {
+            Kind::Virtual { sched, .. } => sched.as_any().downcast_ref::<Shared>(),
+            Kind::Os(_) => None,
+        }
     }
 }
 

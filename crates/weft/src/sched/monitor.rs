@@ -315,7 +315,8 @@ pub(super) fn waiting_behind(shared: &Arc<Shared>, i: usize) -> String {
     crate::thread::registry::for_each_thread(|t| {
         if t.home.load(Ordering::Relaxed) as usize == i
             && crate::thread::inner_state(t) == State::Runnable
-            && t.runtime_shared().is_some_and(|s| Arc::ptr_eq(s, shared))
+            && t.runtime_shared()
+                .is_some_and(|s| std::ptr::eq(s, &**shared))
         {
             n += 1;
             if names.len() < 8 {

@@ -1,18 +1,31 @@
 //! The calling thread: [`current`], whether it is virtual, and its
 //! interrupt flag.
 //!
-//! On a carrier, the current virtual thread is the carrier's mounted thread
-//! (`sched::mounted_ptr`); elsewhere it is a lazily created record for
-//! the OS thread, or the task a fixed executor's worker is running.
+//! On a carrier, the current virtual thread is the record the carrier has
+//! mounted: the carrier writes it to [`MOUNTED`] around each run
+//! ([`set_mounted`]; a thread with a thread-local area of its own finds
+//! itself there, seeded when the area is made). Elsewhere it is a lazily
+//! created record for the OS thread, or the task a fixed executor's worker
+//! is running.
+//!
+//! Who touches [`MOUNTED`]: the carrier's own OS thread writes its copy
+//! (before it resumes a thread and after the thread comes back); code on
+//! the virtual thread, and a signal handler, only read it. A thread's own
+//! area holds a copy written once, before the thread first runs
+//! (`Carrier::make_area`), naming that thread — the only one that ever
+//! runs with that area. No other thread reads it: plain `Cell`s.
 
+use std::cell::Cell;
 use std::io;
+use std::sync::Arc;
 use std::sync::OnceLock;
 use std::sync::atomic::Ordering;
 
 use super::*;
-use crate::sched::{self};
 
 std::thread_local! {
+    /// The record mounted on this carrier (null: none, or not a carrier).
+    static MOUNTED: Cell<*const VThread> = const { Cell::new(std::ptr::null()) };
     /// Handle for a plain OS thread, created on first use.
     static OS_THREAD: Thread = {
         let std = std::thread::current();
@@ -59,25 +72,54 @@ pub(super) fn with_os_thread<R>(f: impl FnOnce(&Thread) -> R) -> R {
     }
 }
 
-/// The virtual thread mounted on this carrier, if any. Read through an
-/// `#[inline(never)]` accessor: a virtual thread may migrate between carriers
-/// at any suspension, and LLVM may otherwise cache this TLS address across
-/// the switch (llvm/llvm-project#98479).
+/// Sets the record mounted on the calling carrier (null: none). Called by
+/// the carrier around each run of a thread, on its own OS thread (with its
+/// own thread pointer).
+pub(crate) fn set_mounted(thread: *const VThread) {
+    MOUNTED.with(|m| m.set(thread));
+}
+
+/// The calling OS thread's [`MOUNTED`] cell, for seeding a thread-local
+/// area (`tls::seed`) with the record that runs on it.
+pub(crate) fn mounted_cell() -> *const Cell<*const VThread> {
+    MOUNTED.with(|m| m as *const _)
+}
+
+/// Raw pointer to the record mounted on this carrier (null if none).
+///
+/// `#[inline(never)]`: a virtual thread may migrate between carriers at
+/// any suspension, and LLVM may otherwise cache this TLS address across the
+/// switch (llvm/llvm-project#98479).
 #[inline(never)]
+fn mounted_ptr() -> *const VThread {
+    MOUNTED.with(Cell::get)
+}
+
+/// The virtual thread mounted on this carrier, if any.
 pub(crate) fn current_virtual() -> Option<&'static VThread> {
-    let p = sched::mounted_ptr();
+    let p = mounted_ptr();
     // SAFETY: the carrier sets this pointer to the mounted thread's VThread for
     // exactly as long as it runs that thread, and holds an Arc to it
-    // meanwhile; the reference is only used before the next suspension.
+    // meanwhile (an area's copy names its own thread, which is running
+    // whenever that copy can be read); the reference is only used before
+    // the next suspension.
     unsafe { p.as_ref() }
 }
 
 /// Returns a handle to the calling thread, virtual or OS.
 pub fn current() -> Thread {
-    match sched::mounted_arc() {
-        Some(inner) => Thread { inner },
-        None => with_os_thread(Thread::clone),
+    let p = mounted_ptr();
+    if p.is_null() {
+        return with_os_thread(Thread::clone);
     }
+    // SAFETY: `p` came from `Arc::as_ptr` of an `Arc<VThread>` the carrier
+    // holds for as long as it is mounted, so the count is at least one
+    // while we add ours.
+    let inner = unsafe {
+        Arc::increment_strong_count(p);
+        Arc::from_raw(p)
+    };
+    Thread { inner }
 }
 
 /// Whether the calling code runs on a virtual thread.

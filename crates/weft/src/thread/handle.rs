@@ -46,19 +46,17 @@ pub struct Thread {
 }
 
 impl Thread {
-    /// A new virtual thread's handle: `shared` is its runtime's scheduler,
-    /// `keep_alive` a handle that keeps the runtime running while it lives.
+    /// A new virtual thread's handle: `sched` is its runtime (a handle that
+    /// keeps it running while the thread lives).
     pub(crate) fn new_virtual(
         name: Option<String>,
-        shared: Arc<crate::sched::Shared>,
-        keep_alive: Arc<dyn std::any::Any + Send + Sync>,
+        sched: Arc<dyn Schedule>,
         container: u64,
     ) -> Thread {
         Thread::from_kind(
             name,
             Kind::Virtual {
-                shared,
-                keep_alive,
+                sched,
                 coro: UnsafeCell::new(CoroSlot::Empty),
             },
             container,
@@ -130,14 +128,14 @@ impl Thread {
                     t.unpark();
                 }
             }
-            Kind::Virtual { shared, .. } => {
+            Kind::Virtual { sched, .. } => {
                 if self.inner.park.unpark() == crate::park::Unpark::Schedule {
                     self.set_state(State::Runnable);
                     // SAFETY: a PARKED thread carries one strong count leaked
                     // by its carrier (`Carrier::after_park`); moving it out of
                     // PARKED made that count ours.
-                    let task = unsafe { Arc::from_raw(Arc::as_ptr(&self.inner)) };
-                    shared.schedule(task);
+                    let thread = unsafe { Arc::from_raw(Arc::as_ptr(&self.inner)) };
+                    sched.schedule(thread);
                 } else {
                     // Pairs with the fence in `crate::blocking::pinned_park`.
                     std::sync::atomic::fence(Ordering::SeqCst);

@@ -23,6 +23,12 @@
 //! - `capture.rs`: a thread dump's request that a parked thread record its
 //!   own stack.
 //! - `activity.rs`: what a thread says it is doing, for dumps.
+//! - `schedule.rs`: [`Schedule`], what a record asks of the scheduler that
+//!   carries it (implemented by `sched`), and [`Suspend`].
+//!
+//! Nothing here names the scheduler: the record holds an
+//! `Arc<dyn Schedule>`, the carrier says which record it runs through
+//! `set_mounted`, and the scheduler (one layer up) names this module.
 
 mod activity;
 mod blocker;
@@ -35,6 +41,7 @@ mod park;
 mod pinned;
 mod record;
 pub(crate) mod registry;
+mod schedule;
 mod state;
 
 pub(crate) use activity::inner_activity;
@@ -44,8 +51,8 @@ pub(crate) use blocker::{BlockerCell, with_blocker};
 use current::with_os_thread;
 pub use current::{current, interrupted, is_virtual};
 pub(crate) use current::{
-    current_id, current_interrupted, current_virtual, interrupted_error, new_os_task,
-    run_as_os_task, take_interrupt,
+    current_id, current_interrupted, current_virtual, interrupted_error, mounted_cell, new_os_task,
+    run_as_os_task, set_mounted, take_interrupt,
 };
 pub use handle::{Thread, ThreadId};
 pub use join::JoinHandle;
@@ -59,4 +66,5 @@ pub(crate) use record::{
     Body, CoroSlot, Kind, NO_HOME, Start, VThread, abort_after_drop_panic, inner_blocker,
     inner_state, set_inner_state,
 };
+pub(crate) use schedule::{Schedule, Suspend};
 pub use state::State;

@@ -15,7 +15,6 @@ use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use super::*;
-use crate::sched::{self, Suspend};
 
 /// Blocks until the current thread's permit is available (then consumes
 /// it), it is interrupted, or spuriously. See `std::thread::park`.
@@ -138,8 +137,16 @@ pub(crate) fn suspend(inner: &VThread, s: Suspend) {
     // carrier with us and comes back when we do.
     let context = crate::context::unmount();
     // A panic being unwound belongs to the OS thread's panic count, which
-    // the other virtual threads of this carrier see while we are away.
-    let unwinding = sched::suspend_unwinding(inner);
+    // the other virtual threads of this carrier see while we are away (on
+    // an area of its own the thread's panic count is its own).
+    let unwinding = if !std::thread::panicking() || crate::tls::isolated() {
+        inner.unwinding.set(false);
+        false
+    } else {
+        inner
+            .scheduler()
+            .is_some_and(|s| s.suspend_unwinding(inner))
+    };
     let y = inner.yielder.get();
     // SAFETY: `yielder` was set when this coroutine started and points into
     // its own stack, which is the stack we are running on now; it is valid
@@ -149,8 +156,8 @@ pub(crate) fn suspend(inner: &VThread, s: Suspend) {
         (*y).suspend(s);
         crate::switching::set_switching(false);
     }
-    if unwinding {
-        sched::resume_unwinding();
+    if unwinding && let Some(s) = inner.scheduler() {
+        s.resume_unwinding();
     }
     crate::context::mount(context);
 }
@@ -175,14 +182,19 @@ pub fn panicking() -> bool {
     }
     match current_virtual() {
         None => true,
-        Some(inner) => inner.unwinding.get() || sched::suspended_unwinders() == 0,
+        Some(inner) => {
+            inner.unwinding.get()
+                || inner
+                    .scheduler()
+                    .is_none_or(|s| s.suspended_unwinders() == 0)
+        }
     }
 }
 
 /// Takes a PARKED virtual thread off its park for a thread dump and
 /// schedules it; false if it was not parked (then nothing happened).
 pub(crate) fn borrow_parked(t: &Arc<VThread>) -> bool {
-    let Kind::Virtual { shared, .. } = &t.kind else {
+    let Kind::Virtual { sched, .. } = &t.kind else {
         return false;
     };
     if !t.park.borrow_parked() {
@@ -193,8 +205,8 @@ pub(crate) fn borrow_parked(t: &Arc<VThread>) -> bool {
     set_inner_state(t, State::Runnable);
     // SAFETY: moving the thread out of PARKED made the count its carrier
     // leaked at park ours (as in `Thread::unpark`).
-    let task = unsafe { Arc::from_raw(Arc::as_ptr(t)) };
-    shared.schedule(task);
+    let thread = unsafe { Arc::from_raw(Arc::as_ptr(t)) };
+    sched.schedule(thread);
     true
 }
 

@@ -2,7 +2,7 @@
 //!
 //! Inside `weft::pinned` a virtual thread does not unmount: it waits on its
 //! carrier's OS thread until the permit arrives, the deadline passes or an
-//! interrupt, with the carrier marked blocked (`sched::enter_blocking`) so
+//! interrupt, with the carrier marked blocked (`Schedule::hold_carrier`) so
 //! a spare can come in. `Thread::unpark` wakes it through `pinned_waiter`
 //! (the two SeqCst fences pair up: either the unparker sees
 //! `pinned_waiting`, or the waiter sees the permit). Each explicit pinned
@@ -14,7 +14,6 @@ use std::sync::atomic::{Ordering, fence};
 use std::time::Instant;
 
 use crate::events::{Event, EventKind};
-use crate::sched;
 
 use super::*;
 
@@ -36,7 +35,7 @@ pub(crate) fn pinned_park(inner: &VThread, deadline: Option<Instant>) {
     // Pairs with the fence in `Thread::unpark`: either the unparker sees
     // `pinned_waiting`, or we see its permit below.
     fence(Ordering::SeqCst);
-    let guard = sched::enter_blocking();
+    let guard = inner.scheduler().and_then(|s| s.hold_carrier());
     // The carrier is held from here: the stack capture counts.
     let t0 = Instant::now();
     let stack = (explicit_pin && crate::events::capture_stacks()).then(|| {

@@ -7,16 +7,17 @@
 //! itself or to the one carrier that has it mounted; `park` is the park
 //! state machine (`crate::park`), the only hand-off between a waker and the
 //! carrier; everything else is atomic and documented on the field. The
-//! scheduler's queues hold the record as `Arc<VThread>` (`sched::Arc<VThread>`).
+//! scheduler's queues hold the record as `Arc<VThread>`; the record holds its
+//! scheduler as an `Arc<dyn Schedule>` (`schedule.rs`), never its type.
 
 use std::cell::{Cell, UnsafeCell};
 use std::io;
 use std::sync::atomic::{AtomicBool, AtomicU8, AtomicU32, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, OnceLock};
 
+use super::schedule::{Schedule, Suspend};
 use super::*;
 use crate::park::ParkState;
-use crate::sched::Suspend;
 
 /// What a virtual thread runs: its coroutine, owned by whichever carrier has
 /// it mounted (exclusive by the scheduling protocol).
@@ -130,14 +131,13 @@ impl CoroSlot {
 pub(crate) enum Kind {
     /// A virtual thread and the runtime it belongs to.
     Virtual {
-        /// The scheduler of the thread's runtime.
-        shared: Arc<crate::sched::Shared>,
-        /// A share of the runtime (its handle, type-erased so that the
-        /// record does not depend on the layer above it; a clone of the
-        /// runtime's own `Arc`, so spawning allocates nothing for it): the
-        /// runtime stops only when no thread of it is left. Also how
+        /// The thread's runtime, as what the record asks of it
+        /// ([`Schedule`]): a clone of the runtime's own handle (so spawning
+        /// allocates nothing for it, and the record does not depend on the
+        /// layer above it). It also keeps the runtime running: the runtime
+        /// stops only when no thread of it is left. And it is how
         /// `weft::spawn` finds the caller's runtime (`runtime::current`).
-        keep_alive: Arc<dyn std::any::Any + Send + Sync>,
+        sched: Arc<dyn Schedule>,
         /// SAFETY (field invariant): accessed only by the carrier that has
         /// the thread mounted or is publishing its suspension; the park state
         /// machine and run queues hand the thread to one carrier at a time.
@@ -253,18 +253,17 @@ unsafe impl Send for VThread {}
 
 impl VThread {
     /// The scheduler of a virtual thread's runtime.
-    pub(crate) fn runtime_shared(&self) -> Option<&Arc<crate::sched::Shared>> {
+    pub(crate) fn scheduler(&self) -> Option<&dyn Schedule> {
         match &self.kind {
-            Kind::Virtual { shared, .. } => Some(shared),
+            Kind::Virtual { sched, .. } => Some(&**sched),
             Kind::Os(_) => None,
         }
     }
 
-    /// A virtual thread's share of its runtime (type-erased; see
-    /// `Kind::Virtual::keep_alive`).
-    pub(crate) fn runtime_share(&self) -> Option<&Arc<dyn std::any::Any + Send + Sync>> {
+    /// A virtual thread's share of its runtime (see `Kind::Virtual::sched`).
+    pub(crate) fn runtime_share(&self) -> Option<&Arc<dyn Schedule>> {
         match &self.kind {
-            Kind::Virtual { keep_alive, .. } => Some(keep_alive),
+            Kind::Virtual { sched, .. } => Some(sched),
             Kind::Os(_) => None,
         }
     }
