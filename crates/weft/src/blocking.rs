@@ -108,7 +108,7 @@ where
         done: AtomicBool::new(false),
     };
     let ptr = SlotPtr(&slot as *const Slot<R>);
-    let waiter = crate::current();
+    let waiter = crate::thread::current();
     let job = move || {
         let ptr = ptr;
         let r = catch_unwind(AssertUnwindSafe(f));
@@ -140,7 +140,7 @@ where
         }
     });
     if interrupted {
-        crate::current().interrupt_flag_restore();
+        crate::thread::current().interrupt_flag_restore();
     }
     match slot.result.into_inner() {
         Some(Ok(r)) => r,

@@ -233,7 +233,7 @@ impl<T> Chan<T> {
         unsafe { inner.sendq.push_back(node.as_ref()) };
         drop(inner);
         let mut intr = Interrupts::interruptible();
-        let wake = crate::thread::with_blocker(crate::Blocker::Channel { recv: false }, || {
+        let wake = crate::thread::with_blocker(crate::thread::Blocker::Channel { recv: false }, || {
             node.as_ref().wait(deadline, &mut intr, || {
                 // SAFETY: if queued, the node is in this channel's send queue.
                 unsafe { self.inner.lock().sendq.remove(&node) }
@@ -298,7 +298,7 @@ impl<T> Chan<T> {
         unsafe { inner.recvq.push_back(node.as_ref()) };
         drop(inner);
         let mut intr = Interrupts::interruptible();
-        let wake = crate::thread::with_blocker(crate::Blocker::Channel { recv: true }, || {
+        let wake = crate::thread::with_blocker(crate::thread::Blocker::Channel { recv: true }, || {
             node.as_ref().wait(deadline, &mut intr, || {
                 // SAFETY: if queued, the node is in this channel's receive queue.
                 unsafe { self.inner.lock().recvq.remove(&node) }

@@ -185,7 +185,7 @@ impl Executor {
                     Some(rt) => rt.clone(),
                     None => crate::runtime::for_spawn()?,
                 };
-                crate::Builder::new()
+                crate::builder::Builder::new()
                     .container(self.inner.container)
                     .spawn_on(&rt, move || {
                         let _done = done;
@@ -279,7 +279,7 @@ impl Drop for DoneGuard {
 
 impl ExecInner {
     fn wait_idle(&self) {
-        let me = crate::current();
+        let me = crate::thread::current();
         loop {
             if *self.outstanding.lock().unpoison() == 0 {
                 return;
@@ -290,7 +290,7 @@ impl ExecInner {
                 return;
             }
             let was = crate::thread::take_interrupt();
-            crate::park();
+            crate::thread::park();
             if was {
                 me.interrupt_flag_restore();
             }

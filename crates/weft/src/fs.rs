@@ -25,7 +25,7 @@ use std::path::{Path, PathBuf};
 
 pub use std::fs::{DirEntry, FileType, Metadata, Permissions};
 
-use crate::blocking;
+use crate::blocking::blocking;
 
 /// `std::fs::read`, offloaded.
 pub fn read<P: AsRef<Path>>(path: P) -> io::Result<Vec<u8>> {

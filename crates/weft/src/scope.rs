@@ -62,7 +62,7 @@ impl<T> Drop for ScopedPacket<T> {
 
 /// An owned permission to join a scoped thread.
 pub struct ScopedJoinHandle<'scope, T> {
-    handle: crate::JoinHandle<()>,
+    handle: crate::thread::JoinHandle<()>,
     packet: Arc<ScopedPacket<T>>,
     _scope: PhantomData<&'scope ()>,
 }
@@ -158,14 +158,14 @@ impl<'scope> Scope<'scope, '_> {
         F: FnOnce() -> T + Send + 'scope,
         T: Send + 'scope,
     {
-        self.spawn_with(crate::Builder::new(), f)
+        self.spawn_with(crate::builder::Builder::new(), f)
             .unwrap_or_else(|e| panic!("weft: scoped spawn failed: {e}"))
     }
 
     /// Spawns with a [`Builder`](crate::Builder) (name, stack size).
     pub fn spawn_with<F, T>(
         &'scope self,
-        builder: crate::Builder,
+        builder: crate::builder::Builder,
         f: F,
     ) -> std::io::Result<ScopedJoinHandle<'scope, T>>
     where

@@ -53,7 +53,7 @@ fn resolve(name: &str, port: Option<u16>) -> io::Result<Vec<SocketAddr>> {
     use std::net::ToSocketAddrs as _;
     // getaddrinfo blocks its OS thread: mark the carrier blocked so a
     // spare carrier runs the other virtual threads meanwhile.
-    crate::blocking(|| match port {
+    crate::blocking::blocking(|| match port {
         Some(p) => (name, p).to_socket_addrs().map(Iterator::collect),
         None => name.to_socket_addrs().map(Iterator::collect),
     })

@@ -169,7 +169,7 @@ impl UnixStream {
             match s.connect(&addr) {
                 Ok(()) => break,
                 Err(e) if e.raw_os_error() == Some(libc::EAGAIN) => {
-                    crate::sleep(pause)?;
+                    crate::thread::sleep(pause)?;
                     pause = (pause * 2).min(Duration::from_millis(50));
                 }
                 Err(e) if e.raw_os_error() == Some(libc::EINTR) => {}

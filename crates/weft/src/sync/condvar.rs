@@ -115,7 +115,7 @@ impl Condvar {
         // SAFETY: the caller's guard proves the mutex is held.
         unsafe { mutex.raw().unlock() };
         let wake =
-            crate::thread::with_blocker(crate::Blocker::Other("weft::sync::Condvar"), || {
+            crate::thread::with_blocker(crate::thread::Blocker::Other("weft::sync::Condvar"), || {
                 node.as_ref().wait(deadline, intr, || {
                     let mut q = self.queue.lock();
                     // SAFETY: if queued, the node is in this condvar's list.

@@ -136,7 +136,7 @@ impl CountDownLatch {
         }
         let mut intr = Interrupts::interruptible();
         let wake = crate::thread::with_blocker(
-            crate::Blocker::Other("weft::sync::CountDownLatch"),
+            crate::thread::Blocker::Other("weft::sync::CountDownLatch"),
             || {
                 node.as_ref().wait(deadline, &mut intr, || {
                     // SAFETY: if queued, the node is in this latch's list.

@@ -521,9 +521,9 @@ impl<T: ?Sized> Mutex<T> {
     }
 
     /// What a thread waiting for this mutex is blocked on (for dumps).
-    fn blocker(&self) -> crate::Blocker {
+    fn blocker(&self) -> crate::thread::Blocker {
         let owner = self.owner.load(std::sync::atomic::Ordering::Relaxed);
-        crate::Blocker::Lock {
+        crate::thread::Blocker::Lock {
             kind: "weft::sync::Mutex",
             addr: self as *const Self as *const () as usize,
             owner: (owner != 0).then_some(owner),

@@ -113,7 +113,7 @@ impl RawRwLock {
         }
         let mut intr = Interrupts::uninterruptible();
         let wake = crate::thread::with_blocker(
-            crate::Blocker::Lock {
+            crate::thread::Blocker::Lock {
                 kind: "weft::sync::RwLock",
                 addr: self as *const Self as *const () as usize,
                 owner: None,

@@ -216,7 +216,7 @@ impl Semaphore {
         }
         let mut intr = Interrupts::interruptible();
         let wake =
-            crate::thread::with_blocker(crate::Blocker::Other("weft::sync::Semaphore"), || {
+            crate::thread::with_blocker(crate::thread::Blocker::Other("weft::sync::Semaphore"), || {
                 node.as_ref().wait(deadline, &mut intr, || {
                     let mut q = self.queue.lock();
                     // SAFETY: if queued, the node is in this semaphore's list.
