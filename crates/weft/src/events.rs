@@ -55,6 +55,57 @@ impl EventKind {
     }
 }
 
+/// What to do about the blocking call that held a carrier, told from the
+/// call itself ([`Event::cure`]): the innermost frame of the event's stack
+/// that says what it waits for, or else the system call the carrier's OS
+/// thread sleeps in.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum Cure {
+    /// A sleep (`std::thread::sleep`, `nanosleep`, `clock_nanosleep`): use
+    /// `weft::sleep`.
+    Sleep,
+    /// Blocking I/O or another system call (`std::net`, `std::io`,
+    /// `std::fs`, libc): the `transparent` feature, weft's own sockets and
+    /// files, or `weft::blocking`.
+    Transparent,
+    /// An OS-level lock (a futex: `std::sync`, `parking_lot`, a condition
+    /// variable, `pthread_mutex`): `weft::sync`.
+    Lock,
+}
+
+impl Cure {
+    /// The advice, in one sentence.
+    pub fn advice(self) -> &'static str {
+        match self {
+            Cure::Sleep => {
+                "use weft::sleep (std::thread::sleep blocks the carrier and every \
+                 virtual thread bound to it; weft::sleep parks only this one)"
+            }
+            Cure::Transparent if cfg!(feature = "transparent") => {
+                "use weft::net / weft::fs, or wrap the call in weft::blocking (the \
+                 `transparent` hooks do not cover this call)"
+            }
+            Cure::Transparent => {
+                "build weft with the `transparent` feature (blocking std::net, std::io \
+                 and libc calls then park the virtual thread), or use weft::net / \
+                 weft::fs, or wrap the call in weft::blocking"
+            }
+            Cure::Lock => {
+                "use weft::sync locks and condition variables (a std::sync or parking_lot \
+                 lock blocks the carrier, and one held across a weft blocking call can \
+                 deadlock it)"
+            }
+        }
+    }
+}
+
+impl fmt::Display for Cure {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.advice())
+    }
+}
+
 /// One recorded event.
 #[derive(Clone, Debug)]
 pub struct Event {
@@ -96,8 +147,143 @@ impl fmt::Display for Event {
         if let Some(site) = &self.call_site {
             write!(f, "; called from {site}")?;
         }
+        if let Some(cure) = self.cure() {
+            write!(f, "; cure: {cure}")?;
+        }
         Ok(())
     }
+}
+
+impl Event {
+    /// What to do about the blocking call, for a thread that held its
+    /// carrier blocked in the kernel ([`EventKind::StallBlocked`],
+    /// [`EventKind::BlockedWithWaiters`]); `None` for other kinds, a
+    /// pinned wait, or a call Weft cannot tell.
+    ///
+    /// Read from the stack (the frames between the blocking call and the
+    /// first frame outside Weft and std), or else from the system call
+    /// named in [`Event::detail`].
+    pub fn cure(&self) -> Option<Cure> {
+        if !matches!(
+            self.kind,
+            EventKind::StallBlocked | EventKind::BlockedWithWaiters
+        ) {
+            return None;
+        }
+        if let Some(stack) = &self.stack {
+            let frames = crate::symbols::parse_stack(stack);
+            // Up to the first frame outside Weft and std, that one
+            // included (a third-party crate's lock is its own code).
+            let end = crate::symbols::first_user_frame(&frames).map_or(frames.len(), |i| i + 1);
+            if let Some(c) = frames[..end].iter().find_map(cure_of_frame) {
+                return Some(c);
+            }
+        }
+        let detail = self.detail.as_deref()?;
+        if detail.contains("a pinned wait") {
+            None
+        } else if detail.contains("nanosleep") {
+            Some(Cure::Sleep)
+        } else if detail.contains("futex") {
+            Some(Cure::Lock)
+        } else if detail.contains(", in ") || detail.contains("is blocked in ") {
+            // Some other system call.
+            (!detail.contains("blocked in the kernel")).then_some(Cure::Transparent)
+        } else {
+            None
+        }
+    }
+}
+
+/// What one frame of a blocked stack waits for, if it says.
+fn cure_of_frame(f: &crate::symbols::Frame) -> Option<Cure> {
+    let name = f.function.as_str();
+    let file = f.file.as_deref().unwrap_or("");
+    let std_file = file.contains("/library/std/src/") || file.starts_with("/rustc/");
+    // `__GI___libc_read`, `__libc_recv`, `__nanosleep` → `read`, `recv`, …
+    let mut call = crate::symbols::last_segment(name);
+    loop {
+        let next = call
+            .trim_start_matches('_')
+            .trim_start_matches("GI_")
+            .trim_start_matches('_')
+            .trim_start_matches("libc_");
+        if next == call {
+            break;
+        }
+        call = next;
+    }
+    if name.contains("nanosleep")
+        || (call.starts_with("sleep") && (std_file || name.starts_with("std::")))
+    {
+        return Some(Cure::Sleep);
+    }
+    const LOCKS: [&str; 9] = [
+        "futex",
+        "pthread_mutex",
+        "pthread_cond",
+        "pthread_rwlock",
+        "parking_lot",
+        "std::sync::",
+        "sys::sync::",
+        "lock_contended",
+        "sem_wait",
+    ];
+    if LOCKS.iter().any(|l| name.contains(l))
+        || file.contains("/std/src/sync/")
+        || file.contains("/std/src/sys/sync/")
+        || file.contains("/parking_lot")
+    {
+        return Some(Cure::Lock);
+    }
+    const CALLS: [&str; 24] = [
+        "read",
+        "readv",
+        "pread64",
+        "recv",
+        "recvfrom",
+        "recvmsg",
+        "write",
+        "writev",
+        "pwrite64",
+        "send",
+        "sendto",
+        "sendmsg",
+        "accept",
+        "accept4",
+        "connect",
+        "poll",
+        "ppoll",
+        "select",
+        "pselect6",
+        "epoll_wait",
+        "epoll_pwait",
+        "wait4",
+        "waitpid",
+        "getaddrinfo",
+    ];
+    const STD_IO: [&str; 5] = [
+        "std::net::",
+        "std::io::",
+        "std::fs::",
+        "std::process::",
+        "sys::net",
+    ];
+    if CALLS.contains(&call)
+        || STD_IO.iter().any(|m| name.contains(m))
+        || [
+            "/std/src/net/",
+            "/std/src/io/",
+            "/std/src/fs",
+            "/std/src/process",
+            "/sys/net/",
+        ]
+        .iter()
+        .any(|d| file.contains(d))
+    {
+        return Some(Cure::Transparent);
+    }
+    None
 }
 
 /// Event totals since the process started.
@@ -176,8 +362,86 @@ fn trace_mode() -> Trace {
     })
 }
 
+/// What a stall event saw of a hold of a carrier, kept for the
+/// blocked-with-waiters event of the same hold (which the monitor raises
+/// without sampling again).
+struct Hold {
+    thread_id: u64,
+    /// When the event was recorded.
+    at: SystemTime,
+    stack: Option<String>,
+    call_site: Option<String>,
+    /// The stall was Weft's own diagnostics at work (not recorded).
+    own: bool,
+}
+
+/// The last stalls seen, newest last (a few: only the hold a
+/// blocked-with-waiters event belongs to is looked up).
+static HOLDS: Mutex<VecDeque<Hold>> = Mutex::new(VecDeque::new());
+const HOLDS_KEPT: usize = 64;
+
+/// Whether a stack (as an event keeps it) runs inside Weft's own
+/// diagnostics: a dump, a stack sample, symbol lookup.
+fn inside_own_diagnostics(stack: Option<&str>) -> bool {
+    stack.is_some_and(|s| {
+        crate::symbols::parse_stack(s)
+            .iter()
+            .any(crate::symbols::is_own_diagnostics)
+    })
+}
+
 /// Records an event everywhere it should go.
-pub(crate) fn record(ev: Event) {
+///
+/// Two kinds are completed or held back here, where every source of
+/// events passes:
+/// - a stall (or blocked-with-waiters) whose stack runs inside Weft's own
+///   diagnostics — a dump symbolizing on a carrier, say — is Weft looking,
+///   not the program blocking: it is not recorded (a debug-level trace
+///   says it happened), and never names Weft's frames as the culprit;
+/// - a blocked-with-waiters event that comes without a stack takes the
+///   stack and call site of the stall of the same hold, sampled while the
+///   carrier was blocked.
+pub(crate) fn record(mut ev: Event) {
+    match ev.kind {
+        EventKind::StallBlocked | EventKind::StallCpu => {
+            let own = inside_own_diagnostics(ev.stack.as_deref());
+            let mut holds = HOLDS.lock().unpoison();
+            if holds.len() == HOLDS_KEPT {
+                holds.pop_front();
+            }
+            holds.push_back(Hold {
+                thread_id: ev.thread_id,
+                at: ev.at,
+                stack: ev.stack.clone(),
+                call_site: ev.call_site.clone(),
+                own,
+            });
+            drop(holds);
+            if own {
+                tracing::debug!(target: "weft::events", "{ev} (Weft's own diagnostics: not recorded)");
+                return;
+            }
+        }
+        EventKind::BlockedWithWaiters if ev.stack.is_none() => {
+            // The stall of this hold: same thread, recorded since the hold
+            // began.
+            let began = ev.at.checked_sub(ev.duration).unwrap_or(ev.at);
+            let holds = HOLDS.lock().unpoison();
+            if let Some(h) = holds
+                .iter()
+                .rev()
+                .find(|h| h.thread_id == ev.thread_id && h.at >= began && h.at <= ev.at)
+            {
+                if h.own {
+                    return;
+                }
+                ev.stack = h.stack.clone();
+                ev.call_site = h.call_site.clone();
+            }
+        }
+        EventKind::BlockedWithWaiters if inside_own_diagnostics(ev.stack.as_deref()) => return,
+        _ => {}
+    }
     let us = ev.duration.as_micros() as u64;
     match ev.kind {
         EventKind::Pinned => {
@@ -325,7 +589,192 @@ pub(crate) fn capture_stacks() -> bool {
 
 #[cfg(test)]
 mod tests {
-    use super::Limiter;
+    use super::*;
+    use crate::symbols::{Frame, format_stack};
+
+    fn fr(function: &str, file: Option<&str>) -> Frame {
+        Frame {
+            function: function.into(),
+            file: file.map(Into::into),
+            line: file.map(|_| 17),
+        }
+    }
+
+    fn event(kind: EventKind, frames: Option<&[Frame]>, detail: &str) -> Event {
+        Event {
+            kind,
+            thread_id: 7,
+            thread_name: None,
+            duration: Duration::from_millis(30),
+            at: SystemTime::now(),
+            stack: frames.map(format_stack),
+            call_site: frames.and_then(|f| {
+                crate::symbols::first_user_frame(f).map(|i| crate::symbols::describe(&f[i]))
+            }),
+            detail: Some(detail.into()),
+        }
+    }
+
+    const STD: &str = "/rustc/x/library/std/src";
+
+    #[test]
+    fn the_cure_follows_the_blocking_call() {
+        let user = fr("app::handler::{{closure}}", Some("src/experiments.rs"));
+        let sleep = [
+            fr(
+                "__GI___clock_nanosleep",
+                Some("./sysdeps/clock_nanosleep.c"),
+            ),
+            fr("sleep", Some(&format!("{STD}/thread/functions.rs"))),
+            user.clone(),
+        ];
+        let lock = [
+            fr("syscall", None),
+            fr(
+                "std::sys::sync::mutex::futex::Mutex::lock_contended",
+                Some(&format!("{STD}/sys/sync/mutex/futex.rs")),
+            ),
+            user.clone(),
+        ];
+        let read = [
+            fr("__libc_recv", None),
+            fr(
+                "<std::net::tcp::TcpStream as std::io::Read>::read",
+                Some(&format!("{STD}/net/tcp.rs")),
+            ),
+            user.clone(),
+        ];
+        // A sleep further out than the call site does not count: the
+        // frames between the blocking call and the user's code decide.
+        let spin_lock_then_sleep = [
+            fr("syscall", None),
+            fr("std::sync::poison::mutex::Mutex<T>::lock", None),
+            user.clone(),
+            fr("std::thread::sleep", None),
+        ];
+        for (frames, cure) in [
+            (&sleep[..], Cure::Sleep),
+            (&lock[..], Cure::Lock),
+            (&read[..], Cure::Transparent),
+            (&spin_lock_then_sleep[..], Cure::Lock),
+        ] {
+            for kind in [EventKind::StallBlocked, EventKind::BlockedWithWaiters] {
+                let ev = event(kind, Some(frames), "carrier 0, tid 1");
+                assert_eq!(ev.cure(), Some(cure), "{frames:?}");
+                let text = ev.to_string();
+                assert!(
+                    text.contains(&format!("; cure: {}", cure.advice())),
+                    "{text}"
+                );
+                assert!(
+                    text.contains("called from app::handler::{{closure}} at src/experiments.rs:17"),
+                    "{text}"
+                );
+            }
+        }
+        // A third-party lock is where the call site points; it still
+        // names the cure.
+        let parking_lot = [
+            fr("syscall", None),
+            fr(
+                "lock_slow",
+                Some("/home/u/.cargo/registry/src/index/parking_lot-0.12.3/src/raw_mutex.rs"),
+            ),
+            user.clone(),
+        ];
+        let ev = event(
+            EventKind::StallBlocked,
+            Some(&parking_lot),
+            "carrier 0, tid 1",
+        );
+        assert_eq!(ev.cure(), Some(Cure::Lock));
+        assert!(Cure::Sleep.advice().contains("weft::sleep"));
+        assert!(Cure::Lock.advice().contains("weft::sync"));
+        assert!(Cure::Transparent.advice().contains("weft::blocking"));
+        // CPU stalls and pinned events get none.
+        assert_eq!(event(EventKind::StallCpu, Some(&sleep), "").cure(), None);
+        assert_eq!(event(EventKind::Pinned, Some(&lock), "").cure(), None);
+    }
+
+    #[test]
+    fn without_a_stack_the_system_call_decides() {
+        let cure = |detail: &str| event(EventKind::BlockedWithWaiters, None, detail).cure();
+        assert_eq!(
+            cure("carrier 0 (tid 9) is blocked in clock_nanosleep (std::thread::sleep) while …"),
+            Some(Cure::Sleep)
+        );
+        assert_eq!(
+            cure("carrier 0 (tid 9) is blocked in futex (a std::sync/parking_lot lock, …) while …"),
+            Some(Cure::Lock)
+        );
+        assert_eq!(
+            cure("carrier 0 (tid 9) is blocked in recvfrom while …"),
+            Some(Cure::Transparent)
+        );
+        assert_eq!(
+            cure("carrier 0 (tid 9) is blocked in a pinned wait (weft::pinned) while …"),
+            None
+        );
+        assert_eq!(
+            cure("carrier 0 (tid 9) is blocked in the kernel while …"),
+            None
+        );
+        let stall = event(EventKind::StallBlocked, None, "carrier 1, tid 4, in read");
+        assert_eq!(stall.cure(), Some(Cure::Transparent));
+    }
+
+    #[test]
+    fn weft_s_own_diagnostics_are_not_recorded_and_a_hold_s_stack_is_shared() {
+        // A stall inside a dump's symbol lookup: not an event.
+        let own = [
+            fr("gimli::read::abbrev::Abbreviations::insert", None),
+            fr(
+                "frames",
+                Some("/home/u/.cargo/registry/src/index/weft-0.1.0/src/symbols.rs"),
+            ),
+            fr("weft::dump::dump", None),
+            fr("app::debug_page", Some("src/debug.rs")),
+        ];
+        let mut ev = event(EventKind::StallBlocked, Some(&own), "carrier 0, tid 1");
+        ev.thread_id = 1_000_001;
+        record(ev.clone());
+        // Its blocked-with-waiters twin goes the same way.
+        let mut bww = event(
+            EventKind::BlockedWithWaiters,
+            None,
+            "carrier 0 (tid 1) is …",
+        );
+        bww.thread_id = 1_000_001;
+        record(bww);
+        assert!(recent().iter().all(|e| e.thread_id != 1_000_001));
+
+        // A user's stall is recorded, and the blocked-with-waiters event of
+        // the same hold gets its stack and call site.
+        let user = [
+            fr("clock_nanosleep", None),
+            fr("app::handler", Some("src/experiments.rs")),
+        ];
+        let mut ev = event(EventKind::StallBlocked, Some(&user), "carrier 0, tid 1");
+        ev.thread_id = 1_000_002;
+        record(ev);
+        let mut bww = event(
+            EventKind::BlockedWithWaiters,
+            None,
+            "carrier 0 (tid 1) is …",
+        );
+        bww.thread_id = 1_000_002;
+        record(bww);
+        let got: Vec<Event> = recent()
+            .into_iter()
+            .filter(|e| e.thread_id == 1_000_002)
+            .collect();
+        assert_eq!(got.len(), 2);
+        assert_eq!(
+            got[1].call_site.as_deref(),
+            Some("app::handler at src/experiments.rs:17")
+        );
+        assert_eq!(got[1].cure(), Some(Cure::Sleep));
+    }
 
     #[test]
     fn one_per_window_and_a_count_of_the_rest() {

@@ -34,7 +34,7 @@ impl Frame {
             return is_runtime_file(file);
         }
         let f = self.function.trim_start_matches('<');
-        const OWN: [&str; 9] = [
+        const OWN: [&str; 14] = [
             "std::",
             "core::",
             "alloc::",
@@ -44,6 +44,12 @@ impl Frame {
             "corosensei::",
             "backtrace::",
             "__rust",
+            // What `backtrace` symbolizes with.
+            "gimli::",
+            "addr2line::",
+            "object::",
+            "rustc_demangle::",
+            "miniz_oxide::",
         ];
         OWN.iter().any(|p| f.starts_with(p))
             || f.starts_with("<unknown>")
@@ -64,19 +70,92 @@ fn is_runtime_file(file: &str) -> bool {
     if !file.ends_with(".rs") {
         return true;
     }
-    const CRATES: [&str; 5] = ["weft", "weft-http", "weft-pg", "corosensei", "backtrace"];
-    let Some(src) = file.rfind("/src/") else {
-        return false;
-    };
+    const CRATES: [&str; 10] = [
+        "weft",
+        "weft-http",
+        "weft-pg",
+        "corosensei",
+        "backtrace",
+        // What `backtrace` symbolizes with: a stall inside them is Weft's
+        // own symbolizer at work, not the program's code.
+        "gimli",
+        "addr2line",
+        "object",
+        "rustc-demangle",
+        "miniz_oxide",
+    ];
+    crate_of(file).is_some_and(|(name, _)| CRATES.iter().any(|c| is_crate(name, c)))
+}
+
+/// The crate directory (`weft`, `weft-0.1.0`) and the path inside its
+/// `src/` of a Rust source file.
+fn crate_of(file: &str) -> Option<(&str, &str)> {
+    let src = file.rfind("/src/")?;
     let dir = &file[..src];
-    let name = &dir[dir.rfind('/').map_or(0, |i| i + 1)..];
-    CRATES.iter().any(|c| {
-        name == *c
-            || name
-                .strip_prefix(c)
-                .and_then(|rest| rest.strip_prefix('-'))
-                .is_some_and(|v| v.starts_with(|ch: char| ch.is_ascii_digit()))
+    Some((
+        &dir[dir.rfind('/').map_or(0, |i| i + 1)..],
+        &file[src + "/src/".len()..],
+    ))
+}
+
+/// Whether a crate directory is `krate`'s, in this repository (`weft`) or
+/// from a registry (`weft-0.1.0`).
+fn is_crate(dir: &str, krate: &str) -> bool {
+    dir == krate
+        || dir
+            .strip_prefix(krate)
+            .and_then(|rest| rest.strip_prefix('-'))
+            .is_some_and(|v| v.starts_with(|ch: char| ch.is_ascii_digit()))
+}
+
+/// Weft's own diagnostics, which read the runtime: dumps, stack samples,
+/// symbols, events, metrics.
+const DIAGNOSTICS: [&str; 6] = ["dump", "sample", "symbols", "events", "metrics", "panic"];
+
+/// Whether a frame is Weft's own diagnostics at work (a dump, a stack
+/// sample, symbol lookup): a stall with such a frame on its stack was
+/// caused by Weft looking, not by the program.
+pub(crate) fn is_own_diagnostics(f: &Frame) -> bool {
+    if let Some((dir, path)) = f.file.as_deref().and_then(crate_of)
+        && is_crate(dir, "weft")
+    {
+        return DIAGNOSTICS
+            .iter()
+            .any(|m| path.strip_suffix(".rs") == Some(m) || path.starts_with(&format!("{m}/")));
+    }
+    let name = f.function.trim_start_matches('<');
+    DIAGNOSTICS.iter().any(|m| {
+        name.strip_prefix("weft::")
+            .and_then(|rest| rest.strip_prefix(m))
+            .is_some_and(|rest| rest.starts_with("::"))
     })
+}
+
+/// Frames parsed back from [`format_stack`]'s text (as kept in an event):
+/// function, file and line; the marker of the first user frame dropped.
+pub(crate) fn parse_stack(text: &str) -> Vec<Frame> {
+    text.lines()
+        .filter_map(|l| {
+            let l = l.trim_start().strip_prefix("at ")?;
+            let l = l.split("   <== ").next().unwrap_or(l).trim_end();
+            if let Some(body) = l.strip_suffix(')')
+                && let Some(open) = body.rfind(" (")
+                && let Some((file, line)) = body[open + 2..].rsplit_once(':')
+                && let Ok(line) = line.parse()
+            {
+                return Some(Frame {
+                    function: body[..open].to_string(),
+                    file: Some(file.to_string()),
+                    line: Some(line),
+                });
+            }
+            Some(Frame {
+                function: l.to_string(),
+                file: None,
+                line: None,
+            })
+        })
+        .collect()
 }
 
 /// The index of the innermost frame outside Weft and std, if any.
@@ -224,7 +303,7 @@ fn trim_plumbing(frames: Vec<Frame>) -> Vec<Frame> {
 /// The last `::` segment of a function name outside generic brackets:
 /// `call_once` for `<Box<F, A> as FnOnce<Args>>::call_once`, the name
 /// itself for the bare names debug info gives inlined frames.
-fn last_segment(function: &str) -> &str {
+pub(crate) fn last_segment(function: &str) -> &str {
     let mut depth = 0i32;
     let mut start = 0;
     let bytes = function.as_bytes();
@@ -301,6 +380,44 @@ mod tests {
         }
         // Still answers after it was emptied.
         assert!(!Resolver::default().frames(&[base + 1]).is_empty());
+    }
+
+    #[test]
+    fn stacks_parse_back_from_their_text() {
+        let frames = vec![
+            fr("clock_nanosleep", None),
+            fr(
+                "std::thread::sleep",
+                Some("/rustc/x/library/std/src/thread/functions.rs"),
+            ),
+            fr("app::handlers::slow::{{closure}}", Some("src/handlers.rs")),
+            fr("<fn() as core::ops::FnOnce<()>>::call_once", None),
+        ];
+        assert_eq!(parse_stack(&format_stack(&frames)), frames);
+    }
+
+    #[test]
+    fn weft_s_own_diagnostics_are_told_from_the_rest_of_weft() {
+        let own = |f: &str, file: Option<&str>| is_own_diagnostics(&fr(f, file));
+        assert!(own("frames", Some("/work/main/crates/weft/src/symbols.rs")));
+        assert!(own(
+            "dump",
+            Some("/home/u/.cargo/registry/src/index/weft-0.2.0/src/dump.rs")
+        ));
+        assert!(own("weft::dump::dump", None));
+        assert!(own("<weft::symbols::Resolver>::frames", None));
+        assert!(!own("park", Some("/work/main/crates/weft/src/park.rs")));
+        assert!(!own("weft::dumpling", None));
+        assert!(!own("app::dump", Some("/srv/app/src/dump.rs")));
+        // The symbolizer's own crates are not the program's code either.
+        assert!(
+            fr(
+                "parse",
+                Some("/home/u/.cargo/registry/src/index/gimli-0.31.1/src/read/abbrev.rs")
+            )
+            .is_runtime()
+        );
+        assert!(fr("addr2line::Context::find_frames", None).is_runtime());
     }
 
     #[test]
