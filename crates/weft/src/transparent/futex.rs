@@ -240,7 +240,7 @@ std::thread_local! {
 struct Waiter {
     addr: usize,
     bits: u32,
-    thread: crate::Thread,
+    thread: crate::thread::Thread,
     /// Set by the waker that dequeued it (under the bucket lock).
     woken: AtomicBool,
 }
@@ -309,7 +309,7 @@ impl Drop for BucketGuard<'_> {
 /// returns how many.
 fn wake(addr: usize, max: usize, bits: u32) -> usize {
     let b = bucket(addr);
-    let mut woken: Vec<crate::Thread> = Vec::new();
+    let mut woken: Vec<crate::thread::Thread> = Vec::new();
     {
         let mut g = b.lock();
         let list = g.waiters();
@@ -342,7 +342,7 @@ fn wait(word: &AtomicU32, val: u32, bits: u32, deadline: Option<Instant>) -> c_l
     let me = Waiter {
         addr,
         bits,
-        thread: crate::current(),
+        thread: crate::thread::current(),
         woken: AtomicBool::new(false),
     };
     let b = bucket(addr);
@@ -360,7 +360,7 @@ fn wait(word: &AtomicU32, val: u32, bits: u32, deadline: Option<Instant>) -> c_l
     let pending = crate::thread::take_interrupt();
     IN_WAIT.with(|w| w.set(true));
     crate::thread::with_blocker(
-        crate::Blocker::Call {
+        crate::thread::Blocker::Call {
             call: "futex",
             fd: -1,
         },
