@@ -301,6 +301,9 @@ pub struct Counters {
     pub pinned_us: u64,
     /// Sum of stall durations (as first observed), in microseconds.
     pub stall_us: u64,
+    /// Stalls inside Weft's own diagnostics (a dump symbolizing on a
+    /// carrier, say): not recorded as events, only counted here.
+    pub own_stalls: u64,
 }
 
 /// How many events the ring keeps.
@@ -313,6 +316,7 @@ static SPAWN_FAILURES: AtomicU64 = AtomicU64::new(0);
 static BLOCKED_WITH_WAITERS: AtomicU64 = AtomicU64::new(0);
 static PINNED_US: AtomicU64 = AtomicU64::new(0);
 static STALL_US: AtomicU64 = AtomicU64::new(0);
+static OWN_STALLS: AtomicU64 = AtomicU64::new(0);
 
 /// Buckets (upper bounds, ms) of the pinned/stall duration histogram.
 pub const HISTOGRAM_BOUNDS_MS: [u64; 8] = [20, 50, 100, 250, 500, 1000, 5000, u64::MAX];
@@ -333,6 +337,7 @@ pub fn counters() -> Counters {
         blocked_with_waiters: BLOCKED_WITH_WAITERS.load(Ordering::Relaxed),
         pinned_us: PINNED_US.load(Ordering::Relaxed),
         stall_us: STALL_US.load(Ordering::Relaxed),
+        own_stalls: OWN_STALLS.load(Ordering::Relaxed),
     }
 }
 
@@ -418,6 +423,7 @@ pub(crate) fn record(mut ev: Event) {
             });
             drop(holds);
             if own {
+                OWN_STALLS.fetch_add(1, Ordering::Relaxed);
                 tracing::debug!(target: "weft::events", "{ev} (Weft's own diagnostics: not recorded)");
                 return;
             }
@@ -747,6 +753,7 @@ mod tests {
         bww.thread_id = 1_000_001;
         record(bww);
         assert!(recent().iter().all(|e| e.thread_id != 1_000_001));
+        assert!(counters().own_stalls >= 1);
 
         // A user's stall is recorded, and the blocked-with-waiters event of
         // the same hold gets its stack and call site.
