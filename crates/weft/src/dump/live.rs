@@ -208,7 +208,10 @@ pub fn carriers() -> Vec<CarrierInfo> {
                 homed: v.homed.get(i).copied().unwrap_or(0),
                 queued: v.queued.get(i).copied().unwrap_or(0),
             };
-            if !info.spare || info.state != CarrierState::Idle || info.homed > 0 || info.queued > 0
+            if i < v.core + v.spares
+                || info.state != CarrierState::Idle
+                || info.homed > 0
+                || info.queued > 0
             {
                 out.push(info);
             }
