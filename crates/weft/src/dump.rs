@@ -31,6 +31,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant, SystemTime};
 
+use crate::blocking::blocking;
 use crate::sample::sample;
 use crate::sched::mounted_carriers;
 use crate::symbols::{Frame, Resolver, format_stack};
@@ -180,7 +181,8 @@ pub fn dump() -> Dump {
     // states just read; the parked ones can take a while on busy carriers.
     let mut stacks = sample_running(&threads, &seen);
     stacks.extend(capture_parked(&threads, &seen));
-    let mut infos = resolve(&threads, seen, &stacks);
+    let frames = symbolize(stacks);
+    let mut infos = entries(&threads, seen, frames);
     infos.sort_by_key(|t| t.id);
     let index: HashMap<u64, usize> = infos
         .iter()
@@ -340,24 +342,34 @@ fn wait_for_captures(job: &CaptureJob) {
     }
 }
 
-/// The dump's entries: what was read, and the stacks symbolized (once per
-/// distinct stack).
-fn resolve(
+/// The frames of each thread's stack, each distinct stack symbolized once,
+/// off the carrier: the first lookup of a process reads its debug info
+/// (tens of milliseconds), which would stall the carrier of a virtual
+/// thread taking the dump. [`blocking`] runs it on an offload thread while
+/// that thread parks (and in place on an OS thread).
+fn symbolize(stacks: HashMap<u64, Vec<usize>>) -> HashMap<u64, Vec<Frame>> {
+    blocking(move || {
+        let mut resolver = Resolver::default();
+        stacks
+            .into_iter()
+            .map(|(id, ips)| (id, resolver.frames(&ips)))
+            .collect()
+    })
+}
+
+/// The dump's entries: what was read, with the symbolized stacks.
+fn entries(
     threads: &[Arc<VThread>],
     seen: Vec<Seen>,
-    stacks: &HashMap<u64, Vec<usize>>,
+    mut frames: HashMap<u64, Vec<Frame>>,
 ) -> Vec<ThreadInfo> {
-    let mut resolver = Resolver::default();
     threads
         .iter()
         .zip(seen)
         .map(|(t, seen)| {
             let th = Thread { inner: t.clone() };
             let id = th.id();
-            let stack = stacks
-                .get(&id.as_u64().get())
-                .map(|ips| resolver.frames(ips))
-                .unwrap_or_default();
+            let stack = frames.remove(&id.as_u64().get()).unwrap_or_default();
             ThreadInfo {
                 id,
                 name: th.name().map(str::to_owned),
