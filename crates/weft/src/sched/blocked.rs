@@ -9,17 +9,18 @@
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
-use super::{Shared, carrier};
+use super::carrier::carrier;
+use super::shared::Shared;
 
 /// Marks the current carrier as blocked while alive (see `blocking.rs`).
-pub(crate) struct BlockingGuard {
+pub(super) struct BlockingGuard {
     pub(super) shared: Arc<Shared>,
     pub(super) index: usize,
 }
 
 /// Marks the calling carrier blocked and brings in a spare if work is
 /// waiting. None when not called on a carrier.
-pub(crate) fn enter_blocking() -> Option<BlockingGuard> {
+pub(super) fn enter_blocking() -> Option<BlockingGuard> {
     let c = carrier()?;
     let me = c.me();
     me.in_blocking.store(true, Ordering::SeqCst);

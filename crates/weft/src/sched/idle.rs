@@ -9,13 +9,14 @@
 //! that it gave up. The sleeper list is under a lock; the counts are read
 //! without it. A carrier's own work (a due timer, a bound thread in its
 //! inbox) wakes it without going through this list.
+//!
+//! This file is the protocol's shared state ([`Idle`], in `Shared`); the
+//! carrier's side of it — searching and sleeping — is in
+//! `carrier/sleep.rs`.
 
 use crate::unpoison::Unpoison;
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::time::Instant;
-
-use super::carrier::Carrier;
 
 /// Core carriers only: spares never sleep in this list (they retire).
 pub(super) struct Idle {
@@ -96,70 +97,5 @@ impl Idle {
         sleepers.swap_remove(pos);
         self.num_sleepers.fetch_sub(1, Ordering::SeqCst);
         true
-    }
-}
-
-impl Carrier {
-    pub(super) fn become_searching(&self) -> bool {
-        if !self.searching.get() && self.shared.idle.try_start_searching() {
-            self.searching.set(true);
-        }
-        self.searching.get()
-    }
-
-    pub(super) fn stop_searching(&self) {
-        if self.searching.replace(false) && self.shared.idle.stop_searching() {
-            // We were the last searcher and found work: let another carrier
-            // look for the rest.
-            self.shared.notify_work();
-        }
-    }
-
-    pub(super) fn sleep(&self) {
-        let shared = &*self.shared;
-        let was_searching = self.searching.replace(false);
-        let last = shared.idle.to_sleep(self.index, was_searching);
-        if last && shared.has_visible_work() {
-            shared.notify_work();
-        }
-        let me = &shared.carriers[self.index];
-        // Before the inbox is looked at below (see `sleeping`).
-        me.sleeping.store(true, Ordering::SeqCst);
-        loop {
-            // Snapshot the event count *before* looking at the flags: a
-            // notifier sets its flag, then bumps the count.
-            let seen = me.bell.seen();
-            if shared.shutdown.load(Ordering::SeqCst) {
-                me.sleeping.store(false, Ordering::SeqCst);
-                return;
-            }
-            if me.notified.swap(false, Ordering::SeqCst) {
-                self.searching.set(true);
-                break;
-            }
-            // Our own work — a due timer, or a bound thread woken from
-            // elsewhere — wakes us without the idle protocol. If a notifier
-            // already took us off the sleeper list, its flag is coming:
-            // loop and take it.
-            let timer_due = self.next_timer().is_some_and(|d| d <= Instant::now());
-            let polled = !me.inbox.is_empty() || !self.local.is_empty();
-            if (timer_due || polled) && shared.idle.wake_self(self.index) {
-                break;
-            }
-            let scavenge = shared.stacks.scavenge(Instant::now());
-            let wake_at = match (self.next_timer(), scavenge) {
-                (Some(a), Some(b)) => Some(a.min(b)),
-                (a, b) => a.or(b),
-            };
-            if !self.poll_wait(seen, wake_at) {
-                me.wait_kick(seen, wake_at);
-            }
-        }
-        me.sleeping.store(false, Ordering::SeqCst);
-        // We left the sleeper count (SeqCst) before this load: a monitor
-        // that decided to sleep because every carrier slept is woken here.
-        if shared.monitor.deep_sleep.load(Ordering::SeqCst) {
-            shared.wake_monitor();
-        }
     }
 }

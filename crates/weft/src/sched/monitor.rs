@@ -14,7 +14,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
-use super::Shared;
+use super::shared::Shared;
 use super::slot::{CarrierSlot, Identity};
 use crate::thread::{NO_HOME, State};
 

@@ -1,16 +1,17 @@
 //! A carrier's slot: the part of a carrier that other threads may touch.
 //!
-//! [`CarrierSlot`] lives in the runtime's [`Shared`](super::Shared), one per
+//! [`CarrierSlot`] lives in the runtime's [`Shared`](super::shared::Shared), one per
 //! carrier index (core carriers and spares alike). Its owner, the carrier
 //! thread, is the only one that pops the inbox, runs what it takes and
 //! writes `mounted`/`switches`; anyone may push to the inbox and kick the
 //! carrier (the inbox handshake, invariant 5 in `mod.rs`); a thief may take
 //! the `next` slot on a runtime that allows migration; the monitor reads
 //! the counters, and the mounted thread only under the `inspect` handshake
-//! ([`CarrierSlot::mounted_identity`]). The timer heap's methods are in
-//! `timers.rs`.
+//! ([`CarrierSlot::mounted_identity`]). Its timer queue is the one data
+//! structure of `timers.rs`; pushing, peeking and firing are here.
 
 use crate::doorbell::Ring;
+use crate::unpoison::Unpoison;
 use std::sync::atomic::{
     AtomicBool, AtomicI32, AtomicPtr, AtomicU64, AtomicUsize, Ordering, fence,
 };
@@ -19,8 +20,10 @@ use std::time::Instant;
 
 use crossbeam_deque::{Injector, Steal};
 
-use super::timers::TimerQueue;
+use super::timers::{SCAN_MIN, TimerEntry, TimerQueue, compact};
+use crate::clock::ns_of;
 use crate::thread::VThread;
+use crate::thread::{NO_HOME, State, set_inner_state};
 
 /// A virtual thread's id and name, as read off its carrier.
 pub(super) type Identity = (u64, Option<String>);
@@ -200,5 +203,82 @@ impl CarrierSlot {
         }
         self.inspect.store(false, Ordering::SeqCst);
         out
+    }
+
+    // Timers (the queue is `timers.rs`; only the owner fires them, or the
+    // monitor for a stalled carrier).
+
+    pub(super) fn push_timer(&self, e: TimerEntry) {
+        let mut timers = self.timers.lock().unpoison();
+        timers.push(e);
+        if timers.len() >= self.timer_scan_at.load(Ordering::Relaxed) {
+            compact(&mut timers);
+            self.timer_scan_at
+                .store((2 * timers.len()).max(SCAN_MIN), Ordering::Relaxed);
+        }
+        self.update_timer_next(&timers);
+    }
+
+    pub(super) fn update_timer_next(&self, timers: &TimerQueue) {
+        let next = timers.peek().map_or(u64::MAX, |t| ns_of(t.deadline));
+        self.timer_next.store(next, Ordering::Relaxed);
+    }
+
+    /// Whether a timer is due at `now` (ns), without locking.
+    pub(super) fn timer_due(&self, now: u64) -> bool {
+        self.timer_next.load(Ordering::Relaxed) <= now
+    }
+
+    /// Pops due timers, handing each woken thread to `wake`.
+    pub(super) fn fire_timers(&self, now: Instant, mut wake: impl FnMut(Arc<VThread>)) -> usize {
+        let mut timers = self.timers.lock().unpoison();
+        let mut n = 0;
+        while let Some(t) = timers.peek() {
+            if t.deadline > now {
+                break;
+            }
+            let t = timers.pop().expect("peeked");
+            // A thread that is gone (the entry holds it weakly) has nothing
+            // to wake.
+            let Some(task) = t.task.upgrade() else {
+                continue;
+            };
+            if task.timer_seq.load(Ordering::Relaxed) == t.seq
+                && task.park.unpark() == crate::park::Unpark::Schedule
+            {
+                // SAFETY: a PARKED thread carries one strong count leaked by
+                // its carrier (`after_park`); we moved it out of PARKED, so
+                // that count is ours. We run it with the upgraded count.
+                unsafe { Arc::decrement_strong_count(Arc::as_ptr(&task)) };
+                set_inner_state(&task, State::Runnable);
+                wake(task);
+                n += 1;
+            }
+        }
+        self.update_timer_next(&timers);
+        n
+    }
+
+    /// Fires due timers: bound threads go to this carrier's inbox (they run
+    /// only here), unbound ones to `unbound`. Returns how many went there.
+    pub(super) fn fire_timers_home(
+        &self,
+        now: Instant,
+        mut unbound: impl FnMut(Arc<VThread>),
+    ) -> usize {
+        let mut n = 0;
+        self.fire_timers(now, |t| {
+            if t.home.load(Ordering::Relaxed) == NO_HOME {
+                unbound(t);
+                n += 1;
+            } else {
+                self.inbox.push(t);
+            }
+        });
+        n
+    }
+
+    pub(super) fn next_timer(&self) -> Option<Instant> {
+        self.timers.lock().unpoison().peek().map(|t| t.deadline)
     }
 }

@@ -9,7 +9,7 @@ use std::sync::atomic::Ordering;
 
 use crossbeam_deque::Stealer;
 
-use super::Shared;
+use super::shared::Shared;
 
 /// One runtime's scheduler figures at one moment.
 #[derive(Debug, Default, Clone)]

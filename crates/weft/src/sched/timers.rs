@@ -30,19 +30,11 @@
 //! in `fire_timers` (`perf record`); from the lane the same pop is a read
 //! of the next slot.
 
-use crate::unpoison::Unpoison;
 use std::cmp::Ordering as CmpOrdering;
 use std::collections::{BinaryHeap, VecDeque};
 use std::time::Instant;
 
-use std::sync::Arc;
-use std::sync::atomic::Ordering;
-
-use super::carrier::Carrier;
-use super::set_state;
-use super::slot::CarrierSlot;
-use crate::clock::ns_of;
-use crate::thread::{NO_HOME, State, VThread};
+use crate::thread::VThread;
 
 /// One pending wake-up.
 pub(crate) struct TimerEntry {
@@ -163,104 +155,6 @@ pub(crate) fn compact(timers: &mut TimerQueue) {
     let stale = timers.iter().filter(|t| t.is_stale()).count();
     if stale * 2 >= timers.len() {
         timers.retain(|t| !t.is_stale());
-    }
-}
-
-impl CarrierSlot {
-    pub(super) fn push_timer(&self, e: TimerEntry) {
-        let mut timers = self.timers.lock().unpoison();
-        timers.push(e);
-        if timers.len() >= self.timer_scan_at.load(Ordering::Relaxed) {
-            super::timers::compact(&mut timers);
-            self.timer_scan_at.store(
-                (2 * timers.len()).max(super::timers::SCAN_MIN),
-                Ordering::Relaxed,
-            );
-        }
-        self.update_timer_next(&timers);
-    }
-
-    pub(super) fn update_timer_next(&self, timers: &TimerQueue) {
-        let next = timers.peek().map_or(u64::MAX, |t| ns_of(t.deadline));
-        self.timer_next.store(next, Ordering::Relaxed);
-    }
-
-    /// Whether a timer is due at `now` (ns), without locking.
-    pub(super) fn timer_due(&self, now: u64) -> bool {
-        self.timer_next.load(Ordering::Relaxed) <= now
-    }
-
-    /// Pops due timers, handing each woken thread to `wake`.
-    pub(super) fn fire_timers(&self, now: Instant, mut wake: impl FnMut(Arc<VThread>)) -> usize {
-        let mut timers = self.timers.lock().unpoison();
-        let mut n = 0;
-        while let Some(t) = timers.peek() {
-            if t.deadline > now {
-                break;
-            }
-            let t = timers.pop().expect("peeked");
-            // A thread that is gone (the entry holds it weakly) has nothing
-            // to wake.
-            let Some(task) = t.task.upgrade() else {
-                continue;
-            };
-            if task.timer_seq.load(Ordering::Relaxed) == t.seq
-                && task.park.unpark() == crate::park::Unpark::Schedule
-            {
-                // SAFETY: a PARKED thread carries one strong count leaked by
-                // its carrier (`after_park`); we moved it out of PARKED, so
-                // that count is ours. We run it with the upgraded count.
-                unsafe { Arc::decrement_strong_count(Arc::as_ptr(&task)) };
-                set_state(&task, State::Runnable);
-                wake(task);
-                n += 1;
-            }
-        }
-        self.update_timer_next(&timers);
-        n
-    }
-
-    /// Fires due timers: bound threads go to this carrier's inbox (they run
-    /// only here), unbound ones to `unbound`. Returns how many went there.
-    pub(super) fn fire_timers_home(
-        &self,
-        now: Instant,
-        mut unbound: impl FnMut(Arc<VThread>),
-    ) -> usize {
-        let mut n = 0;
-        self.fire_timers(now, |t| {
-            if t.home.load(Ordering::Relaxed) == NO_HOME {
-                unbound(t);
-                n += 1;
-            } else {
-                self.inbox.push(t);
-            }
-        });
-        n
-    }
-
-    pub(super) fn next_timer(&self) -> Option<Instant> {
-        self.timers.lock().unpoison().peek().map(|t| t.deadline)
-    }
-}
-
-impl Carrier {
-    pub(super) fn fire_timers(&self) {
-        let me = self.me();
-        if me.timer_next.load(Ordering::Relaxed) == u64::MAX {
-            return;
-        }
-        let now = Instant::now();
-        if !me.timer_due(ns_of(now)) {
-            return;
-        }
-        if me.fire_timers_home(now, |t| self.local.push(t)) > 0 {
-            self.shared.notify_work();
-        }
-    }
-
-    pub(super) fn next_timer(&self) -> Option<Instant> {
-        self.me().next_timer()
     }
 }
 

@@ -1,0 +1,262 @@
+//! Running one virtual thread: [`Carrier::run`] in named steps.
+//!
+//! A thread taken from a queue either goes elsewhere before it starts
+//! (placement, `steal.rs`), or gets its coroutine — a stack from the cache
+//! and a thread-local area on its first run — is bound to this carrier if
+//! it was not, is mounted and resumed until it suspends or returns, and is
+//! unmounted; then the carrier carries out what it asked for (the suspend
+//! protocol of `crate::park`: park, timed park, yield) or ends it.
+//!
+//! Mounted, a thread is named in three places, all written here by the
+//! carrier's own thread: `thread::set_mounted` (what `current()` reads),
+//! the slot's `mounted` pointer and `switches` count (what the monitor and
+//! dumps read; the `inspect` handshake keeps the record alive while they
+//! do, see `CarrierSlot::mounted_identity`).
+
+use std::cell::Cell;
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+
+use corosensei::CoroutineResult;
+
+use super::{Carrier, FINISHED_BATCH};
+use crate::park::AfterSwitch;
+
+use crate::sched::timers::TimerEntry;
+use crate::stack::TRIM_DEPTH;
+use crate::thread::{CoroSlot, Kind, NO_HOME, State, Suspend, VThread, set_inner_state};
+
+impl Carrier {
+    /// Runs `task` until it suspends or finishes, then carries out what it
+    /// asked for (the suspend protocol).
+    pub(in crate::sched) fn run(&self, task: Arc<VThread>) {
+        let Kind::Virtual { coro, .. } = &task.kind else {
+            unreachable!("OS thread in a run queue")
+        };
+        // SAFETY: this carrier owns the task exclusively (invariant 1), so no
+        // one else touches its coroutine while it runs or until it is
+        // published by `after_suspend`.
+        let slot = unsafe { &mut *coro.get() };
+        let bind = matches!(slot, CoroSlot::Pending(..))
+            && !self.shared.migrate
+            && task.home.load(Ordering::Relaxed) == NO_HOME;
+        if bind && let Some(to) = self.placement() {
+            self.hand_over(to, task);
+            return;
+        }
+        if let Err(e) = self.prepare(&task, slot) {
+            self.fail_start(&task, slot, e);
+            return;
+        }
+        if bind {
+            self.bind(&task);
+        }
+        let result = self.mount(&task, slot);
+        self.after_suspend(task, slot, result);
+    }
+
+    /// Hands a thread about to start to carrier `to` (placement): started
+    /// there, it will live there. Its inbox and kick, as for any wake-up of
+    /// a bound thread; still unbound, it binds where it first runs, and
+    /// until then the monitor may move it on if that carrier stalls (an
+    /// unbound thread in an inbox has never run; `run_monitor`).
+    fn hand_over(&self, to: usize, task: Arc<VThread>) {
+        self.shared.placed.fetch_add(1, Ordering::Relaxed);
+        self.shared.carriers[to].push_home(task);
+    }
+
+    /// Builds the coroutine of a thread about to start — a stack from this
+    /// carrier's cache (see `CoroSlot`) and, where areas are on, its
+    /// thread-local area; nothing for a started thread.
+    fn prepare(&self, task: &Arc<VThread>, slot: &mut CoroSlot) -> std::io::Result<()> {
+        let first_stack = || {
+            self.shared.stacks.fulfil();
+            self.alloc_default_stack()
+        };
+        let area = self.areas.map_or(0, crate::tls::Layout::reserve);
+        if let (_, Some(top)) = slot.get(first_stack, area)? {
+            task.tls_tp.set(self.make_area(top, task));
+        }
+        Ok(())
+    }
+
+    /// Affinity: from now on `task` runs on this carrier only.
+    fn bind(&self, task: &VThread) {
+        task.home.store(self.index as u32, Ordering::Relaxed);
+        self.me().homed.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Mounts `task`, resumes it (on its own thread-local area if it has
+    /// one) until it suspends or returns, and unmounts it.
+    fn mount(&self, task: &Arc<VThread>, slot: &mut CoroSlot) -> CoroutineResult<Suspend, ()> {
+        let me = self.me();
+        set_inner_state(task, State::Running);
+        crate::thread::set_mounted(Arc::as_ptr(task));
+        me.mounted
+            .store(Arc::as_ptr(task).cast_mut(), Ordering::Relaxed);
+        // Single writer: a plain increment, no locked instruction.
+        me.switches.store(
+            me.switches.load(Ordering::Relaxed).wrapping_add(1),
+            Ordering::Relaxed,
+        );
+
+        // Between stacks from here until the thread lowers the flag (see
+        // `sample.rs`); lowered again below when the thread comes back.
+        crate::switching::set_switching(true);
+        let tp = task.tls_tp.get();
+        let result = match (slot, self.areas) {
+            (CoroSlot::Running(c), Some(l)) if tp != 0 => {
+                // SAFETY: `tp` is the thread's area, made on this carrier by
+                // `make_area` (a started thread never changes carrier: areas
+                // are off on runtimes that allow migration); resuming touches
+                // no thread-local of the carrier.
+                unsafe { crate::tls::run_on(l, tp, || c.resume(())) }
+            }
+            (CoroSlot::Running(c), _) => c.resume(()),
+            _ => unreachable!("started by `prepare`"),
+        };
+        crate::switching::set_switching(false);
+        self.unmount();
+        result
+    }
+
+    /// Clears what [`Carrier::mount`] set, once the thread is back.
+    fn unmount(&self) {
+        let me = self.me();
+        crate::thread::set_mounted(std::ptr::null());
+        me.mounted.swap(std::ptr::null_mut(), Ordering::SeqCst);
+        // The monitor may be reading through `mounted`: keep the thread
+        // alive until it is done (see `CarrierSlot::mounted_identity`; the
+        // caller still holds it).
+        while me.inspect.load(Ordering::SeqCst) {
+            std::hint::spin_loop();
+        }
+        if me.stalled.is_set() {
+            // The monitor counted us as blocked while the thread held us.
+            self.shared.blocked.clear(&me.stalled);
+        }
+    }
+
+    /// Carries out what a thread asked for when it suspended, or ends it.
+    fn after_suspend(
+        &self,
+        task: Arc<VThread>,
+        slot: &mut CoroSlot,
+        result: CoroutineResult<Suspend, ()>,
+    ) {
+        match result {
+            CoroutineResult::Yield(Suspend::Park) => self.after_park(task),
+            CoroutineResult::Yield(Suspend::ParkUntil(deadline)) => {
+                let seq = task.timer_seq.load(Ordering::Relaxed);
+                self.me().push_timer(TimerEntry {
+                    deadline,
+                    seq,
+                    task: Arc::downgrade(&task),
+                });
+                self.after_park(task);
+            }
+            CoroutineResult::Yield(Suspend::Yield) => {
+                set_inner_state(&task, State::Runnable);
+                self.push_back(task);
+            }
+            CoroutineResult::Return(()) => self.finish(task, slot),
+        }
+    }
+
+    /// A thread whose body returned: its stack goes back to the cache
+    /// (trimmed if it ran deep), and it leaves the registry with the next
+    /// batch ([`Carrier::flush_finished`]).
+    fn finish(&self, task: Arc<VThread>, slot: &mut CoroSlot) {
+        set_inner_state(&task, State::Terminated);
+        if task.home.load(Ordering::Relaxed) != NO_HOME {
+            self.me().homed.fetch_sub(1, Ordering::Relaxed);
+        }
+        let CoroSlot::Running(coro) = std::mem::replace(slot, CoroSlot::Empty) else {
+            unreachable!("finished thread without a coroutine")
+        };
+        let stack = coro.into_stack();
+        let low_sp = task.low_sp.load(Ordering::Relaxed);
+        let deep = stack.base_addr().saturating_sub(low_sp) > TRIM_DEPTH;
+        self.recycle_stack(stack, deep);
+        // `live` was decremented by the thread itself, before it
+        // completed its join packet (`Schedule::finished`).
+        let mut finished = self.finished.borrow_mut();
+        finished.push(task);
+        if finished.len() >= FINISHED_BATCH {
+            drop(finished);
+            self.flush_finished();
+        }
+    }
+
+    /// Makes the thread-local area of a thread about to start here, at the
+    /// top of its stack (`top`), and returns its thread pointer. The area
+    /// gets this carrier's values of the scheduler's own thread-locals:
+    /// code on the thread that asks "which carrier am I on" reads them; and
+    /// names `thread` as the mounted record (the only one that ever runs on
+    /// this area).
+    fn make_area(&self, top: usize, thread: &Arc<VThread>) -> usize {
+        let l = self.areas.expect("areas are on");
+        // SAFETY: this carrier runs the thread for its whole life, and the
+        // `reserve()` bytes below `top` were kept out of its stack
+        // (`CoroSlot::get`). The seeded thread-locals are `const` Cells of
+        // this crate; the thread has not run yet. It starts "between
+        // stacks" (its body lowers the flag first thing; see `switching`).
+        unsafe {
+            let tp = crate::tls::init_area(l, top);
+            crate::tls::seed(
+                tp,
+                super::CARRIER.with(|c| c as *const _),
+                Cell::new(self as *const Carrier),
+            );
+            crate::tls::seed(tp, crate::switching::flag(), Cell::new(true));
+            crate::tls::seed(
+                tp,
+                crate::thread::mounted_cell(),
+                Cell::new(Arc::as_ptr(thread)),
+            );
+            tp
+        }
+    }
+
+    /// A thread that cannot get a stack ends without running: its body is
+    /// dropped, which completes its join packet with `Err(why)`.
+    #[cold]
+    pub(in crate::sched) fn fail_start(
+        &self,
+        task: &Arc<VThread>,
+        slot: &mut CoroSlot,
+        e: std::io::Error,
+    ) {
+        let why = format!(
+            "weft: virtual thread #{} could not start: no stack: {e}",
+            crate::thread::Thread::peek_name_id(task).1
+        );
+        eprintln!("{why}");
+        set_inner_state(task, State::Terminated);
+        if task.home.load(Ordering::Relaxed) != NO_HOME {
+            // Bound by placement before its first run (on this carrier).
+            self.me().homed.fetch_sub(1, Ordering::Relaxed);
+        }
+        crate::thread::registry::unregister(task);
+        crate::thread::set_never_ran_reason(why);
+        // Dropping the body runs user `Drop`s: never unwind into the carrier.
+        let dropped = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            *slot = CoroSlot::Empty;
+        }));
+        if dropped.is_err() {
+            crate::thread::abort_after_drop_panic(task);
+        }
+        self.shared.live.fetch_sub(1, Ordering::Relaxed);
+    }
+
+    pub(in crate::sched) fn after_park(&self, task: Arc<VThread>) {
+        set_inner_state(&task, State::Parked);
+        match task.park.publish_parked() {
+            // Whoever unparks it owns it now: our strong count goes with it
+            // (taken back by `Thread::unpark` or the timer that fires), which
+            // saves a clone and a drop on every hand-off.
+            AfterSwitch::Parked => std::mem::forget(task),
+            AfterSwitch::Reschedule => self.push_next(task),
+        }
+    }
+}

@@ -1,0 +1,119 @@
+//! A spare carrier going off duty ([`Carrier::retire`]): it takes no new
+//! work but keeps serving the threads bound to it (it ran them first: they
+//! can run nowhere else), and exits only once none is left and its
+//! keep-alive has passed. Unbound threads (a runtime that allows
+//! migration) are handed to the rest of the runtime.
+
+use std::sync::atomic::Ordering;
+use std::time::Instant;
+
+use super::Carrier;
+use crate::sched::timers::TimerEntry;
+use crate::thread::NO_HOME;
+use crate::unpoison::Unpoison;
+
+impl Carrier {
+    /// Whether more carriers run than the runtime's parallelism needs.
+    pub(in crate::sched) fn surplus(&self) -> bool {
+        let s = &self.shared;
+        s.active.load(Ordering::SeqCst) > s.core + s.blocked.get()
+    }
+
+    /// Leaves duty, then waits in keep-alive. Returns true if called back
+    /// to duty (already counted active again by the caller of
+    /// `compensate`), false if the keep-alive expired.
+    ///
+    /// Off duty a spare takes no new work, but threads bound to it (it ran
+    /// them first) can run nowhere else: it keeps running them, firing
+    /// their timers, and sleeping in between, and its keep-alive only
+    /// starts counting once none is left. Unbound threads (a runtime that
+    /// allows migration) are handed over: timers to carrier 0, the `next`
+    /// slot to the injector.
+    pub(in crate::sched) fn retire(&self) -> bool {
+        let shared = &*self.shared;
+        let me = self.me();
+        self.hand_over_unbound();
+        me.spare_wake.store(false, Ordering::SeqCst);
+        shared.active.fetch_sub(1, Ordering::SeqCst);
+        shared.idle_spares.lock().unpoison().push(self.index);
+        // Work may have arrived while we were leaving; let a compensator see
+        // that we are available.
+        shared.notify_work();
+        let mut deadline = Instant::now() + shared.spare_keepalive;
+        loop {
+            let seen = me.bell.seen();
+            if me.spare_wake.swap(false, Ordering::SeqCst) {
+                return true;
+            }
+            if let Some(t) = self.find_home() {
+                self.run(t);
+                deadline = Instant::now() + shared.spare_keepalive;
+                continue;
+            }
+            let serving = me.homed.load(Ordering::Relaxed) > 0;
+            let now = Instant::now();
+            if !serving && (now >= deadline || shared.shutdown.load(Ordering::SeqCst)) {
+                let mut spares = shared.idle_spares.lock().unpoison();
+                if let Some(pos) = spares.iter().position(|&i| i == self.index) {
+                    spares.swap_remove(pos);
+                    return false;
+                }
+                // A compensator picked us concurrently; its wake is coming.
+                drop(spares);
+                loop {
+                    let seen = me.bell.seen();
+                    if me.spare_wake.swap(false, Ordering::SeqCst) {
+                        return true;
+                    }
+                    me.wait_kick(seen, None);
+                }
+            }
+            me.sleeping.store(true, Ordering::SeqCst);
+            if me.inbox.is_empty() {
+                let wake_at = match (serving, self.me().next_timer()) {
+                    (true, t) => t,
+                    (false, Some(t)) => Some(t.min(deadline)),
+                    (false, None) => Some(deadline),
+                };
+                me.wait_kick(seen, wake_at);
+            }
+            me.sleeping.store(false, Ordering::SeqCst);
+        }
+    }
+
+    /// Gives unbound threads parked or queued here to the rest of the
+    /// runtime (migration only; bound threads have none).
+    pub(in crate::sched) fn hand_over_unbound(&self) {
+        let shared = &*self.shared;
+        let me = self.me();
+        let timers = {
+            let mut mine = me.timers.lock().unpoison();
+            let (unbound, bound): (Vec<TimerEntry>, Vec<TimerEntry>) =
+                mine.take_all().into_iter().partition(|t| {
+                    t.task
+                        .upgrade()
+                        .is_some_and(|t| t.home.load(Ordering::Relaxed) == NO_HOME)
+                });
+            mine.extend(bound);
+            me.update_timer_next(&mine);
+            unbound
+        };
+        if !timers.is_empty() {
+            let heir = &shared.carriers[0];
+            let mut h = heir.timers.lock().unpoison();
+            h.extend(timers);
+            heir.update_timer_next(&h);
+            drop(h);
+            // The heir may be asleep with a later deadline.
+            shared.kick_carrier(0);
+        }
+        if let Some(t) = me.take_next() {
+            if t.home.load(Ordering::Relaxed) == NO_HOME {
+                shared.injector.push(t);
+                shared.notify_work();
+            } else {
+                me.inbox.push(t);
+            }
+        }
+    }
+}

@@ -1,0 +1,406 @@
+//! [`Shared`]: the scheduler state of one runtime, and the decisions that
+//! involve every carrier — where a woken or new thread goes
+//! ([`Shared::schedule`], [`Spawner`]), waking a carrier for new work,
+//! bringing in spare carriers (compensation) — and the list of live
+//! runtimes.
+//!
+//! Who touches what is written on each field: the queues and slots are
+//! shared (atomics, locks, `crossbeam` deques), the counts are read
+//! relaxed by metrics and the monitor, and the orderings that matter (the
+//! idle protocol, compensation) are argued where they are used.
+
+use crate::unpoison::Unpoison;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering, fence};
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::Duration;
+
+use crossbeam_deque::{Injector, Stealer, Worker};
+
+use super::carrier::{carrier, run_carrier};
+use super::idle::Idle;
+use super::monitor::Monitor;
+use super::slot::CarrierSlot;
+use crate::stack::StackPool;
+use crate::thread::{NO_HOME, State, VThread, set_inner_state};
+
+/// State shared by all carriers of one runtime.
+pub(crate) struct Shared {
+    pub(crate) injector: Injector<Arc<VThread>>,
+    pub(super) stealers: Box<[Stealer<Arc<VThread>>]>,
+    pub(super) carriers: Box<[CarrierSlot]>,
+    pub(super) idle: Idle,
+    pub(crate) shutdown: AtomicBool,
+    pub(crate) stacks: &'static StackPool,
+    /// Virtual threads started and not yet finished.
+    pub(crate) live: AtomicUsize,
+    /// Virtual threads ever started.
+    pub(crate) started: AtomicUsize,
+    /// Successful steals (batches).
+    pub(crate) steals: AtomicUsize,
+    /// New threads handed to another carrier at their first run
+    /// (`Carrier::placement`).
+    pub(crate) placed: AtomicUsize,
+    pub(super) monitor: Monitor,
+    /// Carriers that always run (the runtime's parallelism).
+    pub(super) core: usize,
+    /// Upper bound on carriers including spares (`max_pool_size`).
+    pub(super) max: usize,
+    /// Carriers in their main loop (core + spares on duty).
+    pub(super) active: AtomicUsize,
+    /// Carriers in a pinned wait, or counted as stalled by the monitor.
+    /// `active - blocked` is what really runs (see `stall.rs`).
+    pub(super) blocked: crate::stall::Blocked,
+    /// Run queues of slots without a thread (spares not started or retired).
+    pub(super) free_slots: Mutex<Vec<(usize, Worker<Arc<VThread>>)>>,
+    /// Spare slots whose threads wait in keep-alive for duty.
+    pub(super) idle_spares: Mutex<Vec<usize>>,
+    /// Carrier thread name prefix.
+    pub(super) name: String,
+    /// How long one thread may hold a carrier before the monitor calls it a
+    /// stall (WEFT_STALL_THRESHOLD).
+    pub(crate) stall_threshold: Duration,
+    /// How long an idle spare carrier waits for duty before it exits.
+    pub(super) spare_keepalive: Duration,
+    /// Spare carriers ever started (metrics).
+    pub(crate) spares_started: AtomicUsize,
+    /// Weak self-reference, so compensation can start carrier threads.
+    pub(super) me_weak: OnceLock<std::sync::Weak<Shared>>,
+    /// Started threads may move between carriers (the `unsafe` opt-in,
+    /// `RuntimeBuilder::allow_migration`); otherwise each is bound to the
+    /// carrier that first ran it.
+    pub(crate) migrate: bool,
+    /// Each virtual thread gets a thread-local area of its own (`tls.rs`),
+    /// where the platform allows; never together with `migrate`.
+    pub(crate) thread_local_areas: bool,
+}
+
+/// Scheduler settings from the runtime builder.
+pub(crate) struct SchedConfig {
+    pub(crate) core: usize,
+    pub(crate) max: usize,
+    pub(crate) name: String,
+    pub(crate) stall_threshold: Duration,
+    pub(crate) spare_keepalive: Duration,
+    pub(crate) migrate: bool,
+    /// See `Shared::thread_local_areas`.
+    pub(crate) thread_local_areas: bool,
+}
+
+impl Shared {
+    /// Creates the shared state for `core` carriers and up to `max` in all.
+    /// Returns the run queues of the core carriers.
+    pub(crate) fn new(
+        cfg: SchedConfig,
+        stacks: &'static StackPool,
+    ) -> (Arc<Shared>, Vec<Worker<Arc<VThread>>>) {
+        let SchedConfig {
+            core,
+            max,
+            name,
+            stall_threshold,
+            spare_keepalive,
+            migrate,
+            thread_local_areas,
+        } = cfg;
+        let mut locals: Vec<Worker<Arc<VThread>>> = (0..max).map(|_| Worker::new_fifo()).collect();
+        let stealers = locals.iter().map(Worker::stealer).collect();
+        let carriers = (0..max).map(|_| CarrierSlot::new()).collect();
+        let spare_locals: Vec<Worker<Arc<VThread>>> = locals.split_off(core);
+        let free_slots = spare_locals
+            .into_iter()
+            .enumerate()
+            .map(|(i, w)| (core + i, w))
+            .rev()
+            .collect();
+        let shared = Arc::new(Shared {
+            injector: Injector::new(),
+            stealers,
+            carriers,
+            idle: Idle::new(core),
+            shutdown: AtomicBool::new(false),
+            stacks,
+            live: AtomicUsize::new(0),
+            started: AtomicUsize::new(0),
+            steals: AtomicUsize::new(0),
+            placed: AtomicUsize::new(0),
+            monitor: Monitor {
+                thread: OnceLock::new(),
+                deep_sleep: AtomicBool::new(false),
+            },
+            core,
+            max,
+            active: AtomicUsize::new(core),
+            blocked: crate::stall::Blocked::new(),
+            free_slots: Mutex::new(free_slots),
+            idle_spares: Mutex::new(Vec::new()),
+            name,
+            stall_threshold,
+            spare_keepalive,
+            spares_started: AtomicUsize::new(0),
+            me_weak: OnceLock::new(),
+            migrate,
+            thread_local_areas: thread_local_areas && !migrate,
+        });
+        let _ = shared.me_weak.set(Arc::downgrade(&shared));
+        (shared, locals)
+    }
+
+    /// Called by a finishing thread just before it completes its join
+    /// packet, so that whoever joins it never still counts it live.
+    pub(crate) fn thread_finished(&self) {
+        self.live.fetch_sub(1, Ordering::Relaxed);
+    }
+
+    /// Carriers in their main loop right now (core + spares on duty).
+    pub(crate) fn active_carriers(&self) -> usize {
+        self.active.load(Ordering::Relaxed)
+    }
+
+    /// Whether carrier `i` is held by one thread past the stall threshold
+    /// (the monitor's mark) or in a pinned wait: the threads bound to it
+    /// wait.
+    pub(crate) fn carrier_held(&self, i: usize) -> bool {
+        self.carriers
+            .get(i)
+            .is_some_and(|w| w.stalled.is_set() || w.in_blocking.load(Ordering::Relaxed))
+    }
+
+    /// Carrier `i`'s kernel thread id and switch count, if it is running
+    /// `thread` right now (for a dump to sample its stack, and to check
+    /// afterwards that it was still the same thread).
+    pub(crate) fn carrier_running(&self, i: usize, thread: &VThread) -> Option<(i32, u64)> {
+        let w = self.carriers.get(i)?;
+        let sw = w.switches.load(Ordering::SeqCst);
+        std::ptr::eq(w.mounted.load(Ordering::SeqCst), thread)
+            .then(|| (w.tid.load(Ordering::Relaxed), sw))
+    }
+
+    /// Carriers blocked or stalled right now.
+    pub(crate) fn blocked_carriers(&self) -> usize {
+        self.blocked.get()
+    }
+
+    /// Makes `task`, a thread that has run before, runnable again.
+    ///
+    /// A thread bound to a carrier (affinity, the default) goes back to that
+    /// carrier only: to its `next` slot when the waker runs there (it runs
+    /// as soon as the current thread suspends), to its inbox otherwise,
+    /// kicking the carrier if it sleeps. An unbound thread (a runtime that
+    /// allows migration) goes to the waker's `next` slot on one of this
+    /// runtime's carriers, to the injector from anywhere else.
+    pub(crate) fn schedule(&self, task: Arc<VThread>) {
+        let home = task.home.load(Ordering::Relaxed);
+        let here = carrier().filter(|c| std::ptr::eq(Arc::as_ptr(&c.shared), self));
+        if home != NO_HOME {
+            match here {
+                Some(c) if c.index == home as usize => c.push_woken(task),
+                _ => {
+                    set_inner_state(&task, State::Runnable);
+                    self.carriers[home as usize].push_home(task);
+                }
+            }
+            return;
+        }
+        if let Some(c) = here
+            && !c.me().in_blocking.load(Ordering::Relaxed)
+        {
+            c.push_woken(task);
+            return;
+        }
+        self.injector.push(task);
+        self.notify_work();
+    }
+
+    /// Wakes a sleeping carrier if no carrier is searching for work.
+    pub(crate) fn notify_work(&self) {
+        fence(Ordering::SeqCst);
+        if let Some(i) = self.idle.carrier_to_notify() {
+            self.wake_carrier(i);
+        } else if self.blocked.get() > 0 {
+            // Every awake carrier may be blocked: bring in a spare.
+            self.compensate();
+        }
+    }
+
+    /// Puts one more carrier on duty if blocked carriers leave fewer than
+    /// `core` running, within `max`: wakes a spare in keep-alive or starts
+    /// a new one.
+    pub(crate) fn compensate(self: &Shared) {
+        self.compensate_up_to(self.max);
+    }
+
+    /// [`Shared::compensate`] with at most `limit` carriers on duty.
+    pub(super) fn compensate_up_to(self: &Shared, limit: usize) {
+        let limit = limit.min(self.max);
+        let mut active = self.active.load(Ordering::SeqCst);
+        loop {
+            let blocked = self.blocked.get();
+            if active.saturating_sub(blocked) >= self.core
+                || active >= limit
+                || self.shutdown.load(Ordering::SeqCst)
+            {
+                return;
+            }
+            match self.active.compare_exchange(
+                active,
+                active + 1,
+                Ordering::SeqCst,
+                Ordering::SeqCst,
+            ) {
+                Ok(_) => break,
+                Err(a) => active = a,
+            }
+        }
+        let spare = self.idle_spares.lock().unpoison().pop();
+        if let Some(i) = spare {
+            let w = &self.carriers[i];
+            w.spare_wake.store(true, Ordering::SeqCst);
+            w.kick();
+            return;
+        }
+        let slot = self.free_slots.lock().unpoison().pop();
+        let Some((i, local)) = slot else {
+            self.active.fetch_sub(1, Ordering::SeqCst);
+            return;
+        };
+        let Some(me) = self.self_arc() else {
+            self.return_slot(i, local);
+            self.active.fetch_sub(1, Ordering::SeqCst);
+            return;
+        };
+        self.spares_started.fetch_add(1, Ordering::Relaxed);
+        let spawned = std::thread::Builder::new()
+            .name(format!("{}-{i}", self.name))
+            .spawn(move || run_carrier(me, i, local));
+        if spawned.is_err() {
+            // The slot's queue went down with the closure; make a new one is
+            // impossible (its stealer is fixed), so the slot stays unused.
+            self.active.fetch_sub(1, Ordering::SeqCst);
+        }
+    }
+
+    pub(super) fn return_slot(&self, i: usize, local: Worker<Arc<VThread>>) {
+        self.free_slots.lock().unpoison().push((i, local));
+    }
+
+    /// An owning handle to this Shared, from the registry kept by the
+    /// monitor (compensation may run on any thread, holding only `&Shared`).
+    pub(super) fn self_arc(&self) -> Option<Arc<Shared>> {
+        self.me_weak.get().and_then(std::sync::Weak::upgrade)
+    }
+
+    pub(super) fn wake_carrier(&self, i: usize) {
+        let w = &self.carriers[i];
+        w.notified.store(true, Ordering::SeqCst);
+        self.kick_carrier(i);
+    }
+
+    /// Unparks carrier `i`'s OS thread without claiming it for work (it
+    /// re-reads its timers and goes back to sleep if there is nothing).
+    pub(super) fn kick_carrier(&self, i: usize) {
+        self.carriers[i].kick();
+    }
+
+    /// Wakes every carrier (shutdown).
+    pub(crate) fn wake_all(&self) {
+        while let Some(i) = self.idle.pop_any_sleeper() {
+            self.wake_carrier(i);
+        }
+        for w in self.carriers.iter() {
+            w.spare_wake.store(false, Ordering::SeqCst);
+            w.kick();
+        }
+        self.monitor.deep_sleep.store(true, Ordering::SeqCst);
+        self.wake_monitor();
+    }
+
+    pub(super) fn has_visible_work(&self) -> bool {
+        // `next` slots are not counted: their carriers are awake and will
+        // run them; one stuck in a long-running thread is the monitor's job.
+        !self.injector.is_empty() || self.stealers.iter().any(|s| !s.is_empty())
+    }
+}
+
+/// Handle to spawn work into this module's queues from `runtime.rs`.
+pub(crate) struct Spawner<'a>(pub(crate) &'a Arc<Shared>);
+
+impl Spawner<'_> {
+    pub(crate) fn spawn(&self, task: Arc<VThread>) {
+        let shared = self.0;
+        shared.live.fetch_add(1, Ordering::Relaxed);
+        shared.started.fetch_add(1, Ordering::Relaxed);
+        set_inner_state(&task, State::Runnable);
+        if let Some(c) = carrier()
+            && Arc::ptr_eq(&c.shared, shared)
+            && !c.me().in_blocking.load(Ordering::Relaxed)
+        {
+            // New threads go to the back of the local queue (stealable), so a
+            // spawning loop keeps running and idle carriers help.
+            c.push_back(task);
+            return;
+        }
+        shared.injector.push(task);
+        shared.notify_work();
+    }
+}
+
+/// Every runtime in the process (for dumps and metrics).
+static RUNTIMES: Mutex<Vec<std::sync::Weak<Shared>>> = Mutex::new(Vec::new());
+
+/// Lists a new runtime.
+pub(crate) fn register_runtime(shared: &Arc<Shared>) {
+    let mut r = RUNTIMES.lock().unpoison();
+    r.retain(|w| w.strong_count() > 0);
+    r.push(Arc::downgrade(shared));
+}
+
+/// Live runtimes.
+pub(crate) fn runtimes() -> Vec<Arc<Shared>> {
+    RUNTIMES
+        .lock()
+        .unpoison()
+        .iter()
+        .filter_map(std::sync::Weak::upgrade)
+        .collect()
+}
+
+/// Hands the waiter role (`netpoll`) on: kicks every sleeping carrier that
+/// polls, in every runtime. Called by a holder that gave the role up and
+/// will not take it again — a carrier leaving (its runtime ends), the
+/// `weft-poller` thread stepping aside for carriers — because a carrier
+/// that found the role taken sleeps on its futex, and its monitor stops
+/// ticking once every carrier sleeps: with no holder, an event would reach
+/// no one. Kicked, each looks for work and, finding none, tries the role
+/// again; one gets it.
+///
+/// No sleeper is missed: a carrier raises `sleeping` before it tries the
+/// role, and the caller lowered the role before it reads `sleeping` (all
+/// SeqCst), so one that failed because the caller still held the role is
+/// seen here. Rare (a runtime starting or ending), so every sleeper is
+/// kicked rather than chosen.
+pub(crate) fn hand_on_waiter_role() {
+    if !crate::netpoll::carriers_poll() {
+        return;
+    }
+    for rt in runtimes() {
+        for w in rt.carriers.iter().take(rt.core) {
+            if w.sleeping.load(Ordering::SeqCst) {
+                w.kick();
+            }
+        }
+    }
+}
+
+/// Mounted threads (as `VThread` addresses) and the carrier index they run on.
+pub(crate) fn mounted_carriers() -> std::collections::HashMap<usize, usize> {
+    let mut m = std::collections::HashMap::new();
+    for rt in runtimes() {
+        for (i, w) in rt.carriers.iter().enumerate() {
+            let p = w.mounted.load(Ordering::Relaxed);
+            if !p.is_null() {
+                m.insert(p as usize, i);
+            }
+        }
+    }
+    m
+}
