@@ -403,8 +403,8 @@ impl Runtime {
         self.handle.shared.migrate
     }
 
-    pub(crate) fn spawn_thread(&self, task: Arc<VThread>) {
-        Spawner(&self.handle.shared).spawn(task);
+    pub(crate) fn spawn_thread(&self, thread: Arc<VThread>) {
+        Spawner(&self.handle.shared).spawn(thread);
     }
 
     /// Promises a default-size stack to a thread that takes it at first run.

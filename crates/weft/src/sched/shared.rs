@@ -180,7 +180,7 @@ impl Shared {
         self.blocked.get()
     }
 
-    /// Makes `task`, a thread that has run before, runnable again.
+    /// Makes `thread`, a thread that has run before, runnable again.
     ///
     /// A thread bound to a carrier (affinity, the default) goes back to that
     /// carrier only: to its `next` slot when the waker runs there (it runs
@@ -188,15 +188,15 @@ impl Shared {
     /// kicking the carrier if it sleeps. An unbound thread (a runtime that
     /// allows migration) goes to the waker's `next` slot on one of this
     /// runtime's carriers, to the injector from anywhere else.
-    pub(crate) fn schedule(&self, task: Arc<VThread>) {
-        let home = task.home.load(Ordering::Relaxed);
+    pub(crate) fn schedule(&self, thread: Arc<VThread>) {
+        let home = thread.home.load(Ordering::Relaxed);
         let here = carrier().filter(|c| std::ptr::eq(Arc::as_ptr(&c.shared), self));
         if home != NO_HOME {
             match here {
-                Some(c) if c.index == home as usize => c.push_woken(task),
+                Some(c) if c.index == home as usize => c.push_woken(thread),
                 _ => {
-                    set_inner_state(&task, State::Runnable);
-                    self.carriers[home as usize].push_home(task);
+                    set_inner_state(&thread, State::Runnable);
+                    self.carriers[home as usize].push_home(thread);
                 }
             }
             return;
@@ -204,10 +204,10 @@ impl Shared {
         if let Some(c) = here
             && !c.me().in_blocking.load(Ordering::Relaxed)
         {
-            c.push_woken(task);
+            c.push_woken(thread);
             return;
         }
-        self.injector.push(task);
+        self.injector.push(thread);
         self.notify_work();
     }
 
@@ -325,21 +325,21 @@ impl Shared {
 pub(crate) struct Spawner<'a>(pub(crate) &'a Arc<Shared>);
 
 impl Spawner<'_> {
-    pub(crate) fn spawn(&self, task: Arc<VThread>) {
+    pub(crate) fn spawn(&self, thread: Arc<VThread>) {
         let shared = self.0;
         shared.live.fetch_add(1, Ordering::Relaxed);
         shared.started.fetch_add(1, Ordering::Relaxed);
-        set_inner_state(&task, State::Runnable);
+        set_inner_state(&thread, State::Runnable);
         if let Some(c) = carrier()
             && Arc::ptr_eq(&c.shared, shared)
             && !c.me().in_blocking.load(Ordering::Relaxed)
         {
             // New threads go to the back of the local queue (stealable), so a
             // spawning loop keeps running and idle carriers help.
-            c.push_back(task);
+            c.push_back(thread);
             return;
         }
-        shared.injector.push(task);
+        shared.injector.push(thread);
         shared.notify_work();
     }
 }

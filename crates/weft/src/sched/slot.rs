@@ -81,7 +81,7 @@ pub(super) struct CarrierSlot {
     pub(super) inbox: Injector<Arc<VThread>>,
     /// Set while the carrier sleeps (or waits off duty): a pusher to
     /// `inbox` that sees it kicks the carrier. Dekker-style with the
-    /// inbox: the pusher publishes its task then reads this (SeqCst); the
+    /// inbox: the pusher publishes its thread then reads this (SeqCst); the
     /// carrier sets this then re-checks the inbox (SeqCst).
     pub(super) sleeping: AtomicBool,
     /// Live threads bound to this carrier. A spare carrier with bound
@@ -140,10 +140,10 @@ impl CarrierSlot {
         }
     }
 
-    /// Queues `task`, a runnable thread bound to this carrier, and kicks
+    /// Queues `thread`, a runnable thread bound to this carrier, and kicks
     /// the carrier if it sleeps (see `sleeping`).
-    pub(super) fn push_home(&self, task: Arc<VThread>) {
-        self.inbox.push(task);
+    pub(super) fn push_home(&self, thread: Arc<VThread>) {
+        self.inbox.push(thread);
         fence(Ordering::SeqCst);
         if self.sleeping.load(Ordering::SeqCst) {
             self.kick();
@@ -240,18 +240,18 @@ impl CarrierSlot {
             let t = timers.pop().expect("peeked");
             // A thread that is gone (the entry holds it weakly) has nothing
             // to wake.
-            let Some(task) = t.task.upgrade() else {
+            let Some(thread) = t.thread.upgrade() else {
                 continue;
             };
-            if task.timer_seq.load(Ordering::Relaxed) == t.seq
-                && task.park.unpark() == crate::park::Unpark::Schedule
+            if thread.timer_seq.load(Ordering::Relaxed) == t.seq
+                && thread.park.unpark() == crate::park::Unpark::Schedule
             {
                 // SAFETY: a PARKED thread carries one strong count leaked by
                 // its carrier (`after_park`); we moved it out of PARKED, so
                 // that count is ours. We run it with the upgraded count.
-                unsafe { Arc::decrement_strong_count(Arc::as_ptr(&task)) };
-                set_inner_state(&task, State::Runnable);
-                wake(task);
+                unsafe { Arc::decrement_strong_count(Arc::as_ptr(&thread)) };
+                set_inner_state(&thread, State::Runnable);
+                wake(thread);
                 n += 1;
             }
         }

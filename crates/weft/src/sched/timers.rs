@@ -45,7 +45,7 @@ pub(crate) struct TimerEntry {
     /// a private runtime whose threads have all ended alive until the last
     /// deadline passed. A parked thread is kept alive by its park (the
     /// count its carrier leaks), not by its timer.
-    pub(crate) task: std::sync::Weak<VThread>,
+    pub(crate) thread: std::sync::Weak<VThread>,
 }
 
 impl PartialEq for TimerEntry {
@@ -72,7 +72,7 @@ pub(crate) const SCAN_MIN: usize = 1024;
 impl TimerEntry {
     /// Whether the park this entry would end has already ended.
     pub(super) fn is_stale(&self) -> bool {
-        self.task
+        self.thread
             .upgrade()
             .is_none_or(|t| t.timer_seq.load(std::sync::atomic::Ordering::Relaxed) != self.seq)
     }
@@ -167,7 +167,7 @@ mod tests {
         TimerEntry {
             deadline: base + Duration::from_millis(ms),
             seq,
-            task: std::sync::Weak::new(),
+            thread: std::sync::Weak::new(),
         }
     }
 

@@ -116,9 +116,9 @@ impl Carrier {
         &self.shared.carriers[self.index]
     }
 
-    pub(super) fn push_next(&self, task: Arc<VThread>) {
-        set_inner_state(&task, State::Runnable);
-        let new = Arc::into_raw(task).cast_mut();
+    pub(super) fn push_next(&self, thread: Arc<VThread>) {
+        set_inner_state(&thread, State::Runnable);
+        let new = Arc::into_raw(thread).cast_mut();
         let old = self.me().next.swap(new, Ordering::AcqRel);
         if !old.is_null() {
             // SAFETY: see `CarrierSlot::take_next`.
@@ -130,24 +130,24 @@ impl Carrier {
     /// as soon as the current one suspends), or at the back while this
     /// carrier hands out readiness events (`polling`), so that a batch of
     /// them runs in order instead of each displacing the last.
-    pub(super) fn push_woken(&self, task: Arc<VThread>) {
+    pub(super) fn push_woken(&self, thread: Arc<VThread>) {
         if self.polling.get() {
-            set_inner_state(&task, State::Runnable);
-            self.push_back(task);
+            set_inner_state(&thread, State::Runnable);
+            self.push_back(thread);
         } else {
-            self.push_next(task);
+            self.push_next(thread);
         }
     }
 
     /// Queues a runnable thread at the back: a bound thread in this
     /// carrier's inbox (only this carrier may run it, so no one else is
     /// told), an unbound one in the stealable queue.
-    pub(super) fn push_back(&self, task: Arc<VThread>) {
-        if task.home.load(Ordering::Relaxed) == NO_HOME {
-            self.local.push(task);
+    pub(super) fn push_back(&self, thread: Arc<VThread>) {
+        if thread.home.load(Ordering::Relaxed) == NO_HOME {
+            self.local.push(thread);
             self.shared.notify_work();
         } else {
-            self.me().inbox.push(task);
+            self.me().inbox.push(thread);
         }
     }
 

@@ -27,32 +27,32 @@ use crate::stack::TRIM_DEPTH;
 use crate::thread::{CoroSlot, Kind, NO_HOME, State, Suspend, VThread, set_inner_state};
 
 impl Carrier {
-    /// Runs `task` until it suspends or finishes, then carries out what it
+    /// Runs `thread` until it suspends or finishes, then carries out what it
     /// asked for (the suspend protocol).
-    pub(in crate::sched) fn run(&self, task: Arc<VThread>) {
-        let Kind::Virtual { coro, .. } = &task.kind else {
+    pub(in crate::sched) fn run(&self, thread: Arc<VThread>) {
+        let Kind::Virtual { coro, .. } = &thread.kind else {
             unreachable!("OS thread in a run queue")
         };
-        // SAFETY: this carrier owns the task exclusively (invariant 1), so no
+        // SAFETY: this carrier owns the thread exclusively (invariant 1), so no
         // one else touches its coroutine while it runs or until it is
         // published by `after_suspend`.
         let slot = unsafe { &mut *coro.get() };
         let bind = matches!(slot, CoroSlot::Pending(..))
             && !self.shared.migrate
-            && task.home.load(Ordering::Relaxed) == NO_HOME;
+            && thread.home.load(Ordering::Relaxed) == NO_HOME;
         if bind && let Some(to) = self.placement() {
-            self.hand_over(to, task);
+            self.hand_over(to, thread);
             return;
         }
-        if let Err(e) = self.prepare(&task, slot) {
-            self.fail_start(&task, slot, e);
+        if let Err(e) = self.prepare(&thread, slot) {
+            self.fail_start(&thread, slot, e);
             return;
         }
         if bind {
-            self.bind(&task);
+            self.bind(&thread);
         }
-        let result = self.mount(&task, slot);
-        self.after_suspend(task, slot, result);
+        let result = self.mount(&thread, slot);
+        self.after_suspend(thread, slot, result);
     }
 
     /// Hands a thread about to start to carrier `to` (placement): started
@@ -60,40 +60,40 @@ impl Carrier {
     /// a bound thread; still unbound, it binds where it first runs, and
     /// until then the monitor may move it on if that carrier stalls (an
     /// unbound thread in an inbox has never run; `run_monitor`).
-    fn hand_over(&self, to: usize, task: Arc<VThread>) {
+    fn hand_over(&self, to: usize, thread: Arc<VThread>) {
         self.shared.placed.fetch_add(1, Ordering::Relaxed);
-        self.shared.carriers[to].push_home(task);
+        self.shared.carriers[to].push_home(thread);
     }
 
     /// Builds the coroutine of a thread about to start — a stack from this
     /// carrier's cache (see `CoroSlot`) and, where areas are on, its
     /// thread-local area; nothing for a started thread.
-    fn prepare(&self, task: &Arc<VThread>, slot: &mut CoroSlot) -> std::io::Result<()> {
+    fn prepare(&self, thread: &Arc<VThread>, slot: &mut CoroSlot) -> std::io::Result<()> {
         let first_stack = || {
             self.shared.stacks.fulfil();
             self.alloc_default_stack()
         };
         let area = self.areas.map_or(0, crate::tls::Layout::reserve);
         if let (_, Some(top)) = slot.get(first_stack, area)? {
-            task.tls_tp.set(self.make_area(top, task));
+            thread.tls_tp.set(self.make_area(top, thread));
         }
         Ok(())
     }
 
-    /// Affinity: from now on `task` runs on this carrier only.
-    fn bind(&self, task: &VThread) {
-        task.home.store(self.index as u32, Ordering::Relaxed);
+    /// Affinity: from now on `thread` runs on this carrier only.
+    fn bind(&self, thread: &VThread) {
+        thread.home.store(self.index as u32, Ordering::Relaxed);
         self.me().homed.fetch_add(1, Ordering::Relaxed);
     }
 
-    /// Mounts `task`, resumes it (on its own thread-local area if it has
+    /// Mounts `thread`, resumes it (on its own thread-local area if it has
     /// one) until it suspends or returns, and unmounts it.
-    fn mount(&self, task: &Arc<VThread>, slot: &mut CoroSlot) -> CoroutineResult<Suspend, ()> {
+    fn mount(&self, thread: &Arc<VThread>, slot: &mut CoroSlot) -> CoroutineResult<Suspend, ()> {
         let me = self.me();
-        set_inner_state(task, State::Running);
-        crate::thread::set_mounted(Arc::as_ptr(task));
+        set_inner_state(thread, State::Running);
+        crate::thread::set_mounted(Arc::as_ptr(thread));
         me.mounted
-            .store(Arc::as_ptr(task).cast_mut(), Ordering::Relaxed);
+            .store(Arc::as_ptr(thread).cast_mut(), Ordering::Relaxed);
         // Single writer: a plain increment, no locked instruction.
         me.switches.store(
             me.switches.load(Ordering::Relaxed).wrapping_add(1),
@@ -103,7 +103,7 @@ impl Carrier {
         // Between stacks from here until the thread lowers the flag (see
         // `sample.rs`); lowered again below when the thread comes back.
         crate::switching::set_switching(true);
-        let tp = task.tls_tp.get();
+        let tp = thread.tls_tp.get();
         let result = match (slot, self.areas) {
             (CoroSlot::Running(c), Some(l)) if tp != 0 => {
                 // SAFETY: `tp` is the thread's area, made on this carrier by
@@ -140,48 +140,48 @@ impl Carrier {
     /// Carries out what a thread asked for when it suspended, or ends it.
     fn after_suspend(
         &self,
-        task: Arc<VThread>,
+        thread: Arc<VThread>,
         slot: &mut CoroSlot,
         result: CoroutineResult<Suspend, ()>,
     ) {
         match result {
-            CoroutineResult::Yield(Suspend::Park) => self.after_park(task),
+            CoroutineResult::Yield(Suspend::Park) => self.after_park(thread),
             CoroutineResult::Yield(Suspend::ParkUntil(deadline)) => {
-                let seq = task.timer_seq.load(Ordering::Relaxed);
+                let seq = thread.timer_seq.load(Ordering::Relaxed);
                 self.me().push_timer(TimerEntry {
                     deadline,
                     seq,
-                    task: Arc::downgrade(&task),
+                    thread: Arc::downgrade(&thread),
                 });
-                self.after_park(task);
+                self.after_park(thread);
             }
             CoroutineResult::Yield(Suspend::Yield) => {
-                set_inner_state(&task, State::Runnable);
-                self.push_back(task);
+                set_inner_state(&thread, State::Runnable);
+                self.push_back(thread);
             }
-            CoroutineResult::Return(()) => self.finish(task, slot),
+            CoroutineResult::Return(()) => self.finish(thread, slot),
         }
     }
 
     /// A thread whose body returned: its stack goes back to the cache
     /// (trimmed if it ran deep), and it leaves the registry with the next
     /// batch ([`Carrier::flush_finished`]).
-    fn finish(&self, task: Arc<VThread>, slot: &mut CoroSlot) {
-        set_inner_state(&task, State::Terminated);
-        if task.home.load(Ordering::Relaxed) != NO_HOME {
+    fn finish(&self, thread: Arc<VThread>, slot: &mut CoroSlot) {
+        set_inner_state(&thread, State::Terminated);
+        if thread.home.load(Ordering::Relaxed) != NO_HOME {
             self.me().homed.fetch_sub(1, Ordering::Relaxed);
         }
         let CoroSlot::Running(coro) = std::mem::replace(slot, CoroSlot::Empty) else {
             unreachable!("finished thread without a coroutine")
         };
         let stack = coro.into_stack();
-        let low_sp = task.low_sp.load(Ordering::Relaxed);
+        let low_sp = thread.low_sp.load(Ordering::Relaxed);
         let deep = stack.base_addr().saturating_sub(low_sp) > TRIM_DEPTH;
         self.recycle_stack(stack, deep);
         // `live` was decremented by the thread itself, before it
         // completed its join packet (`Schedule::finished`).
         let mut finished = self.finished.borrow_mut();
-        finished.push(task);
+        finished.push(thread);
         if finished.len() >= FINISHED_BATCH {
             drop(finished);
             self.flush_finished();
@@ -223,40 +223,40 @@ impl Carrier {
     #[cold]
     pub(in crate::sched) fn fail_start(
         &self,
-        task: &Arc<VThread>,
+        thread: &Arc<VThread>,
         slot: &mut CoroSlot,
         e: std::io::Error,
     ) {
         let why = format!(
             "weft: virtual thread #{} could not start: no stack: {e}",
-            crate::thread::Thread::peek_name_id(task).1
+            crate::thread::Thread::peek_name_id(thread).1
         );
         eprintln!("{why}");
-        set_inner_state(task, State::Terminated);
-        if task.home.load(Ordering::Relaxed) != NO_HOME {
+        set_inner_state(thread, State::Terminated);
+        if thread.home.load(Ordering::Relaxed) != NO_HOME {
             // Bound by placement before its first run (on this carrier).
             self.me().homed.fetch_sub(1, Ordering::Relaxed);
         }
-        crate::thread::registry::unregister(task);
+        crate::thread::registry::unregister(thread);
         crate::thread::set_never_ran_reason(why);
         // Dropping the body runs user `Drop`s: never unwind into the carrier.
         let dropped = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
             *slot = CoroSlot::Empty;
         }));
         if dropped.is_err() {
-            crate::thread::abort_after_drop_panic(task);
+            crate::thread::abort_after_drop_panic(thread);
         }
         self.shared.live.fetch_sub(1, Ordering::Relaxed);
     }
 
-    pub(in crate::sched) fn after_park(&self, task: Arc<VThread>) {
-        set_inner_state(&task, State::Parked);
-        match task.park.publish_parked() {
+    pub(in crate::sched) fn after_park(&self, thread: Arc<VThread>) {
+        set_inner_state(&thread, State::Parked);
+        match thread.park.publish_parked() {
             // Whoever unparks it owns it now: our strong count goes with it
             // (taken back by `Thread::unpark` or the timer that fires), which
             // saves a clone and a drop on every hand-off.
-            AfterSwitch::Parked => std::mem::forget(task),
-            AfterSwitch::Reschedule => self.push_next(task),
+            AfterSwitch::Parked => std::mem::forget(thread),
+            AfterSwitch::Reschedule => self.push_next(thread),
         }
     }
 }

@@ -90,7 +90,7 @@ impl Carrier {
             let mut mine = me.timers.lock().unpoison();
             let (unbound, bound): (Vec<TimerEntry>, Vec<TimerEntry>) =
                 mine.take_all().into_iter().partition(|t| {
-                    t.task
+                    t.thread
                         .upgrade()
                         .is_some_and(|t| t.home.load(Ordering::Relaxed) == NO_HOME)
                 });
