@@ -42,6 +42,32 @@ impl Shared {
     }
 }
 
+/// What the monitor remembers of one carrier between ticks.
+#[derive(Clone, Copy)]
+struct Watch {
+    /// The carrier's switch count at the last tick.
+    last: u64,
+    /// When the monitor first saw the carrier on its current switch count:
+    /// a carrier seen on the same count for `stall_threshold` is stalled.
+    /// (Monitor-side clocks keep `Instant::now` off the carriers' hot
+    /// path.)
+    since: Instant,
+    /// Switch count at which the carrier's inbox was last checked for
+    /// unstarted threads.
+    drained: u64,
+}
+
+/// The monitor's memory across ticks. Only the monitor thread touches it.
+struct Watcher {
+    /// One per carrier slot (index = carrier index).
+    carriers: Vec<Watch>,
+    /// Ticks in a row with no carrier busy, no work queued and every
+    /// carrier asleep.
+    quiet: u32,
+    /// The readiness source's poll count at the last tick.
+    polls: u64,
+}
+
 /// Body of the monitor thread. It never runs virtual threads. Each tick it
 /// 1. fires due timers of carriers that are blocked (their owners cannot),
 /// 2. reports a stall when a carrier has run one thread past the stall
@@ -53,16 +79,11 @@ impl Shared {
 /// sleeps without a timeout while no carrier is busy (an idle runtime costs
 /// no CPU).
 pub(crate) fn run_monitor(weak: std::sync::Weak<Shared>) {
-    let mut last: Vec<u64> = Vec::new();
-    // When the monitor first saw each carrier on its current switch count:
-    // a carrier seen on the same count for `stall_threshold` is stalled.
-    // (Monitor-side clocks keep `Instant::now` off the carriers' hot path.)
-    let mut since: Vec<Instant> = Vec::new();
-    let mut quiet = 0u32;
-    let mut polls = u64::MAX;
-    // Switch count at which each carrier's inbox was last checked for
-    // unstarted threads.
-    let mut drained: Vec<u64> = Vec::new();
+    let mut watcher = Watcher {
+        carriers: Vec::new(),
+        quiet: 0,
+        polls: u64::MAX,
+    };
     loop {
         let Some(shared) = weak.upgrade() else { return };
         if shared.shutdown.load(Ordering::SeqCst) {
@@ -72,146 +93,214 @@ pub(crate) fn run_monitor(weak: std::sync::Weak<Shared>) {
         let tick = MONITOR_TICK
             .min(shared.stall_threshold / 2)
             .max(Duration::from_millis(1));
-        let n = shared.carriers.len();
-        last.resize(n, u64::MAX);
-        drained.resize(n, u64::MAX);
-        let now = Instant::now();
-        since.resize(n, now);
-        let mut any_busy = false;
-        for (i, w) in shared.carriers.iter().enumerate() {
-            let sw = w.switches.load(Ordering::Relaxed);
-            let busy = !w.mounted.load(Ordering::Relaxed).is_null();
-            let in_blocking = w.in_blocking.load(Ordering::SeqCst);
-            any_busy |= busy;
-            let same = busy && sw == last[i];
-            if sw != last[i] || !busy {
-                since[i] = now;
-            }
-            last[i] = sw;
-            if in_blocking || w.stalled.is_set() {
-                // The owner cannot fire them. Bound threads still can run
-                // only there, but they are runnable the moment it is back;
-                // unbound ones (migration) run elsewhere at once.
-                if w.fire_timers_home(now, |t| shared.injector.push(t)) > 0 {
-                    shared.notify_work();
-                }
-            }
-            let held = now.saturating_duration_since(since[i]);
-            if same && held >= shared.stall_threshold {
-                let report = !in_blocking && w.reported.load(Ordering::Relaxed) != sw;
-                // The pinning deadlock: held in the kernel while threads
-                // bound here wait (they can run nowhere else).
-                let waiters = w.reported_waiters.load(Ordering::Relaxed) != sw && w.has_home_work();
-                // Who holds it, read now: by the time the stack is sampled
-                // and a spare started the thread may have moved on.
-                let who = if report || waiters {
-                    w.mounted_identity(sw)
-                } else {
-                    None
-                };
-                if let Some(who) = who {
-                    let tid = w.tid.load(Ordering::Relaxed);
-                    let cpu = kernel_state(tid) == Some('R');
-                    if report {
-                        w.reported.store(sw, Ordering::Relaxed);
-                        // The stack first (the carrier may move on at any
-                        // moment), the symbols after compensating.
-                        let ips = crate::sample::sample(tid)
-                            .filter(|_| w.switches.load(Ordering::SeqCst) == sw);
-                        // A CPU-bound thread waits for nothing a spare could
-                        // help with: it is counted as blocked (which makes
-                        // room for a spare) only while fewer than twice the
-                        // parallelism carriers are on duty. Past that,
-                        // CPU-bound stalls add no carrier at all.
-                        let count = !cpu || shared.active.load(Ordering::SeqCst) < 2 * shared.core;
-                        if count && shared.blocked.mark(&w.stalled) {
-                            // The carrier may have moved on in between; undo
-                            // (whoever clears the flag uncounts it, once).
-                            if w.switches.load(Ordering::SeqCst) != sw {
-                                shared.blocked.clear(&w.stalled);
-                            } else if cpu {
-                                shared.compensate_up_to(2 * shared.core);
-                            } else {
-                                shared.compensate();
-                            }
-                        }
-                        report_stall(&shared, i, w, &who, held, cpu, ips);
-                    }
-                    if waiters && !cpu {
-                        w.reported_waiters.store(sw, Ordering::Relaxed);
-                        report_blocked_with_waiters(&shared, i, w, &who, held, in_blocking);
-                    }
-                }
-            }
-            // Threads placed here that have not started yet (unbound, in
-            // the inbox) may still start anywhere: behind a stalled carrier
-            // they go back to the injector. Bound ones stay.
-            // Once per stall (the carrier's switch count), not every tick: an
-            // inbox of bound threads is put back whole.
-            if same && held >= shared.stall_threshold && drained[i] != sw && !w.inbox.is_empty() {
-                drained[i] = sw;
-                let mut bound = Vec::new();
-                let mut moved = 0;
-                while let Some(t) = w.pop_home() {
-                    if t.home.load(Ordering::Relaxed) == NO_HOME {
-                        shared.injector.push(t);
-                        moved += 1;
-                    } else {
-                        bound.push(t);
-                    }
-                }
-                for t in bound {
-                    w.push_home(t);
-                }
-                if moved > 0 {
-                    shared.notify_work();
-                }
-            }
-            if same && !shared.stealers[i].is_empty() {
-                shared.notify_work();
-            }
-        }
-        // Readiness that no carrier fetched since the last tick (every one
-        // runs a thread, none waits in the source): `netpoll`, rule 3.
-        if let Some(source) = crate::netpoll::get() {
-            if source.polls() == polls {
-                source.poll();
-            }
-            polls = source.polls();
-        }
-        // Safety net (Go's sysmon does the same): work queued while no
-        // carrier searches gets a carrier, whatever the wake-up protocol
-        // missed. Cheap: a few loads per tick.
-        let queued = shared.has_visible_work();
-        if queued && shared.idle.searching.load(Ordering::SeqCst) == 0 {
-            shared.notify_work();
-        }
-        let all_asleep =
-            shared.idle.num_sleepers.load(Ordering::SeqCst) >= shared.active.load(Ordering::SeqCst);
-        quiet = if any_busy || !all_asleep || queued {
-            0
-        } else {
-            quiet + 1
-        };
-        if quiet >= MONITOR_QUIET_TICKS {
-            shared.monitor.deep_sleep.store(true, Ordering::SeqCst);
-            // Re-check after announcing the deep sleep: a carrier that woke
-            // in between left the sleeper count first and checks
-            // `deep_sleep` after (both SeqCst), so one of us sees the other.
-            let all_asleep = shared.idle.num_sleepers.load(Ordering::SeqCst)
-                >= shared.active.load(Ordering::SeqCst);
-            drop(shared);
-            if all_asleep {
-                std::thread::park();
-            }
-            quiet = 0;
-            if let Some(shared) = weak.upgrade() {
-                shared.monitor.deep_sleep.store(false, Ordering::SeqCst);
-            }
+        let any_busy = watcher.watch_carriers(&shared);
+        watcher.poll_missed_readiness();
+        let queued = rescue_queued_work(&shared);
+        if watcher.quiet_tick(&shared, any_busy, queued) {
+            deep_sleep(&weak, shared);
             continue;
         }
         drop(shared);
         std::thread::sleep(tick);
+    }
+}
+
+impl Watcher {
+    /// One look at every carrier; true if any was running a thread.
+    fn watch_carriers(&mut self, shared: &Arc<Shared>) -> bool {
+        let n = shared.carriers.len();
+        let now = Instant::now();
+        self.carriers.resize(
+            n,
+            Watch {
+                last: u64::MAX,
+                since: now,
+                drained: u64::MAX,
+            },
+        );
+        let mut any_busy = false;
+        for (i, (w, watch)) in shared.carriers.iter().zip(&mut self.carriers).enumerate() {
+            any_busy |= watch_carrier(shared, i, w, watch, now);
+        }
+        any_busy
+    }
+
+    /// Readiness that no carrier fetched since the last tick (every one
+    /// runs a thread, none waits in the source): `netpoll`, rule 3.
+    fn poll_missed_readiness(&mut self) {
+        if let Some(source) = crate::netpoll::get() {
+            if source.polls() == self.polls {
+                source.poll();
+            }
+            self.polls = source.polls();
+        }
+    }
+
+    /// Counts a quiet tick (no carrier busy, nothing queued, every carrier
+    /// asleep); true when there have been enough in a row to sleep until
+    /// woken.
+    fn quiet_tick(&mut self, shared: &Shared, any_busy: bool, queued: bool) -> bool {
+        let all_asleep =
+            shared.idle.num_sleepers.load(Ordering::SeqCst) >= shared.active.load(Ordering::SeqCst);
+        self.quiet = if any_busy || !all_asleep || queued {
+            0
+        } else {
+            self.quiet + 1
+        };
+        if self.quiet >= MONITOR_QUIET_TICKS {
+            self.quiet = 0;
+            return true;
+        }
+        false
+    }
+}
+
+/// One look at carrier `i` (slot `w`); true if it is running a thread.
+fn watch_carrier(
+    shared: &Arc<Shared>,
+    i: usize,
+    w: &CarrierSlot,
+    watch: &mut Watch,
+    now: Instant,
+) -> bool {
+    let sw = w.switches.load(Ordering::Relaxed);
+    let busy = !w.mounted.load(Ordering::Relaxed).is_null();
+    let in_blocking = w.in_blocking.load(Ordering::SeqCst);
+    let same = busy && sw == watch.last;
+    if sw != watch.last || !busy {
+        watch.since = now;
+    }
+    watch.last = sw;
+    if in_blocking || w.stalled.is_set() {
+        // The owner cannot fire them. Bound threads still can run only
+        // there, but they are runnable the moment it is back; unbound ones
+        // (migration) run elsewhere at once.
+        if w.fire_timers_home(now, |t| shared.injector.push(t)) > 0 {
+            shared.notify_work();
+        }
+    }
+    let held = now.saturating_duration_since(watch.since);
+    if same && held >= shared.stall_threshold {
+        check_held(shared, i, w, sw, held, in_blocking);
+        // Once per stall (the carrier's switch count), not every tick: an
+        // inbox of bound threads is put back whole.
+        if watch.drained != sw && !w.inbox.is_empty() {
+            watch.drained = sw;
+            drain_unstarted(shared, w);
+        }
+    }
+    if same && !shared.stealers[i].is_empty() {
+        shared.notify_work();
+    }
+    busy
+}
+
+/// Carrier `i` has been on switch `sw` for `held`, past the stall
+/// threshold: reports the stall (once per switch), counts the carrier as
+/// blocked and compensates; and reports the pinning deadlock — held in the
+/// kernel while threads bound here wait (they can run nowhere else).
+fn check_held(
+    shared: &Arc<Shared>,
+    i: usize,
+    w: &CarrierSlot,
+    sw: u64,
+    held: Duration,
+    in_blocking: bool,
+) {
+    let report = !in_blocking && w.reported.load(Ordering::Relaxed) != sw;
+    let waiters = w.reported_waiters.load(Ordering::Relaxed) != sw && w.has_home_work();
+    if !report && !waiters {
+        return;
+    }
+    // Who holds it, read now: by the time the stack is sampled and a spare
+    // started the thread may have moved on.
+    let Some(who) = w.mounted_identity(sw) else {
+        return;
+    };
+    let tid = w.tid.load(Ordering::Relaxed);
+    let cpu = kernel_state(tid) == Some('R');
+    if report {
+        w.reported.store(sw, Ordering::Relaxed);
+        // The stack first (the carrier may move on at any moment), the
+        // symbols after compensating.
+        let ips = crate::sample::sample(tid).filter(|_| w.switches.load(Ordering::SeqCst) == sw);
+        count_stalled(shared, w, sw, cpu);
+        report_stall(shared, i, w, &who, held, cpu, ips);
+    }
+    if waiters && !cpu {
+        w.reported_waiters.store(sw, Ordering::Relaxed);
+        report_blocked_with_waiters(shared, i, w, &who, held, in_blocking);
+    }
+}
+
+/// Counts a stalled carrier (on switch `sw`) as blocked, which makes room
+/// for a spare, and brings one in. A CPU-bound thread waits for nothing a
+/// spare could help with: it is counted only while fewer than twice the
+/// parallelism carriers are on duty; past that, CPU-bound stalls add no
+/// carrier at all.
+fn count_stalled(shared: &Shared, w: &CarrierSlot, sw: u64, cpu: bool) {
+    let count = !cpu || shared.active.load(Ordering::SeqCst) < 2 * shared.core;
+    if count && shared.blocked.mark(&w.stalled) {
+        // The carrier may have moved on in between; undo (whoever clears
+        // the flag uncounts it, once).
+        if w.switches.load(Ordering::SeqCst) != sw {
+            shared.blocked.clear(&w.stalled);
+        } else if cpu {
+            shared.compensate_up_to(2 * shared.core);
+        } else {
+            shared.compensate();
+        }
+    }
+}
+
+/// Threads placed on a stalled carrier that have not started yet
+/// (unbound, in its inbox) may still start anywhere: they go back to the
+/// injector. Bound ones stay.
+fn drain_unstarted(shared: &Shared, w: &CarrierSlot) {
+    let mut bound = Vec::new();
+    let mut moved = 0;
+    while let Some(t) = w.pop_home() {
+        if t.home.load(Ordering::Relaxed) == NO_HOME {
+            shared.injector.push(t);
+            moved += 1;
+        } else {
+            bound.push(t);
+        }
+    }
+    for t in bound {
+        w.push_home(t);
+    }
+    if moved > 0 {
+        shared.notify_work();
+    }
+}
+
+/// Safety net (Go's sysmon does the same): work queued while no carrier
+/// searches gets a carrier, whatever the wake-up protocol missed. Cheap: a
+/// few loads per tick. Returns whether work was queued.
+fn rescue_queued_work(shared: &Shared) -> bool {
+    let queued = shared.has_visible_work();
+    if queued && shared.idle.searching.load(Ordering::SeqCst) == 0 {
+        shared.notify_work();
+    }
+    queued
+}
+
+/// Sleeps until a carrier wakes the monitor (it mounts a thread) or the
+/// runtime ends, unless a carrier woke meanwhile.
+fn deep_sleep(weak: &std::sync::Weak<Shared>, shared: Arc<Shared>) {
+    shared.monitor.deep_sleep.store(true, Ordering::SeqCst);
+    // Re-check after announcing the deep sleep: a carrier that woke in
+    // between left the sleeper count first and checks `deep_sleep` after
+    // (both SeqCst), so one of us sees the other.
+    let all_asleep =
+        shared.idle.num_sleepers.load(Ordering::SeqCst) >= shared.active.load(Ordering::SeqCst);
+    drop(shared);
+    if all_asleep {
+        std::thread::park();
+    }
+    if let Some(shared) = weak.upgrade() {
+        shared.monitor.deep_sleep.store(false, Ordering::SeqCst);
     }
 }
 
