@@ -727,142 +727,211 @@ impl Inner {
 
     /// The housekeeper: retires idle and expired connections, tops the
     /// pool up to `min_idle`, reports leaks. Ends when the pool closes.
+    /// Each round decides under the lock what to do, then does it without.
     fn housekeep(self: Arc<Self>) {
         let period = self.cfg.housekeeping_period;
-        let mut next_tick = Instant::now();
-        // After a failed top-up, when to try again.
-        let mut fill_retry_at = Instant::now();
+        let mut hk = Housekeeping {
+            next_tick: Instant::now(),
+            fill_retry_at: Instant::now(),
+        };
         loop {
-            let mut to_close = Vec::new();
-            let mut leaks = Vec::new();
-            let fill;
-            {
-                let mut st = self.lock();
-                loop {
-                    if st.closed {
-                        return;
-                    }
-                    let now = Instant::now();
-                    let mut wake = next_tick;
-                    if let Some(t) = self.cfg.leak_detection_threshold {
-                        for l in st.leases.values().filter(|l| !l.reported) {
-                            wake = wake.min(l.since + t);
-                        }
-                    }
-                    for s in &st.idle {
-                        if let Some(r) = s.retire_at {
-                            wake = wake.min(r);
-                        }
-                    }
-                    let want = self.min_idle.saturating_sub(st.idle.len() + st.creating);
-                    let room = self.cfg.max_size - st.total;
-                    if want.min(room) > 0 {
-                        if now >= fill_retry_at {
-                            break;
-                        }
-                        wake = wake.min(fill_retry_at);
-                    }
-                    if now >= wake {
-                        break;
-                    }
-                    st.hk_wake = Some(wake);
-                    st = match self.hk_cv.wait_timeout(st, wake - now) {
-                        Ok((g, _)) => g,
-                        Err(p) => p.into_inner().0,
-                    };
-                    st.hk_wake = None;
-                }
+            let chores = {
+                let Some(mut st) = self.wait_for_chores(&hk) else {
+                    return;
+                };
                 let now = Instant::now();
-                // Retire expired connections (any time) and, on each tick,
-                // idle ones past idle_timeout above min_idle.
-                let tick = now >= next_tick;
+                let tick = now >= hk.next_tick;
                 if tick {
-                    next_tick = now + period;
+                    hk.next_tick = now + period;
                 }
-                let idle_cut = match self.cfg.idle_timeout {
-                    Some(t) if tick && self.min_idle < self.cfg.max_size => Some(t),
-                    _ => None,
-                };
-                let mut keep = VecDeque::with_capacity(st.idle.len());
-                let mut total = st.total;
-                // Front = least recently used.
-                while let Some(s) = st.idle.pop_front() {
-                    let expired = s.retire_at.is_some_and(|r| now >= r);
-                    let idle_long = idle_cut.is_some_and(|t| {
-                        total > self.min_idle && now.saturating_duration_since(s.last_used) >= t
-                    });
-                    if expired || idle_long {
-                        total -= 1;
-                        to_close.push(s);
-                    } else {
-                        keep.push_back(s);
-                    }
+                Chores {
+                    to_close: self.retire_idle(&mut st, now, tick),
+                    leaks: self.find_leaks(&mut st, now),
+                    fill: self.reserve_fill(&mut st, now >= hk.fill_retry_at),
                 }
-                st.idle = keep;
-                st.total = total;
-                if let Some(t) = self.cfg.leak_detection_threshold {
-                    for (id, l) in st.leases.iter_mut() {
-                        if !l.reported && now.saturating_duration_since(l.since) >= t {
-                            l.reported = true;
-                            leaks.push(format!(
-                                "{} - connection leak detection triggered: connection #{id} taken by {} at {} \
-                                 has been out of the pool for {} ms (leak_detection_threshold {} ms); \
-                                 stack of the checkout:\n{}",
-                                self.cfg.pool_name,
-                                l.thread,
-                                l.location,
-                                now.saturating_duration_since(l.since).as_millis(),
-                                t.as_millis(),
-                                l.backtrace
-                            ));
-                        }
-                    }
-                }
-                let want = self.min_idle.saturating_sub(st.idle.len() + st.creating);
-                fill = if now >= fill_retry_at {
-                    want.min(self.cfg.max_size - st.total)
-                } else {
-                    0
-                };
-                st.total += fill;
-                st.creating += fill;
-            }
-            for msg in leaks {
-                self.leaks.fetch_add(1, Ordering::Relaxed);
-                tracing::warn!(target: "weft_pg::leak", pool = %self.cfg.pool_name, "{msg}");
-            }
-            for slot in to_close {
+            };
+            self.report_leaks(chores.leaks);
+            for slot in chores.to_close {
                 self.close_conn(slot);
             }
-            for i in 0..fill {
-                match self.open(deadline_after(self.cfg.connection_timeout)) {
-                    Ok(slot) => {
-                        let mut st = self.lock();
-                        st.creating -= 1;
-                        if st.closed {
-                            st.total -= 1;
-                            drop(st);
-                            self.close_conn(slot);
-                            continue;
-                        }
-                        st.idle.push_back(slot);
-                        self.dispatch(&mut st);
-                    }
-                    Err(_) => {
-                        // Give back this and the remaining reservations;
-                        // try again next tick.
-                        let mut st = self.lock();
-                        let left = fill - i;
-                        st.creating -= left;
-                        st.total -= left;
-                        self.dispatch(&mut st);
-                        fill_retry_at = Instant::now() + period.min(Duration::from_millis(500));
-                        break;
-                    }
-                }
+            if !self.fill(chores.fill) {
+                // Try again next tick, or in half a second at most.
+                hk.fill_retry_at = Instant::now() + period.min(Duration::from_millis(500));
             }
         }
     }
+
+    /// Waits (on `hk_cv`, which `hk_wake` tells others when to signal)
+    /// until a chore is due; `None` once the pool is closed.
+    fn wait_for_chores(&self, hk: &Housekeeping) -> Option<MutexGuard<'_, State>> {
+        let mut st = self.lock();
+        loop {
+            if st.closed {
+                return None;
+            }
+            let now = Instant::now();
+            let wake = self.next_chore(&st, hk, now);
+            if now >= wake {
+                return Some(st);
+            }
+            st.hk_wake = Some(wake);
+            st = match self.hk_cv.wait_timeout(st, wake - now) {
+                Ok((g, _)) => g,
+                Err(p) => p.into_inner().0,
+            };
+            st.hk_wake = None;
+        }
+    }
+
+    /// When the next chore is due: the next tick, the first unreported
+    /// lease's leak deadline, the first idle connection's retirement, or
+    /// now when the pool is below `min_idle` with room to grow (unless a
+    /// top-up just failed: then at `fill_retry_at`).
+    fn next_chore(&self, st: &State, hk: &Housekeeping, now: Instant) -> Instant {
+        let mut wake = hk.next_tick;
+        if let Some(t) = self.cfg.leak_detection_threshold {
+            for l in st.leases.values().filter(|l| !l.reported) {
+                wake = wake.min(l.since + t);
+            }
+        }
+        for s in &st.idle {
+            if let Some(r) = s.retire_at {
+                wake = wake.min(r);
+            }
+        }
+        let want = self.min_idle.saturating_sub(st.idle.len() + st.creating);
+        let room = self.cfg.max_size - st.total;
+        if want.min(room) > 0 {
+            if now >= hk.fill_retry_at {
+                return now;
+            }
+            wake = wake.min(hk.fill_retry_at);
+        }
+        wake
+    }
+
+    /// Takes out of the idle list the connections past `max_lifetime`
+    /// (any time) and, on a tick, those idle past `idle_timeout` while the
+    /// pool is above `min_idle`; returns them to be closed.
+    fn retire_idle(&self, st: &mut State, now: Instant, tick: bool) -> Vec<Slot> {
+        let idle_cut = match self.cfg.idle_timeout {
+            Some(t) if tick && self.min_idle < self.cfg.max_size => Some(t),
+            _ => None,
+        };
+        let mut to_close = Vec::new();
+        let mut keep = VecDeque::with_capacity(st.idle.len());
+        let mut total = st.total;
+        // Front = least recently used.
+        while let Some(s) = st.idle.pop_front() {
+            let expired = s.retire_at.is_some_and(|r| now >= r);
+            let idle_long = idle_cut.is_some_and(|t| {
+                total > self.min_idle && now.saturating_duration_since(s.last_used) >= t
+            });
+            if expired || idle_long {
+                total -= 1;
+                to_close.push(s);
+            } else {
+                keep.push_back(s);
+            }
+        }
+        st.idle = keep;
+        st.total = total;
+        to_close
+    }
+
+    /// Marks the leases out longer than `leak_detection_threshold` as
+    /// reported; returns their warnings.
+    fn find_leaks(&self, st: &mut State, now: Instant) -> Vec<String> {
+        let Some(t) = self.cfg.leak_detection_threshold else {
+            return Vec::new();
+        };
+        let mut leaks = Vec::new();
+        for (id, l) in st.leases.iter_mut() {
+            if !l.reported && now.saturating_duration_since(l.since) >= t {
+                l.reported = true;
+                leaks.push(format!(
+                    "{} - connection leak detection triggered: connection #{id} taken by {} at {} \
+                     has been out of the pool for {} ms (leak_detection_threshold {} ms); \
+                     stack of the checkout:\n{}",
+                    self.cfg.pool_name,
+                    l.thread,
+                    l.location,
+                    now.saturating_duration_since(l.since).as_millis(),
+                    t.as_millis(),
+                    l.backtrace
+                ));
+            }
+        }
+        leaks
+    }
+
+    /// Reserves (counts as creating) the connections that bring the pool
+    /// up to `min_idle`, within `max_size`; none when `may` is false.
+    fn reserve_fill(&self, st: &mut State, may: bool) -> usize {
+        let want = self.min_idle.saturating_sub(st.idle.len() + st.creating);
+        let fill = if may {
+            want.min(self.cfg.max_size - st.total)
+        } else {
+            0
+        };
+        st.total += fill;
+        st.creating += fill;
+        fill
+    }
+
+    fn report_leaks(&self, leaks: Vec<String>) {
+        for msg in leaks {
+            self.leaks.fetch_add(1, Ordering::Relaxed);
+            tracing::warn!(target: "weft_pg::leak", pool = %self.cfg.pool_name, "{msg}");
+        }
+    }
+
+    /// Opens the `n` reserved connections into the idle list, handing them
+    /// to waiters; false when one failed (this and the remaining
+    /// reservations are given back).
+    fn fill(&self, n: usize) -> bool {
+        for i in 0..n {
+            match self.open(deadline_after(self.cfg.connection_timeout)) {
+                Ok(slot) => {
+                    let mut st = self.lock();
+                    st.creating -= 1;
+                    if st.closed {
+                        st.total -= 1;
+                        drop(st);
+                        self.close_conn(slot);
+                        continue;
+                    }
+                    st.idle.push_back(slot);
+                    self.dispatch(&mut st);
+                }
+                Err(_) => {
+                    let mut st = self.lock();
+                    let left = n - i;
+                    st.creating -= left;
+                    st.total -= left;
+                    self.dispatch(&mut st);
+                    return false;
+                }
+            }
+        }
+        true
+    }
+}
+
+/// The housekeeper's clock.
+struct Housekeeping {
+    /// When the next periodic tick (idle timeouts) is due.
+    next_tick: Instant,
+    /// After a failed top-up, when to try again.
+    fill_retry_at: Instant,
+}
+
+/// What a round of housekeeping decided under the lock, done after it.
+struct Chores {
+    to_close: Vec<Slot>,
+    leaks: Vec<String>,
+    /// Connections reserved to open.
+    fill: usize,
 }
 
 /// A connection on loan from a [`Pool`]; it derefs to [`Connection`] and
