@@ -8,7 +8,8 @@ use std::time::{Duration, Instant};
 
 use socket2::{Domain, Protocol, SockRef, Socket, Type};
 
-use super::{Io, ToSocketAddrs, each_addr, expect_registered, timed_out};
+use super::addr::ToSocketAddrs;
+use super::io::{Io, each_addr, expect_registered, fd_impls, stream_io_impls, timed_out};
 use crate::poll::Interest;
 
 /// The flags of every socket weft creates or accepts.
@@ -381,53 +382,8 @@ impl TcpStream {
     }
 
     #[cfg_attr(not(any(feature = "futures-io", feature = "tokio")), allow(dead_code))]
-    pub(crate) fn io(&self) -> &super::Io<std::net::TcpStream> {
+    pub(crate) fn io(&self) -> &Io<std::net::TcpStream> {
         &self.io
-    }
-}
-
-impl Read for &TcpStream {
-    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
-        let want = buf.len();
-        self.io.read_stream(want, |mut s| s.read(buf))
-    }
-    fn read_vectored(&mut self, bufs: &mut [IoSliceMut<'_>]) -> io::Result<usize> {
-        let want = bufs.iter().map(|b| b.len()).sum();
-        self.io.read_stream(want, |mut s| s.read_vectored(bufs))
-    }
-}
-
-impl Write for &TcpStream {
-    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
-        self.io.write_stream(buf.len(), |mut s| s.write(buf))
-    }
-    fn write_vectored(&mut self, bufs: &[IoSlice<'_>]) -> io::Result<usize> {
-        let want = bufs.iter().map(|b| b.len()).sum();
-        self.io.write_stream(want, |mut s| s.write_vectored(bufs))
-    }
-    fn flush(&mut self) -> io::Result<()> {
-        Ok(())
-    }
-}
-
-impl Read for TcpStream {
-    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
-        (&*self).read(buf)
-    }
-    fn read_vectored(&mut self, bufs: &mut [IoSliceMut<'_>]) -> io::Result<usize> {
-        (&*self).read_vectored(bufs)
-    }
-}
-
-impl Write for TcpStream {
-    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
-        (&*self).write(buf)
-    }
-    fn write_vectored(&mut self, bufs: &[IoSlice<'_>]) -> io::Result<usize> {
-        (&*self).write_vectored(bufs)
-    }
-    fn flush(&mut self) -> io::Result<()> {
-        Ok(())
     }
 }
 
@@ -457,27 +413,5 @@ impl fmt::Debug for TcpStream {
     }
 }
 
-macro_rules! fd_impls {
-    ($($t:ty),*) => {$(
-        impl AsRawFd for $t {
-            fn as_raw_fd(&self) -> RawFd {
-                self.io.sock.as_raw_fd()
-            }
-        }
-        impl AsFd for $t {
-            fn as_fd(&self) -> BorrowedFd<'_> {
-                self.io.sock.as_fd()
-            }
-        }
-        impl IntoRawFd for $t {
-            /// Unregisters the socket and hands over its descriptor (still
-            /// in non-blocking mode).
-            fn into_raw_fd(self) -> RawFd {
-                self.io.into_inner().into_raw_fd()
-            }
-        }
-    )*};
-}
-pub(super) use fd_impls;
-
 fd_impls!(TcpListener, TcpStream);
+stream_io_impls!(TcpStream);

@@ -8,7 +8,8 @@ use std::time::Duration;
 
 use socket2::{Domain, Protocol, Socket, Type};
 
-use super::{Io, ToSocketAddrs, each_addr, expect_registered};
+use super::addr::ToSocketAddrs;
+use super::io::{Io, each_addr, expect_registered, fd_impls};
 
 /// A UDP socket: weft's [`std::net::UdpSocket`].
 ///
@@ -259,4 +260,4 @@ impl fmt::Debug for UdpSocket {
     }
 }
 
-super::tcp::fd_impls!(UdpSocket);
+fd_impls!(UdpSocket);

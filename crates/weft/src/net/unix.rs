@@ -11,8 +11,8 @@ use std::time::Duration;
 
 use socket2::{Domain, SockAddr, SockRef, Socket, Type};
 
+use super::io::{Io, expect_registered, fd_impls, stream_io_impls};
 use super::tcp::BACKLOG;
-use super::{Io, expect_registered};
 
 const ACCEPT_FLAGS: libc::c_int = libc::SOCK_NONBLOCK | libc::SOCK_CLOEXEC;
 
@@ -272,55 +272,12 @@ impl UnixStream {
     }
 
     #[cfg_attr(not(any(feature = "futures-io", feature = "tokio")), allow(dead_code))]
-    pub(crate) fn io(&self) -> &super::Io<std::os::unix::net::UnixStream> {
+    pub(crate) fn io(&self) -> &Io<std::os::unix::net::UnixStream> {
         &self.io
     }
 }
 
-impl Read for &UnixStream {
-    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
-        let want = buf.len();
-        self.io.read_stream(want, |mut s| s.read(buf))
-    }
-    fn read_vectored(&mut self, bufs: &mut [IoSliceMut<'_>]) -> io::Result<usize> {
-        let want = bufs.iter().map(|b| b.len()).sum();
-        self.io.read_stream(want, |mut s| s.read_vectored(bufs))
-    }
-}
-
-impl Write for &UnixStream {
-    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
-        self.io.write_stream(buf.len(), |mut s| s.write(buf))
-    }
-    fn write_vectored(&mut self, bufs: &[IoSlice<'_>]) -> io::Result<usize> {
-        let want = bufs.iter().map(|b| b.len()).sum();
-        self.io.write_stream(want, |mut s| s.write_vectored(bufs))
-    }
-    fn flush(&mut self) -> io::Result<()> {
-        Ok(())
-    }
-}
-
-impl Read for UnixStream {
-    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
-        (&*self).read(buf)
-    }
-    fn read_vectored(&mut self, bufs: &mut [IoSliceMut<'_>]) -> io::Result<usize> {
-        (&*self).read_vectored(bufs)
-    }
-}
-
-impl Write for UnixStream {
-    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
-        (&*self).write(buf)
-    }
-    fn write_vectored(&mut self, bufs: &[IoSlice<'_>]) -> io::Result<usize> {
-        (&*self).write_vectored(bufs)
-    }
-    fn flush(&mut self) -> io::Result<()> {
-        Ok(())
-    }
-}
+stream_io_impls!(UnixStream);
 
 /// A Unix-domain datagram socket: weft's
 /// [`std::os::unix::net::UnixDatagram`].
@@ -507,4 +464,4 @@ from_std!(
     UnixDatagram <- std::os::unix::net::UnixDatagram
 );
 
-super::tcp::fd_impls!(UnixListener, UnixStream, UnixDatagram);
+fd_impls!(UnixListener, UnixStream, UnixDatagram);

@@ -1,0 +1,361 @@
+//! What every socket type of `net` shares: [`Io`], a non-blocking socket
+//! registered with the poller and the handle's timeouts, whose calls wait
+//! for readiness by parking (a virtual thread) or blocking (an OS thread);
+//! the helpers around it; and the macros that write the trait impls the
+//! socket types have in common (`Read`/`Write` of a stream, the descriptor
+//! traits).
+
+use std::io;
+use std::os::fd::AsRawFd;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::task::{Context, Poll};
+use std::time::{Duration, Instant};
+
+use super::addr::ToSocketAddrs;
+use crate::poll::{Interest, Registration};
+
+/// A timeout kept in the handle: nanoseconds, 0 meaning none.
+pub(super) struct Timeout(AtomicU64);
+
+impl Timeout {
+    const fn none() -> Timeout {
+        Timeout(AtomicU64::new(0))
+    }
+
+    pub(super) fn set(&self, dur: Option<Duration>) -> io::Result<()> {
+        let nanos = match dur {
+            None => 0,
+            Some(d) if d.is_zero() => {
+                return Err(io::Error::new(
+                    io::ErrorKind::InvalidInput,
+                    "cannot set a 0 duration timeout",
+                ));
+            }
+            Some(d) => u64::try_from(d.as_nanos()).unwrap_or(u64::MAX),
+        };
+        self.0.store(nanos, Ordering::Relaxed);
+        Ok(())
+    }
+
+    pub(super) fn get(&self) -> Option<Duration> {
+        match self.0.load(Ordering::Relaxed) {
+            0 => None,
+            n => Some(Duration::from_nanos(n)),
+        }
+    }
+
+    pub(super) fn copy(&self) -> Timeout {
+        Timeout(AtomicU64::new(self.0.load(Ordering::Relaxed)))
+    }
+
+    /// The deadline for an operation starting now (`None`: wait forever).
+    pub(super) fn deadline(&self) -> Option<Instant> {
+        match self.0.load(Ordering::Relaxed) {
+            0 => None,
+            n => Instant::now().checked_add(Duration::from_nanos(n)),
+        }
+    }
+}
+
+/// A non-blocking socket `S` registered with the poller, with its
+/// timeouts. The shared engine of every type in this module.
+///
+/// Field order matters: `reg` is declared first so that it is dropped (and
+/// the descriptor deregistered) *before* `sock` closes the descriptor.
+pub(crate) struct Io<S: AsRawFd> {
+    pub(super) reg: Registration,
+    pub(super) sock: S,
+    pub(super) read_timeout: Timeout,
+    pub(super) write_timeout: Timeout,
+    /// Set when an interrupt shut the socket down (datagram sockets check
+    /// it: the kernel does not make their later calls fail).
+    pub(super) shut: AtomicBool,
+}
+
+impl<S: AsRawFd> Io<S> {
+    /// Registers `sock`, which must already be non-blocking.
+    pub(super) fn new(sock: S) -> io::Result<Io<S>> {
+        let reg = Registration::new(sock.as_raw_fd())?;
+        Ok(Io {
+            reg,
+            sock,
+            read_timeout: Timeout::none(),
+            write_timeout: Timeout::none(),
+            shut: AtomicBool::new(false),
+        })
+    }
+
+    /// A handle to a duplicate `sock` (from `try_clone`) with this
+    /// handle's timeouts.
+    pub(super) fn clone_with(&self, sock: S) -> io::Result<Io<S>> {
+        let mut io = Io::new(sock)?;
+        io.read_timeout = self.read_timeout.copy();
+        io.write_timeout = self.write_timeout.copy();
+        Ok(io)
+    }
+
+    /// Unregisters and returns the socket (still non-blocking).
+    pub(super) fn into_inner(self) -> S {
+        let Io { reg, sock, .. } = self;
+        drop(reg);
+        sock
+    }
+
+    /// Runs `op` (a non-blocking syscall) until it stops returning
+    /// `WouldBlock`, waiting for readiness `i` until `deadline`.
+    pub(super) fn op<R>(
+        &self,
+        i: Interest,
+        deadline: Option<Instant>,
+        mut op: impl FnMut(&S) -> io::Result<R>,
+    ) -> io::Result<R> {
+        let sock = &self.sock;
+        let r = self.reg.do_io(i, deadline, || {
+            loop {
+                match op(sock) {
+                    // EINTR from the syscall itself: retry at once, so an
+                    // `Interrupted` out of `do_io` always means a weft
+                    // interrupt.
+                    Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                    r => return r,
+                }
+            }
+        });
+        if let Err(e) = &r
+            && e.kind() == io::ErrorKind::Interrupted
+        {
+            self.shutdown_after_interrupt();
+        }
+        r
+    }
+
+    /// A stream read or write of `want` bytes (see
+    /// `Registration::do_stream_io`).
+    pub(super) fn stream_op(
+        &self,
+        i: Interest,
+        want: usize,
+        mut op: impl FnMut(&S) -> io::Result<usize>,
+    ) -> io::Result<usize> {
+        let sock = &self.sock;
+        let deadline = match i {
+            Interest::Read => self.read_timeout.deadline(),
+            Interest::Write => self.write_timeout.deadline(),
+        };
+        let r = self.reg.do_stream_io(i, deadline, want, || {
+            loop {
+                match op(sock) {
+                    // EINTR: retry at once (as in `op`).
+                    Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                    r => return r,
+                }
+            }
+        });
+        if let Err(e) = &r
+            && e.kind() == io::ErrorKind::Interrupted
+        {
+            self.shutdown_after_interrupt();
+        }
+        r
+    }
+
+    /// A stream read into `want` bytes under the read timeout.
+    pub(super) fn read_stream(
+        &self,
+        want: usize,
+        op: impl FnMut(&S) -> io::Result<usize>,
+    ) -> io::Result<usize> {
+        self.stream_op(Interest::Read, want, op)
+    }
+
+    /// A stream write of `want` bytes under the write timeout.
+    pub(super) fn write_stream(
+        &self,
+        want: usize,
+        op: impl FnMut(&S) -> io::Result<usize>,
+    ) -> io::Result<usize> {
+        self.stream_op(Interest::Write, want, op)
+    }
+
+    /// A read-direction operation under the read timeout.
+    pub(super) fn read<R>(&self, op: impl FnMut(&S) -> io::Result<R>) -> io::Result<R> {
+        self.op(Interest::Read, self.read_timeout.deadline(), op)
+    }
+
+    /// A write-direction operation under the write timeout.
+    pub(super) fn write<R>(&self, op: impl FnMut(&S) -> io::Result<R>) -> io::Result<R> {
+        self.op(Interest::Write, self.write_timeout.deadline(), op)
+    }
+
+    /// Java's "an interrupt closes the channel": shut the socket down so
+    /// that retries see EOF/errors, and wake whoever else waits on it.
+    pub(super) fn shutdown_after_interrupt(&self) {
+        self.shut.store(true, Ordering::SeqCst);
+        // SAFETY: shutdown(2) on the descriptor we own; errors (e.g.
+        // ENOTCONN on an unconnected socket) are irrelevant here.
+        unsafe {
+            libc::shutdown(self.sock.as_raw_fd(), libc::SHUT_RDWR);
+        }
+        self.reg.state().wake_all();
+    }
+
+    /// Fails if an interrupt shut this (datagram) socket down.
+    pub(super) fn check_open(&self) -> io::Result<()> {
+        if self.shut.load(Ordering::SeqCst) {
+            Err(io::Error::new(
+                io::ErrorKind::NotConnected,
+                "weft: socket was shut down by a thread interrupt",
+            ))
+        } else {
+            Ok(())
+        }
+    }
+
+    /// The async form of a read-direction operation (no timeout).
+    #[cfg_attr(not(any(feature = "futures-io", feature = "tokio")), allow(dead_code))]
+    pub(crate) fn poll_read<R>(
+        &self,
+        cx: &mut Context<'_>,
+        mut op: impl FnMut(&S) -> io::Result<R>,
+    ) -> Poll<io::Result<R>> {
+        let sock = &self.sock;
+        self.reg
+            .poll_io(cx, Interest::Read, || retry_eintr(|| op(sock)))
+    }
+
+    /// The async form of a write-direction operation (no timeout).
+    #[cfg_attr(not(any(feature = "futures-io", feature = "tokio")), allow(dead_code))]
+    pub(crate) fn poll_write<R>(
+        &self,
+        cx: &mut Context<'_>,
+        mut op: impl FnMut(&S) -> io::Result<R>,
+    ) -> Poll<io::Result<R>> {
+        let sock = &self.sock;
+        self.reg
+            .poll_io(cx, Interest::Write, || retry_eintr(|| op(sock)))
+    }
+}
+
+#[cfg_attr(not(any(feature = "futures-io", feature = "tokio")), allow(dead_code))]
+pub(super) fn retry_eintr<R>(mut f: impl FnMut() -> io::Result<R>) -> io::Result<R> {
+    loop {
+        match f() {
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+            r => return r,
+        }
+    }
+}
+
+/// Tries `f` on each address in turn, like `std`: the first success, or
+/// the last error.
+pub(super) fn each_addr<A: ToSocketAddrs + ?Sized, T>(
+    addr: &A,
+    mut f: impl FnMut(&std::net::SocketAddr) -> io::Result<T>,
+) -> io::Result<T> {
+    let mut last = None;
+    for a in addr.weft_addrs()? {
+        match f(&a) {
+            Ok(t) => return Ok(t),
+            // An interrupt ends the whole attempt, not just this address.
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => return Err(e),
+            Err(e) => last = Some(e),
+        }
+    }
+    Err(last.unwrap_or_else(|| {
+        io::Error::new(
+            io::ErrorKind::InvalidInput,
+            "could not resolve to any addresses",
+        )
+    }))
+}
+
+/// `TimedOut`, as `std` would report it on Linux for a connect timeout.
+pub(super) fn timed_out() -> io::Error {
+    io::Error::new(io::ErrorKind::TimedOut, "weft: socket operation timed out")
+}
+
+/// `Result` of registering a socket converted with `From<std::…>`.
+#[track_caller]
+pub(super) fn expect_registered<T>(r: io::Result<T>) -> T {
+    match r {
+        Ok(t) => t,
+        Err(e) => panic!("weft::net: cannot register the socket with the I/O poller: {e}"),
+    }
+}
+
+/// `Read` and `Write` for a stream socket type `$t` (with an `io: Io<_>`
+/// field) and for `&$t`: every call waits for readiness through
+/// `Io::read_stream`/`Io::write_stream`; `flush` has nothing to do (writes
+/// are not buffered).
+macro_rules! stream_io_impls {
+    ($($t:ty),*) => {$(
+        impl Read for &$t {
+            fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+                let want = buf.len();
+                self.io.read_stream(want, |mut s| s.read(buf))
+            }
+            fn read_vectored(&mut self, bufs: &mut [IoSliceMut<'_>]) -> io::Result<usize> {
+                let want = bufs.iter().map(|b| b.len()).sum();
+                self.io.read_stream(want, |mut s| s.read_vectored(bufs))
+            }
+        }
+
+        impl Write for &$t {
+            fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+                self.io.write_stream(buf.len(), |mut s| s.write(buf))
+            }
+            fn write_vectored(&mut self, bufs: &[IoSlice<'_>]) -> io::Result<usize> {
+                let want = bufs.iter().map(|b| b.len()).sum();
+                self.io.write_stream(want, |mut s| s.write_vectored(bufs))
+            }
+            fn flush(&mut self) -> io::Result<()> {
+                Ok(())
+            }
+        }
+
+        impl Read for $t {
+            fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+                (&*self).read(buf)
+            }
+            fn read_vectored(&mut self, bufs: &mut [IoSliceMut<'_>]) -> io::Result<usize> {
+                (&*self).read_vectored(bufs)
+            }
+        }
+
+        impl Write for $t {
+            fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+                (&*self).write(buf)
+            }
+            fn write_vectored(&mut self, bufs: &[IoSlice<'_>]) -> io::Result<usize> {
+                (&*self).write_vectored(bufs)
+            }
+            fn flush(&mut self) -> io::Result<()> {
+                Ok(())
+            }
+        }
+    )*};
+}
+pub(super) use stream_io_impls;
+
+macro_rules! fd_impls {
+    ($($t:ty),*) => {$(
+        impl AsRawFd for $t {
+            fn as_raw_fd(&self) -> RawFd {
+                self.io.sock.as_raw_fd()
+            }
+        }
+        impl AsFd for $t {
+            fn as_fd(&self) -> BorrowedFd<'_> {
+                self.io.sock.as_fd()
+            }
+        }
+        impl IntoRawFd for $t {
+            /// Unregisters the socket and hands over its descriptor (still
+            /// in non-blocking mode).
+            fn into_raw_fd(self) -> RawFd {
+                self.io.into_inner().into_raw_fd()
+            }
+        }
+    )*};
+}
+pub(super) use fd_impls;
