@@ -224,8 +224,13 @@ mod builder;
 pub mod channel;
 mod clock;
 pub mod context;
+// Public only to the loom model checks (`tests/loom_doorbell.rs`, built with
+// `--cfg loom`); private otherwise.
+#[cfg(loom)]
 #[doc(hidden)]
 pub mod doorbell;
+#[cfg(not(loom))]
+mod doorbell;
 mod dump;
 pub mod events;
 mod executor;
@@ -241,8 +246,13 @@ mod netpoll;
 mod offload;
 mod overflow;
 mod panic;
+// Public only to the loom model checks (`tests/loom_park.rs`, built with
+// `--cfg loom`); private otherwise.
+#[cfg(loom)]
 #[doc(hidden)]
 pub mod park;
+#[cfg(not(loom))]
+mod park;
 mod poll;
 mod runtime;
 mod sample;
@@ -250,8 +260,13 @@ mod sched;
 mod scope;
 mod sigchain;
 mod stack;
+// Public only to the loom model checks (`tests/loom_stall.rs`, built with
+// `--cfg loom`); private otherwise.
+#[cfg(loom)]
 #[doc(hidden)]
 pub mod stall;
+#[cfg(not(loom))]
+mod stall;
 mod switching;
 mod symbols;
 pub mod sync;
