@@ -88,9 +88,15 @@ fn two_agents_merged_equal_their_union() {
                 .args(["-q", "-c", "3", "-n", "600", "--interval", "100ms"])
                 .arg(format!("--json={}", p.display()))
                 .arg(&url)
-                .output()
+                .stdout(std::process::Stdio::piped())
+                .stderr(std::process::Stdio::piped())
+                .spawn()
                 .unwrap()
         })
+        .collect();
+    let agents: Vec<Output> = agents
+        .into_iter()
+        .map(|c| c.wait_with_output().unwrap())
         .collect();
     for out in &agents {
         assert!(
