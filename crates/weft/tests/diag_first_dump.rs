@@ -24,7 +24,9 @@ fn marker_stall() {
 fn the_first_dump_on_a_virtual_thread_blames_no_frame_of_weft() {
     let rt = weft::Runtime::builder()
         .parallelism(1)
-        .stall_threshold(Duration::from_millis(2))
+        // Well below the first symbolization on a carrier (about 60 ms
+        // here): a dump that did it there would be seen.
+        .stall_threshold(Duration::from_millis(10))
         .name("diag-first-dump")
         .build()
         .unwrap();
