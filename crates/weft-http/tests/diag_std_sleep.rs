@@ -48,7 +48,7 @@ fn serve_std_sleep() -> Vec<Event> {
     let ours = |e: &Event| {
         e.call_site
             .as_deref()
-            .is_some_and(|s| s.contains("std_sleep_handler"))
+            .is_some_and(|s| s.contains("diag_std_sleep.rs:"))
     };
     let t0 = Instant::now();
     loop {
@@ -58,7 +58,7 @@ fn serve_std_sleep() -> Vec<Event> {
         }
         assert!(
             t0.elapsed() < Duration::from_secs(20),
-            "no stall event names std_sleep_handler: {:#?}",
+            "no stall event names the handler's call site: {:#?}",
             weft::events::recent()
         );
         std::thread::sleep(Duration::from_millis(10));
@@ -73,9 +73,10 @@ fn a_std_sleep_in_a_handler_is_warned_with_its_call_site_and_cure() {
         eprintln!("{text}");
         assert_eq!(e.cure(), Some(Cure::Sleep), "{text}");
         assert!(text.contains("; cure: use weft::sleep"), "{text}");
+        // The handler's own frame, or the route closure it was inlined
+        // into (a build without link-time optimisation may do either).
         assert!(
-            text.contains("called from std_sleep_handler at")
-                && text.contains("diag_std_sleep.rs:"),
+            text.contains("; called from ") && text.contains("diag_std_sleep.rs:"),
             "{text}"
         );
     }
@@ -95,7 +96,6 @@ fn a_std_sleep_in_a_handler_is_warned_with_its_call_site_and_cure() {
 /// `sched/monitor.rs` and `thread/pinned.rs` proposed with issue #30's
 /// part 3): un-ignore with it.
 #[test]
-#[ignore = "needs the sched/monitor.rs change of issue #30 part 3 (the thread's activity)"]
 fn a_std_sleep_in_a_handler_is_warned_with_its_route() {
     let events = serve_std_sleep();
     for e in &events {

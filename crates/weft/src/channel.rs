@@ -59,7 +59,7 @@
 //!     .collect();
 //! drop(tx); // the receiver's iterator ends when all producers are done
 //! let sum: u64 = rx.iter().sum();
-//! assert_eq!(sum, (0..4000).sum());
+//! assert_eq!(sum, (0..4000).sum::<u64>());
 //! for p in producers {
 //!     p.join().unwrap();
 //! }
@@ -233,12 +233,13 @@ impl<T> Chan<T> {
         unsafe { inner.sendq.push_back(node.as_ref()) };
         drop(inner);
         let mut intr = Interrupts::interruptible();
-        let wake = crate::thread::with_blocker(crate::thread::Blocker::Channel { recv: false }, || {
-            node.as_ref().wait(deadline, &mut intr, || {
-                // SAFETY: if queued, the node is in this channel's send queue.
-                unsafe { self.inner.lock().sendq.remove(&node) }
-            })
-        });
+        let wake =
+            crate::thread::with_blocker(crate::thread::Blocker::Channel { recv: false }, || {
+                node.as_ref().wait(deadline, &mut intr, || {
+                    // SAFETY: if queued, the node is in this channel's send queue.
+                    unsafe { self.inner.lock().sendq.remove(&node) }
+                })
+            });
         // SAFETY: `wait` returned: the node is unqueued and nobody else
         // refers to it.
         let take = || unsafe { node.with_slot(Option::take) }.expect("message still in the slot");
@@ -298,12 +299,13 @@ impl<T> Chan<T> {
         unsafe { inner.recvq.push_back(node.as_ref()) };
         drop(inner);
         let mut intr = Interrupts::interruptible();
-        let wake = crate::thread::with_blocker(crate::thread::Blocker::Channel { recv: true }, || {
-            node.as_ref().wait(deadline, &mut intr, || {
-                // SAFETY: if queued, the node is in this channel's receive queue.
-                unsafe { self.inner.lock().recvq.remove(&node) }
-            })
-        });
+        let wake =
+            crate::thread::with_blocker(crate::thread::Blocker::Channel { recv: true }, || {
+                node.as_ref().wait(deadline, &mut intr, || {
+                    // SAFETY: if queued, the node is in this channel's receive queue.
+                    unsafe { self.inner.lock().recvq.remove(&node) }
+                })
+            });
         match wake {
             Wake::Notified(DELIVERED) => {
                 // SAFETY: `wait` returned: the node is ours alone again.

@@ -129,6 +129,10 @@ pub struct Event {
     pub call_site: Option<String>,
     /// Extra detail (e.g. the error of a failed spawn).
     pub detail: Option<String>,
+    /// What the thread said it was doing ([`crate::set_activity`]; weft-http
+    /// sets the request's method and path, e.g. `GET /orders/42`), read
+    /// when the event was recorded.
+    pub activity: Option<String>,
 }
 
 impl fmt::Display for Event {
@@ -146,6 +150,9 @@ impl fmt::Display for Event {
         }
         if let Some(site) = &self.call_site {
             write!(f, "; called from {site}")?;
+        }
+        if let Some(activity) = &self.activity {
+            write!(f, "; activity: {activity}")?;
         }
         if let Some(cure) = self.cure() {
             write!(f, "; cure: {cure}")?;
@@ -618,6 +625,7 @@ mod tests {
                 crate::symbols::first_user_frame(f).map(|i| crate::symbols::describe(&f[i]))
             }),
             detail: Some(detail.into()),
+            activity: Some("GET /exp/std-sleep".into()),
         }
     }
 
@@ -673,7 +681,10 @@ mod tests {
                     "{text}"
                 );
                 assert!(
-                    text.contains("called from app::handler::{{closure}} at src/experiments.rs:17"),
+                    text.contains(
+                        "called from app::handler::{{closure}} at src/experiments.rs:17; \
+                         activity: GET /exp/std-sleep; cure: "
+                    ),
                     "{text}"
                 );
             }

@@ -59,7 +59,9 @@ pub fn block_on<F: Future>(fut: F) -> F::Output {
         // Clear a pending interrupt so `park` cannot return at once in a
         // loop; it is restored below.
         interrupted |= take_interrupt();
-        crate::thread::with_blocker(crate::thread::Blocker::Other("block_on"), || park_deadline(None));
+        crate::thread::with_blocker(crate::thread::Blocker::Other("block_on"), || {
+            park_deadline(None)
+        });
     };
     if interrupted {
         me.interrupt_flag_restore();

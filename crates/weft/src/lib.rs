@@ -16,7 +16,7 @@
 //!     }))
 //!     .collect();
 //! let sum: u64 = handles.into_iter().map(|h| h.join().unwrap()).sum();
-//! assert_eq!(sum, (0..10_000).sum());
+//! assert_eq!(sum, (0..10_000).sum::<u64>());
 //! // 10,000 concurrent sleeps of 100 ms take about 100 ms, not 1,000 s.
 //! assert!(start.elapsed() < Duration::from_secs(30));
 //! ```

@@ -356,7 +356,20 @@ pub(super) fn record_carrier_event(
         }),
         stack: frames.map(|f| crate::symbols::format_stack(&f)),
         detail: Some(detail),
+        activity: activity_of(who.0),
     });
+}
+
+/// What thread `id` said it is doing (`weft::set_activity`): a walk of
+/// the registry, once per event.
+fn activity_of(id: u64) -> Option<String> {
+    let mut out = None;
+    crate::thread::registry::for_each_thread(|t| {
+        if out.is_none() && crate::thread::Thread::peek_name_id(t).1 == id {
+            out = crate::thread::inner_activity(t);
+        }
+    });
+    out
 }
 
 /// Records that carrier `i` is held in the kernel (or in a pinned wait)
@@ -378,9 +391,8 @@ pub(super) fn report_blocked_with_waiters(
     let waiting = waiting_behind(shared, i);
     let detail = format!(
         "carrier {i} (tid {tid}) is blocked in {call} while threads bound to it wait: {}. \
-         They can run only on this carrier. If the blocked thread waits for an OS-level lock \
-         (std::sync, parking_lot) that one of them holds across a weft blocking call, this is \
-         a deadlock: use weft::sync locks, or do not block while holding an OS lock",
+         They can run only on this carrier: if the blocked call waits for one of them (for an \
+         OS-level lock one of them holds across a weft blocking call), this is a deadlock",
         if waiting.is_empty() {
             "(none listed)".to_string()
         } else {

@@ -114,8 +114,9 @@ impl Condvar {
         mutex.clear_owner();
         // SAFETY: the caller's guard proves the mutex is held.
         unsafe { mutex.raw().unlock() };
-        let wake =
-            crate::thread::with_blocker(crate::thread::Blocker::Other("weft::sync::Condvar"), || {
+        let wake = crate::thread::with_blocker(
+            crate::thread::Blocker::Other("weft::sync::Condvar"),
+            || {
                 node.as_ref().wait(deadline, intr, || {
                     let mut q = self.queue.lock();
                     // SAFETY: if queued, the node is in this condvar's list.
@@ -125,7 +126,8 @@ impl Condvar {
                     }
                     removed
                 })
-            });
+            },
+        );
         mutex.raw().lock();
         mutex.mark_owner();
         wake

@@ -215,8 +215,9 @@ impl Semaphore {
             unsafe { q.push_back(node.as_ref()) };
         }
         let mut intr = Interrupts::interruptible();
-        let wake =
-            crate::thread::with_blocker(crate::thread::Blocker::Other("weft::sync::Semaphore"), || {
+        let wake = crate::thread::with_blocker(
+            crate::thread::Blocker::Other("weft::sync::Semaphore"),
+            || {
                 node.as_ref().wait(deadline, &mut intr, || {
                     let mut q = self.queue.lock();
                     // SAFETY: if queued, the node is in this semaphore's list.
@@ -226,7 +227,8 @@ impl Semaphore {
                     }
                     removed
                 })
-            });
+            },
+        );
         match wake {
             Wake::Notified(_) => Ok(true),
             Wake::TimedOut => Ok(false),

@@ -79,6 +79,7 @@ pub(crate) fn pinned_park(inner: &VThread, deadline: Option<Instant>) {
             }),
             stack: stack.map(|f| crate::symbols::format_stack(&f)),
             detail: None,
+            activity: crate::thread::inner_activity(inner),
         });
     }
 }
