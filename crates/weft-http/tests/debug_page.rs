@@ -26,14 +26,16 @@ const PARKED: usize = 10_000;
 
 #[inline(never)]
 fn debug_page_parked_worker(l: &CountDownLatch) {
-    let _ = l.wait();
+    // black_box: the call out of tail position, so this frame is on the
+    // stack in every build (a tail call would replace it).
+    let _ = std::hint::black_box(l.wait());
 }
 
 /// The other test's threads, in a stack of their own (a body of its own
 /// too: identical functions may be folded into one).
 #[inline(never)]
 fn debug_page_json_worker(rx: &weft::channel::Receiver<()>) {
-    let _ = rx.recv();
+    let _ = std::hint::black_box(rx.recv());
 }
 
 /// Holds its carrier (a `std` sleep, not weft's) until released.

@@ -17,7 +17,8 @@ fn wait_state(t: &Thread, s: State) {
 
 #[inline(never)]
 fn dump_test_sleeper_fn() {
-    let _ = weft::sleep(Duration::from_secs(60));
+    // black_box: not a tail call, so this frame is on the stack in every build.
+    let _ = std::hint::black_box(weft::sleep(Duration::from_secs(60)));
 }
 
 #[inline(never)]
