@@ -732,22 +732,14 @@ unsafe extern "C-unwind" {
 /// out, -1 error (errno set). In libc's `ppoll` (a cancellation point),
 /// else a raw one.
 pub(super) fn wait_one(fd: c_int, events: i16, timeout: Option<Duration>) -> c_int {
-    let libc_ppoll = next::PPOLL.get();
-    let Some(f) = libc_ppoll else {
-        return sys::poll_one(fd, events, timeout);
-    };
-    let mut p = libc::pollfd {
-        fd,
-        events,
-        revents: 0,
-    };
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    let tsp = crate::clock::timespec_ptr(timeout, &mut ts);
-    // SAFETY: one pollfd and an optional timespec, both locals.
-    unsafe { f(&mut p, 1, tsp, std::ptr::null()) }
+    match next::PPOLL.get() {
+        // SAFETY: one pollfd and an optional timespec, locals of
+        // `poll_one_via`'s frame (which, like this one, drops nothing).
+        Some(f) => sys::poll_one_via(fd, events, timeout, |p, tsp| unsafe {
+            f(p, 1, tsp, std::ptr::null())
+        }),
+        None => sys::poll_one(fd, events, timeout),
+    }
 }
 
 /// An OS thread's wait for a managed socket (or a virtual thread's with

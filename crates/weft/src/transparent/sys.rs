@@ -196,6 +196,19 @@ pub(super) fn so_error(fd: c_int) -> c_int {
 /// Blocks the OS thread until `fd` has `events` or `timeout` passes:
 /// 1 ready, 0 timed out, -1 error (errno set).
 pub(super) fn poll_one(fd: c_int, events: i16, timeout: Option<Duration>) -> c_int {
+    poll_one_via(fd, events, timeout, |p, tsp| {
+        raw!(libc::SYS_ppoll, p, 1usize, tsp, 0usize, 0usize) as c_int
+    })
+}
+
+/// [`poll_one`] through `ppoll`, a function given the one `pollfd` and the
+/// timeout (null for none) that this builds on its stack.
+pub(super) fn poll_one_via(
+    fd: c_int,
+    events: i16,
+    timeout: Option<Duration>,
+    ppoll: impl FnOnce(*mut libc::pollfd, *const libc::timespec) -> c_int,
+) -> c_int {
     let mut p = libc::pollfd {
         fd,
         events,
@@ -206,12 +219,5 @@ pub(super) fn poll_one(fd: c_int, events: i16, timeout: Option<Duration>) -> c_i
         tv_nsec: 0,
     };
     let tsp = crate::clock::timespec_ptr(timeout, &mut ts);
-    raw!(
-        libc::SYS_ppoll,
-        &mut p as *mut libc::pollfd,
-        1usize,
-        tsp,
-        0usize,
-        0usize
-    ) as c_int
+    ppoll(&mut p, tsp)
 }
