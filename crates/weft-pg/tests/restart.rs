@@ -23,7 +23,7 @@ fn restart_under_load_errors_in_flight_calls_and_the_pool_recovers() {
         return;
     }
     let app = "weft-pg-restart";
-    let sockets_before = weft::net::registered_sockets();
+    let sockets_before = weft::metrics::snapshot().sockets_registered;
     let pool = Pool::new(
         pg.config(app)
             .max_size(8)
@@ -97,6 +97,6 @@ fn restart_under_load_errors_in_flight_calls_and_the_pool_recovers() {
         pg.sessions(app) == 0
     });
     common::wait_until(Duration::from_secs(10), "client sockets released", || {
-        weft::net::registered_sockets() <= sockets_before
+        weft::metrics::snapshot().sockets_registered <= sockets_before
     });
 }

@@ -651,7 +651,7 @@ fn no_fd_or_memory_leak_after_100k_connections() {
         live.load(Ordering::SeqCst) == 0
     });
     let fds0 = open_fds();
-    let reg0 = weft::net::registered_sockets();
+    let reg0 = weft::metrics::snapshot().sockets_registered;
     let rss0 = rss_bytes();
 
     let start = Instant::now();
@@ -661,7 +661,7 @@ fn no_fd_or_memory_leak_after_100k_connections() {
     });
     let took = start.elapsed();
     let fds1 = open_fds();
-    let reg1 = weft::net::registered_sockets();
+    let reg1 = weft::metrics::snapshot().sockets_registered;
     let rss1 = rss_bytes();
     eprintln!(
         "100k connections in {took:?}: fds {fds0} -> {fds1}, registered {reg0} -> {reg1}, \

@@ -116,7 +116,6 @@
 //! virtual thread. Read and write timeouts do not apply to the async
 //! forms; use the executor's timers.
 
-use std::sync::atomic::Ordering;
 
 mod addr;
 mod io;
@@ -128,11 +127,3 @@ pub use addr::{ToSocketAddrs, lookup_host};
 pub use tcp::{Incoming, TcpListener, TcpStream};
 pub use udp::UdpSocket;
 pub use unix::{UnixDatagram, UnixIncoming, UnixListener, UnixStream};
-
-/// How many descriptors are registered with weft's I/O poller right now
-/// (every live weft socket holds one registration). For leak tests and
-/// metrics.
-#[doc(hidden)]
-pub fn registered_sockets() -> usize {
-    crate::netpoll::get().map_or(0, |s| s.registered.load(Ordering::Relaxed))
-}
