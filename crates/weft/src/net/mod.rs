@@ -116,7 +116,6 @@
 //! virtual thread. Read and write timeouts do not apply to the async
 //! forms; use the executor's timers.
 
-
 mod addr;
 mod io;
 mod tcp;
