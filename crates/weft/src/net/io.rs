@@ -109,18 +109,15 @@ impl<S: AsRawFd> Io<S> {
         deadline: Option<Instant>,
         mut op: impl FnMut(&S) -> io::Result<R>,
     ) -> io::Result<R> {
-        let sock = &self.sock;
-        let r = self.reg.do_io(i, deadline, || {
-            loop {
-                match op(sock) {
-                    // EINTR from the syscall itself: retry at once, so an
-                    // `Interrupted` out of `do_io` always means a weft
-                    // interrupt.
-                    Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-                    r => return r,
-                }
-            }
-        });
+        let r = self
+            .reg
+            .do_io(i, deadline, || retry_eintr(|| op(&self.sock)));
+        self.after_op(r)
+    }
+
+    /// Shuts the socket down if `r` is a weft interrupt (see
+    /// `shutdown_after_interrupt`); returns `r`.
+    fn after_op<R>(&self, r: io::Result<R>) -> io::Result<R> {
         if let Err(e) = &r
             && e.kind() == io::ErrorKind::Interrupted
         {
@@ -137,26 +134,14 @@ impl<S: AsRawFd> Io<S> {
         want: usize,
         mut op: impl FnMut(&S) -> io::Result<usize>,
     ) -> io::Result<usize> {
-        let sock = &self.sock;
         let deadline = match i {
             Interest::Read => self.read_timeout.deadline(),
             Interest::Write => self.write_timeout.deadline(),
         };
-        let r = self.reg.do_stream_io(i, deadline, want, || {
-            loop {
-                match op(sock) {
-                    // EINTR: retry at once (as in `op`).
-                    Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-                    r => return r,
-                }
-            }
-        });
-        if let Err(e) = &r
-            && e.kind() == io::ErrorKind::Interrupted
-        {
-            self.shutdown_after_interrupt();
-        }
-        r
+        let r = self
+            .reg
+            .do_stream_io(i, deadline, want, || retry_eintr(|| op(&self.sock)));
+        self.after_op(r)
     }
 
     /// A stream read into `want` bytes under the read timeout.
@@ -236,7 +221,9 @@ impl<S: AsRawFd> Io<S> {
     }
 }
 
-#[cfg_attr(not(any(feature = "futures-io", feature = "tokio")), allow(dead_code))]
+/// Runs `f`, retrying at once on `EINTR` from the system call itself, so
+/// that an `Interrupted` out of the poller's wait always means a weft
+/// interrupt.
 pub(super) fn retry_eintr<R>(mut f: impl FnMut() -> io::Result<R>) -> io::Result<R> {
     loop {
         match f() {
