@@ -57,3 +57,54 @@ pub fn run_child(name: &str, env: &[(&str, &str)]) -> Output {
     }
     cmd.output().expect("run the test binary as a child")
 }
+
+/// A known stall: long past any test's stall threshold, and not a tail
+/// call (`black_box`), so this frame is on the stack in every build.
+#[inline(never)]
+pub fn marker_stall() {
+    std::thread::sleep(Duration::from_millis(60));
+    std::hint::black_box(());
+}
+
+/// Takes the process's first thread dump on a virtual thread of a
+/// one-carrier runtime (stall threshold `threshold`) holding 32 parked
+/// sleepers, then runs [`marker_stall`] there and waits for its stall
+/// event: once it is in, the monitor (one thread, events in order) has
+/// reported whatever it saw of the dump. Returns the dumping thread's id.
+pub fn first_dump_then_marker(name: &str, threshold: Duration) -> u64 {
+    use weft::events::EventKind;
+    let rt = weft::Runtime::builder()
+        .parallelism(1)
+        .stall_threshold(threshold)
+        .name(name)
+        .build()
+        .unwrap();
+    // Parked threads with stacks for the dump to symbolize.
+    let sleepers: Vec<_> = (0..32)
+        .map(|_| rt.spawn(|| weft::sleep(Duration::from_secs(60))))
+        .collect();
+    wait_until("the sleepers park", Duration::from_secs(20), || {
+        sleepers
+            .iter()
+            .all(|h| h.thread().state() == weft::State::Parked)
+    });
+    let dumper = rt.spawn(|| weft::dump().to_string().len());
+    let dumper_id = dumper.thread().id().as_u64().get();
+    assert!(join_within("the dump", Duration::from_secs(60), dumper).unwrap() > 0);
+    let marker = rt.spawn(marker_stall);
+    let marker_id = marker.thread().id().as_u64().get();
+    join_within("the marker stall", Duration::from_secs(20), marker).unwrap();
+    // By thread, not by frame name: a build without link-time
+    // optimisation may name the call site after a closure.
+    wait_until("the marker stall's event", Duration::from_secs(20), || {
+        weft::events::recent().iter().any(|e| {
+            e.thread_id == marker_id
+                && matches!(e.kind, EventKind::StallBlocked | EventKind::StallCpu)
+        })
+    });
+    for h in sleepers {
+        h.thread().interrupt();
+        let _ = join_within("a sleeper", Duration::from_secs(20), h);
+    }
+    dumper_id
+}
