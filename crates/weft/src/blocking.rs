@@ -80,7 +80,9 @@ where
     R: Send,
 {
     match current_virtual() {
-        Some(inner) if inner.pin_depth.get() == 0 => offload(b, f),
+        // A simulation has no offload threads: the closure runs in place,
+        // in zero virtual time.
+        Some(inner) if inner.pin_depth.get() == 0 && !crate::clock::is_virtual() => offload(b, f),
         _ => f(),
     }
 }

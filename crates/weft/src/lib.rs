@@ -259,6 +259,7 @@ mod sample;
 mod sched;
 mod scope;
 mod sigchain;
+pub mod sim;
 mod stack;
 // Public only to the loom model checks (`tests/loom_stall.rs`, built with
 // `--cfg loom`); private otherwise.

@@ -359,7 +359,7 @@ impl Registration {
             if take_interrupt() {
                 return Err(WaitError::Interrupted);
             }
-            if deadline.is_some_and(|d| Instant::now() >= d) {
+            if deadline.is_some_and(|d| crate::clock::now() >= d) {
                 return Err(WaitError::TimedOut);
             }
             let t = me.get_or_insert_with(current).clone();

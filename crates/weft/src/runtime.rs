@@ -111,6 +111,7 @@ pub struct RuntimeBuilder {
     spare_keepalive: Option<Duration>,
     migrate: bool,
     carrier_thread_locals: bool,
+    sim: Option<Arc<crate::sched::Simulation>>,
 }
 
 impl RuntimeBuilder {
@@ -206,6 +207,15 @@ impl RuntimeBuilder {
         self
     }
 
+    /// Makes this a simulated runtime (`crate::sim`): one carrier that
+    /// runs `sim`'s policy, no monitor, no spare carriers.
+    pub(crate) fn simulation(mut self, sim: Arc<crate::sched::Simulation>) -> Self {
+        self.parallelism = Some(1);
+        self.max_pool_size = Some(1);
+        self.sim = Some(sim);
+        self
+    }
+
     /// Starts the carriers.
     pub fn build(self) -> io::Result<Runtime> {
         let parallelism = match self.parallelism {
@@ -259,6 +269,7 @@ impl RuntimeBuilder {
                 spare_keepalive: config.spare_keepalive,
                 migrate: self.migrate,
                 thread_local_areas: !self.carrier_thread_locals,
+                sim: self.sim.clone(),
             },
             pool_for(stack_size),
         );
@@ -274,6 +285,13 @@ impl RuntimeBuilder {
                 })?;
         }
         crate::sched::register_runtime(&shared);
+        if self.sim.is_some() {
+            // Nothing to watch: a simulation's carrier is never held in
+            // virtual time, and a monitor would act on real time.
+            return Ok(Runtime {
+                handle: Arc::new(Handle { shared, config }),
+            });
+        }
         let weak = Arc::downgrade(&shared);
         std::thread::Builder::new()
             .name(format!("{}-monitor", config.name))

@@ -91,6 +91,7 @@ mod idle;
 mod monitor;
 mod schedule;
 mod shared;
+mod simulate;
 mod slot;
 mod stats;
 mod timers;
@@ -98,6 +99,16 @@ mod unwinding;
 
 pub(crate) use carrier::{carrier, run_carrier};
 pub(crate) use monitor::run_monitor;
+pub(crate) use simulate::{End, Policy, Simulation, Stream};
 pub(crate) use shared::{
     SchedConfig, Shared, Spawner, hand_on_waiter_role, mounted_carriers, register_runtime, runtimes,
 };
+
+/// The simulation the calling thread runs in: a thread of a simulated
+/// runtime (or its carrier), else `None`.
+pub(crate) fn simulation() -> Option<&'static Simulation> {
+    if !crate::clock::any_virtual() {
+        return None;
+    }
+    carrier().and_then(|c| c.shared.sim.as_deref())
+}

@@ -72,6 +72,9 @@ pub(crate) struct Shared {
     /// Each virtual thread gets a thread-local area of its own (`tls.rs`),
     /// where the platform allows; never together with `migrate`.
     pub(crate) thread_local_areas: bool,
+    /// The simulation this runtime runs (`sched/simulate.rs`): one
+    /// carrier, no poller, no monitor, no spares.
+    pub(crate) sim: Option<Arc<super::simulate::Simulation>>,
 }
 
 /// Scheduler settings from the runtime builder.
@@ -84,6 +87,8 @@ pub(crate) struct SchedConfig {
     pub(crate) migrate: bool,
     /// See `Shared::thread_local_areas`.
     pub(crate) thread_local_areas: bool,
+    /// See `Shared::sim`.
+    pub(crate) sim: Option<Arc<super::simulate::Simulation>>,
 }
 
 impl Shared {
@@ -101,6 +106,7 @@ impl Shared {
             spare_keepalive,
             migrate,
             thread_local_areas,
+            sim,
         } = cfg;
         let mut locals: Vec<Worker<Arc<VThread>>> = (0..max).map(|_| Worker::new_fifo()).collect();
         let stealers = locals.iter().map(Worker::stealer).collect();
@@ -140,6 +146,7 @@ impl Shared {
             me_weak: OnceLock::new(),
             migrate,
             thread_local_areas: thread_local_areas && !migrate,
+            sim,
         });
         let _ = shared.me_weak.set(Arc::downgrade(&shared));
         (shared, locals)

@@ -152,7 +152,7 @@ mod imp {
     /// Has `deadline` passed?
     #[inline]
     pub(crate) fn expired(deadline: Instant) -> bool {
-        Instant::now() >= deadline
+        crate::clock::now() >= deadline
     }
 
     /// Lets another OS thread run while we wait (without parking) for a
@@ -273,7 +273,7 @@ pub(crate) use imp::*;
 /// represent (treated as "no deadline").
 #[inline]
 pub(crate) fn deadline_after(timeout: std::time::Duration) -> Option<Instant> {
-    Instant::now().checked_add(timeout)
+    crate::clock::now().checked_add(timeout)
 }
 
 /// How a blocking call treats `Thread::interrupt()`.

@@ -44,7 +44,7 @@ pub fn park() {
 /// Like [`park`], returning after at most `dur`.
 pub fn park_timeout(dur: Duration) {
     with_blocker(Blocker::Park, || {
-        park_deadline(Instant::now().checked_add(dur))
+        park_deadline(crate::clock::now().checked_add(dur))
     })
 }
 
@@ -61,10 +61,12 @@ fn park_deadline_after(deadline: Option<Instant>, now: Option<Instant>) {
             if inner.interrupted.load(Ordering::SeqCst) {
                 return;
             }
-            if deadline.is_some_and(|d| d <= now.unwrap_or_else(Instant::now)) {
+            if deadline.is_some_and(|d| d <= now.unwrap_or_else(crate::clock::now)) {
                 return;
             }
-            if inner.pin_depth.get() > 0 {
+            // A simulation's one carrier cannot be held: a pinned thread
+            // parks like any other there (unmounting is always sound).
+            if inner.pin_depth.get() > 0 && !crate::clock::is_virtual() {
                 super::pinned_park(inner, deadline);
                 return;
             }
@@ -114,7 +116,7 @@ fn park_deadline_after(deadline: Option<Instant>, now: Option<Instant>) {
             match deadline {
                 None => std::thread::park(),
                 Some(d) => {
-                    let now = Instant::now();
+                    let now = crate::clock::now();
                     if d > now {
                         std::thread::park_timeout(d - now);
                     }
@@ -230,7 +232,7 @@ pub(crate) fn borrow_parked(t: &Arc<VThread>) -> bool {
 /// ```
 pub fn sleep(dur: Duration) -> io::Result<()> {
     // Two clock reads per sleep that parks once: here and on waking.
-    let mut now = Instant::now();
+    let mut now = crate::clock::now();
     let Some(deadline) = now.checked_add(dur) else {
         // Effectively forever.
         loop {
@@ -250,13 +252,13 @@ pub fn sleep(dur: Duration) -> io::Result<()> {
         with_blocker(Blocker::Sleep(deadline), || {
             park_deadline_after(Some(deadline), Some(now))
         });
-        now = Instant::now();
+        now = crate::clock::now();
     }
 }
 
 /// Like [`sleep`], until `deadline`.
 pub fn sleep_until(deadline: Instant) -> io::Result<()> {
-    sleep(deadline.saturating_duration_since(Instant::now()))
+    sleep(deadline.saturating_duration_since(crate::clock::now()))
 }
 
 /// Gives up the carrier: the current virtual thread goes to the back of the

@@ -625,7 +625,7 @@ pub(super) fn sock_call(
         return end;
     }
     let timeout = sys::sock_timeout(fd, read);
-    let deadline = timeout.and_then(|d| Instant::now().checked_add(d));
+    let deadline = timeout.and_then(|d| crate::clock::now().checked_add(d));
     // A socket Weft manages that was `dup2`ed onto 0, 1 or 2 keeps its
     // `O_NONBLOCK` (the file description is already Weft's), but a call
     // on those numbers blocks the carrier (std's stdio locks, above).
@@ -755,7 +755,7 @@ fn poll_loop(
     loop {
         let left = match deadline {
             None => None,
-            Some(d) => match d.checked_duration_since(Instant::now()) {
+            Some(d) => match d.checked_duration_since(crate::clock::now()) {
                 Some(l) if !l.is_zero() => Some(l),
                 _ => return p.partial(libc::EAGAIN),
             },
@@ -1127,5 +1127,5 @@ pub(super) fn fail(e: c_int) -> isize {
 
 /// `Duration` to a deadline, `None` for "forever" or overflow.
 pub(super) fn deadline_after(d: Option<Duration>) -> Option<Instant> {
-    d.and_then(|d| Instant::now().checked_add(d))
+    d.and_then(|d| crate::clock::now().checked_add(d))
 }

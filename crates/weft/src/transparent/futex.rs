@@ -207,7 +207,7 @@ fn deadline(ts: &libc::timespec, cmd: i32, op: i32) -> Result<Instant, i32> {
         return Err(libc::EINVAL);
     }
     let d = Duration::new(ts.tv_sec as u64, ts.tv_nsec as u32);
-    let now = Instant::now();
+    let now = crate::clock::now();
     if cmd == FUTEX_WAIT {
         return Ok(now + d);
     }
@@ -379,7 +379,7 @@ fn wait(word: &AtomicU32, val: u32, bits: u32, deadline: Option<Instant>) -> c_l
         list.remove(i);
     }
     drop(g);
-    if deadline.is_some_and(|d| Instant::now() >= d) {
+    if deadline.is_some_and(|d| crate::clock::now() >= d) {
         sys::set_errno(libc::ETIMEDOUT);
         return -1;
     }

@@ -6,7 +6,7 @@
 //! own call, which glibc unwinds out of when the OS thread is cancelled
 //! (`next.rs`, "Cancellation points").
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use libc::{
     addrinfo, c_char, c_int, c_uint, c_ulong, c_void, epoll_event, fd_set, iovec, msghdr, nfds_t,
@@ -400,7 +400,7 @@ fn unix_connect_retry(fd: c_int, virt: bool, mut go: impl FnMut() -> c_int) -> c
     let mut step = Duration::from_millis(1);
     let mut counted = false;
     loop {
-        let now = Instant::now();
+        let now = crate::clock::now();
         if deadline.is_some_and(|d| now >= d) {
             return fail(libc::EAGAIN) as c_int;
         }
@@ -424,7 +424,7 @@ fn unix_connect_retry(fd: c_int, virt: bool, mut go: impl FnMut() -> c_int) -> c
             );
             sys::set_errno(saved);
         } else {
-            let ts = ts_of(until.saturating_duration_since(Instant::now()));
+            let ts = ts_of(until.saturating_duration_since(crate::clock::now()));
             if raw_nanosleep(&ts, std::ptr::null_mut()) < 0 {
                 return -1; // EINTR: a signal, as the kernel's wait would
             }
@@ -794,7 +794,7 @@ fn vselect(n: c_int, sets: [*mut fd_set; 3], tv: *mut timeval) -> c_int {
     let write_left = || {
         if !tv.is_null() {
             let left = deadline.map_or(Duration::ZERO, |d| {
-                d.saturating_duration_since(Instant::now())
+                d.saturating_duration_since(crate::clock::now())
             });
             // SAFETY: as above (Linux's select writes back the time left).
             unsafe {
@@ -976,7 +976,7 @@ fn vsleep(d: Duration, call: &'static str) -> Result<(), Duration> {
 }
 
 fn vsleep_inner(d: Duration, call: &'static str) -> Result<(), Duration> {
-    let Some(deadline) = Instant::now().checked_add(d) else {
+    let Some(deadline) = crate::clock::now().checked_add(d) else {
         // Forever: park until interrupted.
         super::count_park(call);
         loop {
@@ -991,9 +991,9 @@ fn vsleep_inner(d: Duration, call: &'static str) -> Result<(), Duration> {
     let mut counted = false;
     loop {
         if crate::thread::take_interrupt() {
-            return Err(deadline.saturating_duration_since(Instant::now()));
+            return Err(deadline.saturating_duration_since(crate::clock::now()));
         }
-        if Instant::now() >= deadline {
+        if crate::clock::now() >= deadline {
             return Ok(());
         }
         if !counted {

@@ -20,6 +20,8 @@
 //!   source, and sleeping (the carrier's side of `idle.rs`).
 //! - `retire.rs`: a spare carrier leaving duty and serving its own
 //!   threads until none is left.
+//! - `simulate.rs`: the loop of a simulated runtime's one carrier, in
+//!   place of the main loop (`sched/simulate.rs`).
 //!
 //! Who touches what: every field of [`Carrier`] belongs to the carrier's
 //! own OS thread (`Cell`s, no atomics); what others may touch is in its
@@ -27,6 +29,7 @@
 
 mod mount;
 mod retire;
+mod simulate;
 mod sleep;
 mod stack_cache;
 mod steal;
@@ -34,7 +37,6 @@ mod steal;
 use std::cell::{Cell, RefCell};
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
-use std::time::Instant;
 
 use crossbeam_deque::Worker;
 
@@ -198,7 +200,7 @@ impl Carrier {
         if me.timer_next.load(Ordering::Relaxed) == u64::MAX {
             return;
         }
-        let now = Instant::now();
+        let now = crate::clock::now();
         if !me.timer_due(ns_of(now)) {
             return;
         }
@@ -260,7 +262,7 @@ impl Carrier {
                 continue;
             }
             // Timers that are due are local work; look again before sleeping.
-            if self.me().next_timer().is_some_and(|d| d <= Instant::now()) {
+            if self.me().next_timer().is_some_and(|d| d <= crate::clock::now()) {
                 continue;
             }
             if self.shared.shutdown.load(Ordering::SeqCst) && !self.me().has_home_work() {
@@ -299,6 +301,7 @@ pub(crate) fn run_carrier(shared: Arc<Shared>, index: usize, local: Worker<Arc<V
     crate::stack::ensure_altstack();
     let shared_core = shared.core;
     let shared_areas = shared.thread_local_areas;
+    let shared_sim = shared.sim.clone();
     let carrier = Carrier {
         index,
         shared,
@@ -313,6 +316,7 @@ pub(crate) fn run_carrier(shared: Arc<Shared>, index: usize, local: Worker<Arc<V
         suspended_unwinders: Cell::new(0),
         finished: RefCell::new(Vec::new()),
         polls: index < shared_core
+            && shared_sim.is_none()
             && crate::netpoll::carriers_poll()
             && crate::netpoll::source().is_ok(),
         polling: Cell::new(false),
@@ -325,7 +329,21 @@ pub(crate) fn run_carrier(shared: Arc<Shared>, index: usize, local: Worker<Arc<V
         crate::netpoll::carrier_joined();
     }
     CARRIER.with(|c| c.set(&carrier));
-    carrier.main_loop();
+    match &carrier.shared.sim {
+        Some(sim) => {
+            // SAFETY: `sim` (and its clock) lives in `Shared`, which this
+            // function holds until after `uninstall` below, and the areas
+            // seeded with it belong to this runtime's threads, which hold
+            // it too (through their runtime handle).
+            unsafe { crate::clock::install(&sim.clock) };
+            carrier.simulate(sim);
+            // Ended (or deadlocked: then still serving dumps and late
+            // unparks) until the runtime shuts down.
+            carrier.main_loop();
+            crate::clock::uninstall();
+        }
+        None => carrier.main_loop(),
+    }
     if carrier.polls {
         crate::netpoll::carrier_left();
         super::hand_on_waiter_role();

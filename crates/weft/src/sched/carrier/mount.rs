@@ -191,8 +191,9 @@ impl Carrier {
     /// Makes the thread-local area of a thread about to start here, at the
     /// top of its stack (`top`), and returns its thread pointer. The area
     /// gets this carrier's values of the scheduler's own thread-locals:
-    /// code on the thread that asks "which carrier am I on" reads them; and
-    /// names `thread` as the mounted record (the only one that ever runs on
+    /// code on the thread that asks "which carrier am I on" (or "what time
+    /// is it", on a simulated carrier) reads them; and names `thread` as
+    /// the mounted record (the only one that ever runs on
     /// this area).
     fn make_area(&self, top: usize, thread: &Arc<VThread>) -> usize {
         let l = self.areas.expect("areas are on");
@@ -209,6 +210,8 @@ impl Carrier {
                 Cell::new(self as *const Carrier),
             );
             crate::tls::seed(tp, crate::switching::flag(), Cell::new(true));
+            let (clock, now) = crate::clock::cell();
+            crate::tls::seed(tp, clock, Cell::new(now));
             crate::tls::seed(
                 tp,
                 crate::thread::mounted_cell(),

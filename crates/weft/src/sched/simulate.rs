@@ -1,0 +1,314 @@
+//! The policy of a simulated runtime (`crate::sim`): which runnable thread
+//! runs next, drawn from a seed, and the trace of every such decision.
+//!
+//! A simulated runtime has one carrier and no other source of events: no
+//! poller, no monitor, no spare carriers, no offload threads. Its carrier
+//! runs [`Carrier::simulate`](super::carrier::Carrier) instead of its main
+//! loop: it gathers every runnable thread (its `next` slot, inbox, local
+//! queue and the injector, in that order), asks [`Simulation::pick`] which
+//! one runs, runs it until it suspends, and repeats. With nothing runnable
+//! it moves the [`VirtualClock`] to its earliest timer and fires it; with
+//! no timer either, the simulation ends — finished if no thread is left,
+//! deadlocked otherwise ([`End`]).
+//!
+//! Everything a run depends on is then a function of the seed: the order
+//! of the runnable set is the order of the events that made the threads
+//! runnable, which were themselves chosen by earlier picks; timer ties
+//! become runnable together and are picked like any others.
+//!
+//! # Policies
+//!
+//! - **Uniform**: each step picks uniformly among the runnable threads.
+//! - **PCT** (probabilistic concurrency testing; Burckhardt, Kothari,
+//!   Musuvathi and Nagarakatte, "A Randomized Scheduler with Probabilistic
+//!   Guarantees of Finding Bugs", ASPLOS 2010): each thread gets a random
+//!   priority when first seen, the highest-priority runnable thread runs,
+//!   and at `depth - 1` steps drawn in advance from the first
+//!   `expected_steps` the running thread's priority drops below every
+//!   initial one. A bug that needs `d` ordering constraints is found with
+//!   probability at least 1/(n·k^(d-1)) per run (n threads, k steps).
+//!
+//! # The trace
+//!
+//! Each pick mixes (step, runnable count, the chosen thread's number in
+//! order of first appearance, virtual time) into a 64-bit hash (FNV-1a
+//! over words), and so do the values a program records with
+//! `sim::trace`. Two runs with the same seed have the same trace hash; a
+//! different hash means the runs diverged, the first thing to check when a
+//! seed does not replay.
+
+use std::collections::HashMap;
+use std::sync::{Condvar, Mutex};
+use std::time::Duration;
+
+use crate::clock::VirtualClock;
+use crate::thread::{Thread, VThread};
+use crate::unpoison::Unpoison;
+
+/// How a simulated carrier picks the next thread.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Policy {
+    Uniform,
+    Pct { depth: u32, expected_steps: u64 },
+}
+
+/// How a simulation ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum End {
+    /// Every thread finished.
+    Finished,
+    /// Threads are left, none runnable and no timer pending.
+    Deadlock { parked: usize },
+}
+
+/// Independent random streams, so that entropy a program draws does not
+/// shift the schedule's decisions (and the other way round).
+#[derive(Clone, Copy, Debug)]
+pub(crate) enum Stream {
+    Schedule = 0,
+    Program = 1,
+    Network = 2,
+}
+
+/// One simulation's policy state, clock and outcome.
+pub(crate) struct Simulation {
+    seed: u64,
+    policy: Policy,
+    pub(crate) clock: VirtualClock,
+    choices: Mutex<Choices>,
+    /// Set by the caller once the root thread is spawned (`start`), read
+    /// by the carrier before its first pick.
+    started: Mutex<bool>,
+    /// Set by the carrier when the simulation ends (`finish`).
+    end: Mutex<Option<End>>,
+    changed: Condvar,
+}
+
+impl std::fmt::Debug for Simulation {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Simulation")
+            .field("seed", &self.seed)
+            .field("policy", &self.policy)
+            .finish_non_exhaustive()
+    }
+}
+
+/// What the carrier decides with; only the carrier (and the threads it
+/// runs, one at a time) touches it, so its lock is never contended.
+struct Choices {
+    rngs: [fastrand::Rng; 3],
+    trace: u64,
+    steps: u64,
+    /// Thread ids in order of first appearance (ids are process-wide; the
+    /// numbers here are the run's own).
+    numbers: HashMap<u64, u64>,
+    /// PCT priorities by thread number.
+    priority: HashMap<u64, u64>,
+    /// PCT change points: steps, ascending, each consumed once.
+    change_at: Vec<u64>,
+    changes_done: u64,
+}
+
+const FNV_OFFSET: u64 = 0xcbf2_9ce4_8422_2325;
+const FNV_PRIME: u64 = 0x0000_0100_0000_01b3;
+
+fn mix(h: u64, word: u64) -> u64 {
+    word.to_le_bytes()
+        .iter()
+        .fold(h, |h, &b| (h ^ b as u64).wrapping_mul(FNV_PRIME))
+}
+
+impl Simulation {
+    pub(crate) fn new(seed: u64, policy: Policy) -> Simulation {
+        // One seed, three streams: the golden-ratio increments keep them
+        // apart (fastrand's generator is a 64-bit counter mix, wyrand).
+        let stream =
+            |k: u64| fastrand::Rng::with_seed(seed ^ k.wrapping_mul(0x9E37_79B9_7F4A_7C15));
+        let mut rngs = [stream(1), stream(2), stream(3)];
+        let change_at = match policy {
+            Policy::Uniform => Vec::new(),
+            Policy::Pct {
+                depth,
+                expected_steps,
+            } => {
+                let mut v: Vec<u64> = (1..depth)
+                    .map(|_| rngs[Stream::Schedule as usize].u64(1..=expected_steps.max(1)))
+                    .collect();
+                v.sort_unstable();
+                v
+            }
+        };
+        Simulation {
+            seed,
+            policy,
+            clock: VirtualClock::new(),
+            choices: Mutex::new(Choices {
+                rngs,
+                trace: FNV_OFFSET,
+                steps: 0,
+                numbers: HashMap::new(),
+                priority: HashMap::new(),
+                change_at,
+                changes_done: 0,
+            }),
+            started: Mutex::new(false),
+            end: Mutex::new(None),
+            changed: Condvar::new(),
+        }
+    }
+
+    pub(crate) fn seed(&self) -> u64 {
+        self.seed
+    }
+
+    /// The index in `runnable` (not empty) of the thread to run next.
+    pub(crate) fn pick(&self, runnable: &[std::sync::Arc<VThread>]) -> usize {
+        debug_assert!(!runnable.is_empty());
+        let c = &mut *self.choices.lock().unpoison();
+        c.steps += 1;
+        let number = |t: &VThread, c: &mut Choices| {
+            let id = Thread::peek_name_id(t).1;
+            let next = c.numbers.len() as u64;
+            *c.numbers.entry(id).or_insert(next)
+        };
+        let i = match self.policy {
+            Policy::Uniform => c.rngs[Stream::Schedule as usize].usize(..runnable.len()),
+            Policy::Pct { depth, .. } => {
+                let mut best = (0, 0u64);
+                for (i, t) in runnable.iter().enumerate() {
+                    let n = number(t, c);
+                    let p = match c.priority.get(&n) {
+                        Some(&p) => p,
+                        None => {
+                            // Initial priorities lie above every change's.
+                            let p = c.rngs[Stream::Schedule as usize].u64(depth as u64..);
+                            c.priority.insert(n, p);
+                            p
+                        }
+                    };
+                    if i == 0 || p > best.1 {
+                        best = (i, p);
+                    }
+                }
+                if c.change_at.first() == Some(&c.steps) {
+                    c.change_at.remove(0);
+                    c.changes_done += 1;
+                    let n = number(&runnable[best.0], c);
+                    c.priority.insert(n, depth as u64 - c.changes_done);
+                }
+                best.0
+            }
+        };
+        let n = number(&runnable[i], c);
+        for word in [
+            c.steps,
+            runnable.len() as u64,
+            n,
+            self.clock.elapsed().as_nanos() as u64,
+        ] {
+            c.trace = mix(c.trace, word);
+        }
+        i
+    }
+
+    /// A random number from `stream`.
+    pub(crate) fn random(&self, stream: Stream) -> u64 {
+        self.choices.lock().unpoison().rngs[stream as usize].u64(..)
+    }
+
+    /// Mixes a program's value into the trace.
+    pub(crate) fn record(&self, word: u64) {
+        let c = &mut *self.choices.lock().unpoison();
+        c.trace = mix(c.trace, word);
+    }
+
+    /// The trace hash so far.
+    pub(crate) fn trace(&self) -> u64 {
+        self.choices.lock().unpoison().trace
+    }
+
+    /// The ids of every thread this simulation has run.
+    pub(crate) fn thread_ids(&self) -> std::collections::HashSet<u64> {
+        self.choices
+            .lock()
+            .unpoison()
+            .numbers
+            .keys()
+            .copied()
+            .collect()
+    }
+
+    /// Scheduling decisions so far.
+    pub(crate) fn steps(&self) -> u64 {
+        self.choices.lock().unpoison().steps
+    }
+
+    /// Virtual time since the simulation began.
+    pub(crate) fn elapsed(&self) -> Duration {
+        self.clock.elapsed()
+    }
+
+    /// Lets the carrier begin (the root thread is queued).
+    pub(crate) fn start(&self) {
+        *self.started.lock().unpoison() = true;
+        self.changed.notify_all();
+    }
+
+    /// The carrier's wait for [`Simulation::start`].
+    pub(crate) fn wait_start(&self) {
+        let mut s = self.started.lock().unpoison();
+        while !*s {
+            s = self.changed.wait(s).unpoison();
+        }
+    }
+
+    /// The carrier's report of the end.
+    pub(crate) fn finish(&self, end: End) {
+        *self.end.lock().unpoison() = Some(end);
+        self.changed.notify_all();
+    }
+
+    /// Waits for the end of the simulation.
+    pub(crate) fn wait_end(&self) -> End {
+        let mut e = self.end.lock().unpoison();
+        loop {
+            if let Some(end) = *e {
+                return end;
+            }
+            e = self.changed.wait(e).unpoison();
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn streams_from_one_seed_are_reproducible_and_distinct() {
+        let a = Simulation::new(7, Policy::Uniform);
+        let b = Simulation::new(7, Policy::Uniform);
+        let xs: Vec<u64> = (0..4).map(|_| a.random(Stream::Program)).collect();
+        let ys: Vec<u64> = (0..4).map(|_| b.random(Stream::Program)).collect();
+        assert_eq!(xs, ys);
+        let zs: Vec<u64> = (0..4).map(|_| b.random(Stream::Network)).collect();
+        assert_ne!(xs, zs);
+        let c = Simulation::new(8, Policy::Uniform);
+        assert_ne!(xs[0], c.random(Stream::Program));
+    }
+
+    #[test]
+    fn pct_change_points_lie_within_the_expected_steps() {
+        let s = Simulation::new(
+            3,
+            Policy::Pct {
+                depth: 4,
+                expected_steps: 50,
+            },
+        );
+        let c = s.choices.lock().unwrap();
+        assert_eq!(c.change_at.len(), 3);
+        assert!(c.change_at.windows(2).all(|w| w[0] <= w[1]));
+        assert!(c.change_at.iter().all(|&k| (1..=50).contains(&k)));
+    }
+}
