@@ -99,10 +99,10 @@ mod unwinding;
 
 pub(crate) use carrier::{carrier, run_carrier};
 pub(crate) use monitor::run_monitor;
-pub(crate) use simulate::{End, Policy, Simulation, Stream};
 pub(crate) use shared::{
     SchedConfig, Shared, Spawner, hand_on_waiter_role, mounted_carriers, register_runtime, runtimes,
 };
+pub(crate) use simulate::{End, Policy, Simulation, Stream};
 
 /// The simulation the calling thread runs in: a thread of a simulated
 /// runtime (or its carrier), else `None`.

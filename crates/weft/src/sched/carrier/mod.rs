@@ -262,7 +262,11 @@ impl Carrier {
                 continue;
             }
             // Timers that are due are local work; look again before sleeping.
-            if self.me().next_timer().is_some_and(|d| d <= crate::clock::now()) {
+            if self
+                .me()
+                .next_timer()
+                .is_some_and(|d| d <= crate::clock::now())
+            {
                 continue;
             }
             if self.shared.shutdown.load(Ordering::SeqCst) && !self.me().has_home_work() {
