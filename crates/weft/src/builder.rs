@@ -142,6 +142,11 @@ impl Builder {
             unsafe { *slot.get() = CoroSlot::Pending(stack, Body::new(start)) };
         }
         thread.set_state(State::Started);
+        if let Some(sim) = crate::sched::simulation() {
+            // What a simulation keeps per thread (its host) is inherited.
+            let parent = crate::thread::current().id().as_u64().get();
+            sim.spawned(parent, thread.id().as_u64().get());
+        }
         crate::thread::registry::register(&thread.inner);
         rt.spawn_thread(thread.inner.clone());
         Ok(JoinHandle::new(joinable, thread))

@@ -79,6 +79,9 @@ pub(crate) struct Simulation {
     /// Set by the caller once the root thread is spawned (`start`), read
     /// by the carrier before its first pick.
     started: Mutex<bool>,
+    /// The simulated host each thread belongs to (`sim::net`), by thread
+    /// id; a thread spawned by a simulated thread inherits its parent's.
+    hosts: Mutex<HashMap<u64, u32>>,
     /// Set by the carrier when the simulation ends (`finish`).
     end: Mutex<Option<End>>,
     changed: Condvar,
@@ -152,6 +155,7 @@ impl Simulation {
                 changes_done: 0,
             }),
             started: Mutex::new(false),
+            hosts: Mutex::new(HashMap::new()),
             end: Mutex::new(None),
             changed: Condvar::new(),
         }
@@ -225,6 +229,26 @@ impl Simulation {
     /// The trace hash so far.
     pub(crate) fn trace(&self) -> u64 {
         self.choices.lock().unpoison().trace
+    }
+
+    /// Thread `child` was spawned by `parent`, a thread of this
+    /// simulation: it inherits its host.
+    pub(crate) fn spawned(&self, parent: u64, child: u64) {
+        let mut hosts = self.hosts.lock().unpoison();
+        if let Some(&h) = hosts.get(&parent) {
+            hosts.insert(child, h);
+        }
+    }
+
+    /// Puts thread `thread` (and the threads it spawns from now on) on
+    /// simulated host `host`.
+    pub(crate) fn set_host(&self, thread: u64, host: u32) {
+        self.hosts.lock().unpoison().insert(thread, host);
+    }
+
+    /// The simulated host of thread `thread`, if it was put on one.
+    pub(crate) fn host_of(&self, thread: u64) -> Option<u32> {
+        self.hosts.lock().unpoison().get(&thread).copied()
     }
 
     /// The ids of every thread this simulation has run.
