@@ -1,9 +1,11 @@
 //! What every socket type of `net` shares: [`Io`], a non-blocking socket
 //! registered with the poller and the handle's timeouts, whose calls wait
 //! for readiness by parking (a virtual thread) or blocking (an OS thread);
-//! the helpers around it; and the macros that write the trait impls the
-//! socket types have in common (`Read`/`Write` of a stream, the descriptor
-//! traits).
+//! the helpers around it; and the macros that write what the socket types
+//! have in common: the trait impls (`Read`/`Write` of a stream, the
+//! descriptor traits), the conversions from and into `std`
+//! (`std_conversions!`) and the inherent methods that only delegate to the
+//! socket or the handle (`socket_methods!`: addresses, options, timeouts).
 
 use std::io;
 use std::os::fd::AsRawFd;
@@ -196,28 +198,36 @@ impl<S: AsRawFd> Io<S> {
         }
     }
 
-    /// The async form of a read-direction operation (no timeout).
+    /// The async form of `op` (no timeout): ready, or `Pending` with `cx`
+    /// registered for readiness `i`.
+    fn poll_op<R>(
+        &self,
+        cx: &mut Context<'_>,
+        i: Interest,
+        mut op: impl FnMut(&S) -> io::Result<R>,
+    ) -> Poll<io::Result<R>> {
+        let sock = &self.sock;
+        self.reg.poll_io(cx, i, || retry_eintr(|| op(sock)))
+    }
+
+    /// The async form of a read-direction operation.
     #[cfg_attr(not(any(feature = "futures-io", feature = "tokio")), allow(dead_code))]
     pub(crate) fn poll_read<R>(
         &self,
         cx: &mut Context<'_>,
-        mut op: impl FnMut(&S) -> io::Result<R>,
+        op: impl FnMut(&S) -> io::Result<R>,
     ) -> Poll<io::Result<R>> {
-        let sock = &self.sock;
-        self.reg
-            .poll_io(cx, Interest::Read, || retry_eintr(|| op(sock)))
+        self.poll_op(cx, Interest::Read, op)
     }
 
-    /// The async form of a write-direction operation (no timeout).
+    /// The async form of a write-direction operation.
     #[cfg_attr(not(any(feature = "futures-io", feature = "tokio")), allow(dead_code))]
     pub(crate) fn poll_write<R>(
         &self,
         cx: &mut Context<'_>,
-        mut op: impl FnMut(&S) -> io::Result<R>,
+        op: impl FnMut(&S) -> io::Result<R>,
     ) -> Poll<io::Result<R>> {
-        let sock = &self.sock;
-        self.reg
-            .poll_io(cx, Interest::Write, || retry_eintr(|| op(sock)))
+        self.poll_op(cx, Interest::Write, op)
     }
 }
 
@@ -346,3 +356,186 @@ macro_rules! fd_impls {
     )*};
 }
 pub(super) use fd_impls;
+
+/// The inherent methods the socket types share, written once, one `impl`
+/// block per group. `$t` has an `io: Io<S>` field, `S` its `std`
+/// counterpart; the bodies call `S`'s own methods, and name `SocketAddr`,
+/// `Duration` and `Shutdown` as the calling module imports them (a Unix
+/// socket's address is not an IP one).
+///
+/// - `local_addr`, `peer_addr`: the addresses;
+/// - `clone`: `take_error` and `try_clone`;
+/// - `ttl`: `set_ttl` and `ttl` (`IP_TTL`);
+/// - `timeouts`: the read and write timeouts, kept in the handle;
+/// - `shutdown`: shuts a half or both down and wakes the waiters;
+/// - `datagram`: `send` and `recv` on a connected datagram socket.
+macro_rules! socket_methods {
+    ($t:ident: $($group:ident),+ $(,)?) => {$(
+        socket_methods!(@$group $t);
+    )+};
+    (@local_addr $t:ident) => {
+        impl $t {
+            /// The local address (a listener's: the one it is bound to).
+            pub fn local_addr(&self) -> io::Result<SocketAddr> {
+                self.io.sock.local_addr()
+            }
+        }
+    };
+    (@peer_addr $t:ident) => {
+        impl $t {
+            /// The remote address of a connected socket.
+            pub fn peer_addr(&self) -> io::Result<SocketAddr> {
+                self.io.sock.peer_addr()
+            }
+        }
+    };
+    (@clone $t:ident) => {
+        impl $t {
+            /// Gets and clears `SO_ERROR`.
+            pub fn take_error(&self) -> io::Result<Option<io::Error>> {
+                self.io.sock.take_error()
+            }
+
+            /// A new handle to the same socket: a duplicated descriptor
+            /// with its own registration and a copy of this handle's
+            /// timeouts.
+            pub fn try_clone(&self) -> io::Result<$t> {
+                let s = self.io.sock.try_clone()?;
+                Ok($t {
+                    io: self.io.clone_with(s)?,
+                })
+            }
+        }
+    };
+    (@ttl $t:ident) => {
+        impl $t {
+            /// Sets `IP_TTL` (a listener's: for the sockets it accepts).
+            pub fn set_ttl(&self, ttl: u32) -> io::Result<()> {
+                self.io.sock.set_ttl(ttl)
+            }
+
+            /// Gets `IP_TTL`.
+            pub fn ttl(&self) -> io::Result<u32> {
+                self.io.sock.ttl()
+            }
+        }
+    };
+    (@timeouts $t:ident) => {
+        impl $t {
+            /// Sets the read timeout: a read-direction call (`read`,
+            /// `recv`, `peek`, …) that waits longer fails with `TimedOut`.
+            /// `None` waits forever; `Some(Duration::ZERO)` is
+            /// `InvalidInput`. Per handle (module docs, "Timeouts").
+            pub fn set_read_timeout(&self, dur: Option<Duration>) -> io::Result<()> {
+                self.io.read_timeout.set(dur)
+            }
+
+            /// The read timeout.
+            pub fn read_timeout(&self) -> io::Result<Option<Duration>> {
+                Ok(self.io.read_timeout.get())
+            }
+
+            /// Sets the write timeout: a `write`, `send` or `send_to` that
+            /// waits longer fails with `TimedOut`. As `set_read_timeout`.
+            pub fn set_write_timeout(&self, dur: Option<Duration>) -> io::Result<()> {
+                self.io.write_timeout.set(dur)
+            }
+
+            /// The write timeout.
+            pub fn write_timeout(&self) -> io::Result<Option<Duration>> {
+                Ok(self.io.write_timeout.get())
+            }
+        }
+    };
+    (@datagram $t:ident) => {
+        impl $t {
+            /// Sends a datagram to the connected peer, parking while the
+            /// send buffer (a Unix peer's: its queue) is full.
+            pub fn send(&self, buf: &[u8]) -> io::Result<usize> {
+                self.io.check_open()?;
+                self.io.write(|s| s.send(buf))
+            }
+
+            /// Receives a datagram from the connected peer, parking until
+            /// one arrives.
+            pub fn recv(&self, buf: &mut [u8]) -> io::Result<usize> {
+                self.io.check_open()?;
+                self.io.read(|s| s.recv(buf))
+            }
+        }
+    };
+    (@shutdown $t:ident) => {
+        impl $t {
+            /// Shuts down the read half, the write half, or both. Threads
+            /// blocked on this socket wake up and see end-of-file or an
+            /// error.
+            pub fn shutdown(&self, how: Shutdown) -> io::Result<()> {
+                let r = self.io.sock.shutdown(how);
+                self.io.reg.state().wake_all();
+                r
+            }
+        }
+    };
+}
+pub(super) use socket_methods;
+
+/// `from_std`, `into_std` and `From<$s>` for a socket type `$t` wrapping
+/// its `std` counterpart `$s`. A listener has no timeouts; a socket marked
+/// `timed` carries its `SO_RCVTIMEO`/`SO_SNDTIMEO` over into the handle in
+/// `from_std`, and the handle's timeouts back out as socket options in
+/// `into_std`, so it behaves there as it did here.
+macro_rules! std_conversions {
+    ($($t:ident <- $s:ty $(, $timed:ident)?);+ $(;)?) => {$(
+        impl $t {
+            /// Wraps a `std` socket, switching it to non-blocking mode.
+            $(#[doc = std_conversions!(@doc_from $timed)])?
+            pub fn from_std(s: $s) -> io::Result<$t> {
+                $(std_conversions!(@$timed);
+                let rt = s.read_timeout()?;
+                let wt = s.write_timeout()?;)?
+                s.set_nonblocking(true)?;
+                let t = $t { io: Io::new(s)? };
+                $(std_conversions!(@$timed);
+                t.io.read_timeout.set(rt)?;
+                t.io.write_timeout.set(wt)?;)?
+                Ok(t)
+            }
+
+            /// Unwraps the `std` socket, back in blocking mode.
+            $(#[doc = std_conversions!(@doc_into $timed)])?
+            pub fn into_std(self) -> io::Result<$s> {
+                $(std_conversions!(@$timed);
+                let rt = self.io.read_timeout.get();
+                let wt = self.io.write_timeout.get();)?
+                let s = self.io.into_inner();
+                s.set_nonblocking(false)?;
+                $(std_conversions!(@$timed);
+                s.set_read_timeout(rt)?;
+                s.set_write_timeout(wt)?;)?
+                Ok(s)
+            }
+        }
+
+        impl From<$s> for $t {
+            #[doc = concat!("Like [`", stringify!($t), "::from_std`].")]
+            ///
+            /// # Panics
+            ///
+            /// If the socket cannot be made non-blocking or registered with
+            /// the poller; use `from_std` to handle that error.
+            #[track_caller]
+            fn from(s: $s) -> $t {
+                expect_registered($t::from_std(s))
+            }
+        }
+    )+};
+    // The one marker a socket with timeouts takes.
+    (@timed) => {};
+    (@doc_from timed) => {
+        "Timeouts set on the `std` socket (`SO_RCVTIMEO`/`SO_SNDTIMEO`) are carried over."
+    };
+    (@doc_into timed) => {
+        "This handle's timeouts are set as socket options, so it behaves as it did here."
+    };
+}
+pub(super) use std_conversions;

@@ -9,7 +9,10 @@ use std::time::{Duration, Instant};
 use socket2::{Domain, Protocol, SockRef, Socket, Type};
 
 use super::addr::ToSocketAddrs;
-use super::io::{Io, each_addr, expect_registered, fd_impls, stream_io_impls, timed_out};
+use super::io::{
+    Io, each_addr, expect_registered, fd_impls, socket_methods, std_conversions, stream_io_impls,
+    timed_out,
+};
 use crate::poll::Interest;
 
 /// The flags of every socket weft creates or accepts.
@@ -70,21 +73,6 @@ impl TcpListener {
         })
     }
 
-    /// Wraps a `std` listener, switching it to non-blocking mode.
-    pub fn from_std(listener: std::net::TcpListener) -> io::Result<TcpListener> {
-        listener.set_nonblocking(true)?;
-        Ok(TcpListener {
-            io: Io::new(listener)?,
-        })
-    }
-
-    /// Unwraps the `std` listener, back in blocking mode.
-    pub fn into_std(self) -> io::Result<std::net::TcpListener> {
-        let l = self.io.into_inner();
-        l.set_nonblocking(false)?;
-        Ok(l)
-    }
-
     /// Accepts a new connection, parking until one arrives.
     ///
     /// An interrupt while waiting returns `Interrupted` and shuts the
@@ -102,48 +90,6 @@ impl TcpListener {
     /// `None`).
     pub fn incoming(&self) -> Incoming<'_> {
         Incoming { listener: self }
-    }
-
-    /// The address this listener is bound to.
-    pub fn local_addr(&self) -> io::Result<SocketAddr> {
-        self.io.sock.local_addr()
-    }
-
-    /// Sets `IP_TTL` for accepted sockets.
-    pub fn set_ttl(&self, ttl: u32) -> io::Result<()> {
-        self.io.sock.set_ttl(ttl)
-    }
-
-    /// Gets `IP_TTL`.
-    pub fn ttl(&self) -> io::Result<u32> {
-        self.io.sock.ttl()
-    }
-
-    /// Gets and clears `SO_ERROR`.
-    pub fn take_error(&self) -> io::Result<Option<io::Error>> {
-        self.io.sock.take_error()
-    }
-
-    /// A new handle to the same listener (a duplicated descriptor, with
-    /// its own registration).
-    pub fn try_clone(&self) -> io::Result<TcpListener> {
-        let l = self.io.sock.try_clone()?;
-        Ok(TcpListener {
-            io: self.io.clone_with(l)?,
-        })
-    }
-}
-
-impl From<std::net::TcpListener> for TcpListener {
-    /// Like [`TcpListener::from_std`].
-    ///
-    /// # Panics
-    ///
-    /// If the socket cannot be made non-blocking or registered with the
-    /// poller; use `from_std` to handle that error.
-    #[track_caller]
-    fn from(l: std::net::TcpListener) -> TcpListener {
-        expect_registered(TcpListener::from_std(l))
     }
 }
 
@@ -272,52 +218,6 @@ impl TcpStream {
         })
     }
 
-    /// Wraps a `std` stream, switching it to non-blocking mode. Timeouts
-    /// set on the `std` stream (`SO_RCVTIMEO`/`SO_SNDTIMEO`) are carried
-    /// over.
-    pub fn from_std(stream: std::net::TcpStream) -> io::Result<TcpStream> {
-        let rt = stream.read_timeout()?;
-        let wt = stream.write_timeout()?;
-        stream.set_nonblocking(true)?;
-        let s = TcpStream {
-            io: Io::new(stream)?,
-        };
-        s.io.read_timeout.set(rt)?;
-        s.io.write_timeout.set(wt)?;
-        Ok(s)
-    }
-
-    /// Unwraps the `std` stream, back in blocking mode and with this
-    /// handle's timeouts set as socket options, so it behaves as it did
-    /// here.
-    pub fn into_std(self) -> io::Result<std::net::TcpStream> {
-        let rt = self.io.read_timeout.get();
-        let wt = self.io.write_timeout.get();
-        let s = self.io.into_inner();
-        s.set_nonblocking(false)?;
-        s.set_read_timeout(rt)?;
-        s.set_write_timeout(wt)?;
-        Ok(s)
-    }
-
-    /// The remote address.
-    pub fn peer_addr(&self) -> io::Result<SocketAddr> {
-        self.io.sock.peer_addr()
-    }
-
-    /// The local address.
-    pub fn local_addr(&self) -> io::Result<SocketAddr> {
-        self.io.sock.local_addr()
-    }
-
-    /// Shuts down the read half, the write half, or both. Threads blocked
-    /// on this socket wake up and see end-of-file or an error.
-    pub fn shutdown(&self, how: Shutdown) -> io::Result<()> {
-        let r = self.io.sock.shutdown(how);
-        self.io.reg.state().wake_all();
-        r
-    }
-
     /// Sets `TCP_NODELAY` (disables Nagle's algorithm when `true`).
     pub fn set_nodelay(&self, nodelay: bool) -> io::Result<()> {
         self.io.sock.set_nodelay(nodelay)
@@ -328,75 +228,15 @@ impl TcpStream {
         self.io.sock.nodelay()
     }
 
-    /// Sets `IP_TTL`.
-    pub fn set_ttl(&self, ttl: u32) -> io::Result<()> {
-        self.io.sock.set_ttl(ttl)
-    }
-
-    /// Gets `IP_TTL`.
-    pub fn ttl(&self) -> io::Result<u32> {
-        self.io.sock.ttl()
-    }
-
-    /// Sets the read timeout: a `read` or `peek` that waits longer fails
-    /// with `TimedOut`. `None` waits forever; `Some(Duration::ZERO)` is
-    /// `InvalidInput`. Per handle (module docs, "Timeouts").
-    pub fn set_read_timeout(&self, dur: Option<Duration>) -> io::Result<()> {
-        self.io.read_timeout.set(dur)
-    }
-
-    /// The read timeout.
-    pub fn read_timeout(&self) -> io::Result<Option<Duration>> {
-        Ok(self.io.read_timeout.get())
-    }
-
-    /// Sets the write timeout: a `write` that waits longer fails with
-    /// `TimedOut`. As [`set_read_timeout`](TcpStream::set_read_timeout).
-    pub fn set_write_timeout(&self, dur: Option<Duration>) -> io::Result<()> {
-        self.io.write_timeout.set(dur)
-    }
-
-    /// The write timeout.
-    pub fn write_timeout(&self) -> io::Result<Option<Duration>> {
-        Ok(self.io.write_timeout.get())
-    }
-
     /// Receives data without removing it from the queue, parking until
     /// some is available.
     pub fn peek(&self, buf: &mut [u8]) -> io::Result<usize> {
         self.io.read(|s| s.peek(buf))
     }
 
-    /// Gets and clears `SO_ERROR`.
-    pub fn take_error(&self) -> io::Result<Option<io::Error>> {
-        self.io.sock.take_error()
-    }
-
-    /// A new handle to the same connection (a duplicated descriptor with
-    /// its own registration and a copy of this handle's timeouts).
-    pub fn try_clone(&self) -> io::Result<TcpStream> {
-        let s = self.io.sock.try_clone()?;
-        Ok(TcpStream {
-            io: self.io.clone_with(s)?,
-        })
-    }
-
     #[cfg_attr(not(any(feature = "futures-io", feature = "tokio")), allow(dead_code))]
     pub(crate) fn io(&self) -> &Io<std::net::TcpStream> {
         &self.io
-    }
-}
-
-impl From<std::net::TcpStream> for TcpStream {
-    /// Like [`TcpStream::from_std`].
-    ///
-    /// # Panics
-    ///
-    /// If the socket cannot be made non-blocking or registered with the
-    /// poller; use `from_std` to handle that error.
-    #[track_caller]
-    fn from(s: std::net::TcpStream) -> TcpStream {
-        expect_registered(TcpStream::from_std(s))
     }
 }
 
@@ -413,5 +253,11 @@ impl fmt::Debug for TcpStream {
     }
 }
 
+std_conversions!(
+    TcpListener <- std::net::TcpListener;
+    TcpStream <- std::net::TcpStream, timed;
+);
+socket_methods!(TcpListener: local_addr, ttl, clone);
+socket_methods!(TcpStream: peer_addr, local_addr, shutdown, ttl, timeouts, clone);
 fd_impls!(TcpListener, TcpStream);
 stream_io_impls!(TcpStream);

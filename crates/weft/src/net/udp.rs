@@ -9,7 +9,7 @@ use std::time::Duration;
 use socket2::{Domain, Protocol, Socket, Type};
 
 use super::addr::ToSocketAddrs;
-use super::io::{Io, each_addr, expect_registered, fd_impls};
+use super::io::{Io, each_addr, expect_registered, fd_impls, socket_methods, std_conversions};
 
 /// A UDP socket: weft's [`std::net::UdpSocket`].
 ///
@@ -49,48 +49,11 @@ impl UdpSocket {
         })
     }
 
-    /// Wraps a `std` socket, switching it to non-blocking mode. Its
-    /// `SO_RCVTIMEO`/`SO_SNDTIMEO` timeouts are carried over.
-    pub fn from_std(sock: std::net::UdpSocket) -> io::Result<UdpSocket> {
-        let rt = sock.read_timeout()?;
-        let wt = sock.write_timeout()?;
-        sock.set_nonblocking(true)?;
-        let s = UdpSocket { io: Io::new(sock)? };
-        s.io.read_timeout.set(rt)?;
-        s.io.write_timeout.set(wt)?;
-        Ok(s)
-    }
-
-    /// Unwraps the `std` socket, back in blocking mode, with this handle's
-    /// timeouts set as socket options.
-    pub fn into_std(self) -> io::Result<std::net::UdpSocket> {
-        let rt = self.io.read_timeout.get();
-        let wt = self.io.write_timeout.get();
-        let s = self.io.into_inner();
-        s.set_nonblocking(false)?;
-        s.set_read_timeout(rt)?;
-        s.set_write_timeout(wt)?;
-        Ok(s)
-    }
-
     /// Sets the default destination of `send` and the only source `recv`
     /// accepts (each address tried in turn).
     pub fn connect<A: ToSocketAddrs>(&self, addr: A) -> io::Result<()> {
         self.io.check_open()?;
         each_addr(&addr, |a| self.io.sock.connect(a))
-    }
-
-    /// Sends a datagram to the connected address.
-    pub fn send(&self, buf: &[u8]) -> io::Result<usize> {
-        self.io.check_open()?;
-        self.io.write(|s| s.send(buf))
-    }
-
-    /// Receives a datagram from the connected address, parking until one
-    /// arrives.
-    pub fn recv(&self, buf: &mut [u8]) -> io::Result<usize> {
-        self.io.check_open()?;
-        self.io.read(|s| s.recv(buf))
     }
 
     /// Like `recv`, leaving the datagram in the queue.
@@ -119,37 +82,6 @@ impl UdpSocket {
     pub fn peek_from(&self, buf: &mut [u8]) -> io::Result<(usize, SocketAddr)> {
         self.io.check_open()?;
         self.io.read(|s| s.peek_from(buf))
-    }
-
-    /// The remote address of a connected socket.
-    pub fn peer_addr(&self) -> io::Result<SocketAddr> {
-        self.io.sock.peer_addr()
-    }
-
-    /// The local address.
-    pub fn local_addr(&self) -> io::Result<SocketAddr> {
-        self.io.sock.local_addr()
-    }
-
-    /// Sets the read timeout (`recv`, `recv_from`, `peek*`): as
-    /// [`TcpStream::set_read_timeout`](super::TcpStream::set_read_timeout).
-    pub fn set_read_timeout(&self, dur: Option<Duration>) -> io::Result<()> {
-        self.io.read_timeout.set(dur)
-    }
-
-    /// The read timeout.
-    pub fn read_timeout(&self) -> io::Result<Option<Duration>> {
-        Ok(self.io.read_timeout.get())
-    }
-
-    /// Sets the write timeout (`send`, `send_to`).
-    pub fn set_write_timeout(&self, dur: Option<Duration>) -> io::Result<()> {
-        self.io.write_timeout.set(dur)
-    }
-
-    /// The write timeout.
-    pub fn write_timeout(&self) -> io::Result<Option<Duration>> {
-        Ok(self.io.write_timeout.get())
     }
 
     /// Sets `SO_BROADCAST`.
@@ -211,43 +143,6 @@ impl UdpSocket {
     pub fn leave_multicast_v6(&self, group: &Ipv6Addr, interface: u32) -> io::Result<()> {
         self.io.sock.leave_multicast_v6(group, interface)
     }
-
-    /// Sets `IP_TTL`.
-    pub fn set_ttl(&self, ttl: u32) -> io::Result<()> {
-        self.io.sock.set_ttl(ttl)
-    }
-
-    /// Gets `IP_TTL`.
-    pub fn ttl(&self) -> io::Result<u32> {
-        self.io.sock.ttl()
-    }
-
-    /// Gets and clears `SO_ERROR`.
-    pub fn take_error(&self) -> io::Result<Option<io::Error>> {
-        self.io.sock.take_error()
-    }
-
-    /// A new handle to the same socket (a duplicated descriptor with its
-    /// own registration and a copy of this handle's timeouts).
-    pub fn try_clone(&self) -> io::Result<UdpSocket> {
-        let s = self.io.sock.try_clone()?;
-        Ok(UdpSocket {
-            io: self.io.clone_with(s)?,
-        })
-    }
-}
-
-impl From<std::net::UdpSocket> for UdpSocket {
-    /// Like [`UdpSocket::from_std`].
-    ///
-    /// # Panics
-    ///
-    /// If the socket cannot be made non-blocking or registered with the
-    /// poller; use `from_std` to handle that error.
-    #[track_caller]
-    fn from(s: std::net::UdpSocket) -> UdpSocket {
-        expect_registered(UdpSocket::from_std(s))
-    }
 }
 
 impl fmt::Debug for UdpSocket {
@@ -260,4 +155,6 @@ impl fmt::Debug for UdpSocket {
     }
 }
 
+std_conversions!(UdpSocket <- std::net::UdpSocket, timed);
+socket_methods!(UdpSocket: datagram, peer_addr, local_addr, timeouts, ttl, clone);
 fd_impls!(UdpSocket);

@@ -11,7 +11,9 @@ use std::time::Duration;
 
 use socket2::{Domain, SockAddr, SockRef, Socket, Type};
 
-use super::io::{Io, expect_registered, fd_impls, stream_io_impls};
+use super::io::{
+    Io, expect_registered, fd_impls, socket_methods, std_conversions, stream_io_impls,
+};
 use super::tcp::BACKLOG;
 
 const ACCEPT_FLAGS: libc::c_int = libc::SOCK_NONBLOCK | libc::SOCK_CLOEXEC;
@@ -78,19 +80,6 @@ impl UnixListener {
         })
     }
 
-    /// Wraps a `std` listener, switching it to non-blocking mode.
-    pub fn from_std(l: std::os::unix::net::UnixListener) -> io::Result<UnixListener> {
-        l.set_nonblocking(true)?;
-        Ok(UnixListener { io: Io::new(l)? })
-    }
-
-    /// Unwraps the `std` listener, back in blocking mode.
-    pub fn into_std(self) -> io::Result<std::os::unix::net::UnixListener> {
-        let l = self.io.into_inner();
-        l.set_nonblocking(false)?;
-        Ok(l)
-    }
-
     /// Accepts a connection, parking until one arrives. An interrupt while
     /// waiting returns `Interrupted` and shuts the listener down.
     pub fn accept(&self) -> io::Result<(UnixStream, SocketAddr)> {
@@ -102,24 +91,6 @@ impl UnixListener {
     /// An iterator over incoming connections (never `None`).
     pub fn incoming(&self) -> UnixIncoming<'_> {
         UnixIncoming { listener: self }
-    }
-
-    /// The address this listener is bound to.
-    pub fn local_addr(&self) -> io::Result<SocketAddr> {
-        self.io.sock.local_addr()
-    }
-
-    /// Gets and clears `SO_ERROR`.
-    pub fn take_error(&self) -> io::Result<Option<io::Error>> {
-        self.io.sock.take_error()
-    }
-
-    /// A new handle to the same listener.
-    pub fn try_clone(&self) -> io::Result<UnixListener> {
-        let l = self.io.sock.try_clone()?;
-        Ok(UnixListener {
-            io: self.io.clone_with(l)?,
-        })
     }
 }
 
@@ -195,82 +166,6 @@ impl UnixStream {
         })
     }
 
-    /// Wraps a `std` stream, switching it to non-blocking mode; its
-    /// timeouts are carried over.
-    pub fn from_std(s: std::os::unix::net::UnixStream) -> io::Result<UnixStream> {
-        let rt = s.read_timeout()?;
-        let wt = s.write_timeout()?;
-        s.set_nonblocking(true)?;
-        let u = UnixStream { io: Io::new(s)? };
-        u.io.read_timeout.set(rt)?;
-        u.io.write_timeout.set(wt)?;
-        Ok(u)
-    }
-
-    /// Unwraps the `std` stream, back in blocking mode, with this handle's
-    /// timeouts set as socket options.
-    pub fn into_std(self) -> io::Result<std::os::unix::net::UnixStream> {
-        let rt = self.io.read_timeout.get();
-        let wt = self.io.write_timeout.get();
-        let s = self.io.into_inner();
-        s.set_nonblocking(false)?;
-        s.set_read_timeout(rt)?;
-        s.set_write_timeout(wt)?;
-        Ok(s)
-    }
-
-    /// The local address.
-    pub fn local_addr(&self) -> io::Result<SocketAddr> {
-        self.io.sock.local_addr()
-    }
-
-    /// The peer's address.
-    pub fn peer_addr(&self) -> io::Result<SocketAddr> {
-        self.io.sock.peer_addr()
-    }
-
-    /// Shuts down the read half, the write half, or both.
-    pub fn shutdown(&self, how: Shutdown) -> io::Result<()> {
-        let r = self.io.sock.shutdown(how);
-        self.io.reg.state().wake_all();
-        r
-    }
-
-    /// Sets the read timeout (see
-    /// [`TcpStream::set_read_timeout`](super::TcpStream::set_read_timeout)).
-    pub fn set_read_timeout(&self, dur: Option<Duration>) -> io::Result<()> {
-        self.io.read_timeout.set(dur)
-    }
-
-    /// The read timeout.
-    pub fn read_timeout(&self) -> io::Result<Option<Duration>> {
-        Ok(self.io.read_timeout.get())
-    }
-
-    /// Sets the write timeout.
-    pub fn set_write_timeout(&self, dur: Option<Duration>) -> io::Result<()> {
-        self.io.write_timeout.set(dur)
-    }
-
-    /// The write timeout.
-    pub fn write_timeout(&self) -> io::Result<Option<Duration>> {
-        Ok(self.io.write_timeout.get())
-    }
-
-    /// Gets and clears `SO_ERROR`.
-    pub fn take_error(&self) -> io::Result<Option<io::Error>> {
-        self.io.sock.take_error()
-    }
-
-    /// A new handle to the same stream (a duplicated descriptor with its
-    /// own registration and a copy of this handle's timeouts).
-    pub fn try_clone(&self) -> io::Result<UnixStream> {
-        let s = self.io.sock.try_clone()?;
-        Ok(UnixStream {
-            io: self.io.clone_with(s)?,
-        })
-    }
-
     #[cfg_attr(not(any(feature = "futures-io", feature = "tokio")), allow(dead_code))]
     pub(crate) fn io(&self) -> &Io<std::os::unix::net::UnixStream> {
         &self.io
@@ -324,48 +219,11 @@ impl UnixDatagram {
         })
     }
 
-    /// Wraps a `std` socket, switching it to non-blocking mode; its
-    /// timeouts are carried over.
-    pub fn from_std(s: std::os::unix::net::UnixDatagram) -> io::Result<UnixDatagram> {
-        let rt = s.read_timeout()?;
-        let wt = s.write_timeout()?;
-        s.set_nonblocking(true)?;
-        let u = UnixDatagram { io: Io::new(s)? };
-        u.io.read_timeout.set(rt)?;
-        u.io.write_timeout.set(wt)?;
-        Ok(u)
-    }
-
-    /// Unwraps the `std` socket, back in blocking mode, with this handle's
-    /// timeouts set as socket options.
-    pub fn into_std(self) -> io::Result<std::os::unix::net::UnixDatagram> {
-        let rt = self.io.read_timeout.get();
-        let wt = self.io.write_timeout.get();
-        let s = self.io.into_inner();
-        s.set_nonblocking(false)?;
-        s.set_read_timeout(rt)?;
-        s.set_write_timeout(wt)?;
-        Ok(s)
-    }
-
     /// Sets the default destination of `send` and the only source `recv`
     /// accepts.
     pub fn connect<P: AsRef<Path>>(&self, path: P) -> io::Result<()> {
         self.io.check_open()?;
         self.io.sock.connect(path)
-    }
-
-    /// Sends a datagram to the connected peer, parking while the peer's
-    /// queue is full.
-    pub fn send(&self, buf: &[u8]) -> io::Result<usize> {
-        self.io.check_open()?;
-        self.io.write(|s| s.send(buf))
-    }
-
-    /// Receives a datagram, parking until one arrives.
-    pub fn recv(&self, buf: &mut [u8]) -> io::Result<usize> {
-        self.io.check_open()?;
-        self.io.read(|s| s.recv(buf))
     }
 
     /// Sends a datagram to the socket at `path`.
@@ -380,72 +238,11 @@ impl UnixDatagram {
         self.io.check_open()?;
         self.io.read(|s| s.recv_from(buf))
     }
-
-    /// The local address.
-    pub fn local_addr(&self) -> io::Result<SocketAddr> {
-        self.io.sock.local_addr()
-    }
-
-    /// The connected peer's address.
-    pub fn peer_addr(&self) -> io::Result<SocketAddr> {
-        self.io.sock.peer_addr()
-    }
-
-    /// Shuts down the read half, the write half, or both.
-    pub fn shutdown(&self, how: Shutdown) -> io::Result<()> {
-        let r = self.io.sock.shutdown(how);
-        self.io.reg.state().wake_all();
-        r
-    }
-
-    /// Sets the read timeout (`recv`, `recv_from`).
-    pub fn set_read_timeout(&self, dur: Option<Duration>) -> io::Result<()> {
-        self.io.read_timeout.set(dur)
-    }
-
-    /// The read timeout.
-    pub fn read_timeout(&self) -> io::Result<Option<Duration>> {
-        Ok(self.io.read_timeout.get())
-    }
-
-    /// Sets the write timeout (`send`, `send_to`).
-    pub fn set_write_timeout(&self, dur: Option<Duration>) -> io::Result<()> {
-        self.io.write_timeout.set(dur)
-    }
-
-    /// The write timeout.
-    pub fn write_timeout(&self) -> io::Result<Option<Duration>> {
-        Ok(self.io.write_timeout.get())
-    }
-
-    /// Gets and clears `SO_ERROR`.
-    pub fn take_error(&self) -> io::Result<Option<io::Error>> {
-        self.io.sock.take_error()
-    }
-
-    /// A new handle to the same socket.
-    pub fn try_clone(&self) -> io::Result<UnixDatagram> {
-        let s = self.io.sock.try_clone()?;
-        Ok(UnixDatagram {
-            io: self.io.clone_with(s)?,
-        })
-    }
 }
 
-macro_rules! from_std {
-    ($($t:ident <- $s:ty),*) => {$(
-        impl From<$s> for $t {
-            /// Like `from_std`.
-            ///
-            /// # Panics
-            ///
-            /// If the socket cannot be made non-blocking or registered with
-            /// the poller; use `from_std` to handle that error.
-            #[track_caller]
-            fn from(s: $s) -> $t {
-                expect_registered($t::from_std(s))
-            }
-        }
+/// `Debug`: the local address and the descriptor.
+macro_rules! debug_impls {
+    ($($t:ident),*) => {$(
         impl fmt::Debug for $t {
             fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
                 let mut d = f.debug_struct(stringify!($t));
@@ -458,10 +255,13 @@ macro_rules! from_std {
     )*};
 }
 
-from_std!(
-    UnixListener <- std::os::unix::net::UnixListener,
-    UnixStream <- std::os::unix::net::UnixStream,
-    UnixDatagram <- std::os::unix::net::UnixDatagram
+std_conversions!(
+    UnixListener <- std::os::unix::net::UnixListener;
+    UnixStream <- std::os::unix::net::UnixStream, timed;
+    UnixDatagram <- std::os::unix::net::UnixDatagram, timed;
 );
-
+socket_methods!(UnixListener: local_addr, clone);
+socket_methods!(UnixStream: local_addr, peer_addr, shutdown, timeouts, clone);
+socket_methods!(UnixDatagram: datagram, local_addr, peer_addr, shutdown, timeouts, clone);
+debug_impls!(UnixListener, UnixStream, UnixDatagram);
 fd_impls!(UnixListener, UnixStream, UnixDatagram);
