@@ -36,15 +36,65 @@ thread_local! {
 
 /// A simulation's clock: `origin` plus the virtual time elapsed, which only
 /// its carrier advances ([`VirtualClock::advance_to`]).
+///
+/// `origin` is the real monotonic time when the simulation began, both as
+/// an `Instant` and as the `CLOCK_MONOTONIC` reading it is made of
+/// (`origin_mono`): the `transparent` hook of `clock_gettime` answers a
+/// simulated thread `origin_mono + elapsed`, so `Instant::now()` there is
+/// exactly [`VirtualClock::now`]. Its real-time clock starts at
+/// [`SIM_REALTIME_ORIGIN`], the same in every run.
 pub(crate) struct VirtualClock {
     origin: Instant,
+    origin_mono: Duration,
     elapsed_ns: AtomicU64,
+}
+
+/// What `SystemTime::now()` reads when a simulation begins (under
+/// `transparent`): 2025-01-01T00:00:00Z, the same for every run.
+pub(crate) const SIM_REALTIME_ORIGIN: Duration = Duration::from_secs(1_735_689_600);
+
+thread_local! {
+    /// A monotonic reading the `clock_gettime` hook returns on this thread
+    /// instead of the real one, set only while [`VirtualClock::new`] makes
+    /// its origin `Instant`.
+    static FIXED: Cell<Option<Duration>> = const { Cell::new(None) };
+}
+
+/// `CLOCK_MONOTONIC` from the kernel (a raw system call: never the hook).
+fn real_monotonic() -> Duration {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: writes one timespec into a local.
+    unsafe {
+        libc::syscall(
+            libc::SYS_clock_gettime,
+            libc::CLOCK_MONOTONIC,
+            &mut ts as *mut libc::timespec,
+        )
+    };
+    Duration::new(
+        ts.tv_sec.max(0) as u64,
+        ts.tv_nsec.clamp(0, 999_999_999) as u32,
+    )
 }
 
 impl VirtualClock {
     pub(crate) fn new() -> VirtualClock {
+        let origin_mono = real_monotonic();
+        // Under `transparent`, `Instant::now()` below is the hook, which
+        // answers `FIXED`: the origin instant is exactly `origin_mono`.
+        // Without it, the two differ by the nanoseconds between the reads,
+        // and nothing compares them.
+        FIXED.with(|f| f.set(Some(origin_mono)));
+        INSTALLED.fetch_add(1, Ordering::SeqCst);
+        let origin = Instant::now();
+        INSTALLED.fetch_sub(1, Ordering::SeqCst);
+        FIXED.with(|f| f.set(None));
         VirtualClock {
-            origin: Instant::now(),
+            origin,
+            origin_mono,
             elapsed_ns: AtomicU64::new(0),
         }
     }
@@ -88,6 +138,38 @@ pub(crate) fn virtual_now() -> Option<Instant> {
     // installation (the caller of `install` keeps it until `uninstall`),
     // and areas seeded from it belong to threads of that carrier.
     unsafe { p.as_ref() }.map(VirtualClock::now)
+}
+
+/// What `clock_gettime(clock)` reads on the calling thread if it runs in a
+/// simulation (the `transparent` hook's answer): its virtual monotonic
+/// time for the monotonic clocks (`MONOTONIC`, `_RAW`, `_COARSE`,
+/// `BOOTTIME`), [`SIM_REALTIME_ORIGIN`] plus the virtual time elapsed for
+/// the real-time ones; `None` (the real clock) for CPU-time clocks and on
+/// other threads. Async-signal-safe: thread-local and atomic reads only.
+pub(crate) fn virtual_reading(clock: libc::clockid_t) -> Option<Duration> {
+    let monotonic = matches!(
+        clock,
+        libc::CLOCK_MONOTONIC
+            | libc::CLOCK_MONOTONIC_RAW
+            | libc::CLOCK_MONOTONIC_COARSE
+            | libc::CLOCK_BOOTTIME
+    );
+    let realtime = matches!(clock, libc::CLOCK_REALTIME | libc::CLOCK_REALTIME_COARSE);
+    if !monotonic && !realtime {
+        return None;
+    }
+    if let Some(fixed) = FIXED.with(Cell::get) {
+        return monotonic.then_some(fixed);
+    }
+    let p = VIRTUAL.with(Cell::get);
+    // SAFETY: as in `virtual_now`.
+    let c = unsafe { p.as_ref() }?;
+    let base = if monotonic {
+        c.origin_mono
+    } else {
+        SIM_REALTIME_ORIGIN
+    };
+    Some(base + c.elapsed())
 }
 
 /// Whether [`now`] may be virtual on some thread (a cheap pre-check for

@@ -359,6 +359,7 @@ mod futex;
 mod hooks;
 mod next;
 mod signals;
+mod sim;
 mod sys;
 
 use std::sync::atomic::{AtomicU8, AtomicU64, Ordering};

@@ -116,6 +116,8 @@ functions! {
     SLEEP = c"sleep": fn(c_uint) -> c_uint;
     CLOSE = c"close": fn(c_int) -> c_int;
     WAITPID = c"waitpid": fn(pid_t, *mut c_int, c_int) -> pid_t;
+    CLOCK_GETTIME = c"clock_gettime": fn(clockid_t, *mut timespec) -> c_int;
+    GETRANDOM = c"getrandom": fn(*mut c_void, size_t, c_uint) -> ssize_t;
 }
 
 #[used]

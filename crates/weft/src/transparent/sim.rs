@@ -1,0 +1,70 @@
+//! What a simulation's threads see of time and entropy through libc
+//! (`crate::sim`): `clock_gettime` (and with it `Instant::now`,
+//! `SystemTime::now`) reads the simulation's virtual clock, and
+//! `getrandom` (with it `HashMap`'s keys and most seeded generators) draws
+//! from the simulation's seed. Everywhere else both are libc's own calls,
+//! after one relaxed load (`clock::any_virtual`).
+//!
+//! Sleeps need no hook of their own here: `nanosleep` and friends park a
+//! virtual thread until a deadline read from `clock::now()`, which is
+//! virtual in a simulation.
+
+use libc::{c_int, c_uint, c_void, clockid_t, size_t, ssize_t, timespec};
+
+use super::next;
+
+/// # Safety
+/// libc's `clock_gettime(2)` contract: `tp` points to a writable timespec.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn clock_gettime(clock: clockid_t, tp: *mut timespec) -> c_int {
+    if crate::clock::any_virtual()
+        && let Some(d) = crate::clock::virtual_reading(clock)
+    {
+        if tp.is_null() {
+            // SAFETY: errno is this thread's.
+            unsafe { *libc::__errno_location() = libc::EFAULT };
+            return -1;
+        }
+        // SAFETY: the caller's timespec (contract).
+        unsafe {
+            *tp = timespec {
+                tv_sec: d.as_secs() as libc::time_t,
+                tv_nsec: d.subsec_nanos() as libc::c_long,
+            }
+        };
+        return 0;
+    }
+    match next::CLOCK_GETTIME.get() {
+        // SAFETY: libc's own call (the vDSO), with the caller's arguments.
+        Some(f) => unsafe { f(clock, tp) },
+        // SAFETY: as above, as a system call (before the constructor ran).
+        None => unsafe { libc::syscall(libc::SYS_clock_gettime, clock, tp) as c_int },
+    }
+}
+
+/// # Safety
+/// libc's `getrandom(2)` contract: `buf` points to `len` writable bytes.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn getrandom(buf: *mut c_void, len: size_t, flags: c_uint) -> ssize_t {
+    if crate::clock::any_virtual()
+        && crate::clock::is_virtual()
+        && let Some(sim) = crate::sched::simulation()
+    {
+        // Seeded: the same bytes for the same seed and schedule.
+        let mut at = 0;
+        while at < len {
+            let word = sim.random(crate::sched::Stream::Program).to_le_bytes();
+            let n = word.len().min(len - at);
+            // SAFETY: `at + n <= len` bytes of the caller's buffer.
+            unsafe { std::ptr::copy_nonoverlapping(word.as_ptr(), buf.cast::<u8>().add(at), n) };
+            at += n;
+        }
+        return len as ssize_t;
+    }
+    match next::GETRANDOM.get() {
+        // SAFETY: libc's own call, with the caller's arguments.
+        Some(f) => unsafe { f(buf, len, flags) },
+        // SAFETY: as above, as a system call.
+        None => unsafe { libc::syscall(libc::SYS_getrandom, buf, len, flags) as ssize_t },
+    }
+}
