@@ -183,3 +183,31 @@ fn entropy_and_blocking_are_deterministic_inside() {
     assert_eq!(x, y);
     assert!(!weft::sim::is_simulated());
 }
+
+#[test]
+fn wait_idle_returns_once_the_others_block_and_before_time_moves() {
+    let r = weft::sim::run(9, || {
+        let (tx, rx) = channel::unbounded::<u32>();
+        let got = Arc::new(AtomicU64::new(0));
+        let g = got.clone();
+        let h = weft::spawn(move || {
+            for _ in 0..3 {
+                weft::yield_now();
+            }
+            g.store(rx.recv().unwrap() as u64, Ordering::SeqCst);
+            weft::sleep(Duration::from_secs(5)).unwrap();
+            g.store(99, Ordering::SeqCst);
+        });
+        let t0 = weft::sim::now();
+        tx.send(7).unwrap();
+        weft::sim::wait_idle();
+        // The receiver ran to its sleep; time has not moved.
+        let seen = got.load(Ordering::SeqCst);
+        let at = weft::sim::now() - t0;
+        h.join().unwrap();
+        (seen, at, got.load(Ordering::SeqCst))
+    })
+    .unwrap();
+    assert_eq!(r.value, (7, Duration::ZERO, 99));
+    assert_eq!(r.elapsed, Duration::from_secs(5));
+}

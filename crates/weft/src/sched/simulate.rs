@@ -38,7 +38,8 @@
 //! seed does not replay.
 
 use std::collections::HashMap;
-use std::sync::{Condvar, Mutex};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Condvar, Mutex};
 use std::time::Duration;
 
 use crate::clock::VirtualClock;
@@ -82,6 +83,8 @@ pub(crate) struct Simulation {
     /// The simulated host each thread belongs to (`sim::net`), by thread
     /// id; a thread spawned by a simulated thread inherits its parent's.
     hosts: Mutex<HashMap<u64, u32>>,
+    /// Threads in `sim::wait_idle`, and the flag each waits to see raised.
+    idle_waiters: Mutex<Vec<(crate::thread::Thread, Arc<AtomicBool>)>>,
     /// Set by the carrier when the simulation ends (`finish`).
     end: Mutex<Option<End>>,
     changed: Condvar,
@@ -156,6 +159,7 @@ impl Simulation {
             }),
             started: Mutex::new(false),
             hosts: Mutex::new(HashMap::new()),
+            idle_waiters: Mutex::new(Vec::new()),
             end: Mutex::new(None),
             changed: Condvar::new(),
         }
@@ -166,7 +170,7 @@ impl Simulation {
     }
 
     /// The index in `runnable` (not empty) of the thread to run next.
-    pub(crate) fn pick(&self, runnable: &[std::sync::Arc<VThread>]) -> usize {
+    pub(crate) fn pick(&self, runnable: &[Arc<VThread>]) -> usize {
         debug_assert!(!runnable.is_empty());
         let c = &mut *self.choices.lock().unpoison();
         c.steps += 1;
@@ -249,6 +253,31 @@ impl Simulation {
     /// The simulated host of thread `thread`, if it was put on one.
     pub(crate) fn host_of(&self, thread: u64) -> Option<u32> {
         self.hosts.lock().unpoison().get(&thread).copied()
+    }
+
+    /// Parks the calling thread of this simulation until every other one
+    /// is blocked (nothing else runnable); before time moves on.
+    pub(crate) fn wait_idle(&self) {
+        let flag = Arc::new(AtomicBool::new(false));
+        self.idle_waiters
+            .lock()
+            .unpoison()
+            .push((crate::thread::current(), flag.clone()));
+        while !flag.load(Ordering::Acquire) {
+            crate::thread::park();
+        }
+    }
+
+    /// The carrier found nothing runnable: wakes the threads in
+    /// `wait_idle`, if any (true), before it would move time on.
+    pub(crate) fn wake_idle_waiters(&self) -> bool {
+        let waiters = std::mem::take(&mut *self.idle_waiters.lock().unpoison());
+        let any = !waiters.is_empty();
+        for (t, flag) in waiters {
+            flag.store(true, Ordering::Release);
+            t.unpark();
+        }
+        any
     }
 
     /// The ids of every thread this simulation has run.

@@ -358,6 +358,17 @@ pub fn now() -> Instant {
     crate::clock::now()
 }
 
+/// Blocks until every other thread of the simulation is blocked — waiting
+/// on a lock, channel, socket or timer, with nothing left to run — and
+/// returns before virtual time moves on (Go's `synctest.Wait`). A test
+/// uses it to observe the state its threads settle in. Outside a
+/// simulation it returns at once.
+pub fn wait_idle() {
+    if let Some(s) = crate::sched::simulation() {
+        s.wait_idle();
+    }
+}
+
 /// Virtual time since the simulation the calling thread runs in began.
 pub fn elapsed() -> Option<Duration> {
     crate::sched::simulation().map(Simulation::elapsed)

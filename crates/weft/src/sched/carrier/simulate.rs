@@ -19,6 +19,9 @@ impl Carrier {
             self.gather(&mut runnable);
             if runnable.is_empty() {
                 self.flush_finished();
+                if sim.wake_idle_waiters() {
+                    continue;
+                }
                 if let Some(deadline) = self.me().next_timer() {
                     sim.clock.advance_to(deadline);
                     self.fire_due_timers();
