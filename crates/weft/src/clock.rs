@@ -45,12 +45,14 @@ thread_local! {
 /// [`SIM_REALTIME_ORIGIN`], the same in every run.
 pub(crate) struct VirtualClock {
     origin: Instant,
+    #[cfg_attr(not(feature = "transparent"), allow(dead_code))]
     origin_mono: Duration,
     elapsed_ns: AtomicU64,
 }
 
 /// What `SystemTime::now()` reads when a simulation begins (under
 /// `transparent`): 2025-01-01T00:00:00Z, the same for every run.
+#[cfg(feature = "transparent")]
 pub(crate) const SIM_REALTIME_ORIGIN: Duration = Duration::from_secs(1_735_689_600);
 
 thread_local! {
@@ -146,6 +148,7 @@ pub(crate) fn virtual_now() -> Option<Instant> {
 /// `BOOTTIME`), [`SIM_REALTIME_ORIGIN`] plus the virtual time elapsed for
 /// the real-time ones; `None` (the real clock) for CPU-time clocks and on
 /// other threads. Async-signal-safe: thread-local and atomic reads only.
+#[cfg(feature = "transparent")]
 pub(crate) fn virtual_reading(clock: libc::clockid_t) -> Option<Duration> {
     let monotonic = matches!(
         clock,
