@@ -55,6 +55,8 @@ const ALLOWED_DIAGNOSTIC_EDGES: &[(&str, &str)] = &[
     ("runtime", "dump"),
     // Likewise the panic hook that names the virtual thread that panicked.
     ("runtime", "panic"),
+    // A deadlocked simulation reports its threads as a grouped dump.
+    ("sim", "dump"),
 ];
 
 /// The largest import circle of files allowed (a type and its two sides,
