@@ -92,3 +92,25 @@ fn std_mutex_waits_are_simulated() {
     .unwrap();
     assert_eq!(r.value, 2);
 }
+
+/// C's `gettimeofday` agrees with `SystemTime` inside a simulation.
+#[test]
+fn gettimeofday_reads_the_simulated_clock() {
+    let r = weft::sim::run(7, || {
+        std::thread::sleep(Duration::from_millis(2500));
+        let mut tv = libc::timeval {
+            tv_sec: 0,
+            tv_usec: 0,
+        };
+        // SAFETY: one writable timeval; tz null.
+        assert_eq!(
+            unsafe { libc::gettimeofday(&mut tv, std::ptr::null_mut()) },
+            0
+        );
+        let st = SystemTime::now().duration_since(UNIX_EPOCH).unwrap();
+        (tv.tv_sec, tv.tv_usec, st)
+    })
+    .unwrap();
+    assert_eq!((r.value.0, r.value.1), (1_735_689_602, 500_000));
+    assert_eq!(r.value.2, Duration::new(1_735_689_602, 500_000_000));
+}

@@ -118,6 +118,7 @@ functions! {
     WAITPID = c"waitpid": fn(pid_t, *mut c_int, c_int) -> pid_t;
     CLOCK_GETTIME = c"clock_gettime": fn(clockid_t, *mut timespec) -> c_int;
     GETRANDOM = c"getrandom": fn(*mut c_void, size_t, c_uint) -> ssize_t;
+    GETTIMEOFDAY = c"gettimeofday": fn(*mut timeval, *mut c_void) -> c_int;
 }
 
 #[used]

@@ -1,6 +1,6 @@
 //! What a simulation's threads see of time and entropy through libc
 //! (`crate::sim`): `clock_gettime` (and with it `Instant::now`,
-//! `SystemTime::now`) reads the simulation's virtual clock, and
+//! `SystemTime::now`) and `gettimeofday` read the simulation's virtual clock, and
 //! `getrandom` (with it `HashMap`'s keys and most seeded generators) draws
 //! from the simulation's seed. Everywhere else both are libc's own calls,
 //! after one relaxed load (`clock::any_virtual`).
@@ -9,7 +9,7 @@
 //! virtual thread until a deadline read from `clock::now()`, which is
 //! virtual in a simulation.
 
-use libc::{c_int, c_uint, c_void, clockid_t, size_t, ssize_t, timespec};
+use libc::{c_int, c_uint, c_void, clockid_t, size_t, ssize_t, timespec, timeval};
 
 use super::next;
 
@@ -39,6 +39,33 @@ pub unsafe extern "C" fn clock_gettime(clock: clockid_t, tp: *mut timespec) -> c
         Some(f) => unsafe { f(clock, tp) },
         // SAFETY: as above, as a system call (before the constructor ran).
         None => unsafe { libc::syscall(libc::SYS_clock_gettime, clock, tp) as c_int },
+    }
+}
+
+/// # Safety
+/// libc's `gettimeofday(2)` contract: `tv` is null or points to a
+/// writable timeval (`tz` is obsolete and passed on untouched).
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn gettimeofday(tv: *mut timeval, tz: *mut c_void) -> c_int {
+    if crate::clock::any_virtual()
+        && let Some(d) = crate::clock::virtual_reading(libc::CLOCK_REALTIME)
+    {
+        if !tv.is_null() {
+            // SAFETY: the caller's timeval (contract).
+            unsafe {
+                *tv = timeval {
+                    tv_sec: d.as_secs() as libc::time_t,
+                    tv_usec: d.subsec_micros() as libc::suseconds_t,
+                }
+            };
+        }
+        return 0;
+    }
+    match next::GETTIMEOFDAY.get() {
+        // SAFETY: libc's own call, with the caller's arguments.
+        Some(f) => unsafe { f(tv, tz) },
+        // SAFETY: as above, as a system call.
+        None => unsafe { libc::syscall(libc::SYS_gettimeofday, tv, tz) as c_int },
     }
 }
 
