@@ -53,7 +53,9 @@ impl Patience {
     fn start(&mut self) {
         #[cfg(not(loom))]
         if self.since.is_none() {
-            self.since = Some(std::time::Instant::now());
+            // Weft's clock: virtual in a simulation, where a decision
+            // taken on real time would differ from run to run.
+            self.since = Some(crate::clock::now());
         }
     }
 
@@ -76,8 +78,9 @@ impl Patience {
     fn exhausted(&self) -> bool {
         #[cfg(not(loom))]
         {
-            self.since
-                .is_some_and(|s| s.elapsed() >= STARVATION_THRESHOLD)
+            self.since.is_some_and(|s| {
+                crate::clock::now().saturating_duration_since(s) >= STARVATION_THRESHOLD
+            })
         }
         #[cfg(loom)]
         {
