@@ -114,3 +114,18 @@ fn gettimeofday_reads_the_simulated_clock() {
     assert_eq!((r.value.0, r.value.1), (1_735_689_602, 500_000));
     assert_eq!(r.value.2, Duration::new(1_735_689_602, 500_000_000));
 }
+
+/// An OS thread started inside a simulation would escape it: refused,
+/// loudly; outside, threads start as ever.
+#[test]
+fn an_os_thread_started_inside_a_simulation_is_refused() {
+    let r = weft::sim::run(8, || {
+        std::thread::Builder::new()
+            .spawn(|| ())
+            .map(|_| ())
+            .map_err(|e| e.kind())
+    })
+    .unwrap();
+    assert_eq!(r.value, Err(std::io::ErrorKind::PermissionDenied));
+    std::thread::spawn(|| ()).join().unwrap();
+}

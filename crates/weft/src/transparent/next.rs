@@ -119,6 +119,12 @@ functions! {
     CLOCK_GETTIME = c"clock_gettime": fn(clockid_t, *mut timespec) -> c_int;
     GETRANDOM = c"getrandom": fn(*mut c_void, size_t, c_uint) -> ssize_t;
     GETTIMEOFDAY = c"gettimeofday": fn(*mut timeval, *mut c_void) -> c_int;
+    PTHREAD_CREATE = c"pthread_create": fn(
+        *mut libc::pthread_t,
+        *const libc::pthread_attr_t,
+        extern "C" fn(*mut c_void) -> *mut c_void,
+        *mut c_void,
+    ) -> c_int;
 }
 
 #[used]
