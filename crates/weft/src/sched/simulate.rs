@@ -37,9 +37,10 @@
 //! different hash means the runs diverged, the first thing to check when a
 //! seed does not replay.
 
+use std::any::Any;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Condvar, Mutex};
+use std::sync::{Arc, Condvar, Mutex, OnceLock};
 use std::time::Duration;
 
 use crate::clock::VirtualClock;
@@ -85,6 +86,9 @@ pub(crate) struct Simulation {
     hosts: Mutex<HashMap<u64, u32>>,
     /// Threads in `sim::wait_idle`, and the flag each waits to see raised.
     idle_waiters: Mutex<Vec<(crate::thread::Thread, Arc<AtomicBool>)>>,
+    /// The simulated network (`sim::net`'s state: hosts, links,
+    /// connections), made on first use; its type is `sim::net`'s own.
+    network: OnceLock<Arc<dyn Any + Send + Sync>>,
     /// Set by the carrier when the simulation ends (`finish`).
     end: Mutex<Option<End>>,
     changed: Condvar,
@@ -160,6 +164,7 @@ impl Simulation {
             started: Mutex::new(false),
             hosts: Mutex::new(HashMap::new()),
             idle_waiters: Mutex::new(Vec::new()),
+            network: OnceLock::new(),
             end: Mutex::new(None),
             changed: Condvar::new(),
         }
@@ -278,6 +283,17 @@ impl Simulation {
             t.unpark();
         }
         any
+    }
+
+    /// The simulated network of this simulation, made by `make` on first
+    /// use (`None` if it was made with another type, which `sim::net`,
+    /// its one caller, never does).
+    pub(crate) fn network<T: Any + Send + Sync>(&self, make: impl FnOnce() -> T) -> Option<Arc<T>> {
+        self.network
+            .get_or_init(|| Arc::new(make()))
+            .clone()
+            .downcast::<T>()
+            .ok()
     }
 
     /// The ids of every thread this simulation has run.

@@ -59,6 +59,11 @@
 //! assert_eq!(report.elapsed, Duration::from_secs(30));
 //! ```
 //!
+//! [`net`] is the simulated network: inside a simulation, `weft::net`'s
+//! TCP sockets connect simulated hosts ([`net::host`]) through in-memory
+//! links with latency, jitter, loss, partitions and crashes drawn from the
+//! seed or scripted, and names resolve to those hosts.
+//!
 //! # What a simulation cannot see
 //!
 //! Only what goes through Weft is simulated. A simulated runtime has no
@@ -70,6 +75,8 @@
 //! a thread that waits for one of them, with nothing else to do, looks
 //! deadlocked. Code that spins on the clock never sees it move (time moves
 //! only when every thread waits).
+
+pub mod net;
 
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::Arc;
