@@ -1,8 +1,8 @@
 //! Spawning: [`Builder`] and [`spawn`].
 //!
 //! Spawning creates the thread's record (`thread/record.rs`) and its
-//! [`Task`] — the body and the join packet in one allocation — puts the
-//! task in the record's coroutine slot (the stack is taken at first run),
+//! [`Spawned`] — the body and the join packet in one allocation — puts it
+//! in the record's coroutine slot (the stack is taken at first run),
 //! registers the thread (`thread/registry.rs`) and hands it to its
 //! runtime's scheduler. It sits above the runtime: it needs one to spawn
 //! onto.
@@ -120,16 +120,16 @@ impl Builder {
         };
         let thread = Thread::new_virtual(self.name, rt.keep_alive(), self.container);
         // A large body is boxed apart: its bytes are freed when the thread
-        // starts instead of staying in the task until the join.
+        // starts instead of staying in the `Spawned` until the join.
         let (start, joinable) = if size_of::<F>() > INLINE_BODY_MAX {
-            new_task(Box::new(f))
+            spawned(Box::new(f))
         } else {
-            new_task(f)
+            spawned(f)
         };
         // SAFETY: lifetime erasure only (the layouts are identical). The
         // caller guarantees that everything `f` borrows outlives the
         // thread, and the body is run or dropped before the packet
-        // completes (`Task`), so after `join` returns nothing of `'a` is
+        // completes (`Spawned`), so after `join` returns nothing of `'a` is
         // touched again; see `CoroSlot::get` for the coroutine's side.
         let (start, joinable) = unsafe {
             (
@@ -184,24 +184,24 @@ where
 }
 
 /// Bodies (closures with what they capture) up to this size live inside
-/// their [`Task`]; larger ones get a box of their own, freed when the
+/// their [`Spawned`]; larger ones get a box of their own, freed when the
 /// thread starts. A body is moved onto the thread's stack when it starts, so
-/// an inline body's bytes sit unused in the task until the join: a few
+/// an inline body's bytes sit unused in the allocation until the join: a few
 /// words for the usual closure (handles, `Arc`s, a `Vec`), but a closure
 /// that captures a buffer by value would keep that buffer's size twice.
 const INLINE_BODY_MAX: usize = 64;
 
-/// A new task for `f`, as the record and the join handle hold it.
-fn new_task<'a, F, T>(f: F) -> (Arc<dyn Start + 'a>, Arc<dyn Joinable<T> + 'a>)
+/// The [`Spawned`] of `f`, as the record and the join handle hold it.
+fn spawned<'a, F, T>(f: F) -> (Arc<dyn Start + 'a>, Arc<dyn Joinable<T> + 'a>)
 where
     F: FnOnce() -> T + Send + 'a,
     T: Send + 'a,
 {
-    let task = Arc::new(Task {
+    let spawned = Arc::new(Spawned {
         packet: Packet::new(),
         body: UnsafeCell::new(Some(f)),
     });
-    (task.clone(), task)
+    (spawned.clone(), spawned)
 }
 
 /// A spawned virtual thread's body and its join packet, in one allocation.
@@ -218,22 +218,22 @@ where
 /// abandons it (dropped unrun), exactly once; `packet` follows its own
 /// protocol (`thread/join.rs`). The body is gone — run or dropped — before
 /// the packet completes, so a joiner never outlives a live body.
-struct Task<F, T> {
+struct Spawned<F, T> {
     packet: Packet<T>,
     body: UnsafeCell<Option<F>>,
 }
 
 // SAFETY: `body` is taken exactly once, by one thread (field protocol
 // above), and `F: Send` lets it move there; `packet` is `Sync` for `T: Send`.
-unsafe impl<F: Send, T: Send> Sync for Task<F, T> {}
+unsafe impl<F: Send, T: Send> Sync for Spawned<F, T> {}
 
-impl<F: Send, T: Send> Joinable<T> for Task<F, T> {
+impl<F: Send, T: Send> Joinable<T> for Spawned<F, T> {
     fn packet(&self) -> &Packet<T> {
         &self.packet
     }
 }
 
-impl<F, T> Start for Task<F, T>
+impl<F, T> Start for Spawned<F, T>
 where
     F: FnOnce() -> T + Send,
     T: Send,
@@ -243,12 +243,12 @@ where
         crate::switching::set_switching(false);
         let me = current_virtual().expect("weft: coroutine started off its carrier");
         me.yielder.set(y as *const _);
-        // SAFETY: the one `Body` runs the task once (field protocol).
+        // SAFETY: the one `Body` runs the body once (field protocol).
         let f = unsafe { (*self.body.get()).take() }.expect("weft: thread body run twice");
         let r = catch_unwind(AssertUnwindSafe(f));
         // What follows runs user `Drop`s too (`local!` values; the result or
         // panic payload of a detached thread, dropped with our share of the
-        // task). A panic there must not unwind into the carrier: abort with
+        // allocation). A panic there must not unwind into the carrier: abort with
         // a message, as std does for a panicking thread-local destructor or
         // thread result.
         let finish = catch_unwind(AssertUnwindSafe(move || {
@@ -275,7 +275,7 @@ where
 
     fn abandon(self: Arc<Self>) {
         let why = crate::thread::take_never_ran_reason();
-        // SAFETY: the one `Body` abandons the task once, unrun (field protocol).
+        // SAFETY: the one `Body` abandons the body once, unrun (field protocol).
         let body = unsafe { (*self.body.get()).take() };
         // The body goes before the packet completes (a scoped joiner may
         // end its borrows then), and the packet completes even if a `Drop`
@@ -305,18 +305,18 @@ mod tests {
         }
     }
 
-    /// A task whose body holds an `OnDrop`, its `Body` and its joinable end.
-    fn task(panics: bool) -> (Body, Arc<dyn Joinable<u32>>, Arc<AtomicBool>) {
+    /// A `Spawned` whose body holds an `OnDrop`: its `Body` and its joinable end.
+    fn spawned_on_drop(panics: bool) -> (Body, Arc<dyn Joinable<u32>>, Arc<AtomicBool>) {
         let dropped = Arc::new(AtomicBool::new(false));
         let guard = OnDrop(dropped.clone(), panics);
-        let task = Arc::new(Task {
+        let spawned = Arc::new(Spawned {
             packet: Packet::new(),
             body: UnsafeCell::new(Some(move || {
                 let _guard = &guard;
                 7
             })),
         });
-        (Body::new(task.clone()), task, dropped)
+        (Body::new(spawned.clone()), spawned, dropped)
     }
 
     #[test]
@@ -328,14 +328,14 @@ mod tests {
         assert_eq!(b.join().unwrap(), 3 * 4 * INLINE_BODY_MAX as u32);
         assert_eq!(s.join().unwrap(), 5);
         // A large body dropped unrun completes its join too.
-        let (body, joinable) = new_task(Box::new(move || big.len()));
+        let (body, joinable) = spawned(Box::new(move || big.len()));
         drop(Body::new(body));
         assert!(joinable.packet().wait().is_err());
     }
 
     #[test]
     fn a_body_dropped_unrun_drops_the_closure_and_fails_the_join_with_the_reason() {
-        let (body, joinable, dropped) = task(false);
+        let (body, joinable, dropped) = spawned_on_drop(false);
         assert!(!joinable.packet().is_done());
         crate::thread::set_never_ran_reason("no stack: test".into());
         drop(body);
@@ -346,7 +346,7 @@ mod tests {
 
     #[test]
     fn a_panicking_drop_of_an_unrun_body_still_completes_the_join() {
-        let (body, joinable, dropped) = task(true);
+        let (body, joinable, dropped) = spawned_on_drop(true);
         let r = catch_unwind(AssertUnwindSafe(move || drop(body)));
         assert!(r.is_err(), "the drop's panic reaches the dropper");
         assert!(dropped.load(Ordering::SeqCst));

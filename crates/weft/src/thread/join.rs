@@ -33,7 +33,8 @@ pub(crate) fn take_never_ran_reason() -> String {
 
 /// What a [`JoinHandle`] holds: a thread's [`Packet`], on its own (an
 /// executor's OS-thread task) or inside the one allocation that also
-/// carries a virtual thread's body until it starts (the spawn layer's task).
+/// carries a virtual thread's body until it starts (the spawn layer's
+/// `Spawned`).
 pub(crate) trait Joinable<T>: Send + Sync {
     fn packet(&self) -> &Packet<T>;
 }
