@@ -1,13 +1,11 @@
 //! [`Blocker`]: what a blocked thread waits for, for dumps and metrics.
 //!
 //! Each record holds one in a [`BlockerCell`], a sequence lock written only
-//! by its own thread (around a wait, [`with_blocker`]) and read by anyone
-//! without locks.
+//! by its own thread (around a wait: `with_blocker`, `current.rs`) and read
+//! by anyone without locks. A leaf of `thread/`: it names nothing else here.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Instant;
-
-use super::*;
 
 /// What a blocked thread waits for (shown in thread dumps).
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -151,18 +149,4 @@ pub(super) fn decode(w: [u64; 5]) -> Blocker {
         },
         _ => Blocker::None,
     }
-}
-
-/// Records `b` as the current thread's blocker while `f` runs.
-pub(crate) fn with_blocker<R>(b: Blocker, f: impl FnOnce() -> R) -> R {
-    fn set(b: Blocker) {
-        match current_virtual() {
-            Some(inner) => inner.blocker.set(b),
-            None => with_os_thread(|t| t.inner.blocker.set(b)),
-        }
-    }
-    set(b);
-    let r = f();
-    set(Blocker::None);
-    r
 }

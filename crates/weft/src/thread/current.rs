@@ -1,5 +1,6 @@
-//! The calling thread: [`current`], whether it is virtual, and its
-//! interrupt flag.
+//! The calling thread: [`current`], whether it is virtual, its interrupt
+//! flag, what it waits for ([`with_blocker`]) and its `local!` storage
+//! ([`current_locals`]).
 //!
 //! On a carrier, the current virtual thread is the record the carrier has
 //! mounted: the carrier writes it to [`MOUNTED`] around each run
@@ -15,13 +16,17 @@
 //! (`Carrier::make_area`), naming that thread — the only one that ever
 //! runs with that area. No other thread reads it: plain `Cell`s.
 
-use std::cell::Cell;
+use std::cell::{Cell, UnsafeCell};
 use std::io;
 use std::sync::Arc;
 use std::sync::OnceLock;
 use std::sync::atomic::Ordering;
 
-use super::*;
+use super::blocker::Blocker;
+use super::handle::Thread;
+use super::locals::Locals;
+use super::record::{Kind, VThread};
+use super::state::State;
 
 std::thread_local! {
     /// The record mounted on this carrier (null: none, or not a carrier).
@@ -35,6 +40,9 @@ std::thread_local! {
     };
     /// While a fixed-pool worker runs a task, the task's own identity.
     static OS_TASK: std::cell::RefCell<Option<Thread>> = const { std::cell::RefCell::new(None) };
+    /// A plain OS thread's `local!` storage (a virtual thread's is in its
+    /// record).
+    static OS_LOCALS: UnsafeCell<Locals> = UnsafeCell::new(Locals::default());
 }
 
 /// Runs `f` on this OS thread as the task `t` (fixed executors): `current()`
@@ -159,4 +167,26 @@ pub fn interrupted() -> bool {
 
 pub(crate) fn interrupted_error() -> io::Error {
     io::Error::new(io::ErrorKind::Interrupted, "weft: thread interrupted")
+}
+
+/// Records `b` as the current thread's blocker while `f` runs.
+pub(crate) fn with_blocker<R>(b: Blocker, f: impl FnOnce() -> R) -> R {
+    fn set(b: Blocker) {
+        match current_virtual() {
+            Some(inner) => inner.blocker.set(b),
+            None => with_os_thread(|t| t.inner.blocker.set(b)),
+        }
+    }
+    set(b);
+    let r = f();
+    set(Blocker::None);
+    r
+}
+
+/// The calling thread's locals (its own thread only touches them).
+pub(crate) fn current_locals() -> *mut Locals {
+    match current_virtual() {
+        Some(inner) => inner.locals.get(),
+        None => OS_LOCALS.with(|l| l.get()),
+    }
 }

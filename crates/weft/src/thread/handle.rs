@@ -1,4 +1,4 @@
-//! [`Thread`], the handle to a thread (virtual or OS), and [`ThreadId`].
+//! [`Thread`], the handle to a thread (virtual or OS).
 //!
 //! A handle is an `Arc` of the record (`record.rs`); anyone may hold one
 //! and call `unpark` or `interrupt` through it. `unpark` is the one place
@@ -6,38 +6,17 @@
 //! outside the scheduler (it takes over the strong count the carrier leaked
 //! at park, `Carrier::after_park`).
 
-use crate::unpoison::Unpoison;
-use std::cell::{Cell, UnsafeCell};
+use std::cell::UnsafeCell;
 use std::fmt;
-use std::num::NonZeroU64;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicU8, AtomicU32, AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::Ordering;
 
-use super::*;
-use crate::park::ParkState;
-
-/// A unique identifier for a weft thread (virtual or OS). Never reused.
-#[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub struct ThreadId(pub(super) NonZeroU64);
-
-impl ThreadId {
-    pub(super) fn next() -> ThreadId {
-        static NEXT: AtomicU64 = AtomicU64::new(1);
-        let id = NEXT.fetch_add(1, Ordering::Relaxed);
-        ThreadId(NonZeroU64::new(id).expect("thread id overflow"))
-    }
-
-    /// The id as a number (stable for the thread's life, unique in the process).
-    pub fn as_u64(&self) -> NonZeroU64 {
-        self.0
-    }
-}
-
-impl fmt::Debug for ThreadId {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "ThreadId({})", self.0)
-    }
-}
+use super::blocker::Blocker;
+use super::id::ThreadId;
+use super::record::{CoroSlot, Kind, VThread};
+use super::schedule::Schedule;
+use super::state::State;
+use crate::unpoison::Unpoison;
 
 /// A handle to a thread, virtual or OS. Cheap to clone.
 #[derive(Clone)]
@@ -65,28 +44,7 @@ impl Thread {
 
     pub(super) fn from_kind(name: Option<String>, kind: Kind, container: u64) -> Thread {
         Thread {
-            inner: Arc::new(VThread {
-                id: ThreadId::next(),
-                rare: rare_cell(name.map(String::into_boxed_str)),
-                kind,
-                state: AtomicU8::new(State::New as u8),
-                park: ParkState::new(),
-                interrupted: AtomicBool::new(false),
-                timer_seq: AtomicU64::new(0),
-                yielder: Cell::new(std::ptr::null()),
-                low_sp: AtomicUsize::new(usize::MAX),
-                tls_tp: Cell::new(0),
-                locals: UnsafeCell::new(super::Locals::default()),
-                blocker: BlockerCell::default(),
-                pin_depth: Cell::new(0),
-                home: AtomicU32::new(NO_HOME),
-                unwinding: Cell::new(false),
-                dump_borrowed: AtomicBool::new(false),
-                pinned_waiting: AtomicBool::new(false),
-                reg_key: AtomicUsize::new(0),
-                container,
-                capture_job: std::sync::atomic::AtomicPtr::new(std::ptr::null_mut()),
-            }),
+            inner: Arc::new(VThread::new(name, kind, container)),
         }
     }
 
@@ -97,7 +55,7 @@ impl Thread {
 
     /// The thread's name, if it has one.
     pub fn name(&self) -> Option<&str> {
-        self.inner.rare.get().and_then(|r| r.name.as_deref())
+        self.inner.name()
     }
 
     /// Whether this is a virtual thread (as opposed to an OS thread).
@@ -210,9 +168,6 @@ impl fmt::Debug for Thread {
 impl Thread {
     /// Name and id of a thread, without allocating (for signal handlers).
     pub(crate) fn peek_name_id(inner: &VThread) -> (Option<&str>, u64) {
-        (
-            inner.rare.get().and_then(|r| r.name.as_deref()),
-            inner.id.0.get(),
-        )
+        (inner.name(), inner.id.0.get())
     }
 }

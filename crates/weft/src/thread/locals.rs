@@ -2,11 +2,11 @@
 //!
 //! [`Locals`] lives in the record (`VThread::locals`) of a virtual thread, or
 //! in a thread-local for an OS thread; only its own thread touches it
-//! (`crate::local` borrows it through [`current_locals`]). Values are
-//! dropped when the thread finishes, still on that thread.
+//! (`crate::local` borrows it through `current_locals`, `current.rs`).
+//! Values are dropped when the thread finishes, still on that thread. A
+//! leaf of `thread/`: it names nothing else here.
 
 use std::any::Any;
-use std::cell::UnsafeCell;
 
 /// Values of every `local!` key for one thread, indexed by key id.
 #[derive(Default)]
@@ -19,17 +19,5 @@ impl Locals {
     pub(crate) fn clear(&mut self) {
         let slots = std::mem::take(&mut self.slots);
         drop(slots);
-    }
-}
-
-std::thread_local! {
-    static OS_LOCALS: UnsafeCell<Locals> = UnsafeCell::new(Locals::default());
-}
-
-/// The calling thread's locals (its own thread only touches them).
-pub(crate) fn current_locals() -> *mut Locals {
-    match super::current_virtual() {
-        Some(inner) => inner.locals.get(),
-        None => OS_LOCALS.with(|l| l.get()),
     }
 }

@@ -7,24 +7,30 @@
 //! suspends the thread and frees its carrier; on an OS thread it behaves like
 //! its `std::thread` counterpart and really blocks.
 //!
-//! # Files
+//! # Files, bottom-up
 //!
-//! - `record.rs`: [`VThread`], the record of one virtual (or OS) thread, and
-//!   its coroutine slot.
-//! - `state.rs`: [`State`], its life cycle.
-//! - `blocker.rs`: [`Blocker`], what it waits for (a seqlock in the record).
-//! - `handle.rs`: [`Thread`] and [`ThreadId`].
-//! - `current.rs`: the calling thread, its interrupt flag.
-//! - `park.rs`: `park`, `sleep`, `yield_now`, the switch to the carrier.
-//! - `pinned.rs`: the park that holds the carrier (`weft::pinned`).
-//! - `join.rs`: the join packet and [`JoinHandle`].
-//! - `locals.rs`: the storage behind `weft::local!`.
+//! Each file names only files listed before it (and `record.rs` and
+//! `schedule.rs` name each other: the record holds its scheduler, whose
+//! calls take the record), so the files read in this order.
+//!
+//! - `id.rs`: [`ThreadId`]. `state.rs`: [`State`], the life cycle.
+//!   `blocker.rs`: [`Blocker`], what a thread waits for, in a seqlock
+//!   (`BlockerCell`). `locals.rs`: the storage behind `weft::local!`. None
+//!   of them names the record.
+//! - `record.rs`: [`VThread`], the record of one virtual (or OS) thread,
+//!   made of the above, and its coroutine slot; `schedule.rs`:
+//!   [`Schedule`], what a record asks of the scheduler that carries it
+//!   (implemented by `sched`), and [`Suspend`].
+//! - `handle.rs`: [`Thread`], the handle (`unpark`, `interrupt`).
+//! - `current.rs`: the calling thread, its interrupt flag, its blocker
+//!   (`with_blocker`) and its locals (`current_locals`).
 //! - `registry.rs`: every live virtual thread, and dump containers.
-//! - `capture.rs`: a thread dump's request that a parked thread record its
+//!   `capture.rs`: a thread dump's request that a parked thread record its
 //!   own stack.
 //! - `activity.rs`: what a thread says it is doing, for dumps.
-//! - `schedule.rs`: [`Schedule`], what a record asks of the scheduler that
-//!   carries it (implemented by `sched`), and [`Suspend`].
+//! - `pinned.rs`: the park that holds the carrier (`weft::pinned`).
+//! - `park.rs`: `park`, `sleep`, `yield_now`, the switch to the carrier.
+//! - `join.rs`: the join packet and [`JoinHandle`].
 //!
 //! Nothing here names the scheduler: the record holds an
 //! `Arc<dyn Schedule>`, the carrier says which record it runs through
@@ -35,6 +41,7 @@ mod blocker;
 pub(crate) mod capture;
 mod current;
 mod handle;
+mod id;
 mod join;
 mod locals;
 mod park;
@@ -47,21 +54,19 @@ mod state;
 pub(crate) use activity::inner_activity;
 pub use activity::{MAX_ACTIVITY_LEN, set_activity};
 pub use blocker::Blocker;
-pub(crate) use blocker::{BlockerCell, with_blocker};
 use current::with_os_thread;
 pub use current::{current, interrupted, is_virtual};
 pub(crate) use current::{
-    current_id, current_interrupted, current_virtual, interrupted_error, mounted_cell, new_os_task,
-    run_as_os_task, set_mounted, take_interrupt,
+    current_id, current_interrupted, current_locals, current_virtual, interrupted_error,
+    mounted_cell, new_os_task, run_as_os_task, set_mounted, take_interrupt, with_blocker,
 };
-pub use handle::{Thread, ThreadId};
+pub use handle::Thread;
+pub use id::ThreadId;
 pub use join::JoinHandle;
 pub(crate) use join::{Joinable, Packet, set_never_ran_reason, take_never_ran_reason};
-pub(crate) use locals::{Locals, current_locals};
 pub(crate) use park::{borrow_parked, park_deadline};
 pub use park::{panicking, park, park_timeout, sleep, sleep_until, yield_now};
 pub(crate) use pinned::pinned_park;
-use record::rare_cell;
 pub(crate) use record::{
     Body, CoroSlot, Kind, NO_HOME, Start, VThread, abort_after_drop_panic, inner_blocker,
     inner_state, set_inner_state,

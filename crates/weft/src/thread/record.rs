@@ -9,23 +9,34 @@
 //! carrier; everything else is atomic and documented on the field. The
 //! scheduler's queues hold the record as `Arc<VThread>`; the record holds its
 //! scheduler as an `Arc<dyn Schedule>` (`schedule.rs`), never its type.
+//!
+//! What the record is made of sits below it, in files that do not name it:
+//! its identity (`id.rs`), life cycle (`state.rs`), blocker (`blocker.rs`)
+//! and `local!` storage (`locals.rs`). Only `schedule.rs`, the contract
+//! with the scheduler, names the record back: its calls take the record.
+//! The handle (`handle.rs`) and the calling thread (`current.rs`) are
+//! built on top.
 
 use std::cell::{Cell, UnsafeCell};
 use std::io;
 use std::sync::atomic::{AtomicBool, AtomicU8, AtomicU32, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, OnceLock};
 
+use super::blocker::{Blocker, BlockerCell};
+use super::id::ThreadId;
+use super::locals::Locals;
 use super::schedule::{Schedule, Suspend};
-use super::*;
+use super::state::State;
 use crate::park::ParkState;
 
 /// What a virtual thread runs: its coroutine, owned by whichever carrier has
 /// it mounted (exclusive by the scheduling protocol).
 pub(crate) type Coro = corosensei::Coroutine<(), Suspend, (), crate::stack::Stack>;
 
-/// How a spawned thread starts: implemented by the spawn layer's task (the
-/// body and its join packet in one allocation, `builder.rs`), type-erased
-/// here so that the record does not depend on the layer above it.
+/// How a spawned thread starts: implemented by the spawn layer's `Spawned`
+/// (the body and its join packet in one allocation, `builder.rs`),
+/// type-erased here so that the record does not depend on the layer above
+/// it.
 pub(crate) trait Start: Send + Sync {
     /// Runs the body on the calling virtual thread (its first run, on its
     /// own stack) and completes its join packet.
@@ -171,7 +182,7 @@ pub(crate) struct VThread {
     /// runs the thread, read by that carrier on every mount.
     pub(crate) tls_tp: Cell<usize>,
     /// `weft::local!` storage.
-    pub(crate) locals: UnsafeCell<super::Locals>,
+    pub(crate) locals: UnsafeCell<Locals>,
     /// What the thread is blocked on, for dumps (set around waits by the
     /// primitive that parks).
     pub(crate) blocker: BlockerCell,
@@ -228,7 +239,7 @@ pub(crate) struct Rare {
 pub(crate) type RareCell = once_cell::race::OnceBox<Rare>;
 
 /// A new record's [`RareCell`]: allocated now only for a name.
-pub(super) fn rare_cell(name: Option<Box<str>>) -> RareCell {
+fn rare_cell(name: Option<Box<str>>) -> RareCell {
     match name {
         None => RareCell::new(),
         Some(n) => RareCell::with_value(Box::new(Rare {
@@ -252,6 +263,37 @@ unsafe impl Sync for VThread {}
 unsafe impl Send for VThread {}
 
 impl VThread {
+    /// A new record, of a thread that has not started (`State::New`).
+    pub(super) fn new(name: Option<String>, kind: Kind, container: u64) -> VThread {
+        VThread {
+            id: ThreadId::next(),
+            rare: rare_cell(name.map(String::into_boxed_str)),
+            kind,
+            state: AtomicU8::new(State::New as u8),
+            park: ParkState::new(),
+            interrupted: AtomicBool::new(false),
+            timer_seq: AtomicU64::new(0),
+            yielder: Cell::new(std::ptr::null()),
+            low_sp: AtomicUsize::new(usize::MAX),
+            tls_tp: Cell::new(0),
+            locals: UnsafeCell::new(Locals::default()),
+            blocker: BlockerCell::default(),
+            pin_depth: Cell::new(0),
+            home: AtomicU32::new(NO_HOME),
+            unwinding: Cell::new(false),
+            dump_borrowed: AtomicBool::new(false),
+            pinned_waiting: AtomicBool::new(false),
+            reg_key: AtomicUsize::new(0),
+            container,
+            capture_job: std::sync::atomic::AtomicPtr::new(std::ptr::null_mut()),
+        }
+    }
+
+    /// The thread's name, if it has one.
+    pub(super) fn name(&self) -> Option<&str> {
+        self.rare.get().and_then(|r| r.name.as_deref())
+    }
+
     /// The scheduler of a virtual thread's runtime.
     pub(crate) fn scheduler(&self) -> Option<&dyn Schedule> {
         match &self.kind {
@@ -290,10 +332,10 @@ pub(crate) fn set_inner_state(inner: &VThread, s: State) {
 /// A `Drop` panicked after a virtual thread's body had returned.
 #[cold]
 pub(crate) fn abort_after_drop_panic(inner: &VThread) -> ! {
-    let (name, id) = Thread::peek_name_id(inner);
     eprintln!(
-        "weft: virtual thread #{id} '{}' panicked while dropping its `local!` values or its result; aborting",
-        name.unwrap_or("")
+        "weft: virtual thread #{} '{}' panicked while dropping its `local!` values or its result; aborting",
+        inner.id.0,
+        inner.name().unwrap_or("")
     );
     std::process::abort()
 }
