@@ -2,7 +2,8 @@
 
 use std::fmt;
 
-use super::{Condvar, Mutex};
+use super::condvar::Condvar;
+use super::mutex::Mutex;
 
 struct State {
     arrived: usize,

@@ -5,9 +5,10 @@ use std::pin::pin;
 use std::sync::{LockResult, PoisonError};
 use std::time::{Duration, Instant};
 
+use super::error::WaitError;
 use super::facade::{self, AtomicUsize, Interrupts, Lock, Ordering};
+use super::mutex::{Mutex, MutexGuard};
 use super::waitq::{WaitList, Waiter, Wake};
-use super::{Mutex, MutexGuard, WaitError};
 
 /// Token published by `notify_*`.
 const NOTIFIED: usize = 1;

@@ -5,8 +5,8 @@ use std::io;
 use std::pin::pin;
 use std::time::{Duration, Instant};
 
+use super::error::interrupted_error;
 use super::facade::{self, AtomicUsize, Interrupts, Lock, Ordering};
-use super::interrupted_error;
 use super::waitq::{WaitList, Waiter, Wake};
 
 /// Token: "the count reached zero".

@@ -40,6 +40,19 @@
 //! permit, a message) directly to the chosen waiter. See [`Mutex`] for the
 //! fairness policy of the mutex.
 //!
+//! # Files, bottom-up
+//!
+//! Each file names only files listed before it:
+//!
+//! - `facade.rs`: the atomics, the internal lock, parking and the
+//!   interrupt flag, as the primitives see them (loom's under `--cfg
+//!   loom`); `error.rs`: [`LockError`], [`WaitError`]; `poison.rs`:
+//!   poisoning.
+//! - `waitq.rs`: the wait queue every primitive keeps its waiters in.
+//! - `mutex.rs`, `rwlock.rs`, `semaphore.rs`, `latch.rs`: the primitives;
+//!   `condvar.rs` waits on a [`Mutex`]; `barrier.rs` is a mutex and a
+//!   condition variable.
+//!
 //! # Example
 //!
 //! ```
@@ -80,13 +93,9 @@
 //! assert_eq!(sum, 5050);
 //! ```
 
-use std::error::Error;
-use std::fmt;
-use std::io;
-use std::sync::PoisonError;
-
 mod barrier;
 mod condvar;
+mod error;
 pub(crate) mod facade;
 mod latch;
 mod mutex;
@@ -98,117 +107,12 @@ pub(crate) mod waitq;
 pub use crate::unpoison::Unpoison;
 pub use barrier::{Barrier, BarrierWaitResult};
 pub use condvar::{Condvar, WaitTimeoutResult};
+pub(crate) use error::interrupted_error;
+pub use error::{LockError, WaitError};
 pub use latch::CountDownLatch;
 pub use mutex::{Mutex, MutexGuard};
 pub use rwlock::{RwLock, RwLockReadGuard, RwLockWriteGuard};
 pub use semaphore::{OwnedSemaphorePermit, Semaphore, SemaphorePermit};
-
-/// Error of [`Mutex::lock_interruptibly`].
-///
-/// Unlike `std`'s lock errors it has an `Interrupted` case, which carries no
-/// guard (the lock was not acquired). Converts into an [`io::Error`] (kind
-/// `Interrupted`, or `Other` for poisoning) for `?` in `io::Result` code.
-pub enum LockError<G> {
-    /// The thread was interrupted while waiting; the lock is not held and
-    /// the interrupt flag has been cleared.
-    Interrupted,
-    /// The lock was acquired but is poisoned; the guard is inside.
-    Poisoned(PoisonError<G>),
-}
-
-impl<G> LockError<G> {
-    /// `true` for [`LockError::Interrupted`].
-    pub fn is_interrupted(&self) -> bool {
-        matches!(self, LockError::Interrupted)
-    }
-}
-
-impl<G> From<PoisonError<G>> for LockError<G> {
-    fn from(e: PoisonError<G>) -> Self {
-        LockError::Poisoned(e)
-    }
-}
-
-impl<G> fmt::Debug for LockError<G> {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            LockError::Interrupted => f.write_str("Interrupted"),
-            LockError::Poisoned(_) => f.write_str("Poisoned(..)"),
-        }
-    }
-}
-
-impl<G> fmt::Display for LockError<G> {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            LockError::Interrupted => f.write_str("interrupted while waiting for a lock"),
-            LockError::Poisoned(_) => f.write_str("poisoned lock: another task failed inside"),
-        }
-    }
-}
-
-impl<G> Error for LockError<G> {}
-
-impl<G> From<LockError<G>> for io::Error {
-    fn from(e: LockError<G>) -> io::Error {
-        match e {
-            LockError::Interrupted => interrupted_error(),
-            LockError::Poisoned(_) => io::Error::other("poisoned lock: another task failed inside"),
-        }
-    }
-}
-
-/// Error of [`Condvar::wait_interruptibly`] and
-/// [`Condvar::wait_timeout_interruptibly`]. Either way the mutex has been
-/// re-acquired and its guard is inside.
-pub enum WaitError<G> {
-    /// The thread was interrupted while waiting (flag cleared).
-    Interrupted(G),
-    /// The mutex is poisoned.
-    Poisoned(PoisonError<G>),
-}
-
-impl<G> WaitError<G> {
-    /// The guard, whatever the error.
-    pub fn into_inner(self) -> G {
-        match self {
-            WaitError::Interrupted(g) => g,
-            WaitError::Poisoned(e) => e.into_inner(),
-        }
-    }
-
-    /// `true` for [`WaitError::Interrupted`].
-    pub fn is_interrupted(&self) -> bool {
-        matches!(self, WaitError::Interrupted(_))
-    }
-}
-
-impl<G> fmt::Debug for WaitError<G> {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            WaitError::Interrupted(_) => f.write_str("Interrupted(..)"),
-            WaitError::Poisoned(_) => f.write_str("Poisoned(..)"),
-        }
-    }
-}
-
-impl<G> fmt::Display for WaitError<G> {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            WaitError::Interrupted(_) => {
-                f.write_str("interrupted while waiting on a condition variable")
-            }
-            WaitError::Poisoned(_) => f.write_str("poisoned lock: another task failed inside"),
-        }
-    }
-}
-
-impl<G> Error for WaitError<G> {}
-
-/// The error blocking calls return when interrupted.
-pub(crate) fn interrupted_error() -> io::Error {
-    io::Error::new(io::ErrorKind::Interrupted, "interrupted")
-}
 
 /// Hooks for the loom model checks (`tests/loom_sync.rs`); only built with
 /// `--cfg loom`. Not part of the public API.

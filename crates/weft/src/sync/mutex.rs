@@ -7,7 +7,7 @@ use std::ops::{Deref, DerefMut};
 use std::pin::pin;
 use std::sync::{LockResult, PoisonError, TryLockError, TryLockResult};
 
-use super::LockError;
+use super::error::LockError;
 use super::facade::{self, AtomicUsize, Interrupts, Lock, Ordering};
 use super::poison;
 use super::waitq::{WaitList, Waiter, Wake};

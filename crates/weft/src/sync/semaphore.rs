@@ -6,8 +6,8 @@ use std::pin::pin;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use super::error::interrupted_error;
 use super::facade::{self, AtomicUsize, Interrupts, Lock, Ordering};
-use super::interrupted_error;
 use super::waitq::{WaitList, Waiter, Wake};
 
 /// Somebody is queued (changed only with the queue lock held). Invariant:
