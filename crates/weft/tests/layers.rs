@@ -63,12 +63,6 @@ const ALLOWED_DIAGNOSTIC_EDGES: &[(&str, &str)] = &[
 /// say); larger ones are what makes a core unreadable bottom-up.
 const MAX_FILE_CYCLE: usize = 3;
 
-/// Larger circles that remain, each inside one directory (a module's own
-/// files: a type and its handle, a lock and its guard), with their size
-/// when this list was written: a circle may stay inside its directory and
-/// shrink, not grow or reach out of it.
-const KNOWN_FILE_CYCLES: &[(&str, usize)] = &[("thread/", 6), ("sync/", 6), ("transparent/", 4)];
-
 /// Imports through a crate-root re-export allowed for now (file, name):
 /// none is left. A file owned by work in flight may need an entry while it
 /// changes; the list only shrinks.
@@ -790,17 +784,11 @@ fn violations(g: &Graph) -> Vec<String> {
     bad
 }
 
-/// Import circles of more than [`MAX_FILE_CYCLE`] files, but for the
-/// [`KNOWN_FILE_CYCLES`] within their bounds.
+/// Import circles of more than [`MAX_FILE_CYCLE`] files: none is allowed.
 fn file_cycle_violations(files: &Graph) -> Vec<String> {
     sccs(files)
         .into_iter()
         .filter(|c| c.len() > MAX_FILE_CYCLE)
-        .filter(|c| {
-            !KNOWN_FILE_CYCLES
-                .iter()
-                .any(|(dir, max)| c.len() <= *max && c.iter().all(|f| f.starts_with(dir)))
-        })
         .map(|c| format!("import circle of {} files: {c:?}", c.len()))
         .collect()
 }
@@ -962,19 +950,12 @@ fn checker_rejects_cycles() {
     );
     let g = graph(&[("a.rs", "b.rs"), ("b.rs", "c.rs"), ("c.rs", "a.rs")]);
     assert!(file_cycle_violations(&g).is_empty());
-    // A known circle inside its directory, and one reaching out of it.
+    // Inside one directory too (a module's own files).
     let g = graph(&[
         ("thread/a.rs", "thread/b.rs"),
         ("thread/b.rs", "thread/c.rs"),
         ("thread/c.rs", "thread/d.rs"),
         ("thread/d.rs", "thread/a.rs"),
-    ]);
-    assert!(file_cycle_violations(&g).is_empty());
-    let g = graph(&[
-        ("thread/a.rs", "thread/b.rs"),
-        ("thread/b.rs", "thread/c.rs"),
-        ("thread/c.rs", "sched/x.rs"),
-        ("sched/x.rs", "thread/a.rs"),
     ]);
     assert!(!file_cycle_violations(&g).is_empty());
 }
