@@ -48,15 +48,34 @@ pub fn lookup_host<A: ToSocketAddrs>(addr: A) -> io::Result<impl Iterator<Item =
     addr.weft_addrs()
 }
 
-/// A host-name lookup through the system resolver.
+/// A host-name lookup through the system resolver; inside a simulation,
+/// among its simulated hosts (`crate::sim::net`), as `"name:port"` or
+/// (`name`, `port`).
 fn resolve(name: &str, port: Option<u16>) -> io::Result<Vec<SocketAddr>> {
     use std::net::ToSocketAddrs as _;
+    if crate::sched::simulation().is_some() {
+        let (host, port) = match port {
+            Some(p) => (name, p),
+            None => split_port(name)?,
+        };
+        if let Some(r) = crate::sim::net::resolve(host, port) {
+            return r;
+        }
+    }
     // getaddrinfo blocks its OS thread: mark the carrier blocked so a
     // spare carrier runs the other virtual threads meanwhile.
     crate::blocking::blocking(|| match port {
         Some(p) => (name, p).to_socket_addrs().map(Iterator::collect),
         None => name.to_socket_addrs().map(Iterator::collect),
     })
+}
+
+/// `"host:port"` split, as the system resolver's caller in `std` does.
+fn split_port(s: &str) -> io::Result<(&str, u16)> {
+    let invalid = || io::Error::new(io::ErrorKind::InvalidInput, "invalid socket address");
+    let (host, port) = s.rsplit_once(':').ok_or_else(invalid)?;
+    let port = port.parse::<u16>().map_err(|_| invalid())?;
+    Ok((host, port))
 }
 
 fn one(a: SocketAddr) -> io::Result<std::vec::IntoIter<SocketAddr>> {

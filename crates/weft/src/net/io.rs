@@ -8,7 +8,9 @@
 //! socket or the handle (`socket_methods!`: addresses, options, timeouts).
 
 use std::io;
-use std::os::fd::AsRawFd;
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, IntoRawFd, OwnedFd, RawFd};
+use std::os::unix::fs::OpenOptionsExt;
+use std::sync::OnceLock;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
@@ -54,7 +56,7 @@ impl Timeout {
     pub(super) fn deadline(&self) -> Option<Instant> {
         match self.0.load(Ordering::Relaxed) {
             0 => None,
-            n => Instant::now().checked_add(Duration::from_nanos(n)),
+            n => crate::clock::now().checked_add(Duration::from_nanos(n)),
         }
     }
 }
@@ -75,8 +77,13 @@ pub(crate) struct Io<S: AsRawFd> {
 }
 
 impl<S: AsRawFd> Io<S> {
-    /// Registers `sock`, which must already be non-blocking.
+    /// Registers `sock`, which must already be non-blocking. Refused
+    /// inside a simulation, which has no poller (the simulated TCP types
+    /// never get here; UDP and Unix sockets are not simulated).
     pub(super) fn new(sock: S) -> io::Result<Io<S>> {
+        if simulated() {
+            return Err(not_simulated("a real socket"));
+        }
         let reg = Registration::new(sock.as_raw_fd())?;
         Ok(Io {
             reg,
@@ -229,6 +236,69 @@ impl<S: AsRawFd> Io<S> {
     ) -> Poll<io::Result<R>> {
         self.poll_op(cx, Interest::Write, op)
     }
+}
+
+/// Whether the calling thread runs in a simulation (`crate::sim`): one
+/// relaxed load outside one.
+#[inline]
+pub(super) fn simulated() -> bool {
+    crate::sched::simulation().is_some()
+}
+
+/// The error of `call` inside a simulation, which does not model it: a
+/// real socket there would wait for a poller the simulation does not have
+/// (ARCHITECTURE.md, "Escapes").
+pub(super) fn not_simulated(call: &str) -> io::Error {
+    io::Error::new(
+        io::ErrorKind::Unsupported,
+        format!(
+            "weft::net: {call} is not simulated: inside a simulation (weft::sim) only \
+             TCP sockets made by TcpListener::bind and TcpStream::connect exist"
+        ),
+    )
+}
+
+/// Fails with [`not_simulated`] inside a simulation: the first line of
+/// every call that makes a socket type the simulation does not model.
+pub(super) fn refuse_in_simulation(call: &str) -> io::Result<()> {
+    if simulated() {
+        return Err(not_simulated(call));
+    }
+    Ok(())
+}
+
+/// The descriptor a simulated socket's `as_fd`/`as_raw_fd` give: `/dev/null`
+/// opened with `O_PATH`, which is no socket and fails every read, write
+/// and socket call (`EBADF`, `ENOTSOCK`), so code that reaches for the
+/// descriptor gets an error rather than a real socket outside the
+/// simulation.
+///
+/// # Panics
+///
+/// If `/dev/null` cannot be opened.
+pub(super) fn sim_fd() -> BorrowedFd<'static> {
+    static FD: OnceLock<OwnedFd> = OnceLock::new();
+    FD.get_or_init(|| {
+        let f = std::fs::OpenOptions::new()
+            .read(true)
+            .custom_flags(libc::O_PATH | libc::O_CLOEXEC)
+            .open("/dev/null");
+        match f {
+            Ok(f) => OwnedFd::from(f),
+            Err(e) => {
+                panic!("weft::net: cannot open /dev/null for a simulated socket's descriptor: {e}")
+            }
+        }
+    })
+    .as_fd()
+}
+
+/// What a simulated socket's `into_raw_fd` hands over: a copy of
+/// [`sim_fd`] (the caller closes it), or -1 if it cannot be copied.
+pub(super) fn sim_into_raw_fd() -> RawFd {
+    sim_fd()
+        .try_clone_to_owned()
+        .map_or(-1, IntoRawFd::into_raw_fd)
 }
 
 /// Runs `f`, retrying at once on `EINTR` from the system call itself, so
@@ -490,6 +560,9 @@ macro_rules! std_conversions {
             /// Wraps a `std` socket, switching it to non-blocking mode.
             $(#[doc = std_conversions!(@doc_from $timed)])?
             pub fn from_std(s: $s) -> io::Result<$t> {
+                if super::io::simulated() {
+                    return Err(super::io::not_simulated(concat!(stringify!($t), "::from_std")));
+                }
                 $(std_conversions!(@$timed);
                 let rt = s.read_timeout()?;
                 let wt = s.write_timeout()?;)?

@@ -9,7 +9,10 @@ use std::time::Duration;
 use socket2::{Domain, Protocol, Socket, Type};
 
 use super::addr::ToSocketAddrs;
-use super::io::{Io, each_addr, expect_registered, fd_impls, socket_methods, std_conversions};
+use super::io::{
+    Io, each_addr, expect_registered, fd_impls, refuse_in_simulation, socket_methods,
+    std_conversions,
+};
 
 /// A UDP socket: weft's [`std::net::UdpSocket`].
 ///
@@ -36,6 +39,7 @@ pub struct UdpSocket {
 impl UdpSocket {
     /// Creates a socket bound to `addr` (each address tried in turn).
     pub fn bind<A: ToSocketAddrs>(addr: A) -> io::Result<UdpSocket> {
+        refuse_in_simulation("UdpSocket::bind")?;
         each_addr(&addr, |a| {
             let s = Socket::new(
                 Domain::for_address(*a),

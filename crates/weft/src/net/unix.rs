@@ -12,7 +12,8 @@ use std::time::Duration;
 use socket2::{Domain, SockAddr, SockRef, Socket, Type};
 
 use super::io::{
-    Io, expect_registered, fd_impls, socket_methods, std_conversions, stream_io_impls,
+    Io, expect_registered, fd_impls, refuse_in_simulation, socket_methods, std_conversions,
+    stream_io_impls,
 };
 use super::tcp::BACKLOG;
 
@@ -70,6 +71,7 @@ impl UnixListener {
     /// Creates a listener bound to `path` (the backlog is the system
     /// maximum).
     pub fn bind<P: AsRef<Path>>(path: P) -> io::Result<UnixListener> {
+        refuse_in_simulation("UnixListener::bind")?;
         let s = Socket::new(Domain::UNIX, Type::STREAM.nonblocking().cloexec(), None)?;
         s.bind(&SockAddr::unix(path)?)?;
         s.listen(BACKLOG)?;
@@ -133,6 +135,7 @@ impl UnixStream {
     /// 50 ms, parking the virtual thread), as a blocking `connect` would
     /// wait. An interrupt ends the wait with `Interrupted`.
     pub fn connect<P: AsRef<Path>>(path: P) -> io::Result<UnixStream> {
+        refuse_in_simulation("UnixStream::connect")?;
         let addr = SockAddr::unix(path)?;
         let s = Socket::new(Domain::UNIX, Type::STREAM.nonblocking().cloexec(), None)?;
         let mut pause = Duration::from_millis(1);
@@ -154,6 +157,7 @@ impl UnixStream {
 
     /// A connected pair of streams (`socketpair`).
     pub fn pair() -> io::Result<(UnixStream, UnixStream)> {
+        refuse_in_simulation("UnixStream::pair")?;
         let (a, b) = Socket::pair(Domain::UNIX, Type::STREAM.nonblocking().cloexec(), None)?;
         Ok((UnixStream::from_socket(a)?, UnixStream::from_socket(b)?))
     }
@@ -194,6 +198,7 @@ pub struct UnixDatagram {
 impl UnixDatagram {
     /// Creates a socket bound to `path`.
     pub fn bind<P: AsRef<Path>>(path: P) -> io::Result<UnixDatagram> {
+        refuse_in_simulation("UnixDatagram::bind")?;
         let s = Socket::new(Domain::UNIX, Type::DGRAM.nonblocking().cloexec(), None)?;
         s.bind(&SockAddr::unix(path)?)?;
         UnixDatagram::from_socket(s)
@@ -201,12 +206,14 @@ impl UnixDatagram {
 
     /// Creates a socket bound to no address.
     pub fn unbound() -> io::Result<UnixDatagram> {
+        refuse_in_simulation("UnixDatagram::unbound")?;
         let s = Socket::new(Domain::UNIX, Type::DGRAM.nonblocking().cloexec(), None)?;
         UnixDatagram::from_socket(s)
     }
 
     /// A connected pair of datagram sockets (`socketpair`).
     pub fn pair() -> io::Result<(UnixDatagram, UnixDatagram)> {
+        refuse_in_simulation("UnixDatagram::pair")?;
         let (a, b) = Socket::pair(Domain::UNIX, Type::DGRAM.nonblocking().cloexec(), None)?;
         Ok((UnixDatagram::from_socket(a)?, UnixDatagram::from_socket(b)?))
     }
