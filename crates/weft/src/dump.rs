@@ -4,29 +4,35 @@
 //!
 //! # How stacks of parked threads are taken
 //!
-//! A parked virtual thread is not running anywhere, so nothing can unwind
-//! its stack from outside without frame pointers. Instead the dump *borrows*
-//! each parked thread for a moment: it moves the thread out of PARKED
-//! exactly like `unpark` would (so no real wake-up can be lost or doubled),
-//! marks it for capture and schedules it. The thread resumes inside `park`,
-//! records the return addresses of its own stack (no symbol lookup on that
-//! path), and parks again — unless a real `unpark` arrived meanwhile, in
-//! which case that permit ends the park as usual. Symbols are resolved
-//! afterwards, once per distinct address.
+//! A parked virtual thread is not running anywhere, and on x86-64 Linux the
+//! dump reads its stack where it is (`dump/parked.rs`): it takes the thread
+//! off its park with the park state machine's CAS, exactly like `unpark`
+//! would (so no real wake-up can be lost or doubled, and nobody can resume
+//! the thread meanwhile), unwinds its stack from the context corosensei
+//! saved when it suspended (framehop over `.eh_frame`, unwind rules cached
+//! per address), and puts it back on its park — or schedules it, if a real
+//! `unpark` arrived meanwhile. The thread never runs for it, so its carrier
+//! plays no part: a thread whose carrier is held by another still gets its
+//! stack.
 //!
-//! A thread that is running on its carrier, or pinned there (blocked in the
-//! kernel, a `std` lock, FFI), cannot record anything: its carrier's OS
-//! thread is sampled by a signal instead (see `WEFT_SAMPLE_STACKS` in the
-//! crate docs). In both kinds of stack the first frame outside Weft and std
-//! is marked: the user code that parked or blocked.
+//! Elsewhere (or should that path not apply) the dump *borrows* each
+//! parked thread: it moves the thread out of PARKED the same way, marks it
+//! for capture and schedules it. The thread resumes inside `park`, records
+//! the return addresses of its own stack (no symbol lookup on that path),
+//! and parks again — unless a real `unpark` arrived meanwhile, in which
+//! case that permit ends the park as usual.
+//!
+//! Either way symbols are resolved afterwards, once per distinct stack and
+//! address, off the carrier.
 //!
 //! # Registry
 //!
 //! The threads come from the registry (`thread/registry.rs`), which every
 //! virtual thread is in from spawn to exit; a dump only iterates it.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 use std::fmt;
+use std::hash::BuildHasherDefault;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant, SystemTime};
@@ -48,7 +54,9 @@ use crate::unpoison::Unpoison;
 mod group;
 mod json;
 mod live;
+mod parked;
 
+use group::StackHasher;
 pub use group::{StackGroup, ThreadGroups};
 pub use live::{CarrierInfo, CarrierState, StateCounts, carriers, state_counts};
 
@@ -179,18 +187,21 @@ pub fn dump() -> Dump {
     let seen = read_states(&threads);
     // Running and pinned threads next, so that their samples match the
     // states just read; the parked ones can take a while on busy carriers.
-    let mut stacks = sample_running(&threads, &seen);
-    stacks.extend(capture_parked(&threads, &seen));
-    let frames = symbolize(stacks);
-    let mut infos = entries(&threads, seen, frames);
-    infos.sort_by_key(|t| t.id);
-    let index: HashMap<u64, usize> = infos
-        .iter()
-        .enumerate()
-        .map(|(i, t)| (t.id.as_u64().get(), i))
-        .collect();
-    link_owners(&mut infos, &index);
-    let deadlocks = find_deadlocks(&infos, &index);
+    let mut stacks = Stacks::new(threads.len());
+    sample_running(&threads, &seen, &mut stacks);
+    // Parked threads: read in place where we can (`dump/parked.rs`), on an
+    // offload thread (100,000 stacks take tens of milliseconds: not on the
+    // caller's carrier); the rest are borrowed and record their own.
+    let borrow = blocking(|| parked::read(&threads, &mut stacks))
+        .unwrap_or_else(|| (0..threads.len()).collect());
+    capture_parked(&threads, &seen, &borrow, &mut stacks);
+    let frames = symbolize(&stacks.distinct);
+    let mut infos = entries(&threads, seen, &frames, &stacks.of);
+    if !infos.is_sorted_by_key(|t| t.id) {
+        infos.sort_by_key(|t| t.id);
+    }
+    link_owners(&mut infos);
+    let deadlocks = find_deadlocks(&infos);
     let containers = build_containers(&infos);
     Dump {
         pid: std::process::id(),
@@ -236,41 +247,44 @@ fn read_states(threads: &[Arc<VThread>]) -> Vec<Seen> {
 }
 
 /// Return addresses of the threads running on a carrier (or blocked in
-/// the kernel there), by id: the carrier's stack, sampled by a signal
-/// (`sample.rs`), kept only if the carrier was still on the same thread
-/// and switch afterwards.
-fn sample_running(threads: &[Arc<VThread>], seen: &[Seen]) -> HashMap<u64, Vec<usize>> {
-    let mut sampled = HashMap::new();
-    for (t, seen) in threads.iter().zip(seen) {
-        let (Some(i), State::Running | State::Pinned) = (seen.carrier, seen.state) else {
+/// the kernel there), into `stacks`: the carrier's stack, sampled by a
+/// signal (`sample.rs`), kept only if the carrier was still on the same
+/// thread and switch afterwards.
+fn sample_running(threads: &[Arc<VThread>], seen: &[Seen], stacks: &mut Stacks) {
+    for (i, (t, seen)) in threads.iter().zip(seen).enumerate() {
+        let (Some(c), State::Running | State::Pinned) = (seen.carrier, seen.state) else {
             continue;
         };
         let Some(shared) = t.runtime_shared() else {
             continue;
         };
-        let Some((tid, sw)) = shared.carrier_running(i, t) else {
+        let Some((tid, sw)) = shared.carrier_running(c, t) else {
             continue;
         };
         if let Some(ips) = sample(tid)
             && shared
-                .carrier_running(i, t)
+                .carrier_running(c, t)
                 .is_some_and(|(_, now)| now == sw)
         {
-            sampled.insert(Thread::peek_name_id(t).1, ips);
+            stacks.set(i, &ips);
         }
     }
-    sampled
 }
 
-/// Return addresses of the parked threads, by id: each is borrowed and
-/// records its own stack (see the module docs).
-fn capture_parked(threads: &[Arc<VThread>], seen: &[Seen]) -> Vec<(u64, Vec<usize>)> {
+/// Return addresses of the parked threads among `threads[i]` for `i` in
+/// `which`, into `stacks`: each is borrowed and records its own stack (see
+/// the module docs).
+fn capture_parked(threads: &[Arc<VThread>], seen: &[Seen], which: &[usize], stacks: &mut Stacks) {
+    if which.is_empty() {
+        return;
+    }
     let job = Arc::new(CaptureJob {
         results: Mutex::new(Vec::new()),
         pending: AtomicUsize::new(1),
         waiter: current(),
     });
-    for (t, seen) in threads.iter().zip(seen) {
+    for &i in which {
+        let (t, seen) = (&threads[i], &seen[i]);
         // A thread bound to a carrier that another thread holds (a stall,
         // a pinned wait) cannot run to record its stack: list it without
         // one rather than wait for it.
@@ -282,7 +296,16 @@ fn capture_parked(threads: &[Arc<VThread>], seen: &[Seen]) -> Vec<(u64, Vec<usiz
     if job.pending.fetch_sub(1, Ordering::AcqRel) != 1 {
         wait_for_captures(&job);
     }
-    std::mem::take(&mut *job.results.lock().unpoison())
+    let results = std::mem::take(&mut *job.results.lock().unpoison());
+    let index: HashMap<u64, usize> = which
+        .iter()
+        .map(|&i| (Thread::peek_name_id(&threads[i]).1, i))
+        .collect();
+    for (id, ips) in results {
+        if let Some(&i) = index.get(&id) {
+            stacks.set(i, &ips);
+        }
+    }
 }
 
 /// Leaves `job` in parked thread `t` and borrows it to answer; withdraws
@@ -342,36 +365,73 @@ fn wait_for_captures(job: &CaptureJob) {
     }
 }
 
-/// The frames of each thread's stack, each distinct stack symbolized once,
-/// off the carrier: the first lookup of a process reads its debug info
-/// (tens of milliseconds), which would stall the carrier of a virtual
-/// thread taking the dump. [`blocking`] runs it on an offload thread while
-/// that thread parks (and in place on an OS thread).
-fn symbolize(stacks: HashMap<u64, Vec<usize>>) -> HashMap<u64, Vec<Frame>> {
+/// Every distinct stack of a dump (return addresses, innermost first) once,
+/// and which thread has which: 100,000 threads parked at a few places have
+/// a few stacks, symbolized once each.
+struct Stacks {
+    ids: HashMap<Vec<usize>, u32, BuildHasherDefault<StackHasher>>,
+    /// The distinct stacks, by id.
+    distinct: Vec<Vec<usize>>,
+    /// The stack id of each thread (by index in the dump's thread list),
+    /// or [`NO_STACK`].
+    of: Vec<u32>,
+}
+
+/// [`Stacks::of`] a thread whose stack could not be had.
+const NO_STACK: u32 = u32::MAX;
+
+impl Stacks {
+    fn new(threads: usize) -> Stacks {
+        Stacks {
+            ids: HashMap::default(),
+            distinct: Vec::new(),
+            of: vec![NO_STACK; threads],
+        }
+    }
+
+    /// Thread `thread`'s stack is `ips`.
+    fn set(&mut self, thread: usize, ips: &[usize]) {
+        let id = match self.ids.get(ips) {
+            Some(&id) => id,
+            None => {
+                let id = self.distinct.len() as u32;
+                self.distinct.push(ips.to_vec());
+                self.ids.insert(ips.to_vec(), id);
+                id
+            }
+        };
+        self.of[thread] = id;
+    }
+}
+
+/// The frames of each distinct stack, symbolized off the carrier: the first
+/// lookup of a process reads its debug info (tens of milliseconds), which
+/// would stall the carrier of a virtual thread taking the dump. [`blocking`]
+/// runs it on an offload thread while that thread parks (and in place on an
+/// OS thread).
+fn symbolize(distinct: &[Vec<usize>]) -> Vec<Vec<Frame>> {
     blocking(move || {
         let mut resolver = Resolver::default();
-        stacks
-            .into_iter()
-            .map(|(id, ips)| (id, resolver.frames(&ips)))
-            .collect()
+        distinct.iter().map(|ips| resolver.frames(ips)).collect()
     })
 }
 
-/// The dump's entries: what was read, with the symbolized stacks.
+/// The dump's entries: what was read, with the symbolized stacks (`frames`
+/// by stack id, `of` each thread's).
 fn entries(
     threads: &[Arc<VThread>],
     seen: Vec<Seen>,
-    mut frames: HashMap<u64, Vec<Frame>>,
+    frames: &[Vec<Frame>],
+    of: &[u32],
 ) -> Vec<ThreadInfo> {
     threads
         .iter()
         .zip(seen)
-        .map(|(t, seen)| {
+        .zip(of)
+        .map(|((t, seen), &stack)| {
             let th = Thread { inner: t.clone() };
-            let id = th.id();
-            let stack = frames.remove(&id.as_u64().get()).unwrap_or_default();
             ThreadInfo {
-                id,
+                id: th.id(),
                 name: th.name().map(str::to_owned),
                 is_virtual: true,
                 state: seen.state,
@@ -381,15 +441,22 @@ fn entries(
                 blocker: seen.blocker,
                 activity: seen.activity,
                 owns: Vec::new(),
-                stack,
+                stack: frames.get(stack as usize).cloned().unwrap_or_default(),
                 container: t.container,
             }
         })
         .collect()
 }
 
+/// The index of thread `id` in `infos` (sorted by id).
+fn index_of(infos: &[ThreadInfo], id: u64) -> Option<usize> {
+    infos
+        .binary_search_by_key(&id, |t| t.id.as_u64().get())
+        .ok()
+}
+
 /// Fills [`ThreadInfo::owns`] from what the waiters are blocked on.
-fn link_owners(infos: &mut [ThreadInfo], index: &HashMap<u64, usize>) {
+fn link_owners(infos: &mut [ThreadInfo]) {
     let mut owns: Vec<(usize, usize)> = Vec::new();
     for t in infos.iter() {
         if let Blocker::Lock {
@@ -397,7 +464,7 @@ fn link_owners(infos: &mut [ThreadInfo], index: &HashMap<u64, usize>) {
             owner: Some(o),
             ..
         } = t.blocker
-            && let Some(&i) = index.get(&o)
+            && let Some(i) = index_of(infos, o)
         {
             owns.push((i, addr));
         }
@@ -432,40 +499,39 @@ fn build_containers(infos: &[ThreadInfo]) -> Vec<Container> {
     out
 }
 
-/// Cycles in "waits for a lock owned by".
-fn find_deadlocks(infos: &[ThreadInfo], index: &HashMap<u64, usize>) -> Vec<Vec<ThreadId>> {
+/// Cycles in "waits for a lock owned by", each from where the walk from
+/// the lowest thread first entered it. Each thread waits for at most one
+/// other, so one walk per unvisited thread finds them all: linear.
+fn find_deadlocks(infos: &[ThreadInfo]) -> Vec<Vec<ThreadId>> {
     let next = |i: usize| -> Option<usize> {
         match infos[i].blocker {
-            Blocker::Lock { owner: Some(o), .. } => index.get(&o).copied(),
+            Blocker::Lock { owner: Some(o), .. } => index_of(infos, o),
             _ => None,
         }
     };
-    let mut seen_in_cycle: HashSet<usize> = HashSet::new();
+    // The walk (its start + 1) that first reached each thread, 0 for none.
+    let mut walk_of = vec![0usize; infos.len()];
+    let mut path: Vec<usize> = Vec::new();
     let mut cycles = Vec::new();
     for start in 0..infos.len() {
-        // Walk at most n steps; a revisit of a node on this walk is a cycle.
-        let mut path: Vec<usize> = Vec::new();
-        let mut on_path: HashMap<usize, usize> = HashMap::new();
+        let walk = start + 1;
         let mut cur = Some(start);
         while let Some(i) = cur {
-            if seen_in_cycle.contains(&i) {
-                break;
-            }
-            if let Some(&pos) = on_path.get(&i) {
-                let cyc: Vec<usize> = path[pos..].to_vec();
-                for &c in &cyc {
-                    seen_in_cycle.insert(c);
+            if walk_of[i] != 0 {
+                // Back on this walk: a cycle. On an earlier one: that walk
+                // found whatever lies ahead.
+                if walk_of[i] == walk
+                    && let Some(pos) = path.iter().position(|&p| p == i)
+                {
+                    cycles.push(path[pos..].iter().map(|&c| infos[c].id).collect());
                 }
-                cycles.push(cyc.into_iter().map(|c| infos[c].id).collect());
                 break;
             }
-            on_path.insert(i, path.len());
+            walk_of[i] = walk;
             path.push(i);
-            if path.len() > infos.len() {
-                break;
-            }
             cur = next(i);
         }
+        path.clear();
     }
     cycles
 }

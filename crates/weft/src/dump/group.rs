@@ -120,7 +120,7 @@ impl Kind {
 /// thread, so the hash must be cheap; collisions are resolved by comparing
 /// stacks.
 #[derive(Default)]
-struct StackHasher(u64);
+pub(super) struct StackHasher(u64);
 
 impl Hasher for StackHasher {
     fn write(&mut self, bytes: &[u8]) {
