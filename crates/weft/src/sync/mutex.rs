@@ -5,7 +5,7 @@ use std::fmt;
 use std::marker::PhantomData;
 use std::ops::{Deref, DerefMut};
 use std::pin::pin;
-use std::sync::{LockResult, PoisonError, TryLockError, TryLockResult};
+use std::sync::{LockResult, TryLockError, TryLockResult};
 
 use super::error::LockError;
 use super::facade::{self, AtomicUsize, Interrupts, Lock, Ordering};
@@ -494,13 +494,7 @@ impl<T> Mutex<T> {
     /// Consumes the mutex, returning the data (`Err` if poisoned, with the
     /// data inside).
     pub fn into_inner(self) -> LockResult<T> {
-        let poisoned = self.poison.get();
-        let data = self.data.into_inner();
-        if poisoned {
-            Err(PoisonError::new(data))
-        } else {
-            Ok(data)
-        }
+        self.poison.wrap(self.data.into_inner())
     }
 }
 
@@ -609,12 +603,7 @@ impl<T: ?Sized> Mutex<T> {
     ///
     /// `Err(PoisonError)` wrapping the reference if poisoned.
     pub fn get_mut(&mut self) -> LockResult<&mut T> {
-        let data = self.data.get_mut();
-        if self.poison.get() {
-            Err(PoisonError::new(data))
-        } else {
-            Ok(data)
-        }
+        self.poison.wrap(self.data.get_mut())
     }
 
     /// # Safety

@@ -36,13 +36,19 @@ impl Flag {
     /// Called right after acquiring: `Err` wraps the guard if poisoned.
     #[inline]
     pub(crate) fn guard(&self) -> LockResult<Guard> {
-        let ret = Guard {
+        self.wrap(Guard {
             panicking: panicking(),
-        };
+        })
+    }
+
+    /// `t` (a guard, the data, a reference to it), in `Err` if the lock is
+    /// poisoned.
+    #[inline]
+    pub(crate) fn wrap<T>(&self, t: T) -> LockResult<T> {
         if self.get() {
-            Err(PoisonError::new(ret))
+            Err(PoisonError::new(t))
         } else {
-            Ok(ret)
+            Ok(t)
         }
     }
 

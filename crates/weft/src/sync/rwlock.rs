@@ -5,7 +5,7 @@ use std::fmt;
 use std::marker::PhantomData;
 use std::ops::{Deref, DerefMut};
 use std::pin::pin;
-use std::sync::{LockResult, PoisonError, TryLockError, TryLockResult};
+use std::sync::{LockResult, TryLockError, TryLockResult};
 
 use super::facade::{AtomicUsize, Interrupts, Lock, LockGuard, Ordering};
 use super::poison;
@@ -310,13 +310,7 @@ impl<T> RwLock<T> {
 
     /// Consumes the lock, returning the data (`Err` if poisoned).
     pub fn into_inner(self) -> LockResult<T> {
-        let poisoned = self.poison.get();
-        let data = self.data.into_inner();
-        if poisoned {
-            Err(PoisonError::new(data))
-        } else {
-            Ok(data)
-        }
+        self.poison.wrap(self.data.into_inner())
     }
 }
 
@@ -390,24 +384,14 @@ impl<T: ?Sized> RwLock<T> {
     ///
     /// `Err(PoisonError)` wrapping the reference if poisoned.
     pub fn get_mut(&mut self) -> LockResult<&mut T> {
-        let data = self.data.get_mut();
-        if self.poison.get() {
-            Err(PoisonError::new(data))
-        } else {
-            Ok(data)
-        }
+        self.poison.wrap(self.data.get_mut())
     }
 
     fn read_guard(&self) -> LockResult<RwLockReadGuard<'_, T>> {
-        let guard = RwLockReadGuard {
+        self.poison.wrap(RwLockReadGuard {
             lock: self,
             _not_send: PhantomData,
-        };
-        if self.poison.get() {
-            Err(PoisonError::new(guard))
-        } else {
-            Ok(guard)
-        }
+        })
     }
 
     fn write_guard(&self) -> LockResult<RwLockWriteGuard<'_, T>> {
