@@ -211,8 +211,25 @@ fn collect_groups(threads: &[ThreadInfo]) -> Vec<StackGroup> {
     let mut groups: Vec<(Kind, StackGroup)> = Vec::new();
     // Usually one group per key; more only on a hash collision.
     let mut by_key: HashMap<Key, Vec<usize>> = HashMap::new();
+    // The groups last joined, most recent first: threads of one group tend
+    // to come together (or take turns), and comparing with a group's stack
+    // reads the thread's stack once where hashing and comparing read it
+    // twice.
+    let mut recent: [usize; 4] = [usize::MAX; 4];
     for t in threads {
         let kind = Kind::of(&t.blocker);
+        if let Some(r) = recent.iter().position(|&g| {
+            groups
+                .get(g)
+                .is_some_and(|(k, g)| *k == kind && g.state == t.state && g.stack == t.stack)
+        }) {
+            let g = recent[r];
+            recent[..=r].rotate_right(1);
+            let g = &mut groups[g].1;
+            g.count += 1;
+            g.threads.push(t.id);
+            continue;
+        }
         let key = (t.state, kind, stack_hash(&t.stack));
         let candidates = by_key.entry(key).or_default();
         match candidates
@@ -221,11 +238,15 @@ fn collect_groups(threads: &[ThreadInfo]) -> Vec<StackGroup> {
             .find(|&g| groups[g].1.stack == t.stack)
         {
             Some(g) => {
+                recent.rotate_right(1);
+                recent[0] = g;
                 let g = &mut groups[g].1;
                 g.count += 1;
                 g.threads.push(t.id);
             }
             None => {
+                recent.rotate_right(1);
+                recent[0] = groups.len();
                 candidates.push(groups.len());
                 groups.push((
                     kind,
