@@ -197,11 +197,11 @@ pub fn dump() -> Dump {
     capture_parked(&threads, &seen, &borrow, &mut stacks);
     let frames = symbolize(&stacks.distinct);
     let mut infos = entries(&threads, seen, &frames, &stacks.of);
-    if !infos.is_sorted_by_key(|t| t.id) {
-        infos.sort_by_key(|t| t.id);
-    }
-    link_owners(&mut infos);
-    let deadlocks = find_deadlocks(&infos);
+    // Ids are unique: an unstable sort gives the one order.
+    infos.sort_unstable_by_key(|t| t.id);
+    let ids: Vec<u64> = infos.iter().map(|t| t.id.as_u64().get()).collect();
+    link_owners(&mut infos, &ids);
+    let deadlocks = find_deadlocks(&infos, &ids);
     let containers = build_containers(&infos);
     Dump {
         pid: std::process::id(),
@@ -448,15 +448,14 @@ fn entries(
         .collect()
 }
 
-/// The index of thread `id` in `infos` (sorted by id).
-fn index_of(infos: &[ThreadInfo], id: u64) -> Option<usize> {
-    infos
-        .binary_search_by_key(&id, |t| t.id.as_u64().get())
-        .ok()
+/// The index of thread `id` in a dump's entries, from their `ids` (sorted:
+/// 800 KB for 100,000 threads, where the entries themselves are 20 MB).
+fn index_of(ids: &[u64], id: u64) -> Option<usize> {
+    ids.binary_search(&id).ok()
 }
 
 /// Fills [`ThreadInfo::owns`] from what the waiters are blocked on.
-fn link_owners(infos: &mut [ThreadInfo]) {
+fn link_owners(infos: &mut [ThreadInfo], ids: &[u64]) {
     let mut owns: Vec<(usize, usize)> = Vec::new();
     for t in infos.iter() {
         if let Blocker::Lock {
@@ -464,7 +463,7 @@ fn link_owners(infos: &mut [ThreadInfo]) {
             owner: Some(o),
             ..
         } = t.blocker
-            && let Some(i) = index_of(infos, o)
+            && let Some(i) = index_of(ids, o)
         {
             owns.push((i, addr));
         }
@@ -502,10 +501,10 @@ fn build_containers(infos: &[ThreadInfo]) -> Vec<Container> {
 /// Cycles in "waits for a lock owned by", each from where the walk from
 /// the lowest thread first entered it. Each thread waits for at most one
 /// other, so one walk per unvisited thread finds them all: linear.
-fn find_deadlocks(infos: &[ThreadInfo]) -> Vec<Vec<ThreadId>> {
+fn find_deadlocks(infos: &[ThreadInfo], ids: &[u64]) -> Vec<Vec<ThreadId>> {
     let next = |i: usize| -> Option<usize> {
         match infos[i].blocker {
-            Blocker::Lock { owner: Some(o), .. } => index_of(infos, o),
+            Blocker::Lock { owner: Some(o), .. } => index_of(ids, o),
             _ => None,
         }
     };
