@@ -10,6 +10,7 @@
 use crate::unpoison::Unpoison;
 use std::collections::HashMap;
 use std::fmt::Write as _;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
 /// One stack frame.
@@ -204,6 +205,26 @@ const SYMBOL_CACHE_MAX: usize = if cfg!(test) { 64 } else { 1 << 15 };
 #[derive(Default)]
 pub(crate) struct Resolver {
     stacks: HashMap<Vec<usize>, Vec<Frame>>,
+}
+
+/// Starts loading the process's debug info on an OS thread of its own, the
+/// first time it is called: the first symbol lookup of a process reads it
+/// (about 60 ms here), and a caller that will look symbols up on a carrier
+/// soon (a pinned wait, at its end) lets that happen meanwhile, off the
+/// carrier. A lookup that comes before the loading is done waits for it
+/// (the symbolizer's cache is behind one lock).
+pub(crate) fn warm_up() {
+    static STARTED: AtomicBool = AtomicBool::new(false);
+    if STARTED.swap(true, Ordering::Relaxed) {
+        return;
+    }
+    let spawned = std::thread::Builder::new()
+        .name("weft-symbols".into())
+        .spawn(|| drop(resolve(warm_up as *const () as usize + 1)));
+    if spawned.is_err() {
+        // The caller's own first lookup will load it.
+        STARTED.store(false, Ordering::Relaxed);
+    }
 }
 
 /// The frames of one return address, by the system's symbolizer.

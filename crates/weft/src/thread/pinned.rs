@@ -44,6 +44,9 @@ pub(crate) fn pinned_park(inner: &VThread, deadline: Option<Instant>) {
             ips.push(f.ip() as usize);
             ips.len() < crate::sample::MAX_FRAMES
         });
+        // Symbolized on this carrier when the wait ends: the process's
+        // first lookup reads its debug info, which can load meanwhile.
+        crate::symbols::warm_up();
         ips
     });
     loop {
