@@ -43,7 +43,7 @@
 //!             let log = log.clone();
 //!             weft::spawn(move || {
 //!                 weft::sleep(Duration::from_secs(secs)).unwrap();
-//!                 log.lock().push(id);
+//!                 log.lock().unwrap().push(id);
 //!             })
 //!         })
 //!         .collect();
@@ -51,7 +51,7 @@
 //!         h.join().unwrap();
 //!     }
 //!     assert_eq!(weft::sim::elapsed(), Some(Duration::from_secs(30)));
-//!     let order = log.lock().clone();
+//!     let order = log.lock().unwrap().clone();
 //!     order
 //! });
 //! let report = report.unwrap();
