@@ -1,8 +1,9 @@
 //! A thread dump's request that a parked virtual thread record its own
 //! stack.
 //!
-//! A dump cannot unwind a parked thread's stack from outside. It leaves a
-//! [`CaptureJob`] in the thread's record (`VThread::capture_job`, a raw
+//! Where a dump cannot unwind a parked thread's stack from outside (it
+//! does on x86-64 Linux: `dump/parked.rs`; this is the fallback), it leaves
+//! a [`CaptureJob`] in the thread's record (`VThread::capture_job`, a raw
 //! `Arc` published with a CAS) and borrows the thread (`borrow_parked`);
 //! the thread resumes inside `park`, calls [`capture_here`], which records
 //! the return addresses (no symbol lookup on that path) and counts the job
