@@ -85,14 +85,18 @@
 //!   between them and everything sent later is held (a SYN too, so a
 //!   `connect` across it times out); [`repair`] sends the held segments
 //!   on, in order, each with a fresh delay.
-//! - **Crashes.** [`crash`] takes a host down: its connections are reset
-//!   (each peer gets a RST, one delay later), its listeners close (their
-//!   unaccepted connections are reset too), and every socket call of its
-//!   threads and sockets fails with `ConnectionAborted` from then on — Weft
-//!   cannot stop a thread, but it cuts it off. SYNs to it are not
-//!   answered. [`restart`] brings it up again as a new incarnation:
-//!   threads spawned on it with [`host`] from then on bind and connect
-//!   again; the old incarnation's threads and sockets still fail.
+//! - **Crashes.** [`crash`] takes a host down, as if its process were
+//!   killed: its connections are reset (each peer gets a RST, one delay
+//!   later), its listeners close (their unaccepted connections are reset
+//!   too), and its threads are interrupted (`Thread::interrupt`, in spawn
+//!   order), so a thread blocked in a socket call, a sleep or an
+//!   interruptible wait returns `Interrupted` — Weft cannot stop a thread,
+//!   but this is what a program written for interrupts stops on. Every
+//!   socket call of its threads and sockets fails with `NetworkDown` from
+//!   then on; SYNs to it are not answered. [`restart`] brings it up again
+//!   as a new incarnation: threads spawned on it with [`host`] from then
+//!   on bind and connect again; the old incarnation's threads (and those
+//!   they spawn) and sockets still fail.
 //! - **Timeouts and interrupts** behave as in `weft::net`: read and write
 //!   timeouts give `TimedOut`, in virtual time; an interrupt of a waiting
 //!   thread returns `Interrupted` and shuts the socket (or listener) down.
@@ -123,7 +127,7 @@ use std::io;
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 
 use crate::runtime::Runtime;
-use crate::thread::JoinHandle;
+use crate::thread::{JoinHandle, Thread};
 
 pub(crate) use tcp::{SimListener, SimStream};
 pub use world::{DEFAULT_HOST, DEFAULT_HOST_IP, Link};
@@ -289,10 +293,36 @@ pub fn crash(name: &str) -> io::Result<()> {
             format_args!("the default host {DEFAULT_HOST:?} cannot crash"),
         ));
     }
-    if s.hosts[h].up {
-        s.crash(h, crate::clock::now());
+    if !s.hosts[h].up {
+        return Ok(());
     }
+    let old = s.hosts[h].incarnation;
+    s.crash(h, crate::clock::now());
+    drop(s);
+    interrupt_host(h, old);
     Ok(())
+}
+
+/// Interrupts every live thread of incarnation `incarnation` of host `h`,
+/// in the order they were spawned (thread ids grow), so that the wake-ups
+/// are the same in every run: what a killed process's threads see of the
+/// kill, as far as Weft can show it.
+fn interrupt_host(h: usize, incarnation: u16) {
+    let Some(sim) = crate::sched::simulation() else {
+        return;
+    };
+    let mut victims: Vec<(u64, Thread)> = crate::thread::registry::all_threads()
+        .into_iter()
+        .filter_map(|t| {
+            let id = Thread::peek_name_id(&t).1;
+            let p = Place::decode(sim.host_of(id)?);
+            (p.host == h && p.incarnation == incarnation).then_some((id, Thread { inner: t }))
+        })
+        .collect();
+    victims.sort_by_key(|(id, _)| *id);
+    for (_, t) in victims {
+        t.interrupt();
+    }
 }
 
 /// Brings crashed host `name` up again, as a new incarnation (nothing if

@@ -208,7 +208,7 @@ impl SimListener {
                 Ok(s) => s,
                 Err(mut s) => {
                     let now = crate::clock::now();
-                    s.close_listener(me.id, now);
+                    s.close_listener(me.id, now, true);
                     return Err(interrupted());
                 }
             };
@@ -219,7 +219,7 @@ impl SimListener {
 impl Drop for ListenerSocket {
     fn drop(&mut self) {
         let now = crate::clock::now();
-        self.net.lock().close_listener(self.id, now);
+        self.net.lock().close_listener(self.id, now, true);
     }
 }
 

@@ -159,7 +159,7 @@ impl Place {
         (self.host as u32 & 0xffff) | (u32::from(self.incarnation) << 16)
     }
 
-    fn decode(word: u32) -> Place {
+    pub(super) fn decode(word: u32) -> Place {
         Place {
             host: (word & 0xffff) as usize,
             incarnation: (word >> 16) as u16,
@@ -400,7 +400,7 @@ impl State {
         let h = &self.hosts[p.host];
         if !h.up {
             return Err(error(
-                io::ErrorKind::ConnectionAborted,
+                io::ErrorKind::NetworkDown,
                 format_args!("host {:?} is down (crashed)", h.name),
             ));
         }
@@ -532,6 +532,8 @@ impl State {
 
     /// Crashes host `h`: its connections are reset (their peers get a
     /// RST), its listeners close, its sockets and threads fail from now on.
+    /// Its own waiters are not woken here: the caller interrupts its
+    /// threads, so that a blocked call returns `Interrupted`.
     pub(super) fn crash(&mut self, h: usize, now: Instant) {
         {
             let host = &mut self.hosts[h];
@@ -541,7 +543,7 @@ impl State {
         let ids: Vec<u64> = self.listeners.keys().copied().collect();
         for id in ids {
             if self.listeners[&id].place.host == h {
-                self.close_listener(id, now);
+                self.close_listener(id, now, false);
             }
         }
         let ids: Vec<u64> = self.conns.keys().copied().collect();
@@ -559,13 +561,16 @@ impl State {
         }
     }
 
-    /// Closes listener `id`: queued connections are reset.
-    pub(super) fn close_listener(&mut self, id: u64, now: Instant) {
+    /// Closes listener `id`: queued connections are reset; with `wake`,
+    /// threads in its `accept` (through another handle) see it closed.
+    pub(super) fn close_listener(&mut self, id: u64, now: Instant, wake: bool) {
         let Some(l) = self.listeners.get_mut(&id) else {
             return;
         };
         l.closed = true;
-        l.wake.notify_all();
+        if wake {
+            l.wake.notify_all();
+        }
         let queued: Vec<u64> = l.queue.drain(..).collect();
         self.listeners.remove(&id);
         for c in queued {
@@ -574,7 +579,8 @@ impl State {
     }
 
     /// End `e` of connection `id` goes away at once (crash, unaccepted,
-    /// reset): the peer gets a RST.
+    /// reset): the peer gets a RST. Only the peer's waiters are woken (end
+    /// `e` has no handle left, or its host crashed).
     pub(super) fn abort_end(&mut self, id: u64, e: usize, now: Instant) {
         let Some(c) = self.conns.get(&id) else { return };
         let (from, to) = (c.ends[e].place.host, c.ends[1 - e].place.host);
@@ -593,9 +599,7 @@ impl State {
         end.write_shut = true;
         end.read_shut = true;
         c.pipes[1 - e].clear();
-        for end in &c.ends {
-            end.wake.notify_all();
-        }
+        c.ends[1 - e].wake.notify_all();
         self.forget_if_closed(id);
     }
 
