@@ -31,7 +31,8 @@ impl Limits {
         match self.deadline {
             None => Ok(per_op),
             Some(d) => {
-                let left = d.saturating_duration_since(Instant::now());
+                // weft's clock: virtual time inside a simulation.
+                let left = d.saturating_duration_since(weft::sim::now());
                 if left.is_zero() {
                     return Err(Error::new(ErrorKind::Timeout, "total timeout expired"));
                 }
@@ -324,10 +325,9 @@ impl Connection {
         if !self.input.is_empty() || self.stream.has_buffered() {
             return false;
         }
-        // A non-blocking peek (the socket is non-blocking underneath):
-        // WouldBlock means open and quiet. The byte itself is not read.
-        let mut b = [std::mem::MaybeUninit::<u8>::uninit(); 1];
-        match socket2::SockRef::from(self.stream.tcp()).peek(&mut b) {
+        // A non-blocking peek: WouldBlock means open and quiet. The byte
+        // itself is not read.
+        match self.stream.tcp().try_peek(&mut [0u8; 1]) {
             Err(e) => e.kind() == io::ErrorKind::WouldBlock,
             Ok(_) => false, // EOF or unexpected data
         }

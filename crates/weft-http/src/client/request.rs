@@ -6,7 +6,7 @@
 
 use std::fmt;
 use std::io::{Read, Write};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use super::conn::{Connection, Head, Limits};
 use super::encode::encode_head;
@@ -139,7 +139,7 @@ impl RequestBuilder {
         let limits = Limits {
             read: cfg.read_timeout,
             write: cfg.write_timeout,
-            deadline: timeout.or(cfg.total_timeout).map(|t| Instant::now() + t),
+            deadline: timeout.or(cfg.total_timeout).map(|t| weft::sim::now() + t),
         };
         // Pool key: scheme, host and port.
         let key = format!("{}://{}:{}", url.scheme(), url.host, url.port);

@@ -98,12 +98,7 @@ impl Server {
         let mut last = None;
         for a in addr.to_socket_addrs()? {
             match bind_one(a, config.backlog) {
-                Ok(l) => {
-                    return Ok(Server {
-                        listener: TcpListener::from_std(l)?,
-                        config,
-                    });
-                }
+                Ok(listener) => return Ok(Server { listener, config }),
                 Err(e) => last = Some(e),
             }
         }
@@ -134,7 +129,11 @@ impl Server {
         let addr = listener.local_addr()?;
         let rt = match &config.runtime {
             Some(rt) => rt.clone(),
-            None => weft::default_runtime()?,
+            // Inside a simulation, its runtime: the default one is real.
+            None => match weft::sim::net::runtime() {
+                Some(rt) => rt,
+                None => weft::default_runtime()?,
+            },
         };
         // After the runtime's start, which wraps the hook in place first.
         crate::panic::install_hook();
@@ -169,13 +168,18 @@ impl Server {
     }
 }
 
-fn bind_one(addr: SocketAddr, backlog: u32) -> io::Result<std::net::TcpListener> {
+/// A listener on `addr`; inside a simulation (`weft::sim`), a simulated
+/// one (which has no backlog to set).
+fn bind_one(addr: SocketAddr, backlog: u32) -> io::Result<TcpListener> {
     use socket2::{Domain, Protocol, Socket, Type};
+    if weft::sim::is_simulated() {
+        return TcpListener::bind(addr);
+    }
     let s = Socket::new(Domain::for_address(addr), Type::STREAM, Some(Protocol::TCP))?;
     s.set_reuse_address(true)?;
     s.bind(&addr.into())?;
     s.listen(i32::try_from(backlog).unwrap_or(i32::MAX))?;
-    Ok(s.into())
+    TcpListener::from_std(s.into())
 }
 
 /// Starts a server with the default configuration on `addr`.
@@ -235,8 +239,18 @@ struct Shared {
 }
 
 impl Shared {
+    /// The open connections, oldest first (a fixed order, so a shutdown
+    /// interrupts them in the same order in every run of a simulation).
     fn slots(&self) -> Vec<Arc<ConnSlot>> {
-        self.conns.lock().unpoison().values().cloned().collect()
+        let mut v: Vec<(u64, Arc<ConnSlot>)> = self
+            .conns
+            .lock()
+            .unpoison()
+            .iter()
+            .map(|(id, s)| (*id, s.clone()))
+            .collect();
+        v.sort_unstable_by_key(|(id, _)| *id);
+        v.into_iter().map(|(_, s)| s).collect()
     }
 
     /// Waits until no connection is open or `deadline` passes.
