@@ -454,6 +454,35 @@ fn a_crash_resets_connections_and_a_restart_binds_again() {
 }
 
 #[test]
+fn a_connect_sends_its_syn_again_until_the_host_is_back() {
+    let r = weft::sim::run(15, || {
+        net::set_default_link(Link::new(10 * MS)).unwrap();
+        net::add_host("phoenix").unwrap();
+        net::crash("phoenix").unwrap();
+        let reborn = weft::spawn(|| {
+            weft::sleep(Duration::from_secs(2)).unwrap();
+            net::restart("phoenix").unwrap();
+            net::host("phoenix", || {
+                let l = TcpListener::bind("0.0.0.0:80").unwrap();
+                l.accept().unwrap().1
+            })
+            .unwrap()
+        });
+        let t0 = elapsed();
+        // SYNs at 0 s (down), 1 s (down), 3 s (listening): answered.
+        let c =
+            TcpStream::connect_timeout(&"10.0.0.1:80".parse().unwrap(), Duration::from_secs(10))
+                .unwrap();
+        let took = elapsed() - t0;
+        let peer = reborn.join().unwrap().join().unwrap();
+        assert_eq!(peer, c.local_addr().unwrap());
+        took
+    })
+    .unwrap();
+    assert_eq!(r.value, Duration::from_secs(3) + 20 * MS);
+}
+
+#[test]
 fn an_interrupt_shuts_the_socket_down() {
     let r = weft::sim::run(12, || {
         let l = TcpListener::bind("0.0.0.0:1").unwrap();

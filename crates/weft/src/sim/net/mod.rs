@@ -70,7 +70,9 @@
 //!   accept queue (`accept` returns it; the server may write at once), or
 //!   none does and a RST goes back; one more delay and the client's
 //!   `connect` returns the stream, or `ConnectionRefused`. A SYN to a host
-//!   that is down or does not exist is not answered: `connect` times out
+//!   that is down or does not exist is not answered, and sent again 1, 3,
+//!   7, 15, 31 and 63 s after the first, as Linux does: `connect` succeeds
+//!   if the host came back and listens by then, else times out
 //!   (`connect_timeout`'s timeout, or Linux's 127 s).
 //! - **Flow control.** A direction holds up to 256 KiB sent and not yet
 //!   read; a writer waits (under its write timeout) while it is full.
@@ -84,7 +86,7 @@
 //! - **Partitions.** [`partition`] cuts two hosts apart: what is in flight
 //!   between them and everything sent later is held (a SYN too, so a
 //!   `connect` across it times out); [`repair`] sends the held segments
-//!   on, in order, each with a fresh delay.
+//!   (and SYNs) on, in order, each with a fresh delay.
 //! - **Crashes.** [`crash`] takes a host down, as if its process were
 //!   killed: its connections are reset (each peer gets a RST, one delay
 //!   later), its listeners close (their unaccepted connections are reset

@@ -366,6 +366,7 @@ impl SimStream {
                 phase,
             },
         );
+        let (started, mut tries) = (now, 0);
         loop {
             let now = crate::clock::now();
             if let Err(e) = s.check_alive(me) {
@@ -390,7 +391,19 @@ impl SimStream {
                     }
                     None
                 }
-                Phase::Unanswered => None,
+                Phase::Unanswered => match syn_retry(started, tries) {
+                    // Linux's SYN retransmissions: 1, 3, 7, … 63 s after
+                    // the first (a host that came up meanwhile answers).
+                    Some(t) if t <= now => {
+                        tries += 1;
+                        if let Some(t) = target {
+                            let at = s.arrival(me.host, t, now);
+                            set_phase(&mut s, id, Phase::Syn(at));
+                        }
+                        continue;
+                    }
+                    next => next,
+                },
                 Phase::SynAck(Some(t)) if t <= now => {
                     set_phase(&mut s, id, Phase::Established);
                     drop(s);
@@ -444,6 +457,13 @@ impl SimStream {
             return Err(err);
         }
     }
+}
+
+/// When an unanswered SYN sent first at `started` is sent again after
+/// `tries` retransmissions (`None`: no more, as Linux's `tcp_syn_retries`
+/// of 6).
+fn syn_retry(started: Instant, tries: u32) -> Option<Instant> {
+    (tries < 6).then(|| started + Duration::from_secs((1 << (tries + 1)) - 1))
 }
 
 fn set_phase(s: &mut State, id: u64, phase: Phase) {

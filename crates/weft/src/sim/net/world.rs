@@ -199,7 +199,8 @@ impl End {
 pub(super) enum Phase {
     /// The SYN arrives at the instant (`None`: held by a partition).
     Syn(Option<Instant>),
-    /// The SYN was not answered (no such host, or it is down).
+    /// The SYN was not answered (no such host, or it is down): it is
+    /// sent again on Linux's schedule.
     Unanswered,
     /// Accepted (queued at a listener); the SYN-ACK arrives at the
     /// instant (`None`: held by a partition).
