@@ -103,7 +103,6 @@ mod imp {
     static UNWIND: Mutex<Option<Unwind>> = Mutex::new(None);
 
     pub(super) fn read(threads: &[Arc<VThread>], stacks: &mut Stacks) -> Option<Vec<usize>> {
-        let word = stack_ptr_word(threads)?;
         let mut unwind = UNWIND.lock().unpoison();
         let (adds, subs) = load_counts();
         if !unwind
@@ -113,6 +112,7 @@ mod imp {
             *unwind = Some(modules());
         }
         let unwind = unwind.as_mut()?;
+        let word = stack_ptr_word(threads, unwind)?;
         let mut left = Vec::new();
         let mut held: VecDeque<Held<'_>> = VecDeque::with_capacity(AHEAD + 1);
         let mut ips = Vec::with_capacity(MAX_FRAMES);
@@ -285,8 +285,9 @@ mod imp {
     }
 
     /// Which word of a [`Coro`] holds the suspended stack pointer, found
-    /// once by the probe (module docs); `None` if it could not be.
-    pub(super) fn stack_ptr_word(threads: &[Arc<VThread>]) -> Option<usize> {
+    /// once by the probe (module docs); `None` if it could not be, or if
+    /// unwinding from it does not give the stack the thread sees itself.
+    fn stack_ptr_word(threads: &[Arc<VThread>], unwind: &mut Unwind) -> Option<usize> {
         static WORD: OnceLock<Option<usize>> = OnceLock::new();
         if let Some(w) = WORD.get() {
             return *w;
@@ -295,19 +296,32 @@ mod imp {
         let pool = threads
             .iter()
             .find_map(|t| t.runtime_shared().map(|s| s.stacks))?;
-        *WORD.get_or_init(|| probe(pool))
+        *WORD.get_or_init(|| probe(pool, unwind))
+    }
+
+    /// [`stack_ptr_word`], for tests.
+    #[cfg(test)]
+    pub(super) fn probed_word(threads: &[Arc<VThread>]) -> Option<usize> {
+        let mut unwind = UNWIND.lock().unpoison();
+        if unwind.is_none() {
+            *unwind = Some(modules());
+        }
+        stack_ptr_word(threads, unwind.as_mut()?)
     }
 
     /// Resumes a coroutine of type [`Coro`] once and finds the word that
-    /// took the stack pointer it suspended at.
-    fn probe(pool: &'static StackPool) -> Option<usize> {
+    /// took the stack pointer it suspended at; then checks that unwinding
+    /// the suspended coroutine in place gives the frames `backtrace::trace`
+    /// gave inside it (so that the unwind information is there, and read
+    /// right).
+    fn probe(pool: &'static StackPool, unwind: &mut Unwind) -> Option<usize> {
         if size_of::<Coro>() != 6 * size_of::<usize>() || align_of::<Coro>() != align_of::<usize>()
         {
             return None;
         }
-        let mut c = Coro::with_stack(pool.alloc().ok()?, |y, ()| {
-            y.suspend(Suspend::Yield);
-        });
+        let traced = Arc::new(Mutex::new(Vec::new()));
+        let into = traced.clone();
+        let mut c = Coro::with_stack(pool.alloc().ok()?, move |y, ()| probe_body(y, &into));
         let bounds = c.trap_handler();
         // SAFETY: six word-sized fields of this corosensei, no padding
         // (checked above by size; the values are checked below).
@@ -315,24 +329,67 @@ mod imp {
         let suspended = matches!(c.resume(()), CoroutineResult::Yield(Suspend::Yield));
         // SAFETY: as above.
         let after = unsafe { words(&c) };
+        let changed: Vec<usize> = (0..WORDS).filter(|&i| before[i] != after[i]).collect();
+        let word = match changed.as_slice() {
+            &[i] if suspended => {
+                let initial = before[i];
+                let twice = before.iter().filter(|&&w| w == initial).count() == 2;
+                let ok = twice
+                    && bounds.stack_ptr_in_bounds(initial)
+                    && after[i] < initial
+                    && after[i] % 8 == 0
+                    && bounds.stack_ptr_in_bounds(after[i])
+                    && bounds.stack_ptr_in_bounds(after[i] + 23);
+                ok.then_some(i)
+            }
+            _ => None,
+        };
+        let agrees = word.is_some_and(|i| {
+            let mut ips = Vec::new();
+            // SAFETY: `c` is ours and suspended until we resume it below;
+            // `after[i]` is its saved stack pointer, inside its stack
+            // (checked above).
+            unsafe { unwind_suspended(after[i] as u64, &bounds, unwind, &mut ips) };
+            same_outer_frames(&ips, &traced.lock().unpoison())
+        });
         // Let it finish, so that dropping it needs no unwinding.
         let finished = suspended && matches!(c.resume(()), CoroutineResult::Return(()));
         drop(c);
-        if !finished {
-            return None;
-        }
-        let changed: Vec<usize> = (0..WORDS).filter(|&i| before[i] != after[i]).collect();
-        let &[i] = changed.as_slice() else {
-            return None;
-        };
-        let initial = before[i];
-        let twice = before.iter().filter(|&&w| w == initial).count() == 2;
-        let ok = twice
-            && bounds.stack_ptr_in_bounds(initial)
-            && bounds.stack_ptr_in_bounds(after[i])
-            && after[i] < initial
-            && after[i] % 8 == 0;
-        ok.then_some(i)
+        word.filter(|_| finished && agrees)
+    }
+
+    /// The probe coroutine's body: records its stack as the thread would
+    /// (`thread::capture`), then suspends.
+    #[inline(never)]
+    fn probe_body(y: &corosensei::Yielder<(), Suspend>, traced: &Mutex<Vec<usize>>) {
+        let mut ips = Vec::with_capacity(MAX_FRAMES);
+        backtrace::trace(|f| {
+            ips.push(f.ip() as usize);
+            ips.len() < MAX_FRAMES
+        });
+        *traced.lock().unpoison() = ips;
+        y.suspend(Suspend::Yield);
+        // Not a tail call: this frame stays on the stack while suspended.
+        std::hint::black_box(traced);
+    }
+
+    /// Whether the frames unwound in place (innermost first), from the
+    /// first one outside the suspending function on, are the ones the
+    /// coroutine recorded itself (`traced`, which goes on into the stack
+    /// that resumed it): at least two of them, and all but perhaps the last
+    /// — corosensei's trampoline at the stack's base, which
+    /// `backtrace::trace` steps over (a signal frame) where the in-place
+    /// unwinder lists it and stops.
+    fn same_outer_frames(in_place: &[usize], traced: &[usize]) -> bool {
+        (1..in_place.len())
+            .find_map(|k| {
+                let j = traced.iter().position(|&a| a == in_place[k])?;
+                Some((&in_place[k..], &traced[j..]))
+            })
+            .is_some_and(|(ours, theirs)| {
+                let same = ours.iter().zip(theirs).take_while(|(a, b)| a == b).count();
+                same >= 2 && same + 1 >= ours.len()
+            })
     }
 
     /// Pushes the return addresses of a suspended coroutine onto `ips`,
@@ -672,7 +729,7 @@ mod tests {
                 }
             });
             wait_parked(std::slice::from_ref(&h));
-            let word = super::super::imp::stack_ptr_word(std::slice::from_ref(&h.thread().inner))
+            let word = super::super::imp::probed_word(std::slice::from_ref(&h.thread().inner))
                 .expect("probe");
             let held = super::super::imp::Held::take(0, &h.thread().inner, word).expect("parked");
             go.store(true, Ordering::Release);
@@ -697,7 +754,7 @@ mod tests {
             });
             wait_parked(std::slice::from_ref(&h));
             let t = h.thread().inner.clone();
-            let word = super::super::imp::stack_ptr_word(std::slice::from_ref(&t)).expect("probe");
+            let word = super::super::imp::probed_word(std::slice::from_ref(&t)).expect("probe");
             drop(super::super::imp::Held::take(0, &t, word).expect("parked"));
             assert!(t.park.is_parked());
             std::thread::sleep(Duration::from_millis(20));
