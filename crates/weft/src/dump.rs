@@ -153,8 +153,10 @@ const CAPTURE_TIMEOUT: Duration = Duration::from_secs(1);
 
 /// Takes a thread dump of every virtual thread in the process.
 ///
-/// Parked threads are briefly resumed to record their stacks (see the
-/// module docs); everything else is read without stopping anyone.
+/// Parked threads are held off their park for a moment while their stacks
+/// are read where they are (x86-64 Linux; elsewhere each is briefly resumed
+/// to record its own: see the module docs); everything else is read without
+/// stopping anyone.
 /// [`Dump::groups`] folds the threads into groups of identical stacks.
 ///
 /// # Examples
