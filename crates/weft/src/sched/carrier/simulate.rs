@@ -7,6 +7,7 @@ use std::sync::atomic::Ordering;
 use super::Carrier;
 use crate::sched::simulate::{End, Simulation};
 use crate::thread::VThread;
+use crate::unpoison::Unpoison;
 
 impl Carrier {
     /// Runs the simulation `sim` to its end: every step gathers the
@@ -22,7 +23,7 @@ impl Carrier {
                 if sim.wake_idle_waiters() {
                     continue;
                 }
-                if let Some(deadline) = self.me().next_timer() {
+                if let Some(deadline) = self.next_live_timer() {
                     sim.clock.advance_to(deadline);
                     self.fire_due_timers();
                     continue;
@@ -37,6 +38,21 @@ impl Carrier {
             self.run(thread);
         };
         sim.finish(end);
+    }
+
+    /// The earliest deadline that would wake a thread. Stale entries at
+    /// the front — a timed park that ended early, a thread that is gone —
+    /// are dropped first: time must not jump to them (a run whose last
+    /// thread got its message long before its 1 h timeout ended at 1 h),
+    /// nor a deadlock be declared only after them.
+    fn next_live_timer(&self) -> Option<std::time::Instant> {
+        let me = self.me();
+        let mut timers = me.timers.lock().unpoison();
+        while timers.peek().is_some_and(|t| t.is_stale()) {
+            timers.pop();
+        }
+        me.update_timer_next(&timers);
+        timers.peek().map(|t| t.deadline)
     }
 
     /// Appends every runnable thread, in a fixed order: the `next` slot,
