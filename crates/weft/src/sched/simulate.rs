@@ -141,11 +141,18 @@ impl Simulation {
                 depth,
                 expected_steps,
             } => {
-                let mut v: Vec<u64> = (1..depth)
-                    .map(|_| rngs[Stream::Schedule as usize].u64(1..=expected_steps.max(1)))
-                    .collect();
-                v.sort_unstable();
-                v
+                // `depth - 1` distinct steps (each step changes one
+                // priority), or every step when there are fewer.
+                let steps = expected_steps.max(1);
+                if u64::from(depth - 1) >= steps {
+                    (1..=steps).collect()
+                } else {
+                    let mut v = std::collections::BTreeSet::new();
+                    while v.len() < (depth - 1) as usize {
+                        v.insert(rngs[Stream::Schedule as usize].u64(1..=steps));
+                    }
+                    v.into_iter().collect()
+                }
             }
         };
         Simulation {
@@ -203,7 +210,7 @@ impl Simulation {
                         best = (i, p);
                     }
                 }
-                if c.change_at.first() == Some(&c.steps) {
+                if c.change_at.first().is_some_and(|&k| k <= c.steps) {
                     c.change_at.remove(0);
                     c.changes_done += 1;
                     let n = number(&runnable[best.0], c);
@@ -269,7 +276,15 @@ impl Simulation {
             .unpoison()
             .push((crate::thread::current(), flag.clone()));
         while !flag.load(Ordering::Acquire) {
+            // Not interruptible (it returns nothing to say so): an interrupt
+            // is kept for the thread's next wait. `park` returns at once on
+            // an interrupted thread, and this loop would then never suspend
+            // again, holding the one carrier forever.
+            let was = crate::thread::take_interrupt();
             crate::thread::park();
+            if was {
+                crate::thread::current().interrupt_flag_restore();
+            }
         }
     }
 
@@ -379,5 +394,36 @@ mod tests {
         assert_eq!(c.change_at.len(), 3);
         assert!(c.change_at.windows(2).all(|w| w[0] <= w[1]));
         assert!(c.change_at.iter().all(|&k| (1..=50).contains(&k)));
+    }
+
+    /// Each change point is its own step: two drawn equal would leave the
+    /// second (and every later one) behind the step counter, never taken.
+    #[test]
+    fn pct_change_points_are_distinct() {
+        for seed in 0..200 {
+            let s = Simulation::new(
+                seed,
+                Policy::Pct {
+                    depth: 4,
+                    expected_steps: 6,
+                },
+            );
+            let c = s.choices.lock().unwrap();
+            assert_eq!(c.change_at.len(), 3, "seed {seed}");
+            assert!(
+                c.change_at.windows(2).all(|w| w[0] < w[1]),
+                "seed {seed}: {:?}",
+                c.change_at
+            );
+        }
+        // More changes than steps: one at every step.
+        let s = Simulation::new(
+            1,
+            Policy::Pct {
+                depth: 10,
+                expected_steps: 3,
+            },
+        );
+        assert_eq!(s.choices.lock().unwrap().change_at, [1, 2, 3]);
     }
 }
