@@ -84,7 +84,8 @@ pub(crate) struct Simulation {
     /// The simulated host each thread belongs to (`sim::net`), by thread
     /// id; a thread spawned by a simulated thread inherits its parent's.
     hosts: Mutex<HashMap<u64, u32>>,
-    /// Threads in `sim::wait_idle`, and the flag each waits to see raised.
+    /// Threads in `sim::wait_idle`, in the order they began to wait, and
+    /// the flag each waits to see raised.
     idle_waiters: Mutex<Vec<(crate::thread::Thread, Arc<AtomicBool>)>>,
     /// The simulated network (`sim::net`'s state: hosts, links,
     /// connections), made on first use; its type is `sim::net`'s own.
@@ -288,16 +289,26 @@ impl Simulation {
         }
     }
 
-    /// The carrier found nothing runnable: wakes the threads in
+    /// The carrier found nothing runnable: wakes the first thread in
     /// `wait_idle`, if any (true), before it would move time on.
+    ///
+    /// One at a time, in the order they began to wait: each returns when
+    /// every other thread is blocked. Woken together, the first to run
+    /// could set others going (send to a worker) while the rest, returning
+    /// after it, would take that state for idle.
     pub(crate) fn wake_idle_waiters(&self) -> bool {
-        let waiters = std::mem::take(&mut *self.idle_waiters.lock().unpoison());
-        let any = !waiters.is_empty();
-        for (t, flag) in waiters {
-            flag.store(true, Ordering::Release);
-            t.unpark();
+        let first = {
+            let mut waiters = self.idle_waiters.lock().unpoison();
+            (!waiters.is_empty()).then(|| waiters.remove(0))
+        };
+        match first {
+            Some((t, flag)) => {
+                flag.store(true, Ordering::Release);
+                t.unpark();
+                true
+            }
+            None => false,
         }
-        any
     }
 
     /// The simulated network of this simulation, made by `make` on first
