@@ -111,11 +111,18 @@ impl VirtualClock {
         Duration::from_nanos(self.elapsed_ns.load(Ordering::Relaxed))
     }
 
-    /// Moves the clock forward to `t` (never back).
-    pub(crate) fn advance_to(&self, t: Instant) {
+    /// Moves the clock forward to `t` (never back). False, and the clock
+    /// unchanged, if `t` lies beyond what it can show (`u64::MAX`
+    /// nanoseconds, 584 years, after the origin): such a deadline is never
+    /// reached, like one too far for an `Instant` (a wait with no timer).
+    #[must_use]
+    pub(crate) fn advance_to(&self, t: Instant) -> bool {
         let ns = t.saturating_duration_since(self.origin).as_nanos();
-        let ns = u64::try_from(ns).unwrap_or(u64::MAX);
+        let Ok(ns) = u64::try_from(ns) else {
+            return false;
+        };
         self.elapsed_ns.fetch_max(ns, Ordering::Relaxed);
+        true
     }
 }
 

@@ -621,11 +621,9 @@ fn stale_timers_neither_end_a_run_late_nor_delay_a_deadlock() {
 #[test]
 fn wait_idle_on_an_interrupted_thread() {
     let _s = serial();
-    let (tx, rx) = std::sync::mpsc::channel();
-    // On an OS thread of its own, so that a hang fails this test (after a
-    // bound) instead of hanging the run.
-    std::thread::spawn(move || {
-        let r = weft::sim::run(1, || {
+    // A hang fails this test (after a bound) instead of hanging the run.
+    let got = bounded(|| {
+        weft::sim::run(1, || {
             let n = Arc::new(AtomicU64::new(0));
             let n2 = n.clone();
             let h = weft::spawn(move || {
@@ -641,12 +639,10 @@ fn wait_idle_on_an_interrupted_thread() {
             let slept = weft::sleep(Duration::from_secs(1)).map_err(|e| e.kind());
             h.join().unwrap();
             (seen, slept)
-        });
-        let _ = tx.send(r.map(|r| r.value).map_err(|e| e.to_string()));
+        })
+        .map(|r| r.value)
+        .map_err(|e| e.to_string())
     });
-    let got = rx
-        .recv_timeout(Duration::from_secs(30))
-        .expect("the simulation hangs");
     assert_eq!(got, Ok((5, Err(std::io::ErrorKind::Interrupted))));
 }
 
@@ -693,4 +689,45 @@ fn each_idle_waiter_returns_when_all_others_are_blocked() {
             "seed {seed}: a waiter saw the worker busy"
         );
     }
+}
+
+/// Runs `f` on an OS thread of its own and waits for its result, so that
+/// a simulation that hangs fails the test (after a bound) instead of
+/// hanging it.
+fn bounded<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> T {
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = tx.send(f());
+    });
+    rx.recv_timeout(Duration::from_secs(30))
+        .expect("the simulation hangs")
+}
+
+/// Virtual time goes as far as the clock can show (584 years): a sleep of
+/// 500 years takes exactly that; one of 1,000 years never ends — a thread
+/// waiting for it waits like one with no timer (a deadlock if nothing else
+/// can happen), instead of the carrier spinning on a deadline its clock
+/// cannot reach.
+#[test]
+fn deadlines_beyond_the_clock_are_never_reached() {
+    let _s = serial();
+    const YEAR: u64 = 365 * 24 * 3600;
+    let r = bounded(|| {
+        weft::sim::run(1, || weft::sleep(Duration::from_secs(500 * YEAR)).is_ok()).unwrap()
+    });
+    assert!(r.value);
+    assert_eq!(r.elapsed, Duration::from_secs(500 * YEAR));
+    let err = bounded(|| {
+        weft::sim::run(1, || {
+            let h = weft::spawn(|| weft::sleep(Duration::from_secs(10)).unwrap());
+            let _ = weft::sleep(Duration::from_secs(1000 * YEAR));
+            h.join().unwrap();
+        })
+        .unwrap_err()
+    });
+    assert!(
+        matches!(err.outcome, Outcome::Deadlock { parked: 1, .. }),
+        "{err}"
+    );
+    assert_eq!(err.elapsed, Duration::from_secs(10));
 }

@@ -23,8 +23,11 @@ impl Carrier {
                 if sim.wake_idle_waiters() {
                     continue;
                 }
-                if let Some(deadline) = self.next_live_timer() {
-                    sim.clock.advance_to(deadline);
+                // A deadline the clock cannot reach (584 years on) is
+                // never due: its thread waits like one with no timer.
+                if let Some(deadline) = self.next_live_timer()
+                    && sim.clock.advance_to(deadline)
+                {
                     self.fire_due_timers();
                     continue;
                 }
