@@ -92,7 +92,11 @@ pub(crate) struct Simulation {
     network: OnceLock<Arc<dyn Any + Send + Sync>>,
     /// Set by the carrier when the simulation ends (`finish`).
     end: Mutex<Option<End>>,
-    changed: Condvar,
+    /// One condition variable per mutex (`std` may panic if one is used
+    /// with two): the carrier waits on `started`, the caller on `end`, at
+    /// overlapping times.
+    started_cv: Condvar,
+    end_cv: Condvar,
 }
 
 impl std::fmt::Debug for Simulation {
@@ -174,7 +178,8 @@ impl Simulation {
             idle_waiters: Mutex::new(Vec::new()),
             network: OnceLock::new(),
             end: Mutex::new(None),
-            changed: Condvar::new(),
+            started_cv: Condvar::new(),
+            end_cv: Condvar::new(),
         }
     }
 
@@ -346,21 +351,21 @@ impl Simulation {
     /// Lets the carrier begin (the root thread is queued).
     pub(crate) fn start(&self) {
         *self.started.lock().unpoison() = true;
-        self.changed.notify_all();
+        self.started_cv.notify_all();
     }
 
     /// The carrier's wait for [`Simulation::start`].
     pub(crate) fn wait_start(&self) {
         let mut s = self.started.lock().unpoison();
         while !*s {
-            s = self.changed.wait(s).unpoison();
+            s = self.started_cv.wait(s).unpoison();
         }
     }
 
     /// The carrier's report of the end.
     pub(crate) fn finish(&self, end: End) {
         *self.end.lock().unpoison() = Some(end);
-        self.changed.notify_all();
+        self.end_cv.notify_all();
     }
 
     /// Waits for the end of the simulation.
@@ -370,7 +375,7 @@ impl Simulation {
             if let Some(end) = *e {
                 return end;
             }
-            e = self.changed.wait(e).unpoison();
+            e = self.end_cv.wait(e).unpoison();
         }
     }
 }
