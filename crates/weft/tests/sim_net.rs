@@ -512,8 +512,9 @@ fn real_sockets_are_refused_by_name() {
         let e = TcpListener::from_std(std_listener).unwrap_err();
         assert_eq!(e.kind(), ErrorKind::Unsupported);
         assert!(e.to_string().contains("TcpListener::from_std"), "{e}");
-        let e = weft::net::UdpSocket::bind("0.0.0.0:0").unwrap_err();
-        assert!(e.to_string().contains("UdpSocket::bind"), "{e}");
+        let std_udp = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+        let e = weft::net::UdpSocket::from_std(std_udp).unwrap_err();
+        assert!(e.to_string().contains("UdpSocket::from_std"), "{e}");
         let e = weft::net::UnixStream::pair().unwrap_err();
         assert!(e.to_string().contains("UnixStream::pair"), "{e}");
         // A simulated stream's options and descriptor are not real.
@@ -621,4 +622,86 @@ fn same_seed_same_run_other_seeds_other_arrivals() {
     assert!(orders.len() > 1, "one arrival order only: {orders:?}");
     let c = weft::sim::run(43, race).unwrap();
     assert_ne!(a.trace, c.trace);
+}
+
+#[test]
+fn datagrams_between_hosts_reorder_drop_and_time_out() {
+    use weft::net::UdpSocket;
+    let r = weft::sim::run(16, || {
+        net::set_default_link(Link::new(MS).jitter(50 * MS)).unwrap();
+        let server = net::host("dns", || {
+            let u = UdpSocket::bind("0.0.0.0:53").unwrap();
+            u.set_read_timeout(Some(Duration::from_secs(1))).unwrap();
+            let mut got = Vec::new();
+            let mut buf = [0u8; 4];
+            loop {
+                match u.recv_from(&mut buf) {
+                    Ok((n, from)) => {
+                        assert_eq!(n, 1, "truncated to the datagram");
+                        got.push(buf[0]);
+                        u.send_to(&buf[..1], from).unwrap();
+                    }
+                    Err(e) => {
+                        assert_eq!(e.kind(), ErrorKind::TimedOut);
+                        return got;
+                    }
+                }
+            }
+        })
+        .unwrap();
+        weft::sleep(MS).unwrap();
+        let c = UdpSocket::bind("0.0.0.0:0").unwrap();
+        c.connect("dns:53").unwrap();
+        assert_eq!(c.peer_addr().unwrap(), "10.0.0.1:53".parse().unwrap());
+        for i in 0..20u8 {
+            c.send(&[i]).unwrap();
+        }
+        // To a port nobody bound: dropped without an error.
+        c.send_to(b"x", "dns:54").unwrap();
+        c.set_read_timeout(Some(Duration::from_millis(500)))
+            .unwrap();
+        let mut echoed = 0;
+        let mut b = [0u8; 1];
+        while c.recv(&mut b).is_ok() {
+            echoed += 1;
+        }
+        let sent_order = server.join().unwrap();
+        (sent_order, echoed)
+    })
+    .unwrap();
+    let (order, echoed) = r.value;
+    assert_eq!(order.len(), 20);
+    assert_eq!(echoed, 20);
+    let mut sorted = order.clone();
+    sorted.sort_unstable();
+    assert_eq!(sorted, (0..20).collect::<Vec<u8>>());
+    assert_ne!(order, sorted, "jitter reorders datagrams");
+
+    // Loss drops datagrams (no retransmission); a partition drops them all.
+    let r = weft::sim::run(17, || {
+        net::set_default_link(Link::new(MS).loss(0.5)).unwrap();
+        net::add_host("far").unwrap();
+        let server = net::host("far", || {
+            let u = UdpSocket::bind("0.0.0.0:9").unwrap();
+            u.set_read_timeout(Some(Duration::from_secs(1))).unwrap();
+            let mut n = 0;
+            while u.recv(&mut [0u8; 8]).is_ok() {
+                n += 1;
+            }
+            n
+        })
+        .unwrap();
+        weft::sleep(MS).unwrap();
+        let c = UdpSocket::bind("0.0.0.0:0").unwrap();
+        for _ in 0..100 {
+            c.send_to(b"hi", "far:9").unwrap();
+        }
+        net::partition("client", "far").unwrap();
+        for _ in 0..100 {
+            c.send_to(b"hi", "far:9").unwrap();
+        }
+        server.join().unwrap()
+    })
+    .unwrap();
+    assert!((20..80).contains(&r.value), "{} of 100 arrived", r.value);
 }

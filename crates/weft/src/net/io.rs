@@ -253,7 +253,8 @@ pub(super) fn not_simulated(call: &str) -> io::Error {
         io::ErrorKind::Unsupported,
         format!(
             "weft::net: {call} is not simulated: inside a simulation (weft::sim) only \
-             TCP sockets made by TcpListener::bind and TcpStream::connect exist"
+             the sockets TcpListener::bind, TcpStream::connect and UdpSocket::bind make \
+             exist"
         ),
     )
 }
@@ -426,6 +427,43 @@ macro_rules! fd_impls {
     )*};
 }
 pub(super) use fd_impls;
+
+/// The descriptor traits of a socket type `$t` with a `kind` field of
+/// enum `$kind`: `Os` (a real socket, with its own descriptor traits) or
+/// `Sim` (a simulated one, which has no descriptor and hands out one that
+/// fails every call: `sim_fd`).
+macro_rules! kind_fd_impls {
+    ($($t:ident: $kind:ident),*) => {$(
+        impl AsRawFd for $t {
+            fn as_raw_fd(&self) -> RawFd {
+                match &self.kind {
+                    $kind::Os(s) => s.as_raw_fd(),
+                    $kind::Sim(_) => super::io::sim_fd().as_raw_fd(),
+                }
+            }
+        }
+        impl AsFd for $t {
+            fn as_fd(&self) -> BorrowedFd<'_> {
+                match &self.kind {
+                    $kind::Os(s) => s.as_fd(),
+                    $kind::Sim(_) => super::io::sim_fd(),
+                }
+            }
+        }
+        impl IntoRawFd for $t {
+            /// Unregisters the socket and hands over its descriptor (still
+            /// in non-blocking mode). A simulated socket is closed, and
+            /// the descriptor handed over fails every call.
+            fn into_raw_fd(self) -> RawFd {
+                match self.kind {
+                    $kind::Os(s) => s.into_raw_fd(),
+                    $kind::Sim(_) => super::io::sim_into_raw_fd(),
+                }
+            }
+        }
+    )*};
+}
+pub(super) use kind_fd_impls;
 
 /// The inherent methods the socket types share, written once, one `impl`
 /// block per group. `$t` has an `io: Io<S>` field, `S` its `std`

@@ -109,14 +109,15 @@
 //! # Inside a simulation
 //!
 //! On the threads of a simulation ([`crate::sim`]), [`TcpListener::bind`],
-//! [`TcpStream::connect`] and [`TcpStream::connect_timeout`] make
-//! simulated sockets of the simulated network ([`crate::sim::net`]):
+//! [`TcpStream::connect`], [`TcpStream::connect_timeout`] and
+//! [`UdpSocket::bind`] make simulated sockets of the simulated network
+//! ([`crate::sim::net`]):
 //! hosts instead of the machine's interfaces, names resolved to those
 //! hosts, in-memory links in virtual time. Their methods behave as above;
 //! socket options other than the timeouts are not simulated (`set_nodelay`
 //! does nothing, `set_ttl` fails), and the descriptor they expose fails
-//! every call. A real socket — `from_std`, [`UdpSocket`], the Unix types —
-//! is refused there with `Unsupported`, naming the call: it would wait for
+//! every call. A real socket — `from_std`, the Unix types — is refused
+//! there with `Unsupported`, naming the call: it would wait for
 //! a poller the simulation does not have.
 //!
 //! # Async

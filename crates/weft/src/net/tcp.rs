@@ -18,8 +18,8 @@ use socket2::{Domain, Protocol, SockRef, Socket, Type};
 
 use super::addr::ToSocketAddrs;
 use super::io::{
-    Io, each_addr, expect_registered, fd_impls, not_simulated, retry_eintr, sim_fd,
-    sim_into_raw_fd, simulated, socket_methods, std_conversions, stream_io_impls, timed_out,
+    Io, each_addr, expect_registered, fd_impls, kind_fd_impls, not_simulated, retry_eintr,
+    simulated, socket_methods, std_conversions, stream_io_impls, timed_out,
 };
 use crate::poll::Interest;
 use crate::sim::net::{SimListener, SimStream};
@@ -687,40 +687,7 @@ impl Write for TcpStream {
     }
 }
 
-/// The descriptor traits: a simulated socket has no descriptor, and
-/// hands out one that fails every call (`sim_fd`).
-macro_rules! tcp_fd_impls {
-    ($($t:ident: $kind:ident),*) => {$(
-        impl AsRawFd for $t {
-            fn as_raw_fd(&self) -> RawFd {
-                match &self.kind {
-                    $kind::Os(s) => s.as_raw_fd(),
-                    $kind::Sim(_) => sim_fd().as_raw_fd(),
-                }
-            }
-        }
-        impl AsFd for $t {
-            fn as_fd(&self) -> BorrowedFd<'_> {
-                match &self.kind {
-                    $kind::Os(s) => s.as_fd(),
-                    $kind::Sim(_) => sim_fd(),
-                }
-            }
-        }
-        impl IntoRawFd for $t {
-            /// Unregisters the socket and hands over its descriptor (still
-            /// in non-blocking mode). A simulated socket is closed, and
-            /// the descriptor handed over fails every call.
-            fn into_raw_fd(self) -> RawFd {
-                match self.kind {
-                    $kind::Os(s) => s.into_raw_fd(),
-                    $kind::Sim(_) => sim_into_raw_fd(),
-                }
-            }
-        }
-    )*};
-}
-tcp_fd_impls!(TcpListener: ListenerKind, TcpStream: StreamKind);
+kind_fd_impls!(TcpListener: ListenerKind, TcpStream: StreamKind);
 
 impl fmt::Debug for TcpStream {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {

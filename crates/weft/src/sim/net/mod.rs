@@ -1,6 +1,6 @@
 //! The simulated network: inside a simulation, [`weft::net`](crate::net)'s
-//! TCP sockets connect simulated hosts through in-memory links, in virtual
-//! time, with faults drawn from the seed or scripted by the test.
+//! TCP and UDP sockets connect simulated hosts through in-memory links, in
+//! virtual time, with faults drawn from the seed or scripted by the test.
 //!
 //! # Hosts
 //!
@@ -99,14 +99,21 @@
 //!   as a new incarnation: threads spawned on it with [`host`] from then
 //!   on bind and connect again; the old incarnation's threads (and those
 //!   they spawn) and sockets still fail.
+//! - **Datagrams.** `weft::net::UdpSocket` is simulated too: a datagram
+//!   is delivered to the socket bound to its destination after its own
+//!   link delay (so jitter reorders datagrams), and dropped — silently, as
+//!   UDP does — when the link loses it (no retransmission), across a
+//!   partition, or when nothing is bound there or the host is down.
+//!   `connect` filters sources as on Linux; a datagram longer than the
+//!   buffer is truncated; a send never waits.
 //! - **Timeouts and interrupts** behave as in `weft::net`: read and write
 //!   timeouts give `TimedOut`, in virtual time; an interrupt of a waiting
 //!   thread returns `Interrupted` and shuts the socket (or listener) down.
 //! - **Determinism.** Every delay and loss is drawn from the simulation's
 //!   network stream of random numbers (a stream of its own, so the
 //!   program's draws do not shift it), and mixed into the trace hash. No
-//!   real socket is opened: a real one (`TcpStream::from_std`, a UDP or
-//!   Unix socket) is refused with an error naming the call.
+//!   real socket is opened: a real one (`TcpStream::from_std`, a Unix
+//!   socket) is refused with an error naming the call.
 //!
 //! # What is not modelled
 //!
@@ -119,10 +126,13 @@
 //! repair for ever, unless the program's own timeout fires); IPv6 (hosts
 //! have IPv4 addresses; `::1` is loopback); socket options other than the
 //! timeouts (`set_nodelay` is accepted and does nothing; `set_ttl` and
-//! the descriptor traits are not simulated); UDP and Unix sockets.
+//! the descriptor traits are not simulated); broadcast and multicast;
+//! ICMP (a datagram to a closed port is not answered with an error); Unix
+//! sockets.
 
 mod pipe;
 mod tcp;
+mod udp;
 mod world;
 
 use std::io;
@@ -132,6 +142,7 @@ use crate::runtime::Runtime;
 use crate::thread::{JoinHandle, Thread};
 
 pub(crate) use tcp::{SimListener, SimStream};
+pub(crate) use udp::SimUdp;
 pub use world::{DEFAULT_HOST, DEFAULT_HOST_IP, Link};
 use world::{Net, Place, my_place};
 

@@ -25,10 +25,10 @@ use crate::sync::{Condvar, MutexGuard};
 
 /// A timeout kept in a handle: nanoseconds, 0 meaning none.
 #[derive(Default)]
-struct Timeout(AtomicU64);
+pub(super) struct Timeout(AtomicU64);
 
 impl Timeout {
-    fn set(&self, d: Option<Duration>) -> io::Result<()> {
+    pub(super) fn set(&self, d: Option<Duration>) -> io::Result<()> {
         let n = match d {
             None => 0,
             Some(d) if d.is_zero() => {
@@ -43,27 +43,27 @@ impl Timeout {
         Ok(())
     }
 
-    fn get(&self) -> Option<Duration> {
+    pub(super) fn get(&self) -> Option<Duration> {
         match self.0.load(Ordering::Relaxed) {
             0 => None,
             n => Some(Duration::from_nanos(n)),
         }
     }
 
-    fn deadline(&self) -> Option<Instant> {
+    pub(super) fn deadline(&self) -> Option<Instant> {
         self.get().and_then(|d| crate::clock::now().checked_add(d))
     }
 
-    fn copy(&self) -> Timeout {
+    pub(super) fn copy(&self) -> Timeout {
         Timeout(AtomicU64::new(self.0.load(Ordering::Relaxed)))
     }
 }
 
-fn timed_out() -> io::Error {
+pub(super) fn timed_out() -> io::Error {
     error(io::ErrorKind::TimedOut, "operation timed out")
 }
 
-fn interrupted() -> io::Error {
+pub(super) fn interrupted() -> io::Error {
     error(
         io::ErrorKind::Interrupted,
         "interrupted (the socket is shut down)",
@@ -71,12 +71,12 @@ fn interrupted() -> io::Error {
 }
 
 /// Whether `deadline` has passed at `now`.
-fn passed(deadline: Option<Instant>, now: Instant) -> bool {
+pub(super) fn passed(deadline: Option<Instant>, now: Instant) -> bool {
     deadline.is_some_and(|d| d <= now)
 }
 
 /// The earlier of two optional deadlines (`None` is never).
-fn earliest(a: Option<Instant>, b: Option<Instant>) -> Option<Instant> {
+pub(super) fn earliest(a: Option<Instant>, b: Option<Instant>) -> Option<Instant> {
     match (a, b) {
         (Some(a), Some(b)) => Some(a.min(b)),
         (a, None) => a,
@@ -86,7 +86,7 @@ fn earliest(a: Option<Instant>, b: Option<Instant>) -> Option<Instant> {
 
 /// The address a socket of host `place` bound to `ip` is known by: the
 /// host's own for an unspecified one. Fails for another host's address.
-fn local_ip(s: &State, host: usize, ip: IpAddr) -> io::Result<IpAddr> {
+pub(super) fn local_ip(s: &State, host: usize, ip: IpAddr) -> io::Result<IpAddr> {
     let own = IpAddr::V4(s.hosts[host].ip);
     if ip.is_unspecified() || ip.is_loopback() || ip == own {
         Ok(ip)

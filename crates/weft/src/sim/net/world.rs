@@ -112,6 +112,17 @@ impl Link {
         (self.latency, self.latency.saturating_add(self.jitter))
     }
 
+    /// The delay of one datagram (`None`: lost), drawing from `draw`.
+    fn datagram_delay(&self, mut draw: impl FnMut() -> u64) -> Option<Duration> {
+        let j = u64::try_from(self.jitter.as_nanos()).unwrap_or(u64::MAX);
+        let mut d = self.latency;
+        if j > 0 {
+            d += Duration::from_nanos(draw() % j.saturating_add(1));
+        }
+        let lost = self.loss > 0.0 && (draw() as f64) < self.loss * 18_446_744_073_709_551_616.0;
+        (!lost).then_some(d)
+    }
+
     /// The delay of one segment, drawing from `draw`.
     fn delay(&self, mut draw: impl FnMut() -> u64) -> Duration {
         let mut d = self.latency;
@@ -229,6 +240,24 @@ pub(super) struct Listener {
     pub(super) wake: Arc<Condvar>,
 }
 
+/// A datagram on its way, or arrived and not yet read.
+pub(super) struct Datagram {
+    pub(super) at: Instant,
+    pub(super) from: SocketAddr,
+    pub(super) data: Vec<u8>,
+}
+
+/// A UDP socket.
+pub(super) struct Udp {
+    pub(super) place: Place,
+    pub(super) addr: SocketAddr,
+    /// `connect`ed: the default destination and the only source.
+    pub(super) peer: Option<SocketAddr>,
+    /// Datagrams in order of arrival.
+    pub(super) queue: Vec<Datagram>,
+    pub(super) wake: Arc<Condvar>,
+}
+
 /// Everything the lock guards.
 pub(super) struct State {
     pub(super) hosts: Vec<Host>,
@@ -240,6 +269,7 @@ pub(super) struct State {
     cut: BTreeSet<(usize, usize)>,
     pub(super) conns: BTreeMap<u64, Conn>,
     pub(super) listeners: BTreeMap<u64, Listener>,
+    pub(super) udp: BTreeMap<u64, Udp>,
     next_id: u64,
 }
 
@@ -273,6 +303,7 @@ impl Net {
                 cut: BTreeSet::new(),
                 conns: BTreeMap::new(),
                 listeners: BTreeMap::new(),
+                udp: BTreeMap::new(),
                 next_id: 1,
             }),
         }
@@ -440,11 +471,16 @@ impl State {
         Err(error(io::ErrorKind::AddrInUse, "no ephemeral port left"))
     }
 
-    /// Whether a listener or a connection of `host` uses `port`.
+    /// Whether a listener, a connection or a UDP socket of `host` uses
+    /// `port` (one range of ephemeral ports for both protocols).
     pub(super) fn port_used(&self, host: usize, port: u16) -> bool {
         self.listeners
             .values()
             .any(|l| l.place.host == host && l.addr.port() == port)
+            || self
+                .udp
+                .values()
+                .any(|u| u.place.host == host && u.addr.port() == port)
             || self.conns.values().any(|c| {
                 // A connecting end's port (an accepted end shares its
                 // listener's).
@@ -484,6 +520,23 @@ impl State {
             sim.record(u64::try_from(d.as_nanos()).unwrap_or(u64::MAX));
         }
         Some(now + d)
+    }
+
+    /// When a datagram sent now from host `from` arrives at host `to`:
+    /// `None` if it is lost (the link's loss, no retransmission) or the two
+    /// are partitioned. Mixed into the trace.
+    pub(super) fn datagram_arrival(&self, from: usize, to: usize, now: Instant) -> Option<Instant> {
+        if self.is_cut(from, to) {
+            return None;
+        }
+        let link = self.link(from, to);
+        let d = link.datagram_delay(draw);
+        if let Some(sim) = crate::sched::simulation() {
+            sim.record(d.map_or(u64::MAX, |d| {
+                u64::try_from(d.as_nanos()).unwrap_or(u64::MAX)
+            }));
+        }
+        d.map(|d| now + d)
     }
 
     /// Partitions `a` from `b`: what is in flight between them is held.
@@ -547,6 +600,7 @@ impl State {
                 self.close_listener(id, now, false);
             }
         }
+        self.udp.retain(|_, u| u.place.host != h);
         let ids: Vec<u64> = self.conns.keys().copied().collect();
         for id in ids {
             for e in 0..2 {
