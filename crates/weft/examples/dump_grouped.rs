@@ -7,8 +7,11 @@
 //!
 //! Each line also splits the time into the dump (`Dump::took`: reading
 //! states, taking every stack, symbolizing, building the entries) and the
-//! grouping (`ThreadGroups::took`), and checks that every thread was listed
-//! with a stack in one of the four expected groups.
+//! grouping (`ThreadGroups::took`), gives the CPU time of the calling
+//! thread (called from an OS thread, a dump does all its work there: a
+//! figure that other processes on the machine disturb less than the
+//! clock), and checks that every thread was listed with a stack in one of
+//! the four expected groups.
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -38,6 +41,17 @@ fn ms(d: Duration) -> String {
     format!("{:.1} ms", d.as_secs_f64() * 1e3)
 }
 
+/// CPU time of the calling thread.
+fn cpu_time() -> Duration {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: writes the calling thread's CPU clock into `ts`.
+    unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
+    Duration::new(ts.tv_sec as u64, ts.tv_nsec as u32)
+}
+
 fn median(v: &mut [Duration]) -> Duration {
     v.sort();
     v[v.len() / 2]
@@ -62,21 +76,24 @@ fn run(n: usize, runs: usize) {
         std::thread::sleep(Duration::from_millis(10));
     }
     let (mut total, mut dumps, mut groupings) = (Vec::new(), Vec::new(), Vec::new());
+    let mut cpu = Vec::new();
     for _ in 0..runs {
-        let t = Instant::now();
+        let (t, c) = (Instant::now(), cpu_time());
         let dump = weft::dump();
         let groups = dump.groups();
         let took = t.elapsed();
+        cpu.push(cpu_time() - c);
         total.push(took);
         dumps.push(dump.took);
         groupings.push(groups.took);
         let with_stack = dump.threads.iter().filter(|t| !t.stack.is_empty()).count();
         let big: Vec<usize> = groups.groups.iter().take(4).map(|g| g.count).collect();
         println!(
-            "  {} (dump {}, grouping {}): {} threads, {with_stack} with a stack, {} groups, largest {big:?}",
+            "  {} (dump {}, grouping {}; CPU {}): {} threads, {with_stack} with a stack, {} groups, largest {big:?}",
             ms(took),
             ms(dump.took),
             ms(groups.took),
+            ms(*cpu.last().unwrap()),
             dump.threads.len(),
             groups.groups.len(),
         );
@@ -85,12 +102,13 @@ fn run(n: usize, runs: usize) {
         }
     }
     println!(
-        "{n:>7} threads: dump().groups() median {} (min {}, max {}; dump {}, grouping {}; {runs} runs)",
+        "{n:>7} threads: dump().groups() median {} (min {}, max {}; dump {}, grouping {}; CPU {}; {runs} runs)",
         ms(median(&mut total)),
         ms(*total.iter().min().unwrap()),
         ms(*total.iter().max().unwrap()),
         ms(median(&mut dumps)),
         ms(median(&mut groupings)),
+        ms(median(&mut cpu)),
     );
     latch.count_down();
     drop(tx);

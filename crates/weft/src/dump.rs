@@ -197,14 +197,20 @@ pub fn dump() -> Dump {
     let borrow = blocking(|| parked::read(&threads, &mut stacks))
         .unwrap_or_else(|| (0..threads.len()).collect());
     capture_parked(&threads, &seen, &borrow, &mut stacks);
-    let frames = symbolize(&stacks.distinct);
-    let mut infos = entries(&threads, seen, &frames, &stacks.of);
-    // Ids are unique: an unstable sort gives the one order.
-    infos.sort_unstable_by_key(|t| t.id);
-    let ids: Vec<u64> = infos.iter().map(|t| t.id.as_u64().get()).collect();
-    link_owners(&mut infos, &ids);
-    let deadlocks = find_deadlocks(&infos, &ids);
-    let containers = build_containers(&infos);
+    // The rest off the carrier too: the first symbol lookup of a process
+    // reads its debug info (tens of milliseconds), and 100,000 entries
+    // take as long to build.
+    let (infos, deadlocks, containers) = blocking(|| {
+        let frames = symbolize(&stacks.distinct);
+        let mut infos = entries(&threads, seen, &frames, &stacks.of);
+        // Ids are unique: an unstable sort gives the one order.
+        infos.sort_unstable_by_key(|t| t.id);
+        let ids: Vec<u64> = infos.iter().map(|t| t.id.as_u64().get()).collect();
+        link_owners(&mut infos, &ids);
+        let deadlocks = find_deadlocks(&infos, &ids);
+        let containers = build_containers(&infos);
+        (infos, deadlocks, containers)
+    });
     Dump {
         pid: std::process::id(),
         time: SystemTime::now(),
@@ -406,20 +412,14 @@ impl Stacks {
     }
 }
 
-/// The frames of each distinct stack, symbolized off the carrier: the first
-/// lookup of a process reads its debug info (tens of milliseconds), which
-/// would stall the carrier of a virtual thread taking the dump. [`blocking`]
-/// runs it on an offload thread while that thread parks (and in place on an
-/// OS thread).
+/// The frames of each distinct stack.
 fn symbolize(distinct: &[Vec<usize>]) -> Vec<Vec<Frame>> {
-    blocking(move || {
-        let mut resolver = Resolver::default();
-        distinct.iter().map(|ips| resolver.frames(ips)).collect()
-    })
+    let mut resolver = Resolver::default();
+    distinct.iter().map(|ips| resolver.frames(ips)).collect()
 }
 
-/// The dump's entries: what was read, with the symbolized stacks (`frames`
-/// by stack id, `of` each thread's).
+/// The dump's entries, in the order of `threads`: what was read (`seen`),
+/// with the symbolized stacks (`frames` by stack id, `of` each thread's).
 fn entries(
     threads: &[Arc<VThread>],
     seen: Vec<Seen>,
