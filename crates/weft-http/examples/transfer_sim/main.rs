@@ -31,12 +31,7 @@ fn main() {
             .err()
             .map(|e| (seed, e))
     });
-    if std::env::var_os("TRANSFER_COUNT").is_some() {
-        let failing = (0..seeds)
-            .filter(|&s| weft::sim::run(s, || scenario::run(Variant::Buggy)).is_err())
-            .count();
-        println!("buggy variant: {failing} of {seeds} seeds fail");
-    }
+    let search_took = t0.elapsed();
     let Some((seed, failure)) = found else {
         println!("buggy variant: no failure in {seeds} seeds (unexpected)");
         std::process::exit(1);
@@ -44,7 +39,7 @@ fn main() {
     println!(
         "buggy variant: seed {seed} fails ({} seeds tried, {:.2?} real time):\n  {}",
         seed + 1,
-        t0.elapsed(),
+        search_took,
         failure.to_string().lines().next().unwrap_or_default()
     );
     let again = weft::sim::run(seed, || scenario::run(Variant::Buggy)).unwrap_err();
@@ -54,6 +49,12 @@ fn main() {
     );
     assert_eq!(again.trace, failure.trace, "the replay diverged");
 
+    if std::env::var_os("TRANSFER_COUNT").is_some() {
+        let failing = (0..seeds)
+            .filter(|&s| weft::sim::run(s, || scenario::run(Variant::Buggy)).is_err())
+            .count();
+        println!("buggy variant: {failing} of {seeds} seeds fail");
+    }
     let t0 = Instant::now();
     let mut steps = 0;
     let mut virtual_time = Duration::ZERO;
