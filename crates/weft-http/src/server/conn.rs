@@ -8,7 +8,7 @@ use std::io::Read;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU8, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use weft::net::TcpStream;
 use weft::sync::OwnedSemaphorePermit;
@@ -58,7 +58,7 @@ pub(super) fn run_connection(
     let _ = tcp.set_nodelay(cfg.nodelay);
     let _ = tcp.set_write_timeout(Some(cfg.write_timeout));
     // The handshake and the first request head share the header timeout.
-    let first_deadline = Instant::now() + cfg.header_read_timeout;
+    let first_deadline = weft::sim::now() + cfg.header_read_timeout;
     let stream = match &cfg.tls {
         None => Stream::Plain(tcp),
         Some(tls) => match Stream::accept(tcp, tls, first_deadline) {

@@ -14,7 +14,7 @@ use std::io;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use weft::sync::Condvar;
 
@@ -236,7 +236,7 @@ impl ServerHandle {
     /// The work of [`shutdown`](ServerHandle::shutdown), run once.
     fn drain(&self, grace: Duration) -> ShutdownReport {
         let shared = &self.shared;
-        let deadline = Instant::now() + grace;
+        let deadline = weft::sim::now() + grace;
         shared.shutting_down.store(true, Ordering::SeqCst);
         // Stop the acceptor: an interrupt makes its accept (or permit wait)
         // fail and shuts the listener down.
@@ -245,8 +245,8 @@ impl ServerHandle {
             // Bounded: an acceptor that cannot run (its carrier is held,
             // e.g. by a handler blocked on an OS lock) is left behind
             // rather than hanging the shutdown.
-            let limit = deadline.max(Instant::now() + Duration::from_secs(1));
-            while !acceptor.is_finished() && Instant::now() < limit {
+            let limit = deadline.max(weft::sim::now() + Duration::from_secs(1));
+            while !acceptor.is_finished() && weft::sim::now() < limit {
                 weft::park_timeout(Duration::from_millis(1));
             }
             if acceptor.is_finished() {
@@ -268,7 +268,7 @@ impl ServerHandle {
             for slot in &slots {
                 slot.interrupt();
             }
-            if !shared.wait_closed(Instant::now() + Duration::from_secs(1)) {
+            if !shared.wait_closed(weft::sim::now() + Duration::from_secs(1)) {
                 remaining = shared.stats.open.load(Ordering::SeqCst) as usize;
             }
         }
