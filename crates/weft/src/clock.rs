@@ -106,6 +106,11 @@ impl VirtualClock {
         self.origin + Duration::from_nanos(self.elapsed_ns.load(Ordering::Relaxed))
     }
 
+    /// The instant the simulation began.
+    pub(crate) fn origin(&self) -> Instant {
+        self.origin
+    }
+
     /// Virtual time since the simulation began.
     pub(crate) fn elapsed(&self) -> Duration {
         Duration::from_nanos(self.elapsed_ns.load(Ordering::Relaxed))

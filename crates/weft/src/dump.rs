@@ -296,7 +296,7 @@ fn capture_parked(threads: &[Arc<VThread>], seen: &[Seen], which: &[usize], stac
         // A thread bound to a carrier that another thread holds (a stall,
         // a pinned wait) cannot run to record its stack: list it without
         // one rather than wait for it.
-        if t.park.is_parked() && !seen.home_stalled {
+        if t.park.is_parked() && !seen.home_stalled && !in_running_simulation(t) {
             request_capture(&job, t);
         }
     }
@@ -314,6 +314,14 @@ fn capture_parked(threads: &[Arc<VThread>], seen: &[Seen], which: &[usize], stac
             stacks.set(i, &ips);
         }
     }
+}
+
+/// Whether `t` belongs to a simulation that is still running (`crate::sim`):
+/// a dump must not hold or borrow it — a wake-up that finds it held, or a
+/// thread scheduled from the dump's OS thread, would change the run (a
+/// false deadlock, a different schedule). It is listed without a stack.
+pub(crate) fn in_running_simulation(t: &VThread) -> bool {
+    t.runtime_shared().is_some_and(|s| s.simulation_running())
 }
 
 /// Leaves `job` in parked thread `t` and borrows it to answer; withdraws

@@ -421,6 +421,14 @@ impl Runtime {
         self.handle.shared.migrate
     }
 
+    /// Stops the carriers now, with threads possibly left parked (a
+    /// simulation that deadlocked or hit its limit: its threads are never
+    /// resumed).
+    pub(crate) fn shutdown_now(&self) {
+        self.handle.shared.shutdown.store(true, Ordering::SeqCst);
+        self.handle.shared.wake_all();
+    }
+
     pub(crate) fn spawn_thread(&self, thread: Arc<VThread>) {
         Spawner(&self.handle.shared).spawn(thread);
     }

@@ -211,3 +211,88 @@ fn wait_idle_returns_once_the_others_block_and_before_time_moves() {
     assert_eq!(r.value, (7, Duration::ZERO, 99));
     assert_eq!(r.elapsed, Duration::from_secs(5));
 }
+
+/// Threads that yield to each other for ever never move time: the step
+/// limit stops the run with `Outcome::Limit` instead of a hang; a loop
+/// that sleeps for ever is stopped by the time limit.
+#[test]
+fn a_livelock_stops_at_the_step_limit_and_an_endless_loop_at_the_time_limit() {
+    let err = Sim::new()
+        .seed(1)
+        .max_steps(10_000)
+        .run(|| {
+            let spin = || loop {
+                weft::yield_now();
+            };
+            let _a = weft::spawn(spin);
+            spin();
+        })
+        .unwrap_err();
+    assert!(matches!(err.outcome, Outcome::Limit), "{err}");
+    assert_eq!(err.steps, 10_000);
+    let err = Sim::new()
+        .seed(1)
+        .max_time(Duration::from_secs(3600))
+        .run(|| {
+            loop {
+                weft::sleep(Duration::from_secs(1)).unwrap();
+            }
+        })
+        .unwrap_err();
+    assert!(matches!(err.outcome, Outcome::Limit), "{err}");
+    assert_eq!(err.elapsed, Duration::from_secs(3600));
+}
+
+/// The OS threads of this process (Linux).
+fn os_threads() -> usize {
+    std::fs::read_dir("/proc/self/task").unwrap().count()
+}
+
+/// A deadlocked run's carrier goes away (its threads stay parked): many
+/// deadlocks do not pile up OS threads.
+#[test]
+fn deadlocked_runs_do_not_keep_their_carriers() {
+    let deadlock = || {
+        let (_tx, rx) = channel::bounded::<u32>(1);
+        let _ = rx.recv();
+    };
+    let before = os_threads();
+    for seed in 0..20 {
+        assert!(weft::sim::run(seed, deadlock).is_err());
+    }
+    // Each carrier exits on its own once told: wait for them (bounded).
+    let mut after = os_threads();
+    for _ in 0..1000 {
+        if after < before + 5 {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+        after = os_threads();
+    }
+    assert!(
+        after < before + 5,
+        "{before} OS threads before, {after} after 20 deadlocks"
+    );
+}
+
+/// A root that panics while another thread waits for ever reports the
+/// panic (with the deadlock after it), not only the deadlock.
+#[test]
+fn a_panic_of_the_root_is_reported_before_what_it_left_behind() {
+    let err = weft::sim::run(2, || {
+        let (tx, rx) = channel::bounded::<u32>(1);
+        let _waiter = weft::spawn(move || rx.recv());
+        weft::yield_now();
+        // The sender outlives the root: the waiter waits for ever.
+        std::mem::forget(tx);
+        panic!("root gave up");
+    })
+    .unwrap_err();
+    match &err.outcome {
+        Outcome::Panic(m) => assert!(
+            m.contains("root gave up") && m.contains("deadlocked"),
+            "{m}"
+        ),
+        other => panic!("{other:?}"),
+    }
+}

@@ -830,13 +830,13 @@ fn ping_pong() -> u64 {
 /// A thread dump taken meanwhile by another OS thread — another test's
 /// `weft::dump()`, or another simulation's deadlock report, which dumps
 /// the whole process — must neither change a simulation's schedule nor
-/// make it look deadlocked. It does today: the dump holds parked threads
-/// (`dump/parked.rs`, `Held::take`), an unpark meanwhile only leaves a
-/// permit, and the simulated carrier, finding nothing runnable, declares a
-/// deadlock (7 of 600 runs here) or runs the thread later, when the dump
-/// schedules it from its own OS thread.
+/// make it look deadlocked. Before dumps left a running simulation's
+/// threads alone (`dump::in_running_simulation`), the dump held parked
+/// threads, an unpark meanwhile only left a permit, and the simulated
+/// carrier, finding nothing runnable, declared a deadlock (7 of 600 runs)
+/// or ran the thread later, when the dump scheduled it from its own OS
+/// thread.
 #[test]
-#[ignore = "dumps hold threads of running simulations (see the report of tests/sim_stress.rs)"]
 fn a_concurrent_dump_changes_nothing_in_a_simulation() {
     let _s = serial();
     let stop = Arc::new(AtomicBool::new(false));

@@ -180,7 +180,7 @@ mod imp {
             let Kind::Virtual { coro, .. } = &t.kind else {
                 return None;
             };
-            if !t.park.borrow_parked() {
+            if crate::dump::in_running_simulation(t) || !t.park.borrow_parked() {
                 return None;
             }
             // SAFETY: the CAS above made us the thread's one owner until

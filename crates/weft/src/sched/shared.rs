@@ -152,6 +152,13 @@ impl Shared {
         (shared, locals)
     }
 
+    /// Whether this runtime runs a simulation that has not ended: its
+    /// threads must not be touched from outside (a dump holding one would
+    /// change the run).
+    pub(crate) fn simulation_running(&self) -> bool {
+        self.sim.as_ref().is_some_and(|s| s.running())
+    }
+
     /// Called by a finishing thread just before it completes its join
     /// packet, so that whoever joins it never still counts it live.
     pub(crate) fn thread_finished(&self) {

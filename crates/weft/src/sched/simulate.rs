@@ -61,6 +61,18 @@ pub(crate) enum End {
     Finished,
     /// Threads are left, none runnable and no timer pending.
     Deadlock { parked: usize },
+    /// The step or virtual-time limit was reached (`Limits`).
+    Limit,
+}
+
+/// How far a simulation may run before it is stopped (a livelock — threads
+/// that yield to each other for ever — would otherwise never end).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Limits {
+    /// Scheduling decisions.
+    pub(crate) steps: u64,
+    /// Virtual time.
+    pub(crate) time: Option<Duration>,
 }
 
 /// Independent random streams, so that entropy a program draws does not
@@ -76,6 +88,7 @@ pub(crate) enum Stream {
 pub(crate) struct Simulation {
     seed: u64,
     policy: Policy,
+    limits: Limits,
     pub(crate) clock: VirtualClock,
     choices: Mutex<Choices>,
     /// Set by the caller once the root thread is spawned (`start`), read
@@ -163,6 +176,10 @@ impl Simulation {
         Simulation {
             seed,
             policy,
+            limits: Limits {
+                steps: u64::MAX,
+                time: None,
+            },
             clock: VirtualClock::new(),
             choices: Mutex::new(Choices {
                 rngs,
@@ -181,6 +198,29 @@ impl Simulation {
             started_cv: Condvar::new(),
             end_cv: Condvar::new(),
         }
+    }
+
+    /// The same simulation, stopped at `limits`.
+    pub(crate) fn with_limits(mut self, limits: Limits) -> Simulation {
+        self.limits = limits;
+        self
+    }
+
+    /// Whether virtual time may move to `t` (false past the time limit).
+    pub(crate) fn within_time(&self, t: std::time::Instant) -> bool {
+        self.limits
+            .time
+            .is_none_or(|max| t.saturating_duration_since(self.clock.origin()) <= max)
+    }
+
+    /// Whether another step may be taken (false at the step limit).
+    pub(crate) fn within_steps(&self) -> bool {
+        self.choices.lock().unpoison().steps < self.limits.steps
+    }
+
+    /// Whether the simulation has started and not ended.
+    pub(crate) fn running(&self) -> bool {
+        *self.started.lock().unpoison() && self.end.lock().unpoison().is_none()
     }
 
     pub(crate) fn seed(&self) -> u64 {

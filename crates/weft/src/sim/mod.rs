@@ -83,7 +83,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crate::runtime::RuntimeBuilder;
-use crate::sched::{End, Policy, Simulation, Stream};
+use crate::sched::{End, Limits, Policy, Simulation, Stream};
 
 /// Environment variable naming one seed for [`check`] to run alone.
 pub const SEED_ENV: &str = "WEFT_SIM_SEED";
@@ -94,7 +94,12 @@ pub const SEED_ENV: &str = "WEFT_SIM_SEED";
 pub struct Sim {
     seed: u64,
     policy: Policy,
+    limits: Limits,
 }
+
+/// Scheduling decisions a run may take by default before it is stopped
+/// ([`Sim::max_steps`]).
+pub const DEFAULT_MAX_STEPS: u64 = 10_000_000;
 
 impl Default for Sim {
     fn default() -> Sim {
@@ -108,11 +113,14 @@ impl Sim {
         Sim {
             seed: 0,
             policy: Policy::Uniform,
+            limits: Limits {
+                steps: DEFAULT_MAX_STEPS,
+                time: None,
+            },
         }
     }
 
-    /// The seed of [`Sim::run`] (ignored by [`Sim::check`], which runs its
-    /// own range).
+    /// The seed of [`Sim::run`], and the first seed of [`Sim::check`].
     pub fn seed(mut self, seed: u64) -> Sim {
         self.seed = seed;
         self
@@ -136,6 +144,21 @@ impl Sim {
         self
     }
 
+    /// Stops a run after `steps` scheduling decisions (default
+    /// [`DEFAULT_MAX_STEPS`]): threads that yield to each other for ever
+    /// (a livelock) end in [`Outcome::Limit`] instead of a hang.
+    pub fn max_steps(mut self, steps: u64) -> Sim {
+        self.limits.steps = steps;
+        self
+    }
+
+    /// Stops a run whose virtual time would pass `time` (default: no
+    /// limit), e.g. a heartbeat loop that never ends: [`Outcome::Limit`].
+    pub fn max_time(mut self, time: Duration) -> Sim {
+        self.limits.time = Some(time);
+        self
+    }
+
     /// Runs `f` and every thread it spawns in a simulation seeded with this
     /// seed, until every thread has finished.
     ///
@@ -148,23 +171,46 @@ impl Sim {
         F: FnOnce() -> T + Send + 'static,
         T: Send + 'static,
     {
-        let sim = Arc::new(Simulation::new(self.seed, self.policy));
+        let sim = Arc::new(Simulation::new(self.seed, self.policy).with_limits(self.limits));
         let rt = RuntimeBuilder::default()
             .name("weft-sim")
             .simulation(sim.clone())
             .build()
             .map_err(|e| failure(&sim, Outcome::Setup(e.to_string())))?;
-        let root = rt.spawn(f);
+        let root = crate::builder::Builder::new().spawn_on(&rt, f);
         sim.start();
-        let end = sim.wait_end();
-        if let End::Deadlock { parked } = end {
-            return Err(failure(
-                &sim,
-                Outcome::Deadlock {
-                    parked,
-                    threads: deadlocked_threads(&sim),
-                },
-            ));
+        // Parks a virtual thread of another runtime instead of holding its
+        // carrier for the whole simulation.
+        let end = crate::blocking::blocking(|| sim.wait_end());
+        let root = match root {
+            Ok(root) => root,
+            Err(e) => return Err(failure(&sim, Outcome::Setup(e.to_string()))),
+        };
+        let left = match end {
+            End::Finished => None,
+            End::Deadlock { parked } => Some(Outcome::Deadlock {
+                parked,
+                threads: deadlocked_threads(&sim),
+            }),
+            End::Limit => Some(Outcome::Limit),
+        };
+        if let Some(outcome) = left {
+            // Its threads are never resumed: stop the carrier (they stay
+            // parked, their memory leaked), unless the root panicked,
+            // which says more than what was left behind.
+            rt.shutdown_now();
+            let outcome = match root.is_finished().then(|| root.join()) {
+                Some(Err(payload)) => Outcome::Panic(format!(
+                    "{} (and then: {})",
+                    panic_message(&*payload),
+                    match &outcome {
+                        Outcome::Deadlock { parked, .. } => format!("{parked} threads deadlocked"),
+                        _ => "the step or time limit was reached".to_string(),
+                    }
+                )),
+                _ => outcome,
+            };
+            return Err(failure(&sim, outcome));
         }
         match root.join() {
             Ok(value) => Ok(Report {
@@ -178,8 +224,9 @@ impl Sim {
         }
     }
 
-    /// Runs `f` under seeds `0..seeds` (or, when `WEFT_SIM_SEED` is set,
-    /// under that seed alone), stopping at the first failure.
+    /// Runs `f` under `seeds` seeds from this one (`0..seeds` by default;
+    /// when `WEFT_SIM_SEED` is set, under that seed alone), stopping at
+    /// the first failure.
     ///
     /// # Panics
     ///
@@ -197,7 +244,7 @@ impl Sim {
         });
         let range = match only {
             Some(s) => s..s.saturating_add(1),
-            None => 0..seeds,
+            None => self.seed..self.seed.saturating_add(seeds),
         };
         let total = range.end - range.start;
         let mut shown = Instant::now();
@@ -278,6 +325,9 @@ pub enum Outcome {
         /// Their states and stacks, grouped (a thread dump).
         threads: String,
     },
+    /// The run reached its step or virtual-time limit ([`Sim::max_steps`],
+    /// [`Sim::max_time`]).
+    Limit,
     /// The simulated runtime could not be started.
     Setup(String),
 }
@@ -294,6 +344,10 @@ impl std::fmt::Display for Failure {
             Outcome::Deadlock { parked, threads } => write!(
                 f,
                 "deadlock: {parked} threads wait, none can run and no timer is pending\n{threads}"
+            )?,
+            Outcome::Limit => write!(
+                f,
+                "stopped at its step or virtual-time limit (a livelock, or a loop that never ends?)"
             )?,
             Outcome::Setup(msg) => write!(f, "could not start: {msg}")?,
         }
@@ -368,8 +422,10 @@ pub fn now() -> Instant {
 /// Blocks until every other thread of the simulation is blocked — waiting
 /// on a lock, channel, socket or timer, with nothing left to run — and
 /// returns before virtual time moves on (Go's `synctest.Wait`). A test
-/// uses it to observe the state its threads settle in. Outside a
-/// simulation it returns at once.
+/// uses it to observe the state its threads settle in. Several waiters
+/// are woken one at a time, in the order they began to wait, so each sees
+/// every other thread blocked. Not interruptible (an interrupt is kept for
+/// the thread's next wait). Outside a simulation it returns at once.
 pub fn wait_idle() {
     if let Some(s) = crate::sched::simulation() {
         s.wait_idle();

@@ -25,21 +25,34 @@ impl Carrier {
                 }
                 // A deadline the clock cannot reach (584 years on) is
                 // never due: its thread waits like one with no timer.
-                if let Some(deadline) = self.next_live_timer()
-                    && sim.clock.advance_to(deadline)
-                {
-                    self.fire_due_timers();
-                    continue;
+                if let Some(deadline) = self.next_live_timer() {
+                    if !sim.within_time(deadline) {
+                        break End::Limit;
+                    }
+                    if sim.clock.advance_to(deadline) {
+                        self.fire_due_timers();
+                        continue;
+                    }
                 }
                 match self.shared.live.load(Ordering::SeqCst) {
                     0 => break End::Finished,
                     parked => break End::Deadlock { parked },
                 }
             }
+            if !sim.within_steps() {
+                break End::Limit;
+            }
             let i = sim.pick(&runnable);
             let thread = runnable.swap_remove(i);
             self.run(thread);
         };
+        if end == End::Limit {
+            // Stopped with threads runnable: they never run again (like a
+            // deadlocked run's, they are leaked, not unwound).
+            for t in runnable.drain(..) {
+                std::mem::forget(t);
+            }
+        }
         sim.finish(end);
     }
 
