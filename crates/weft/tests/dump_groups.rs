@@ -271,5 +271,21 @@ fn state_counts_and_carriers() {
     assert!(core.len() >= rt.parallelism(), "{all:?}");
     let homed: usize = all.iter().map(|c| c.homed).sum();
     assert!(homed >= 60, "{all:?}");
+    // A named runtime's carriers carry its name.
+    let named = weft::Runtime::builder()
+        .parallelism(1)
+        .name("groups-named")
+        .build()
+        .unwrap();
+    let all = weft::carriers();
+    assert!(
+        all.iter().any(|c| c.runtime_name == "groups-named"),
+        "{all:?}"
+    );
+    assert!(
+        all.iter().any(|c| c.runtime_name == "weft-carrier"),
+        "{all:?}"
+    );
+    drop(named);
     three.finish();
 }

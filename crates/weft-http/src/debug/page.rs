@@ -257,6 +257,7 @@ struct Live {
 #[derive(Serialize)]
 struct CarrierView {
     runtime: usize,
+    runtime_name: String,
     index: usize,
     spare: bool,
     state: &'static str,
@@ -276,6 +277,7 @@ impl CarrierView {
     fn of(c: &CarrierInfo) -> CarrierView {
         CarrierView {
             runtime: c.runtime,
+            runtime_name: c.runtime_name.clone(),
             index: c.index,
             spare: c.spare,
             state: c.state.as_str(),

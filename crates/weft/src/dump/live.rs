@@ -43,6 +43,9 @@ pub struct CarrierInfo {
     /// The runtime: its position among the process's live runtimes, oldest
     /// first.
     pub runtime: usize,
+    /// The runtime's name (`RuntimeBuilder::name`, the prefix of its
+    /// carriers' OS thread names: `weft-carrier` by default).
+    pub runtime_name: String,
     /// The carrier's index in its runtime (`carrier {index}` in dumps).
     pub index: usize,
     /// A spare carrier (beyond the runtime's parallelism, brought in while
@@ -201,6 +204,7 @@ pub fn carriers() -> Vec<CarrierInfo> {
             };
             let info = CarrierInfo {
                 runtime: r,
+                runtime_name: rt.name.clone(),
                 index: i,
                 spare: i >= v.core,
                 state,

@@ -55,7 +55,7 @@ pub(crate) struct Shared {
     /// Spare slots whose threads wait in keep-alive for duty.
     pub(super) idle_spares: Mutex<Vec<usize>>,
     /// Carrier thread name prefix.
-    pub(super) name: String,
+    pub(crate) name: String,
     /// How long one thread may hold a carrier before the monitor calls it a
     /// stall (WEFT_STALL_THRESHOLD).
     pub(crate) stall_threshold: Duration,
