@@ -27,6 +27,8 @@ type RecvFn = unsafe extern "C" fn(c_int, *mut c_void, size_t, c_int) -> ssize_t
 type FcntlFn = unsafe extern "C" fn(c_int, c_int, ...) -> c_int;
 type PollFn = unsafe extern "C" fn(*mut libc::pollfd, libc::nfds_t, c_int) -> c_int;
 type CloseFn = unsafe extern "C" fn(c_int) -> c_int;
+type ClockFn = unsafe extern "C" fn(libc::clockid_t, *mut libc::timespec) -> c_int;
+type GetrandomFn = unsafe extern "C" fn(*mut c_void, libc::size_t, libc::c_uint) -> libc::ssize_t;
 
 /// libc's definition of `name`: the next one after this executable's.
 /// A measured call: its name, the hooked form, libc's own.
@@ -104,6 +106,12 @@ fn main() {
     let libc_fcntl: FcntlFn = next(c"fcntl");
     let libc_poll: PollFn = next(c"poll");
     let libc_close: CloseFn = next(c"close");
+    let libc_clock_gettime: ClockFn = next(c"clock_gettime");
+    let libc_getrandom: GetrandomFn = next(c"getrandom");
+    let ts = std::cell::UnsafeCell::new(libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    });
     let mut buf = [0u8; 16];
     let bp = buf.as_mut_ptr().cast::<c_void>();
     let pfd = std::cell::UnsafeCell::new(libc::pollfd {
@@ -159,6 +167,24 @@ fn main() {
             }),
             Box::new(|| {
                 black_box(unsafe { libc_poll(pfd.get(), 1, 0) });
+            }),
+        ),
+        (
+            "clock_gettime(MONOTONIC)",
+            Box::new(|| {
+                black_box(unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, ts.get()) });
+            }),
+            Box::new(|| {
+                black_box(unsafe { libc_clock_gettime(libc::CLOCK_MONOTONIC, ts.get()) });
+            }),
+        ),
+        (
+            "getrandom 16 B",
+            Box::new(|| {
+                black_box(unsafe { libc::getrandom(bp, 16, 0) });
+            }),
+            Box::new(|| {
+                black_box(unsafe { libc_getrandom(bp, 16, 0) });
             }),
         ),
         (
