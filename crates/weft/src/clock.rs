@@ -241,6 +241,54 @@ pub(crate) fn ns_of(t: Instant) -> u64 {
     t.saturating_duration_since(epoch()).as_nanos() as u64
 }
 
+/// A socket's timeout, kept in its handle as one word: nanoseconds, 0
+/// meaning none (`weft::net`'s sockets and the simulated ones of
+/// `sim::net`; a handle's copy made by `try_clone` starts with the same).
+#[derive(Default)]
+pub(crate) struct Timeout(AtomicU64);
+
+impl Timeout {
+    pub(crate) const fn none() -> Timeout {
+        Timeout(AtomicU64::new(0))
+    }
+
+    /// Sets it (`None`: no timeout); `Some(ZERO)` is `InvalidInput`, as
+    /// std's.
+    pub(crate) fn set(&self, dur: Option<Duration>) -> std::io::Result<()> {
+        let nanos = match dur {
+            None => 0,
+            Some(d) if d.is_zero() => {
+                return Err(std::io::Error::new(
+                    std::io::ErrorKind::InvalidInput,
+                    "cannot set a 0 duration timeout",
+                ));
+            }
+            Some(d) => u64::try_from(d.as_nanos()).unwrap_or(u64::MAX),
+        };
+        self.0.store(nanos, Ordering::Relaxed);
+        Ok(())
+    }
+
+    pub(crate) fn get(&self) -> Option<Duration> {
+        match self.0.load(Ordering::Relaxed) {
+            0 => None,
+            n => Some(Duration::from_nanos(n)),
+        }
+    }
+
+    pub(crate) fn copy(&self) -> Timeout {
+        Timeout(AtomicU64::new(self.0.load(Ordering::Relaxed)))
+    }
+
+    /// The deadline for an operation starting now (`None`: wait forever).
+    pub(crate) fn deadline(&self) -> Option<Instant> {
+        match self.0.load(Ordering::Relaxed) {
+            0 => None,
+            n => now().checked_add(Duration::from_nanos(n)),
+        }
+    }
+}
+
 /// An optional timeout as the kernel takes it: `None` → a null pointer
 /// (wait forever), else a pointer into `buf`, which must outlive the call.
 pub(crate) fn timespec_ptr(

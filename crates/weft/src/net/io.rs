@@ -11,55 +11,14 @@ use std::io;
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, IntoRawFd, OwnedFd, RawFd};
 use std::os::unix::fs::OpenOptionsExt;
 use std::sync::OnceLock;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::task::{Context, Poll};
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use super::addr::ToSocketAddrs;
 use crate::poll::{Interest, Registration};
 
-/// A timeout kept in the handle: nanoseconds, 0 meaning none.
-pub(super) struct Timeout(AtomicU64);
-
-impl Timeout {
-    const fn none() -> Timeout {
-        Timeout(AtomicU64::new(0))
-    }
-
-    pub(super) fn set(&self, dur: Option<Duration>) -> io::Result<()> {
-        let nanos = match dur {
-            None => 0,
-            Some(d) if d.is_zero() => {
-                return Err(io::Error::new(
-                    io::ErrorKind::InvalidInput,
-                    "cannot set a 0 duration timeout",
-                ));
-            }
-            Some(d) => u64::try_from(d.as_nanos()).unwrap_or(u64::MAX),
-        };
-        self.0.store(nanos, Ordering::Relaxed);
-        Ok(())
-    }
-
-    pub(super) fn get(&self) -> Option<Duration> {
-        match self.0.load(Ordering::Relaxed) {
-            0 => None,
-            n => Some(Duration::from_nanos(n)),
-        }
-    }
-
-    pub(super) fn copy(&self) -> Timeout {
-        Timeout(AtomicU64::new(self.0.load(Ordering::Relaxed)))
-    }
-
-    /// The deadline for an operation starting now (`None`: wait forever).
-    pub(super) fn deadline(&self) -> Option<Instant> {
-        match self.0.load(Ordering::Relaxed) {
-            0 => None,
-            n => crate::clock::now().checked_add(Duration::from_nanos(n)),
-        }
-    }
-}
+pub(super) use crate::clock::Timeout;
 
 /// A non-blocking socket `S` registered with the poller, with its
 /// timeouts. The shared engine of every type in this module.

@@ -14,7 +14,6 @@ use std::fmt;
 use std::io;
 use std::net::{IpAddr, Ipv4Addr, Shutdown, SocketAddr};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use super::pipe::{Pipe, Read};
@@ -23,41 +22,7 @@ use super::world::{
 };
 use crate::sync::{Condvar, MutexGuard};
 
-/// A timeout kept in a handle: nanoseconds, 0 meaning none.
-#[derive(Default)]
-pub(super) struct Timeout(AtomicU64);
-
-impl Timeout {
-    pub(super) fn set(&self, d: Option<Duration>) -> io::Result<()> {
-        let n = match d {
-            None => 0,
-            Some(d) if d.is_zero() => {
-                return Err(io::Error::new(
-                    io::ErrorKind::InvalidInput,
-                    "cannot set a 0 duration timeout",
-                ));
-            }
-            Some(d) => u64::try_from(d.as_nanos()).unwrap_or(u64::MAX),
-        };
-        self.0.store(n, Ordering::Relaxed);
-        Ok(())
-    }
-
-    pub(super) fn get(&self) -> Option<Duration> {
-        match self.0.load(Ordering::Relaxed) {
-            0 => None,
-            n => Some(Duration::from_nanos(n)),
-        }
-    }
-
-    pub(super) fn deadline(&self) -> Option<Instant> {
-        self.get().and_then(|d| crate::clock::now().checked_add(d))
-    }
-
-    pub(super) fn copy(&self) -> Timeout {
-        Timeout(AtomicU64::new(self.0.load(Ordering::Relaxed)))
-    }
-}
+pub(super) use crate::clock::Timeout;
 
 pub(super) fn timed_out() -> io::Error {
     error(io::ErrorKind::TimedOut, "operation timed out")
