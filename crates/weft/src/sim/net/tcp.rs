@@ -227,17 +227,11 @@ fn close(s: &mut State, id: u64, e: usize, now: Instant) {
     let (from, to) = (c.ends[e].place.host, c.ends[1 - e].place.host);
     let fin = !c.ends[e].write_shut && !c.ends[1 - e].closed;
     let at = if fin { s.arrival(from, to, now) } else { None };
-    let c = s.conns.get_mut(&id).expect("looked up above");
     if fin {
+        let c = s.conns.get_mut(&id).expect("looked up above");
         c.pipes[e].push_fin(at);
     }
-    let end = &mut c.ends[e];
-    end.closed = true;
-    end.write_shut = true;
-    end.read_shut = true;
-    c.pipes[1 - e].clear();
-    c.ends[1 - e].wake.notify_all();
-    s.forget_if_closed(id);
+    s.end_closed(id, e);
 }
 
 /// `shutdown(how)` of end `e` of connection `id`.

@@ -645,10 +645,18 @@ impl State {
         } else {
             Some(self.arrival(from, to, now))
         };
-        let c = self.conns.get_mut(&id).expect("looked up above");
         if let Some(at) = at {
+            let c = self.conns.get_mut(&id).expect("looked up above");
             c.pipes[e].push_rst(at);
         }
+        self.end_closed(id, e);
+    }
+
+    /// End `e` of connection `id` is closed (after its FIN or RST was
+    /// queued): shut both ways, what it had not read dropped, the peer's
+    /// waiters woken, the connection forgotten once both ends are closed.
+    pub(super) fn end_closed(&mut self, id: u64, e: usize) {
+        let Some(c) = self.conns.get_mut(&id) else { return };
         let end = &mut c.ends[e];
         end.closed = true;
         end.write_shut = true;
