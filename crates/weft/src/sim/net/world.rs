@@ -656,7 +656,9 @@ impl State {
     /// queued): shut both ways, what it had not read dropped, the peer's
     /// waiters woken, the connection forgotten once both ends are closed.
     pub(super) fn end_closed(&mut self, id: u64, e: usize) {
-        let Some(c) = self.conns.get_mut(&id) else { return };
+        let Some(c) = self.conns.get_mut(&id) else {
+            return;
+        };
         let end = &mut c.ends[e];
         end.closed = true;
         end.write_shut = true;
