@@ -93,7 +93,7 @@ fn std_mutex_waits_are_simulated() {
     assert_eq!(r.value, 2);
 }
 
-/// C's `gettimeofday` agrees with `SystemTime` inside a simulation.
+/// C's `gettimeofday` and `time` agree with `SystemTime` inside a simulation.
 #[test]
 fn gettimeofday_reads_the_simulated_clock() {
     let r = weft::sim::run(7, || {
@@ -108,6 +108,9 @@ fn gettimeofday_reads_the_simulated_clock() {
             0
         );
         let st = SystemTime::now().duration_since(UNIX_EPOCH).unwrap();
+        // SAFETY: a null argument is allowed.
+        let t = unsafe { libc::time(std::ptr::null_mut()) };
+        assert_eq!(t, tv.tv_sec);
         (tv.tv_sec, tv.tv_usec, st)
     })
     .unwrap();

@@ -119,6 +119,7 @@ functions! {
     CLOCK_GETTIME = c"clock_gettime": fn(clockid_t, *mut timespec) -> c_int;
     GETRANDOM = c"getrandom": fn(*mut c_void, size_t, c_uint) -> ssize_t;
     GETTIMEOFDAY = c"gettimeofday": fn(*mut timeval, *mut c_void) -> c_int;
+    TIME = c"time": fn(*mut libc::time_t) -> libc::time_t;
     PTHREAD_CREATE = c"pthread_create": fn(
         *mut libc::pthread_t,
         *const libc::pthread_attr_t,

@@ -1,6 +1,6 @@
 //! What a simulation's threads see of time and entropy through libc
 //! (`crate::sim`): `clock_gettime` (and with it `Instant::now`,
-//! `SystemTime::now`) and `gettimeofday` read the simulation's virtual clock, and
+//! `SystemTime::now`), `gettimeofday` and `time` read the simulation's virtual clock, and
 //! `getrandom` (with it `HashMap`'s keys and most seeded generators) draws
 //! from the simulation's seed. Everywhere else both are libc's own calls,
 //! after one relaxed load (`clock::any_virtual`).
@@ -71,6 +71,29 @@ pub unsafe extern "C" fn gettimeofday(tv: *mut timeval, tz: *mut c_void) -> c_in
         Some(f) => unsafe { f(tv, tz) },
         // SAFETY: as above, as a system call.
         None => unsafe { libc::syscall(libc::SYS_gettimeofday, tv, tz) as c_int },
+    }
+}
+
+/// # Safety
+/// libc's `time(2)` contract: `tloc` is null or points to a writable
+/// `time_t`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn time(tloc: *mut libc::time_t) -> libc::time_t {
+    if crate::clock::any_virtual()
+        && let Some(d) = crate::clock::virtual_reading(libc::CLOCK_REALTIME)
+    {
+        let t = d.as_secs() as libc::time_t;
+        if !tloc.is_null() {
+            // SAFETY: the caller's time_t (contract).
+            unsafe { *tloc = t };
+        }
+        return t;
+    }
+    match next::TIME.get() {
+        // SAFETY: libc's own call, with the caller's argument.
+        Some(f) => unsafe { f(tloc) },
+        // SAFETY: as above, as a system call.
+        None => unsafe { libc::syscall(libc::SYS_time, tloc) as libc::time_t },
     }
 }
 
