@@ -653,6 +653,19 @@ mod tests {
             std::hint::black_box(n);
         }
 
+        /// A thread parked until its flag is raised (and it is unparked).
+        fn parked_until_go() -> (JoinHandle<()>, Arc<AtomicBool>) {
+            let go = Arc::new(AtomicBool::new(false));
+            let g = go.clone();
+            let h = crate::spawn(move || {
+                while !g.load(Ordering::Acquire) {
+                    crate::thread::park();
+                }
+            });
+            wait_parked(std::slice::from_ref(&h));
+            (h, go)
+        }
+
         fn wait_parked(hs: &[JoinHandle<()>]) {
             while hs.iter().any(|h| h.thread().state() != State::Parked) {
                 std::thread::sleep(Duration::from_millis(1));
@@ -721,14 +734,7 @@ mod tests {
         /// lost: handing the thread back consumes it and schedules the thread.
         #[test]
         fn a_wake_up_while_held_is_delivered() {
-            let go = Arc::new(AtomicBool::new(false));
-            let g = go.clone();
-            let h = crate::spawn(move || {
-                while !g.load(Ordering::Acquire) {
-                    crate::thread::park();
-                }
-            });
-            wait_parked(std::slice::from_ref(&h));
+            let (h, go) = parked_until_go();
             let word = super::super::imp::probed_word(std::slice::from_ref(&h.thread().inner))
                 .expect("probe");
             let held = super::super::imp::Held::take(0, &h.thread().inner, word).expect("parked");
@@ -745,14 +751,7 @@ mod tests {
         /// and the next wake-up runs it.
         #[test]
         fn a_thread_handed_back_stays_parked_until_woken() {
-            let go = Arc::new(AtomicBool::new(false));
-            let g = go.clone();
-            let h = crate::spawn(move || {
-                while !g.load(Ordering::Acquire) {
-                    crate::thread::park();
-                }
-            });
-            wait_parked(std::slice::from_ref(&h));
+            let (h, go) = parked_until_go();
             let t = h.thread().inner.clone();
             let word = super::super::imp::probed_word(std::slice::from_ref(&t)).expect("probe");
             drop(super::super::imp::Held::take(0, &t, word).expect("parked"));

@@ -340,6 +340,14 @@ macro_rules! stream_io_impls {
             }
         }
 
+        crate::net::io::by_ref_io_impls!($t);
+    )*};
+}
+
+/// `Read`/`Write` for an owned stream type by its `&T` impls (the
+/// socket's calls take `&self`).
+macro_rules! by_ref_io_impls {
+    ($($t:ty),*) => {$(
         impl Read for $t {
             fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
                 (&*self).read(buf)
@@ -362,7 +370,7 @@ macro_rules! stream_io_impls {
         }
     )*};
 }
-pub(super) use stream_io_impls;
+pub(super) use {by_ref_io_impls, stream_io_impls};
 
 macro_rules! fd_impls {
     ($($t:ty),*) => {$(

@@ -18,8 +18,8 @@ use socket2::{Domain, Protocol, SockRef, Socket, Type};
 
 use super::addr::ToSocketAddrs;
 use super::io::{
-    Io, each_addr, expect_registered, fd_impls, kind_fd_impls, not_simulated, retry_eintr,
-    simulated, socket_methods, std_conversions, stream_io_impls, timed_out,
+    Io, by_ref_io_impls, each_addr, expect_registered, fd_impls, kind_fd_impls, not_simulated,
+    retry_eintr, simulated, socket_methods, std_conversions, stream_io_impls, timed_out,
 };
 use crate::poll::Interest;
 use crate::sim::net::{SimListener, SimStream};
@@ -666,26 +666,7 @@ impl Write for &TcpStream {
     }
 }
 
-impl Read for TcpStream {
-    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
-        (&*self).read(buf)
-    }
-    fn read_vectored(&mut self, bufs: &mut [IoSliceMut<'_>]) -> io::Result<usize> {
-        (&*self).read_vectored(bufs)
-    }
-}
-
-impl Write for TcpStream {
-    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
-        (&*self).write(buf)
-    }
-    fn write_vectored(&mut self, bufs: &[IoSlice<'_>]) -> io::Result<usize> {
-        (&*self).write_vectored(bufs)
-    }
-    fn flush(&mut self) -> io::Result<()> {
-        Ok(())
-    }
-}
+by_ref_io_impls!(TcpStream);
 
 kind_fd_impls!(TcpListener: ListenerKind, TcpStream: StreamKind);
 
