@@ -121,8 +121,8 @@ fn main() {
     });
 
     // SAFETY (every closure below): valid descriptors or a deliberately bad
-    // one (-1, which the kernel answers with EBADF), and a 16-byte buffer
-    // for lengths of at most 16.
+    // one (-1, which the kernel answers with EBADF), a 16-byte buffer for
+    // lengths of at most 16, and a timespec (`ts`) only these closures use.
     let rows: Vec<Row> = vec![
         (
             "read, empty pipe (EAGAIN)",

@@ -108,11 +108,5 @@ fn report(info: &PanicHookInfo<'_>, name: &str, id: u64) {
 
 /// The panic's message, as the default hook shows it.
 fn message<'a>(info: &'a PanicHookInfo<'_>) -> &'a str {
-    if let Some(s) = info.payload().downcast_ref::<&str>() {
-        s
-    } else if let Some(s) = info.payload().downcast_ref::<String>() {
-        s
-    } else {
-        "Box<dyn Any>"
-    }
+    crate::thread::panic_message(info.payload())
 }

@@ -84,6 +84,7 @@ use std::time::{Duration, Instant};
 
 use crate::runtime::RuntimeBuilder;
 use crate::sched::{End, Limits, Policy, Simulation, Stream};
+use crate::thread::panic_message;
 
 /// Environment variable naming one seed for [`check`] to run alone.
 pub const SEED_ENV: &str = "WEFT_SIM_SEED";
@@ -196,8 +197,8 @@ impl Sim {
         };
         if let Some(outcome) = left {
             // Its threads are never resumed: stop the carrier (they stay
-            // parked, their memory leaked), unless the root panicked,
-            // which says more than what was left behind.
+            // parked, their memory leaked). A root that panicked says more
+            // than what it left behind: its panic comes first.
             rt.shutdown_now();
             let outcome = match root.is_finished().then(|| root.join()) {
                 Some(Err(payload)) => Outcome::Panic(format!(
@@ -220,7 +221,10 @@ impl Sim {
                 steps: sim.steps(),
                 elapsed: sim.elapsed(),
             }),
-            Err(payload) => Err(failure(&sim, Outcome::Panic(panic_message(&*payload)))),
+            Err(payload) => Err(failure(
+                &sim,
+                Outcome::Panic(panic_message(&*payload).to_string()),
+            )),
         }
     }
 
@@ -364,16 +368,6 @@ fn failure(sim: &Simulation, outcome: Outcome) -> Failure {
         steps: sim.steps(),
         elapsed: sim.elapsed(),
         outcome,
-    }
-}
-
-fn panic_message(payload: &(dyn std::any::Any + Send)) -> String {
-    if let Some(s) = payload.downcast_ref::<&str>() {
-        (*s).to_string()
-    } else if let Some(s) = payload.downcast_ref::<String>() {
-        s.clone()
-    } else {
-        "(a panic payload that is not a string)".to_string()
     }
 }
 

@@ -184,3 +184,15 @@ impl<T> fmt::Debug for JoinHandle<T> {
             .finish_non_exhaustive()
     }
 }
+
+/// A panic's message, as Rust's default hook shows it: the payload's
+/// `&str` or `String`, else `Box<dyn Any>`.
+pub(crate) fn panic_message(payload: &(dyn std::any::Any + Send)) -> &str {
+    if let Some(s) = payload.downcast_ref::<&str>() {
+        s
+    } else if let Some(s) = payload.downcast_ref::<String>() {
+        s
+    } else {
+        "Box<dyn Any>"
+    }
+}

@@ -63,7 +63,9 @@ pub(crate) use current::{
 pub use handle::Thread;
 pub use id::ThreadId;
 pub use join::JoinHandle;
-pub(crate) use join::{Joinable, Packet, set_never_ran_reason, take_never_ran_reason};
+pub(crate) use join::{
+    Joinable, Packet, panic_message, set_never_ran_reason, take_never_ran_reason,
+};
 pub(crate) use park::{borrow_parked, park_deadline};
 pub use park::{panicking, park, park_timeout, sleep, sleep_until, yield_now};
 pub(crate) use pinned::pinned_park;
