@@ -213,11 +213,6 @@ impl Simulation {
             .is_none_or(|max| t.saturating_duration_since(self.clock.origin()) <= max)
     }
 
-    /// Whether another step may be taken (false at the step limit).
-    pub(crate) fn within_steps(&self) -> bool {
-        self.choices.lock().unpoison().steps < self.limits.steps
-    }
-
     /// Whether the simulation has started and not ended.
     pub(crate) fn running(&self) -> bool {
         *self.started.lock().unpoison() && self.end.lock().unpoison().is_none()
@@ -227,10 +222,14 @@ impl Simulation {
         self.seed
     }
 
-    /// The index in `runnable` (not empty) of the thread to run next.
-    pub(crate) fn pick(&self, runnable: &[Arc<VThread>]) -> usize {
+    /// The index in `runnable` (not empty) of the thread to run next;
+    /// `None` at the step limit.
+    pub(crate) fn pick(&self, runnable: &[Arc<VThread>]) -> Option<usize> {
         debug_assert!(!runnable.is_empty());
         let c = &mut *self.choices.lock().unpoison();
+        if c.steps >= self.limits.steps {
+            return None;
+        }
         c.steps += 1;
         let number = |t: &VThread, c: &mut Choices| {
             let id = Thread::peek_name_id(t).1;
@@ -274,7 +273,7 @@ impl Simulation {
         ] {
             c.trace = mix(c.trace, word);
         }
-        i
+        Some(i)
     }
 
     /// A random number from `stream`.

@@ -39,10 +39,9 @@ impl Carrier {
                     parked => break End::Deadlock { parked },
                 }
             }
-            if !sim.within_steps() {
+            let Some(i) = sim.pick(&runnable) else {
                 break End::Limit;
-            }
-            let i = sim.pick(&runnable);
+            };
             let thread = runnable.swap_remove(i);
             self.run(thread);
         };
