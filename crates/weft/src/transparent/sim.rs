@@ -101,8 +101,7 @@ pub unsafe extern "C" fn time(tloc: *mut libc::time_t) -> libc::time_t {
 /// libc's `getrandom(2)` contract: `buf` points to `len` writable bytes.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn getrandom(buf: *mut c_void, len: size_t, flags: c_uint) -> ssize_t {
-    if crate::clock::any_virtual()
-        && crate::clock::is_virtual()
+    if crate::clock::is_virtual()
         && let Some(sim) = crate::sched::simulation()
     {
         // Seeded: the same bytes for the same seed and schedule.
@@ -133,7 +132,7 @@ pub unsafe extern "C" fn pthread_create(
     start: extern "C" fn(*mut c_void) -> *mut c_void,
     arg: *mut c_void,
 ) -> c_int {
-    if crate::clock::any_virtual() && crate::clock::is_virtual() {
+    if crate::clock::is_virtual() {
         static SAID: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
         if !SAID.swap(true, std::sync::atomic::Ordering::Relaxed) {
             eprintln!(
