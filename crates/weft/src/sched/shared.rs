@@ -72,9 +72,9 @@ pub(crate) struct Shared {
     /// Each virtual thread gets a thread-local area of its own (`tls.rs`),
     /// where the platform allows; never together with `migrate`.
     pub(crate) thread_local_areas: bool,
-    /// The simulation this runtime runs (`sched/simulate.rs`): one
+    /// The simulation this runtime runs (`sched/sim.rs`): one
     /// carrier, no poller, no monitor, no spares.
-    pub(crate) sim: Option<Arc<super::simulate::Simulation>>,
+    pub(crate) sim: Option<Arc<super::sim::Simulation>>,
 }
 
 /// Scheduler settings from the runtime builder.
@@ -88,7 +88,7 @@ pub(crate) struct SchedConfig {
     /// See `Shared::thread_local_areas`.
     pub(crate) thread_local_areas: bool,
     /// See `Shared::sim`.
-    pub(crate) sim: Option<Arc<super::simulate::Simulation>>,
+    pub(crate) sim: Option<Arc<super::sim::Simulation>>,
 }
 
 impl Shared {

@@ -20,8 +20,8 @@
 //!   source, and sleeping (the carrier's side of `idle.rs`).
 //! - `retire.rs`: a spare carrier leaving duty and serving its own
 //!   threads until none is left.
-//! - `simulate.rs`: the loop of a simulated runtime's one carrier, in
-//!   place of the main loop (`sched/simulate.rs`).
+//! - `sim.rs`: the loop of a simulated runtime's one carrier, in
+//!   place of the main loop (`sched/sim.rs`).
 //!
 //! Who touches what: every field of [`Carrier`] belongs to the carrier's
 //! own OS thread (`Cell`s, no atomics); what others may touch is in its
@@ -29,7 +29,7 @@
 
 mod mount;
 mod retire;
-mod simulate;
+mod sim;
 mod sleep;
 mod stack_cache;
 mod steal;

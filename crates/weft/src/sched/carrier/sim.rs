@@ -1,11 +1,11 @@
 //! A simulated carrier's loop ([`Carrier::simulate`]): the policy of
-//! `sched/simulate.rs` in place of the main loop.
+//! `sched/sim.rs` in place of the main loop.
 
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
 use super::Carrier;
-use crate::sched::simulate::{End, Simulation};
+use crate::sched::sim::{End, Simulation};
 use crate::thread::VThread;
 use crate::unpoison::Unpoison;
 
