@@ -354,13 +354,32 @@
 //! h.join().unwrap();
 //! ```
 
+// Layers, top down: a hook file imports only the files below it.
+//
+// - `hooks/` (one file per family), `sim`, `signals`, `futex`: the
+//   interposed functions;
+// - `call`: the socket-call engine (`kernel_waits`, `sock_call`);
+// - `pipe`: calls on pipes;
+// - `wait`: parking in a hooked call (poller, timers, offload pool);
+// - `fds`: Weft's view of a descriptor (`classify`, `forget`);
+// - `copies`, `regs`: copies of a socket, poller registrations;
+// - `state`, `fork`, `iov`, `next`, `sys`: the state table, the fork
+//   marker, buffers, libc's own functions, raw system calls.
+mod call;
+mod copies;
 mod fds;
+mod fork;
 mod futex;
 mod hooks;
+mod iov;
 mod next;
+mod pipe;
+mod regs;
 mod signals;
 mod sim;
+mod state;
 mod sys;
+mod wait;
 
 use std::sync::atomic::{AtomicU8, AtomicU64, Ordering};
 
@@ -410,7 +429,7 @@ pub fn parks() -> Vec<(&'static str, u64)> {
 /// therefore never freed (module docs, "Freeing poller states").
 #[doc(hidden)]
 pub fn abandoned_registrations() -> usize {
-    fds::abandoned()
+    regs::abandoned()
 }
 
 /// Whether hooked calls on virtual threads park them (false with

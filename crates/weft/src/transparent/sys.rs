@@ -2,7 +2,7 @@
 //! themselves. `libc::syscall` is glibc's generic entry, which is not
 //! hooked; it sets `errno` like the named wrappers do.
 
-use libc::{c_int, c_long, socklen_t};
+use libc::{c_int, c_long, socklen_t, timespec};
 use std::time::Duration;
 
 pub(super) fn errno() -> c_int {
@@ -220,4 +220,38 @@ pub(super) fn poll_one_via(
     };
     let tsp = crate::clock::timespec_ptr(timeout, &mut ts);
     ppoll(&mut p, tsp)
+}
+
+/// A raw call's result: `Some` unless it failed with `EAGAIN`.
+pub(super) fn unless_eagain(r: isize) -> Option<isize> {
+    if r < 0 {
+        let e = errno();
+        if e == libc::EAGAIN || e == libc::EWOULDBLOCK {
+            return None;
+        }
+    }
+    Some(r)
+}
+
+pub(super) fn fail(e: c_int) -> isize {
+    set_errno(e);
+    -1
+}
+
+pub(super) fn ts_of(d: Duration) -> timespec {
+    timespec {
+        tv_sec: d.as_secs().min(i64::MAX as u64) as libc::time_t,
+        tv_nsec: d.subsec_nanos() as libc::c_long,
+    }
+}
+
+pub(super) fn dur_of(ts: &timespec) -> Option<Duration> {
+    if ts.tv_sec < 0 || !(0..1_000_000_000).contains(&ts.tv_nsec) {
+        return None;
+    }
+    Some(Duration::new(ts.tv_sec as u64, ts.tv_nsec as u32))
+}
+
+pub(super) fn raw_nanosleep(req: *const timespec, rem: *mut timespec) -> c_int {
+    raw!(libc::SYS_nanosleep, req, rem) as c_int
 }

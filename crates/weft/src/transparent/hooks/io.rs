@@ -1,0 +1,301 @@
+//! The read and write families: `read`, `write`, `readv`, `writev`,
+//! `recv`, `recvfrom`, `recvmsg`, `send`, `sendto`, `sendmsg`.
+
+use libc::{c_int, c_void, iovec, msghdr, size_t, sockaddr, socklen_t, ssize_t};
+
+use crate::transparent::call::{kernel_waits, sock_call};
+use crate::transparent::iov::{self, Iov};
+use crate::transparent::next;
+use crate::transparent::sys::raw;
+
+/// # Safety
+/// libc's `read(2)` contract.
+#[unsafe(no_mangle)]
+pub unsafe extern "C-unwind" fn read(fd: c_int, buf: *mut c_void, n: size_t) -> ssize_t {
+    if kernel_waits(fd, false)
+        && let Some(f) = next::READ.get()
+    {
+        // SAFETY: libc's own call, with the caller's arguments.
+        return unsafe { f(fd, buf, n) };
+    }
+    sock_call(
+        fd,
+        true,
+        "read",
+        false,
+        Iov::One(buf as usize, n),
+        None,
+        |_| raw!(libc::SYS_read, fd, buf, n) as isize,
+    )
+}
+
+/// # Safety
+/// libc's `write(2)` contract. On a managed stream socket the write goes
+/// on until all of it is written, as the kernel's blocking write does.
+#[unsafe(no_mangle)]
+pub unsafe extern "C-unwind" fn write(fd: c_int, buf: *const c_void, n: size_t) -> ssize_t {
+    if kernel_waits(fd, false)
+        && let Some(f) = next::WRITE.get()
+    {
+        // SAFETY: libc's own call, with the caller's arguments.
+        return unsafe { f(fd, buf, n) };
+    }
+    sock_call(
+        fd,
+        false,
+        "write",
+        false,
+        Iov::One(buf as usize, n),
+        ALL,
+        |d| raw!(libc::SYS_write, fd, buf as usize + d, n - d) as isize,
+    )
+}
+
+/// # Safety
+/// libc's `readv(2)` contract.
+#[unsafe(no_mangle)]
+pub unsafe extern "C-unwind" fn readv(fd: c_int, iov: *const iovec, cnt: c_int) -> ssize_t {
+    if kernel_waits(fd, false)
+        && let Some(f) = next::READV.get()
+    {
+        // SAFETY: libc's own call, with the caller's arguments.
+        return unsafe { f(fd, iov, cnt) };
+    }
+    sock_call(fd, true, "readv", false, Iov::Vec(iov, cnt), None, |_| {
+        raw!(libc::SYS_readv, fd, iov, cnt) as isize
+    })
+}
+
+/// # Safety
+/// libc's `writev(2)` contract. As `write`, all of it on a managed
+/// stream socket.
+#[unsafe(no_mangle)]
+pub unsafe extern "C-unwind" fn writev(fd: c_int, iov: *const iovec, cnt: c_int) -> ssize_t {
+    if kernel_waits(fd, false)
+        && let Some(f) = next::WRITEV.get()
+    {
+        // SAFETY: libc's own call, with the caller's arguments.
+        return unsafe { f(fd, iov, cnt) };
+    }
+    sock_call(fd, false, "writev", false, Iov::Vec(iov, cnt), ALL, |d| {
+        if d == 0 {
+            return raw!(libc::SYS_writev, fd, iov, cnt) as isize;
+        }
+        let rest = iov::iov_past(iov, cnt.max(0) as usize, d);
+        raw!(libc::SYS_writev, fd, rest.as_ptr(), rest.len()) as isize
+    })
+}
+
+/// The whole length of the call's buffers: the calls that go on until
+/// all of it has moved on a managed stream socket (see `sock_call`).
+const ALL: Option<fn(Iov) -> usize> = Some(iov::iov_len);
+
+fn dontwait(flags: c_int) -> bool {
+    flags & libc::MSG_DONTWAIT != 0
+}
+
+/// `MSG_WAITALL`: the read goes on until all of it has arrived.
+fn waitall(flags: c_int) -> Option<fn(Iov) -> usize> {
+    if flags & libc::MSG_WAITALL != 0 {
+        ALL
+    } else {
+        None
+    }
+}
+
+/// A copy of `msg` for the rest of a call after `d` bytes: its iovecs
+/// past them (in `rest`), without the ancillary data and the address (the
+/// first part carried them).
+fn msg_past(msg: *const msghdr, d: usize, rest: &mut Vec<iovec>) -> msghdr {
+    // SAFETY: sendmsg/recvmsg's contract: `msg` is a valid msghdr.
+    let mut m = unsafe { *msg };
+    *rest = iov::iov_past(m.msg_iov, m.msg_iovlen, d);
+    m.msg_iov = rest.as_mut_ptr();
+    m.msg_iovlen = rest.len() as _;
+    m.msg_control = std::ptr::null_mut();
+    m.msg_controllen = 0;
+    m
+}
+
+/// # Safety
+/// libc's `recv(2)` contract.
+#[unsafe(no_mangle)]
+pub unsafe extern "C-unwind" fn recv(
+    fd: c_int,
+    buf: *mut c_void,
+    n: size_t,
+    flags: c_int,
+) -> ssize_t {
+    if kernel_waits(fd, dontwait(flags))
+        && let Some(f) = next::RECV.get()
+    {
+        // SAFETY: libc's own call, with the caller's arguments.
+        return unsafe { f(fd, buf, n, flags) };
+    }
+    sock_call(
+        fd,
+        true,
+        "recv",
+        dontwait(flags),
+        Iov::Sock(n),
+        waitall(flags),
+        |d| {
+            raw!(
+                libc::SYS_recvfrom,
+                fd,
+                buf as usize + d,
+                n - d,
+                flags,
+                0usize,
+                0usize
+            ) as isize
+        },
+    )
+}
+
+/// # Safety
+/// libc's `recvfrom(2)` contract.
+#[unsafe(no_mangle)]
+pub unsafe extern "C-unwind" fn recvfrom(
+    fd: c_int,
+    buf: *mut c_void,
+    n: size_t,
+    flags: c_int,
+    addr: *mut sockaddr,
+    len: *mut socklen_t,
+) -> ssize_t {
+    if kernel_waits(fd, dontwait(flags))
+        && let Some(f) = next::RECVFROM.get()
+    {
+        // SAFETY: libc's own call, with the caller's arguments.
+        return unsafe { f(fd, buf, n, flags, addr, len) };
+    }
+    let (dw, all) = (dontwait(flags), waitall(flags));
+    sock_call(fd, true, "recvfrom", dw, Iov::Sock(n), all, |d| {
+        raw!(
+            libc::SYS_recvfrom,
+            fd,
+            buf as usize + d,
+            n - d,
+            flags,
+            addr,
+            len
+        ) as isize
+    })
+}
+
+/// # Safety
+/// libc's `recvmsg(2)` contract.
+#[unsafe(no_mangle)]
+pub unsafe extern "C-unwind" fn recvmsg(fd: c_int, msg: *mut msghdr, flags: c_int) -> ssize_t {
+    if kernel_waits(fd, dontwait(flags))
+        && let Some(f) = next::RECVMSG.get()
+    {
+        // SAFETY: libc's own call, with the caller's arguments.
+        return unsafe { f(fd, msg, flags) };
+    }
+    let (dw, all) = (dontwait(flags), waitall(flags));
+    sock_call(fd, true, "recvmsg", dw, Iov::Msg(msg), all, |d| {
+        if d == 0 {
+            return raw!(libc::SYS_recvmsg, fd, msg, flags) as isize;
+        }
+        let mut rest = Vec::new();
+        let mut m = msg_past(msg, d, &mut rest);
+        raw!(libc::SYS_recvmsg, fd, &mut m as *mut msghdr, flags) as isize
+    })
+}
+
+/// # Safety
+/// libc's `send(2)` contract. As `write`, all of it on a managed stream
+/// socket.
+#[unsafe(no_mangle)]
+pub unsafe extern "C-unwind" fn send(
+    fd: c_int,
+    buf: *const c_void,
+    n: size_t,
+    flags: c_int,
+) -> ssize_t {
+    if kernel_waits(fd, dontwait(flags))
+        && let Some(f) = next::SEND.get()
+    {
+        // SAFETY: libc's own call, with the caller's arguments.
+        return unsafe { f(fd, buf, n, flags) };
+    }
+    sock_call(fd, false, "send", dontwait(flags), Iov::Sock(n), ALL, |d| {
+        raw!(
+            libc::SYS_sendto,
+            fd,
+            buf as usize + d,
+            n - d,
+            flags,
+            0usize,
+            0usize
+        ) as isize
+    })
+}
+
+/// # Safety
+/// libc's `sendto(2)` contract. As `send`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C-unwind" fn sendto(
+    fd: c_int,
+    buf: *const c_void,
+    n: size_t,
+    flags: c_int,
+    addr: *const sockaddr,
+    len: socklen_t,
+) -> ssize_t {
+    if kernel_waits(fd, dontwait(flags))
+        && let Some(f) = next::SENDTO.get()
+    {
+        // SAFETY: libc's own call, with the caller's arguments.
+        return unsafe { f(fd, buf, n, flags, addr, len) };
+    }
+    sock_call(
+        fd,
+        false,
+        "sendto",
+        dontwait(flags),
+        Iov::Sock(n),
+        ALL,
+        |d| {
+            raw!(
+                libc::SYS_sendto,
+                fd,
+                buf as usize + d,
+                n - d,
+                flags,
+                addr,
+                len
+            ) as isize
+        },
+    )
+}
+
+/// # Safety
+/// libc's `sendmsg(2)` contract. As `send`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C-unwind" fn sendmsg(fd: c_int, msg: *const msghdr, flags: c_int) -> ssize_t {
+    if kernel_waits(fd, dontwait(flags))
+        && let Some(f) = next::SENDMSG.get()
+    {
+        // SAFETY: libc's own call, with the caller's arguments.
+        return unsafe { f(fd, msg, flags) };
+    }
+    sock_call(
+        fd,
+        false,
+        "sendmsg",
+        dontwait(flags),
+        Iov::Msg(msg),
+        ALL,
+        |d| {
+            if d == 0 {
+                return raw!(libc::SYS_sendmsg, fd, msg, flags) as isize;
+            }
+            let mut rest = Vec::new();
+            let m = msg_past(msg, d, &mut rest);
+            raw!(libc::SYS_sendmsg, fd, &m as *const msghdr, flags) as isize
+        },
+    )
+}

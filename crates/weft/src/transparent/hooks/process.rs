@@ -1,0 +1,67 @@
+//! `waitpid`.
+
+use libc::c_int;
+
+use crate::thread::Blocker;
+use crate::transparent::fds::on_virtual;
+use crate::transparent::next;
+use crate::transparent::sys::{self, fail, raw};
+use crate::transparent::wait;
+
+/// # Safety
+/// libc's `waitpid(2)` contract.
+///
+/// A virtual thread that waits for a child (`std::process::Child::wait`,
+/// `Command::status`) parks while an offload thread waits; `WNOHANG`
+/// passes through.
+#[unsafe(no_mangle)]
+pub unsafe extern "C-unwind" fn waitpid(
+    pid: libc::pid_t,
+    status: *mut c_int,
+    options: c_int,
+) -> libc::pid_t {
+    let op = || raw!(libc::SYS_wait4, pid, status, options, 0usize) as isize;
+    if options & libc::WNOHANG != 0 || !on_virtual() {
+        let libc_waitpid = next::WAITPID.get();
+        if let Some(f) = libc_waitpid {
+            // SAFETY: libc's own call, with the caller's arguments.
+            return unsafe { f(pid, status, options) };
+        }
+        return op() as libc::pid_t;
+    }
+    // One child that can only exit (no WUNTRACED/WCONTINUED): park on a
+    // pidfd for it, which reads ready once it has exited.
+    if pid > 0 && options & (libc::WUNTRACED | libc::WCONTINUED) == 0 {
+        let saved = sys::errno();
+        let pidfd = raw!(libc::SYS_pidfd_open, pid, 0usize) as c_int;
+        sys::set_errno(saved);
+        if pidfd >= 0 {
+            let nohang = options | libc::WNOHANG;
+            let op = || {
+                let r = raw!(libc::SYS_wait4, pid, status, nohang, 0usize) as libc::pid_t;
+                (r != 0).then_some(r)
+            };
+            let b = Blocker::Call {
+                call: "waitpid",
+                fd: -1,
+            };
+            match wait::park_on_own(pidfd, None, b, "waitpid", op) {
+                Some(Ok(r)) => return r,
+                Some(Err(_)) => return fail(libc::EINTR) as libc::pid_t,
+                None => {}
+            }
+        }
+    }
+    crate::transparent::count_park("waitpid");
+    let mut op = op;
+    let job = wait::Offloaded(&mut op);
+    let (r, e) = crate::blocking::blocking_as(
+        Blocker::Call {
+            call: "waitpid",
+            fd: -1,
+        },
+        move || job.run(),
+    );
+    sys::set_errno(e);
+    r as libc::pid_t
+}
