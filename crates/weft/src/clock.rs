@@ -1,22 +1,23 @@
-//! The runtime's clock: what "now" is for every deadline, and instants as
-//! nanoseconds since a process epoch.
+//! The runtime's clock: [`now`], what "now" is for every deadline.
 //!
 //! Every deadline Weft computes — timers, `sleep`, `park_timeout`, lock,
 //! channel and socket timeouts — starts from [`now`], never from
-//! `Instant::now()` directly. Outside a simulation the two are the same
-//! (one relaxed load says no simulation is running). On the carrier of a
-//! simulation (`crate::sim`) and its virtual threads, [`now`] is the
-//! simulation's [`VirtualClock`]: an `Instant` that moves only when the
-//! simulated carrier has nothing to run and jumps to its next timer. Both
-//! kinds of instant are `Instant`s and compare with each other, but only
-//! instants of one kind are ever compared: a simulation's deadlines live on
-//! its own carrier.
+//! `Instant::now()` directly, and so should a library's deadlines that it
+//! hands to Weft's waits (weft-http's header and shutdown deadlines, say).
+//! Outside a simulation the two are the same (one relaxed load says no
+//! simulation is running). On the carrier of a simulation
+//! ([`crate::sim`]) and its virtual threads, [`now`] is the simulation's
+//! virtual clock: an `Instant` that moves only when the simulated carrier
+//! has nothing to run and jumps to its next timer. Both kinds of instant
+//! are `Instant`s and compare with each other, but only instants of one
+//! kind are ever compared: a simulation's deadlines live on its own
+//! carrier.
 //!
-//! Timers, blocker records and event rate limits store instants as `u64`
-//! nanoseconds so that they fit in one atomic word; system calls with a
-//! timeout take it as a `timespec` ([`timespec_ptr`]). Diagnostics (how
-//! long a dump took, how long a carrier has been held) measure real time
-//! and read `Instant::now()`.
+//! Inside the crate: timers, blocker records and event rate limits store
+//! instants as `u64` nanoseconds since a process epoch so that they fit in
+//! one atomic word; system calls with a timeout take it as a `timespec`
+//! (`timespec_ptr`). Diagnostics (how long a dump took, how long a
+//! carrier has been held) measure real time and read `Instant::now()`.
 
 use std::cell::Cell;
 use std::sync::OnceLock;
@@ -133,8 +134,15 @@ impl VirtualClock {
 
 /// Now, for a deadline: the simulation's virtual time on a simulated
 /// carrier and its virtual threads, else `Instant::now()`.
+///
+/// ```
+/// let deadline = weft::clock::now() + std::time::Duration::from_millis(1);
+/// weft::sleep_until(deadline)?;
+/// assert!(weft::clock::now() >= deadline);
+/// # Ok::<(), std::io::Error>(())
+/// ```
 #[inline]
-pub(crate) fn now() -> Instant {
+pub fn now() -> Instant {
     if INSTALLED.load(Ordering::Relaxed) == 0 {
         return Instant::now();
     }

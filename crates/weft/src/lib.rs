@@ -222,7 +222,7 @@
 mod blocking;
 mod builder;
 pub mod channel;
-mod clock;
+pub mod clock;
 pub mod context;
 // Public only to the loom model checks (`tests/loom_doorbell.rs`, built with
 // `--cfg loom`); private otherwise.
