@@ -53,7 +53,7 @@ socket_methods!(OsUdp: datagram, peer_addr, local_addr, timeouts, clone);
 fd_impls!(OsUdp);
 
 impl UdpSocket {
-    fn os_udp(s: OsUdp) -> UdpSocket {
+    fn os(s: OsUdp) -> UdpSocket {
         UdpSocket {
             kind: UdpKind::Os(s),
         }
@@ -61,7 +61,7 @@ impl UdpSocket {
 
     /// The real socket's engine, or `Unsupported` naming `call` for a
     /// simulated one (socket options are not simulated).
-    fn os(&self, call: &str) -> io::Result<&Io<std::net::UdpSocket>> {
+    fn os_io(&self, call: &str) -> io::Result<&Io<std::net::UdpSocket>> {
         match &self.kind {
             UdpKind::Os(s) => Ok(&s.io),
             UdpKind::Sim(_) => Err(not_simulated(call)),
@@ -86,7 +86,7 @@ impl UdpSocket {
                 Some(Protocol::UDP),
             )?;
             s.bind(&(*a).into())?;
-            Ok(UdpSocket::os_udp(OsUdp {
+            Ok(UdpSocket::os(OsUdp {
                 io: Io::new(std::net::UdpSocket::from(s))?,
             }))
         })
@@ -225,12 +225,12 @@ impl UdpSocket {
 
     /// Sets `IP_TTL` (not simulated).
     pub fn set_ttl(&self, ttl: u32) -> io::Result<()> {
-        self.os("UdpSocket::set_ttl")?.sock.set_ttl(ttl)
+        self.os_io("UdpSocket::set_ttl")?.sock.set_ttl(ttl)
     }
 
     /// Gets `IP_TTL` (not simulated).
     pub fn ttl(&self) -> io::Result<u32> {
-        self.os("UdpSocket::ttl")?.sock.ttl()
+        self.os_io("UdpSocket::ttl")?.sock.ttl()
     }
 
     /// Gets and clears `SO_ERROR` (a simulated socket has none).
@@ -246,7 +246,7 @@ impl UdpSocket {
     /// socket: a second handle, closed with the last one).
     pub fn try_clone(&self) -> io::Result<UdpSocket> {
         Ok(match &self.kind {
-            UdpKind::Os(s) => UdpSocket::os_udp(s.try_clone()?),
+            UdpKind::Os(s) => UdpSocket::os(s.try_clone()?),
             UdpKind::Sim(u) => UdpSocket {
                 kind: UdpKind::Sim(u.try_clone()),
             },
@@ -260,7 +260,7 @@ impl UdpSocket {
         if simulated() {
             return Err(not_simulated("UdpSocket::from_std"));
         }
-        OsUdp::from_std(s).map(UdpSocket::os_udp)
+        OsUdp::from_std(s).map(UdpSocket::os)
     }
 
     /// Unwraps the `std` socket, back in blocking mode, with this handle's
@@ -274,80 +274,82 @@ impl UdpSocket {
 
     /// Sets `SO_BROADCAST`.
     pub fn set_broadcast(&self, on: bool) -> io::Result<()> {
-        self.os("UdpSocket::set_broadcast")?.sock.set_broadcast(on)
+        self.os_io("UdpSocket::set_broadcast")?
+            .sock
+            .set_broadcast(on)
     }
 
     /// Gets `SO_BROADCAST`.
     pub fn broadcast(&self) -> io::Result<bool> {
-        self.os("UdpSocket::broadcast")?.sock.broadcast()
+        self.os_io("UdpSocket::broadcast")?.sock.broadcast()
     }
 
     /// Sets `IP_MULTICAST_LOOP`.
     pub fn set_multicast_loop_v4(&self, on: bool) -> io::Result<()> {
-        self.os("UdpSocket::set_multicast_loop_v4")?
+        self.os_io("UdpSocket::set_multicast_loop_v4")?
             .sock
             .set_multicast_loop_v4(on)
     }
 
     /// Gets `IP_MULTICAST_LOOP`.
     pub fn multicast_loop_v4(&self) -> io::Result<bool> {
-        self.os("UdpSocket::multicast_loop_v4")?
+        self.os_io("UdpSocket::multicast_loop_v4")?
             .sock
             .multicast_loop_v4()
     }
 
     /// Sets `IP_MULTICAST_TTL`.
     pub fn set_multicast_ttl_v4(&self, ttl: u32) -> io::Result<()> {
-        self.os("UdpSocket::set_multicast_ttl_v4")?
+        self.os_io("UdpSocket::set_multicast_ttl_v4")?
             .sock
             .set_multicast_ttl_v4(ttl)
     }
 
     /// Gets `IP_MULTICAST_TTL`.
     pub fn multicast_ttl_v4(&self) -> io::Result<u32> {
-        self.os("UdpSocket::multicast_ttl_v4")?
+        self.os_io("UdpSocket::multicast_ttl_v4")?
             .sock
             .multicast_ttl_v4()
     }
 
     /// Sets `IPV6_MULTICAST_LOOP`.
     pub fn set_multicast_loop_v6(&self, on: bool) -> io::Result<()> {
-        self.os("UdpSocket::set_multicast_loop_v6")?
+        self.os_io("UdpSocket::set_multicast_loop_v6")?
             .sock
             .set_multicast_loop_v6(on)
     }
 
     /// Gets `IPV6_MULTICAST_LOOP`.
     pub fn multicast_loop_v6(&self) -> io::Result<bool> {
-        self.os("UdpSocket::multicast_loop_v6")?
+        self.os_io("UdpSocket::multicast_loop_v6")?
             .sock
             .multicast_loop_v6()
     }
 
     /// Joins an IPv4 multicast group (`IP_ADD_MEMBERSHIP`).
     pub fn join_multicast_v4(&self, group: &Ipv4Addr, interface: &Ipv4Addr) -> io::Result<()> {
-        self.os("UdpSocket::join_multicast_v4")?
+        self.os_io("UdpSocket::join_multicast_v4")?
             .sock
             .join_multicast_v4(group, interface)
     }
 
     /// Joins an IPv6 multicast group (`IPV6_ADD_MEMBERSHIP`).
     pub fn join_multicast_v6(&self, group: &Ipv6Addr, interface: u32) -> io::Result<()> {
-        self.os("UdpSocket::join_multicast_v6")?
+        self.os_io("UdpSocket::join_multicast_v6")?
             .sock
             .join_multicast_v6(group, interface)
     }
 
     /// Leaves an IPv4 multicast group.
     pub fn leave_multicast_v4(&self, group: &Ipv4Addr, interface: &Ipv4Addr) -> io::Result<()> {
-        self.os("UdpSocket::leave_multicast_v4")?
+        self.os_io("UdpSocket::leave_multicast_v4")?
             .sock
             .leave_multicast_v4(group, interface)
     }
 
     /// Leaves an IPv6 multicast group.
     pub fn leave_multicast_v6(&self, group: &Ipv6Addr, interface: u32) -> io::Result<()> {
-        self.os("UdpSocket::leave_multicast_v6")?
+        self.os_io("UdpSocket::leave_multicast_v6")?
             .sock
             .leave_multicast_v6(group, interface)
     }
