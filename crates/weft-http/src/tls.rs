@@ -393,7 +393,7 @@ fn handshake(conn: &mut rustls::Connection, tcp: &TcpStream, deadline: Instant) 
         if !conn.is_handshaking() {
             return Ok(());
         }
-        let left = deadline.saturating_duration_since(weft::sim::now());
+        let left = deadline.saturating_duration_since(weft::clock::now());
         if left.is_zero() {
             return Err(io::Error::new(
                 io::ErrorKind::TimedOut,

@@ -32,7 +32,7 @@ impl Limits {
             None => Ok(per_op),
             Some(d) => {
                 // weft's clock: virtual time inside a simulation.
-                let left = d.saturating_duration_since(weft::sim::now());
+                let left = d.saturating_duration_since(weft::clock::now());
                 if left.is_zero() {
                     return Err(Error::new(ErrorKind::Timeout, "total timeout expired"));
                 }

@@ -156,7 +156,7 @@ impl Client {
     pub(super) fn checkout(&self, key: &str) -> Option<Connection> {
         let mut pool = self.inner.pool.lock().unpoison();
         let list = pool.get_mut(key)?;
-        let now = weft::sim::now();
+        let now = weft::clock::now();
         while let Some((conn, since)) = list.pop() {
             if now.duration_since(since) < self.inner.config.idle_timeout && conn.is_reusable() {
                 return Some(conn);
@@ -172,7 +172,7 @@ impl Client {
         let mut pool = self.inner.pool.lock().unpoison();
         let list = pool.entry(key.to_owned()).or_default();
         if list.len() < self.inner.config.max_idle_per_host {
-            list.push((conn, weft::sim::now()));
+            list.push((conn, weft::clock::now()));
         }
     }
 

@@ -87,7 +87,7 @@ pub(super) fn reject(shared: &Shared, tcp: TcpStream) {
     let _ = tcp.set_write_timeout(Some(Duration::from_secs(1)));
     let stream = match &shared.config.tls {
         None => Stream::Plain(tcp),
-        Some(tls) => match Stream::accept(tcp, tls, weft::sim::now() + Duration::from_secs(1)) {
+        Some(tls) => match Stream::accept(tcp, tls, weft::clock::now() + Duration::from_secs(1)) {
             Ok(s) => s,
             Err(_) => {
                 inc(&shared.stats.tls_handshake);

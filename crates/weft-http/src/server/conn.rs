@@ -58,7 +58,7 @@ pub(super) fn run_connection(
     let _ = tcp.set_nodelay(cfg.nodelay);
     let _ = tcp.set_write_timeout(Some(cfg.write_timeout));
     // The handshake and the first request head share the header timeout.
-    let first_deadline = weft::sim::now() + cfg.header_read_timeout;
+    let first_deadline = weft::clock::now() + cfg.header_read_timeout;
     let stream = match &cfg.tls {
         None => Stream::Plain(tcp),
         Some(tls) => match Stream::accept(tcp, tls, first_deadline) {

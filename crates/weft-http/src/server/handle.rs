@@ -236,7 +236,7 @@ impl ServerHandle {
     /// The work of [`shutdown`](ServerHandle::shutdown), run once.
     fn drain(&self, grace: Duration) -> ShutdownReport {
         let shared = &self.shared;
-        let deadline = weft::sim::now() + grace;
+        let deadline = weft::clock::now() + grace;
         shared.shutting_down.store(true, Ordering::SeqCst);
         // Stop the acceptor: an interrupt makes its accept (or permit wait)
         // fail and shuts the listener down.
@@ -245,8 +245,8 @@ impl ServerHandle {
             // Bounded: an acceptor that cannot run (its carrier is held,
             // e.g. by a handler blocked on an OS lock) is left behind
             // rather than hanging the shutdown.
-            let limit = deadline.max(weft::sim::now() + Duration::from_secs(1));
-            while !acceptor.is_finished() && weft::sim::now() < limit {
+            let limit = deadline.max(weft::clock::now() + Duration::from_secs(1));
+            while !acceptor.is_finished() && weft::clock::now() < limit {
                 weft::park_timeout(Duration::from_millis(1));
             }
             if acceptor.is_finished() {
@@ -268,7 +268,7 @@ impl ServerHandle {
             for slot in &slots {
                 slot.interrupt();
             }
-            if !shared.wait_closed(weft::sim::now() + Duration::from_secs(1)) {
+            if !shared.wait_closed(weft::clock::now() + Duration::from_secs(1)) {
                 remaining = shared.stats.open.load(Ordering::SeqCst) as usize;
             }
         }

@@ -70,7 +70,7 @@ pub(super) fn read_head(
             return Head::Close;
         }
         let idle = match first {
-            Some(d) => d.saturating_duration_since(weft::sim::now()),
+            Some(d) => d.saturating_duration_since(weft::clock::now()),
             None => cfg.idle_timeout,
         };
         if idle.is_zero() {
@@ -117,7 +117,7 @@ pub(super) fn read_head(
             Err(_) => return Head::Reject(400),
         }
         scanned = len;
-        let now = weft::sim::now();
+        let now = weft::clock::now();
         let deadline = *deadline.get_or_insert(now + cfg.header_read_timeout);
         if now >= deadline {
             return Head::Reject(408);

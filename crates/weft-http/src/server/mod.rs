@@ -260,7 +260,7 @@ impl Shared {
             if self.stats.open.load(Ordering::SeqCst) == 0 {
                 return true;
             }
-            let now = weft::sim::now();
+            let now = weft::clock::now();
             if now >= deadline {
                 return false;
             }
