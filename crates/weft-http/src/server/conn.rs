@@ -13,7 +13,7 @@ use std::time::Duration;
 use weft::net::TcpStream;
 use weft::sync::OwnedSemaphorePermit;
 
-use super::head::{Head, read_head};
+use super::head::{Conn, Head, INPUT_BUF, read_head};
 use super::pool::Job;
 use super::process::process;
 use super::respond::write_error;
@@ -22,23 +22,6 @@ use super::{ACTIVE, ConnSlot, Shared};
 use crate::tls::Stream;
 use crate::wire::InBuf;
 use weft::sync::Unpoison;
-
-/// Initial input buffer per connection.
-pub(super) const INPUT_BUF: usize = 4096;
-
-/// A connection's stream and buffers; in platform mode it travels to a
-/// pool worker for one request and comes back.
-pub(super) struct Conn {
-    pub(super) stream: Stream,
-    pub(super) peer: SocketAddr,
-    pub(super) input: InBuf,
-    pub(super) head: Vec<u8>,
-    pub(super) out: Vec<u8>,
-    pub(super) scratch: Vec<u8>,
-    /// Close with `linger_close` (an error response may be followed by
-    /// unread input).
-    pub(super) linger: bool,
-}
 
 pub(super) fn run_connection(
     shared: &Arc<Shared>,

@@ -1,18 +1,40 @@
-//! Waiting for and reading one request head: idle and header timeouts,
-//! the `max_header_bytes`/`max_headers` limits and early rejection of
-//! garbage, plus the header-slot array shared with the request parser.
-//! Called by the connection loop
-//! ([`run_connection`](super::conn::run_connection)) before each request;
-//! [`header_slots`] is also used by [`process`](super::process::process).
+//! A connection's stream and buffers ([`Conn`]) and its request heads:
+//! waiting for and reading one (idle and header timeouts, the
+//! `max_header_bytes`/`max_headers` limits, early rejection of garbage),
+//! then parsing it ([`parse_head`] into the header-slot array of
+//! [`header_slots`]). The bottom of the server's files: the connection
+//! loop ([`run_connection`](super::conn::run_connection)) reads heads
+//! here before each request, and [`process`](super::process::process)
+//! parses them; nothing here calls back up.
 
 use std::io;
 use std::mem::MaybeUninit;
+use std::net::SocketAddr;
 use std::sync::atomic::Ordering;
 use std::time::Instant;
 
-use super::conn::{Conn, INPUT_BUF};
 use super::stats::inc;
 use super::{ACTIVE, ConnSlot, IDLE, Shared};
+use crate::request::Version;
+use crate::tls::Stream;
+use crate::wire::InBuf;
+
+/// Initial input buffer per connection.
+pub(super) const INPUT_BUF: usize = 4096;
+
+/// A connection's stream and buffers; in platform mode it travels to a
+/// pool worker for one request and comes back.
+pub(super) struct Conn {
+    pub(super) stream: Stream,
+    pub(super) peer: SocketAddr,
+    pub(super) input: InBuf,
+    pub(super) head: Vec<u8>,
+    pub(super) out: Vec<u8>,
+    pub(super) scratch: Vec<u8>,
+    /// Close with `linger_close` (an error response may be followed by
+    /// unread input).
+    pub(super) linger: bool,
+}
 
 /// Header slots kept on the stack; a larger `max_headers` uses the heap.
 /// Why not always 256 on the stack: 256 slots are 8 KiB, and a stack page
@@ -137,4 +159,41 @@ pub(super) fn read_head(
             }
         }
     }
+}
+
+/// A parsed request head: the request line and the header fields.
+pub(super) struct RequestHead<'h, 'b> {
+    pub(super) method: &'b str,
+    pub(super) target: &'b str,
+    pub(super) version: Version,
+    pub(super) headers: &'h [httparse::Header<'b>],
+}
+
+/// Parses a complete request head into `slots`. `Err`: the status to
+/// answer (`400` malformed, `431` too many header fields).
+pub(super) fn parse_head<'h, 'b>(
+    head: &'b [u8],
+    slots: &'h mut [MaybeUninit<httparse::Header<'b>>],
+) -> Result<RequestHead<'h, 'b>, u16> {
+    let mut parsed = httparse::Request::new(&mut []);
+    match parsed.parse_with_uninit_headers(head, slots) {
+        Ok(httparse::Status::Complete(_)) => {}
+        Ok(httparse::Status::Partial) => return Err(400),
+        Err(httparse::Error::TooManyHeaders) => return Err(431),
+        Err(_) => return Err(400),
+    }
+    let (Some(method), Some(target), Some(v)) = (parsed.method, parsed.path, parsed.version) else {
+        return Err(400);
+    };
+    let version = if v == 0 {
+        Version::Http10
+    } else {
+        Version::Http11
+    };
+    Ok(RequestHead {
+        method,
+        target,
+        version,
+        headers: parsed.headers,
+    })
 }

@@ -8,10 +8,14 @@
 //! | `stats.rs` | [`ServerStats`], [`ErrorStats`] and the counters behind them |
 //! | `accept.rs` | the accept loop and the `503` of a full server |
 //! | `conn.rs` | one connection's loop (TLS handshake, request after request) |
-//! | `head.rs` | waiting for and reading one request head |
-//! | `process.rs` | one request: parse, frame, run the handler, respond |
+//! | `process.rs` | one request: frame, run the handler, respond |
+//! | `head.rs` | a connection's stream and buffers; reading and parsing one request head |
 //! | `respond.rs` | writing a response; the server's own error answers |
 //! | `pool.rs` | platform mode's pool of OS worker threads |
+//!
+//! The files call one way, down the table's order from `accept.rs`:
+//! accept → conn → process → head, each of them → respond and stats;
+//! none calls back up.
 //!
 //! Error answers: whatever the server answers by itself (`400`, `408`,
 //! `413`, `417`, `431`, a panic's `500`, `503`) is an
@@ -154,6 +158,7 @@ impl Server {
             pool,
             rt: rt.clone(),
         });
+        stats::publish(addr, &shared);
         let s = shared.clone();
         let acceptor = weft::Builder::new()
             .name("weft-http-acceptor")

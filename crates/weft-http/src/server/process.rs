@@ -8,8 +8,7 @@ use std::mem::MaybeUninit;
 use std::panic::{AssertUnwindSafe, catch_unwind};
 
 use super::Shared;
-use super::conn::Conn;
-use super::head::{SMALL_HEADERS, header_slots};
+use super::head::{Conn, SMALL_HEADERS, header_slots, parse_head};
 use super::respond::{builtin_error, render_error, write_error, write_response};
 use super::stats::inc;
 use crate::error::HttpError;
@@ -84,43 +83,6 @@ pub(super) fn process(conn: &mut Conn, shared: &Shared) -> bool {
         return false;
     };
     respond(shared, stream, &mut req, resp, out, scratch, keep_alive)
-}
-
-/// A parsed request head: the request line and the header fields.
-struct Head<'h, 'b> {
-    method: &'b str,
-    target: &'b str,
-    version: Version,
-    headers: &'h [httparse::Header<'b>],
-}
-
-/// Parses a complete request head into `slots`. `Err`: the status to
-/// answer (`400` malformed, `431` too many header fields).
-fn parse_head<'h, 'b>(
-    head: &'b [u8],
-    slots: &'h mut [MaybeUninit<httparse::Header<'b>>],
-) -> Result<Head<'h, 'b>, u16> {
-    let mut parsed = httparse::Request::new(&mut []);
-    match parsed.parse_with_uninit_headers(head, slots) {
-        Ok(httparse::Status::Complete(_)) => {}
-        Ok(httparse::Status::Partial) => return Err(400),
-        Err(httparse::Error::TooManyHeaders) => return Err(431),
-        Err(_) => return Err(400),
-    }
-    let (Some(method), Some(target), Some(v)) = (parsed.method, parsed.path, parsed.version) else {
-        return Err(400);
-    };
-    let version = if v == 0 {
-        Version::Http10
-    } else {
-        Version::Http11
-    };
-    Ok(Head {
-        method,
-        target,
-        version,
-        headers: parsed.headers,
-    })
 }
 
 /// What a request's headers say about its body and its connection.
