@@ -1,5 +1,6 @@
 //! The request a handler receives.
 
+use std::any::Any;
 use std::borrow::Cow;
 use std::fmt;
 use std::io::{self, Read, Write};
@@ -10,8 +11,14 @@ use std::time::Duration;
 use crate::tls::Stream;
 
 use crate::error::HttpError;
-use crate::router::States;
 use crate::wire::{Framing, InBuf, read_body};
+
+/// A state value.
+pub(crate) type Value = Arc<dyn Any + Send + Sync>;
+
+/// Values given to [`Router::with_state`](crate::Router::with_state) /
+/// [`Router::state`](crate::Router::state), found by type.
+pub(crate) type States = Arc<Vec<Value>>;
 
 /// HTTP protocol version of a request.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]

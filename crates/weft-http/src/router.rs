@@ -33,11 +33,10 @@
 //! A panic passing through a route drops a guard that notes the route's
 //! pattern for the error hook (the guard is forgotten on the normal path).
 
-use std::any::Any;
 use std::sync::Arc;
 
 use crate::error::{HttpError, render};
-use crate::request::{Request, percent_decode};
+use crate::request::{Request, States, Value, percent_decode};
 use crate::response::{IntoResponse, Response};
 
 /// Something that answers requests. Implemented for every
@@ -97,13 +96,6 @@ type ErrorHook = Box<dyn Fn(&HttpError) -> Response + Send + Sync>;
 
 /// An error mapper: see [`Router::map_error`].
 type Mapper = Box<dyn Fn(&(dyn std::error::Error + 'static)) -> Option<HttpError> + Send + Sync>;
-
-/// A state value.
-type Value = Arc<dyn Any + Send + Sync>;
-
-/// Values given to [`Router::with_state`] / [`Router::state`], found by
-/// type.
-pub(crate) type States = Arc<Vec<Value>>;
 
 #[derive(Debug)]
 enum Seg {
