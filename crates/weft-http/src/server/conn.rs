@@ -37,6 +37,13 @@ pub(super) fn run_connection(
         worker: Mutex::new(None),
     });
     shared.conns.lock().unpoison().insert(id, slot.clone());
+    // Declared before the stream: on every way out, the socket closes
+    // first, then the connection leaves the server.
+    let _registered = Registered {
+        shared,
+        id,
+        permit: Some(permit),
+    };
 
     let _ = tcp.set_nodelay(cfg.nodelay);
     let _ = tcp.set_write_timeout(Some(cfg.write_timeout));
@@ -49,9 +56,6 @@ pub(super) fn run_connection(
             Err((tcp, _)) => {
                 inc(&shared.stats.tls_handshake);
                 drop(tcp);
-                shared.conns.lock().unpoison().remove(&id);
-                drop(permit);
-                connection_closed(shared);
                 return;
             }
         },
@@ -122,15 +126,30 @@ pub(super) fn run_connection(
             break;
         }
     }
-    if let Some(c) = conn {
-        if c.linger {
-            linger_close(&c.stream);
-        }
-        drop(c);
+    if let Some(c) = conn
+        && c.linger
+    {
+        linger_close(&c.stream);
     }
-    shared.conns.lock().unpoison().remove(&id);
-    drop(permit);
-    connection_closed(shared);
+}
+
+/// A connection's place in the server, given up once, when
+/// [`run_connection`] returns by any path: its slot (which shutdown
+/// interrupts), its permit of `max_connections`, and its count among the
+/// open connections — in that order, as the last one closing during a
+/// shutdown wakes the drain.
+struct Registered<'a> {
+    shared: &'a Shared,
+    id: u64,
+    permit: Option<OwnedSemaphorePermit>,
+}
+
+impl Drop for Registered<'_> {
+    fn drop(&mut self) {
+        self.shared.conns.lock().unpoison().remove(&self.id);
+        drop(self.permit.take());
+        connection_closed(self.shared);
+    }
 }
 
 /// Half-closes and discards what the client still sends for a short while,
