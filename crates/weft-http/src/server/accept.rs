@@ -14,10 +14,9 @@ use std::time::Duration;
 use weft::net::{TcpListener, TcpStream};
 
 use super::conn::{connection_closed, linger_close, run_connection};
-use super::respond::{builtin_error, render_error, write_response};
+use super::respond::{Reply, Wire, builtin_error, render_error, write_response};
 use super::stats::inc;
 use super::{Shared, WhenFull};
-use crate::request::Version;
 use crate::response::IntoResponse;
 use crate::tls::Stream;
 
@@ -97,14 +96,11 @@ pub(super) fn reject(shared: &Shared, tcp: TcpStream) {
     };
     let resp = render_error(shared, builtin_error(503, &shared.config).into_response());
     let (mut out, mut scratch) = (Vec::new(), Vec::new());
-    let _ = write_response(
-        &stream,
-        &mut out,
-        &mut scratch,
-        resp,
-        Version::Http11,
-        false,
-        false,
-    );
+    let wire = Wire {
+        stream: &stream,
+        out: &mut out,
+        scratch: &mut scratch,
+    };
+    let _ = write_response(wire, resp, Reply::CLOSE);
     linger_close(&stream);
 }

@@ -16,7 +16,7 @@ use weft::sync::OwnedSemaphorePermit;
 use super::head::{Conn, Head, INPUT_BUF, read_head};
 use super::pool::Job;
 use super::process::process;
-use super::respond::write_error;
+use super::respond::{Wire, write_error};
 use super::stats::inc;
 use super::{ACTIVE, ConnSlot, Shared};
 use crate::tls::Stream;
@@ -85,7 +85,12 @@ pub(super) fn run_connection(
             }
             Head::Reject(status) => {
                 shared.stats.error_status(status);
-                let _ = write_error(&c.stream, &mut c.out, &mut c.scratch, shared, status);
+                let wire = Wire {
+                    stream: &c.stream,
+                    out: &mut c.out,
+                    scratch: &mut c.scratch,
+                };
+                let _ = write_error(wire, shared, status);
                 c.linger = true;
                 conn = Some(c);
                 break;

@@ -9,7 +9,7 @@ use std::panic::{AssertUnwindSafe, catch_unwind};
 
 use super::Shared;
 use super::head::{Conn, SMALL_HEADERS, header_slots, parse_head};
-use super::respond::{builtin_error, render_error, write_error, write_response};
+use super::respond::{Reply, Wire, builtin_error, render_error, write_error, write_response};
 use super::stats::inc;
 use crate::error::HttpError;
 use crate::request::{BodyError, Request, RequestBody, Version};
@@ -33,7 +33,12 @@ pub(super) fn process(conn: &mut Conn, shared: &Shared) -> bool {
     let stream: &Stream = stream;
     let reject = |status: u16, out: &mut Vec<u8>, linger: &mut bool| {
         shared.stats.error_status(status);
-        let _ = write_error(stream, out, &mut Vec::new(), shared, status);
+        let wire = Wire {
+            stream,
+            out,
+            scratch: &mut Vec::new(),
+        };
+        let _ = write_error(wire, shared, status);
         *linger = true;
         false
     };
@@ -245,15 +250,17 @@ fn respond(
     // also sees it in the statistics.
     shared.stats.response(resp.status);
     inc(&shared.stats.finished);
-    let written = write_response(
+    let wire = Wire {
         stream,
         out,
         scratch,
-        resp,
-        req.version,
+    };
+    let reply = Reply {
+        version: req.version,
         keep_alive,
         head_only,
-    );
+    };
+    let written = write_response(wire, resp, reply);
     weft::set_activity("");
     keep_alive = match written {
         Ok(k) => k,

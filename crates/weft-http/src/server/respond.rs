@@ -58,31 +58,57 @@ pub(super) fn render_error(shared: &Shared, resp: Response) -> Response {
 
 /// Writes the server's own error answer for `status` (rendered by the
 /// error hook) and closes the connection.
-pub(super) fn write_error(
-    stream: &Stream,
-    out: &mut Vec<u8>,
-    scratch: &mut Vec<u8>,
-    shared: &Shared,
-    status: u16,
-) -> io::Result<()> {
+pub(super) fn write_error(wire: Wire<'_>, shared: &Shared, status: u16) -> io::Result<()> {
     shared.stats.response(status);
     let resp = render_error(
         shared,
         builtin_error(status, &shared.config).into_response(),
     );
-    write_response(stream, out, scratch, resp, Version::Http11, false, false).map(|_| ())
+    write_response(wire, resp, Reply::CLOSE).map(|_| ())
+}
+
+/// Where a response goes: the connection's stream, and the buffers it is
+/// serialised in (`out` for the head and small bodies, `scratch` for
+/// chunked framing).
+pub(super) struct Wire<'a> {
+    pub(super) stream: &'a Stream,
+    pub(super) out: &'a mut Vec<u8>,
+    pub(super) scratch: &'a mut Vec<u8>,
+}
+
+/// How a response answers its request.
+#[derive(Clone, Copy)]
+pub(super) struct Reply {
+    /// The request's HTTP version (an HTTP/1.0 client gets no chunks).
+    pub(super) version: Version,
+    /// The connection may stay open (the response may still close it).
+    pub(super) keep_alive: bool,
+    /// A `HEAD` request: the head only, framed as the body would be.
+    pub(super) head_only: bool,
+}
+
+impl Reply {
+    /// The server's own answers outside a request (a full server's `503`,
+    /// a rejected head): HTTP/1.1, with a body, then close.
+    pub(super) const CLOSE: Reply = Reply {
+        version: Version::Http11,
+        keep_alive: false,
+        head_only: false,
+    };
 }
 
 /// Writes `resp`; returns whether the connection stays open.
-pub(super) fn write_response(
-    stream: &Stream,
-    out: &mut Vec<u8>,
-    scratch: &mut Vec<u8>,
-    resp: Response,
-    version: Version,
-    mut keep_alive: bool,
-    head_only: bool,
-) -> io::Result<bool> {
+pub(super) fn write_response(wire: Wire<'_>, resp: Response, reply: Reply) -> io::Result<bool> {
+    let Wire {
+        stream,
+        out,
+        scratch,
+    } = wire;
+    let Reply {
+        version,
+        mut keep_alive,
+        head_only,
+    } = reply;
     let Response {
         status,
         headers,
