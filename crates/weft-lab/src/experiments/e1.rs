@@ -16,7 +16,7 @@
 use std::io;
 use std::time::{Duration, Instant};
 
-use super::Options;
+use super::common::Options;
 use crate::progress::Progress;
 use crate::report::{Mode, Row};
 

@@ -12,9 +12,9 @@
 
 use std::time::Duration;
 
-use weft_http::{Response, Router, ThreadMode};
+use weft_http::ThreadMode;
 
-use super::{Options, Serve, measure_http, ms_param, window_load};
+use super::common::{Options, Serve, measure_http, sleep_router, window_load};
 use crate::progress::Progress;
 use crate::report::{Mode, Row};
 
@@ -22,17 +22,6 @@ use crate::report::{Mode, Row};
 pub const USERS: usize = 100;
 /// Handler sleep.
 pub const SLEEP: Duration = Duration::from_secs(1);
-
-/// The handler: sleeps `?ms=` (default 1000) milliseconds with `weft::sleep`.
-pub fn router() -> Router {
-    Router::new().get("/sleep", |req| {
-        let d = ms_param(req, SLEEP.as_millis() as u64);
-        match weft::sleep(d) {
-            Ok(()) => Response::text("slept"),
-            Err(_) => Response::error(500),
-        }
-    })
-}
 
 /// Runs E2.
 pub fn run(options: &Options, progress: &Progress) -> Vec<Row> {
@@ -45,7 +34,7 @@ pub fn run(options: &Options, progress: &Progress) -> Vec<Row> {
     let serve = Serve {
         mode: ThreadMode::Platform { threads: 1 },
         runtime: None,
-        router: router(),
+        router: sleep_router(),
     };
     rows.push(measure_http(serve, load(options), grace(), row));
     progress.step();
@@ -64,7 +53,7 @@ pub fn run(options: &Options, progress: &Progress) -> Vec<Row> {
             let serve = Serve {
                 mode: ThreadMode::Virtual,
                 runtime: Some(rt),
-                router: router(),
+                router: sleep_router(),
             };
             rows.push(measure_http(serve, load(options), grace(), row));
         }

@@ -12,7 +12,7 @@ use std::time::Duration;
 
 use weft_http::{Response, Router, ThreadMode};
 
-use super::{Options, Serve, measure_http, window_load};
+use super::common::{Options, Serve, measure_http, sleep_router, window_load};
 use crate::progress::Progress;
 use crate::report::{Mode, Row};
 
@@ -23,7 +23,7 @@ pub const THREADS: usize = 200;
 
 /// `/sleep` sleeps 1 s, `/now` answers at once.
 pub fn router() -> Router {
-    super::e2::router().get("/now", |_req| Response::text("now"))
+    sleep_router().get("/now", |_req| Response::text("now"))
 }
 
 /// Runs E3.

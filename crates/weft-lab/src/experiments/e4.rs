@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use weft_http::ThreadMode;
 
-use super::{Options, Serve, measure_http, window_load};
+use super::common::{Options, Serve, measure_http, sleep_router, window_load};
 use crate::progress::Progress;
 use crate::report::{Mode, Row};
 
@@ -46,7 +46,7 @@ pub fn run(options: &Options, progress: &Progress) -> Vec<Row> {
         let serve = Serve {
             mode: thread_mode,
             runtime: None,
-            router: super::e2::router(),
+            router: sleep_router(),
         };
         rows.push(measure_http(
             serve,

@@ -12,9 +12,9 @@ use std::time::Duration;
 #[cfg(feature = "pg")]
 use weft_http::{Response, Router, ThreadMode};
 
-use super::Options;
+use super::common::Options;
 #[cfg(feature = "pg")]
-use super::{Serve, measure_http, window_load};
+use super::common::{Serve, measure_http, window_load};
 use crate::progress::Progress;
 #[cfg(feature = "pg")]
 use crate::report::Mode;

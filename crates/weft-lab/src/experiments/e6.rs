@@ -17,17 +17,12 @@ use std::time::Duration;
 
 use weft_http::{Client, ClientConfig, Response, Router, Server, ServerConfig, ThreadMode};
 
-use super::{Options, Serve, measure_http, ms_param};
+use super::common::order::{CALL, THREADS, USERS};
+use super::common::{Options, Serve, downstream, measure_http};
 use crate::load::LoadSpec;
 use crate::progress::Progress;
 use crate::report::{Mode, Row};
 
-/// Clients (users).
-pub const USERS: usize = 500;
-/// Platform pool size.
-pub const THREADS: usize = 200;
-/// One downstream call.
-pub const CALL: Duration = Duration::from_millis(100);
 /// Database pool size.
 pub const DB_POOL: usize = 100;
 
@@ -58,17 +53,6 @@ impl Store {
             }
         }
     }
-}
-
-/// The downstream service: `/delay?ms=N` sleeps N ms.
-pub fn downstream() -> Router {
-    Router::new().get("/delay", |req| {
-        let d = ms_param(req, 100);
-        match weft::sleep(d) {
-            Ok(()) => Response::text("late"),
-            Err(_) => Response::error(500),
-        }
-    })
 }
 
 /// The service under test: two downstream calls, then a write.

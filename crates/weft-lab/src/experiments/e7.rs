@@ -35,7 +35,7 @@ use weft::sync::Unpoison;
 use weft_bench_support::child::Launcher;
 use weft_http::{Response, Router, ThreadMode};
 
-use super::{Options, Serve, measure_http, window_load};
+use super::common::{Options, Serve, measure_http, start_service, window_load, workspace_dir};
 use crate::progress::Progress;
 use crate::report::{Mode, Row};
 
@@ -208,10 +208,8 @@ fn transparent_row(options: &Options, window: Duration, progress: &Progress) -> 
 }
 
 fn measure_service(options: &Options, window: Duration, row: Row) -> Row {
-    let program = match weft_bench_support::transparent::build_example(
-        &super::e8::workspace_dir(),
-        "pinning",
-    ) {
+    let program = match weft_bench_support::transparent::build_example(&workspace_dir(), "pinning")
+    {
         Ok(p) => p,
         Err(e) => return row.failed(format!("cannot build the service: {e}")),
     };
@@ -225,7 +223,7 @@ fn measure_service(options: &Options, window: Duration, row: Row) -> Row {
         "--hold-ms".to_string(),
         HOLD.as_millis().to_string(),
     ];
-    let (service, port) = match super::e8::start_service(&launcher, args) {
+    let (service, port) = match start_service(&launcher, args) {
         Ok(s) => s,
         Err(e) => return row.failed(e),
     };

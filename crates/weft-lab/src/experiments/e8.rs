@@ -24,11 +24,11 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
-use weft_bench_support::child::{Launcher, Worker};
+use weft_bench_support::child::Launcher;
 use weft_http::{Server, ServerConfig};
 
-use super::e6::{CALL, THREADS, USERS, downstream};
-use super::{Options, window_load};
+use super::common::order::{CALL, THREADS, USERS};
+use super::common::{Options, downstream, start_service, window_load, workspace_dir};
 use crate::load;
 use crate::progress::Progress;
 use crate::report::{Mode, Row};
@@ -36,10 +36,6 @@ use crate::report::{Mode, Row};
 /// The crates the service runs unchanged (the versions its lock file
 /// resolves are in `tests-transparent/Cargo.lock`).
 pub const UNCHANGED: &str = "ureq 3 (2 HTTP calls) and redis 1 (RPUSH), over std::net";
-
-pub(super) fn workspace_dir() -> std::path::PathBuf {
-    std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
-}
 
 /// The peak of `Threads:` in `/proc/<pid>/status` while `running` holds.
 fn sample_threads(pid: u32, running: Arc<AtomicBool>) -> std::thread::JoinHandle<u64> {
@@ -119,27 +115,6 @@ pub fn run(options: &Options, progress: &Progress) -> Result<Vec<Row>, String> {
     }
     down.shutdown(Duration::from_secs(2));
     Ok(rows)
-}
-
-/// Starts a service built from `tests-transparent/examples/` with `args`
-/// and waits for its `ready <port>` line.
-pub(super) fn start_service<S: Into<std::ffi::OsString>>(
-    launcher: &Launcher,
-    args: impl IntoIterator<Item = S>,
-) -> Result<(Worker, u16), String> {
-    let mut service = Worker::start(launcher, args, Duration::from_secs(600))?;
-    let line = service.line();
-    match line
-        .strip_prefix("ready ")
-        .and_then(|p| p.parse::<u16>().ok())
-    {
-        Some(port) => Ok((service, port)),
-        None => {
-            service.terminate();
-            let why = service.finish().err().unwrap_or_default();
-            Err(format!("the service did not start (said {line:?}): {why}"))
-        }
-    }
 }
 
 /// Starts the service in `mode`, loads it with E6's 500 users × `per_user`

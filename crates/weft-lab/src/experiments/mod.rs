@@ -1,7 +1,7 @@
-//! The lab's experiments (E1–E8), one module each, and what they share:
-//! [`Options`], the [`Experiment`] list and [`measure_http`], which serves
-//! a router in one thread mode and measures it under a closed load.
+//! The lab's experiments (E1–E8), one module each, the [`Experiment`]
+//! list, and what the experiments share ([`common`]).
 
+pub mod common;
 pub mod e1;
 pub mod e2;
 pub mod e3;
@@ -11,17 +11,13 @@ pub mod e6;
 pub mod e7;
 pub mod e8;
 
-use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::time::Duration;
-
 use clap::ValueEnum;
 use serde::Serialize;
-use weft_http::{Handler, Request, Response, Router, Server, ServerConfig, ThreadMode};
 
-use crate::load::{self, LoadSpec};
 use crate::progress::Progress;
 use crate::report::Row;
+
+pub use common::Options;
 
 /// An experiment the lab can run (E1–E8, as in the report).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum, Serialize)]
@@ -125,136 +121,4 @@ impl Experiment {
             Experiment::E7 => 4,
         }
     }
-}
-
-/// Settings shared by every experiment.
-#[derive(Clone, Debug, Serialize)]
-pub struct Options {
-    /// Smaller, shorter variants (all default experiments in under 2 min).
-    pub quick: bool,
-    /// Also run the largest variants (E1: 1,000,000 virtual threads).
-    pub big: bool,
-    /// Measured window of each HTTP configuration (default: 10 s, quick 4 s).
-    pub duration: Option<Duration>,
-    /// Where `report.html` and `results.json` go.
-    pub out: std::path::PathBuf,
-}
-
-impl Options {
-    /// The measured window of an HTTP configuration.
-    pub fn window(&self) -> Duration {
-        self.duration.unwrap_or(if self.quick {
-            Duration::from_secs(4)
-        } else {
-            Duration::from_secs(10)
-        })
-    }
-
-    /// Warm-up before each measured window (connections open, pools fill,
-    /// queues form). Half a second off whole seconds, so that the waves of
-    /// 1 s requests a closed model produces do not end on the window's
-    /// edges.
-    pub fn warmup(&self) -> Duration {
-        if self.quick {
-            Duration::from_millis(1500)
-        } else {
-            Duration::from_millis(2500)
-        }
-    }
-}
-
-impl Default for Options {
-    fn default() -> Options {
-        Options {
-            quick: false,
-            big: false,
-            duration: None,
-            out: std::path::PathBuf::from("target/weft-lab"),
-        }
-    }
-}
-
-/// The server side of one measured configuration.
-pub struct Serve {
-    /// Platform pool or virtual.
-    pub mode: ThreadMode,
-    /// Runtime for virtual connection threads (`None`: the default one).
-    pub runtime: Option<weft::Runtime>,
-    /// The handlers.
-    pub router: Router,
-}
-
-/// Serves `serve` on a loopback port, runs `load` (its `url` is a path such
-/// as `/sleep`) against it, shuts the server down and returns `row` filled
-/// in. Requests still queued `grace` after the window are cut off by the
-/// shutdown and noted in the row.
-pub fn measure_http(serve: Serve, mut load: LoadSpec, grace: Duration, row: Row) -> Row {
-    let mut config = ServerConfig::default()
-        .thread_mode(serve.mode)
-        .accept_queue(load.users.max(100) + 16)
-        .backlog(4096)
-        .idle_timeout(Duration::from_secs(120))
-        .header_read_timeout(Duration::from_secs(120));
-    if let Some(rt) = serve.runtime {
-        config = config.runtime(rt);
-    }
-    // After the window, queued requests are answered at once (503, not
-    // counted) instead of each blocking a worker: shutting a platform
-    // server down does not empty its queue, so draining 100 queued 1 s
-    // requests on one thread would take 100 s.
-    let closing = Arc::new(AtomicBool::new(false));
-    let flag = closing.clone();
-    let router = serve.router;
-    let handler = move |req: &mut Request<'_>| {
-        if flag.load(Ordering::Relaxed) {
-            Response::error(503)
-        } else {
-            router.handle(req)
-        }
-    };
-    let server = match Server::bind("127.0.0.1:0", config).and_then(|s| s.serve(handler)) {
-        Ok(s) => Arc::new(s),
-        Err(e) => return row.failed(format!("cannot start server: {e}")),
-    };
-    load.url = format!("http://{}{}", server.local_addr(), load.url);
-    let s = server.clone();
-    let result = load::closed(&load, grace, move || {
-        closing.store(true, Ordering::SeqCst);
-        s.shutdown(Duration::from_millis(50));
-    });
-    server.shutdown(Duration::from_secs(2));
-    match result {
-        Ok(r) => {
-            let mut row = row.users(load.users as u64);
-            if r.cut_off > 0 {
-                row = row.note(format!(
-                    "{} requests still queued when the window closed were cut off (not counted)",
-                    r.cut_off
-                ));
-            }
-            row.measured(r.latencies_us, r.errors, r.measured)
-        }
-        Err(e) => row.failed(e),
-    }
-}
-
-/// A closed load of `users` users on `path` for the options' window.
-pub fn window_load(options: &Options, path: &str, users: usize) -> LoadSpec {
-    LoadSpec {
-        url: path.to_string(),
-        users,
-        warmup: options.warmup(),
-        window: Some(options.window()),
-        per_user: 0,
-        timeout: Duration::from_secs(300),
-    }
-}
-
-/// The `ms` query parameter of a request, or `default`.
-pub fn ms_param(req: &weft_http::Request<'_>, default: u64) -> Duration {
-    Duration::from_millis(
-        req.query_param("ms")
-            .and_then(|v| v.parse().ok())
-            .unwrap_or(default),
-    )
 }
