@@ -548,18 +548,9 @@ fn find_deadlocks(infos: &[ThreadInfo], ids: &[u64]) -> Vec<Vec<ThreadId>> {
 // ---------------------------------------------------------------------------
 // Output.
 
-fn state_name(s: State) -> &'static str {
-    match s {
-        State::New => "NEW",
-        State::Started => "STARTED",
-        State::Runnable => "RUNNABLE",
-        State::Running => "RUNNING",
-        State::Parking => "PARKING",
-        State::Parked => "PARKED",
-        State::Pinned => "PINNED",
-        State::Yielding => "YIELDING",
-        State::Terminated => "TERMINATED",
-    }
+/// A state's name as dumps print it: upper case, as the JDK's.
+fn state_name(s: State) -> String {
+    s.as_str().to_ascii_uppercase()
 }
 
 fn describe_blocker(b: &Blocker) -> Option<String> {
@@ -575,8 +566,8 @@ fn describe_blocker(b: &Blocker) -> Option<String> {
             if read { "read from" } else { "write to" }
         ),
         Blocker::Lock { kind, addr, owner } => match owner {
-            Some(o) => format!("waiting for {kind} <{addr:#x}> owned by #{o}"),
-            None => format!("waiting for {kind} <{addr:#x}>"),
+            Some(o) => format!("{} {kind} <{addr:#x}> owned by #{o}", kind.verb()),
+            None => format!("{} {kind} <{addr:#x}>", kind.verb()),
         },
         Blocker::Channel { recv } => {
             format!(

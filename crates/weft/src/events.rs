@@ -82,6 +82,10 @@ impl Cure {
                 "use weft::sleep (std::thread::sleep blocks the carrier and every \
                  virtual thread bound to it; weft::sleep parks only this one)"
             }
+            Cure::Transparent if transparent_off() => {
+                "the `transparent` hooks are off (WEFT_TRANSPARENT=0): unset it, or use \
+                 weft::net / weft::fs, or wrap the call in weft::blocking"
+            }
             Cure::Transparent if cfg!(feature = "transparent") => {
                 "use weft::net / weft::fs, or wrap the call in weft::blocking (the \
                  `transparent` hooks do not cover this call)"
@@ -100,6 +104,29 @@ impl Cure {
     }
 }
 
+/// Built with the `transparent` hooks, and turned off at run time
+/// (`WEFT_TRANSPARENT=0`).
+fn transparent_off() -> bool {
+    #[cfg(all(
+        feature = "transparent",
+        target_os = "linux",
+        target_env = "gnu",
+        any(target_arch = "x86_64", target_arch = "aarch64")
+    ))]
+    {
+        !crate::transparent::is_enabled()
+    }
+    #[cfg(not(all(
+        feature = "transparent",
+        target_os = "linux",
+        target_env = "gnu",
+        any(target_arch = "x86_64", target_arch = "aarch64")
+    )))]
+    {
+        false
+    }
+}
+
 impl fmt::Display for Cure {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(self.advice())
@@ -115,8 +142,20 @@ pub struct Event {
     pub thread_id: u64,
     /// Its name, if it has one.
     pub thread_name: Option<String>,
-    /// How long the carrier was held (for stalls: as observed so far).
+    /// How long the carrier was held. A stall or blocked-with-waiters
+    /// event is recorded while the hold goes on, with the hold so far
+    /// ([`Event::ongoing`]); when the thread gives its carrier back the
+    /// monitor sets this to the whole hold (see [`Event::ongoing`]).
     pub duration: Duration,
+    /// The hold this event reports had not ended when it was recorded and
+    /// has not been seen to end since: [`Event::duration`] is the hold so
+    /// far. The monitor sees a hold end at its next look at the carrier
+    /// (every 10 ms at most) and then writes the whole hold into the event
+    /// in [`recent`], from the last look that saw the carrier do something
+    /// else to the first that saw it move on: never less than the hold,
+    /// at most two looks more. Always false for pinned events (recorded
+    /// when the pinned wait ends) and failed spawns.
+    pub ongoing: bool,
     /// Wall-clock time of the event.
     pub at: SystemTime,
     /// The thread's stack where one could be had, innermost frame first,
@@ -139,10 +178,11 @@ impl fmt::Display for Event {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(
             f,
-            "weft: {} — virtual thread #{} '{}' held its carrier for {:.1} ms",
+            "weft: {} — virtual thread #{} '{}' {} its carrier for {:.1} ms",
             self.kind.name(),
             self.thread_id,
             self.thread_name.as_deref().unwrap_or(""),
+            if self.ongoing { "has held" } else { "held" },
             self.duration.as_secs_f64() * 1e3
         )?;
         if let Some(d) = &self.detail {
@@ -308,6 +348,10 @@ pub struct Counters {
     pub pinned_us: u64,
     /// Sum of stall durations (as first observed), in microseconds.
     pub stall_us: u64,
+    /// Stalls seen to end (their whole hold is in [`duration_histogram`]).
+    pub stalls_ended: u64,
+    /// Sum of the whole holds of the stalls seen to end, in microseconds.
+    pub stall_hold_us: u64,
     /// Stalls inside Weft's own diagnostics (a dump symbolizing on a
     /// carrier, say): not recorded as events, only counted here.
     pub own_stalls: u64,
@@ -324,15 +368,51 @@ static BLOCKED_WITH_WAITERS: AtomicU64 = AtomicU64::new(0);
 static PINNED_US: AtomicU64 = AtomicU64::new(0);
 static STALL_US: AtomicU64 = AtomicU64::new(0);
 static OWN_STALLS: AtomicU64 = AtomicU64::new(0);
+static STALLS_ENDED: AtomicU64 = AtomicU64::new(0);
+static STALL_HOLD_US: AtomicU64 = AtomicU64::new(0);
 
-/// Buckets (upper bounds, ms) of the pinned/stall duration histogram.
-pub const HISTOGRAM_BOUNDS_MS: [u64; 8] = [20, 50, 100, 250, 500, 1000, 5000, u64::MAX];
-static HISTOGRAM: [AtomicU64; 8] = [const { AtomicU64::new(0) }; 8];
+/// How many buckets the hold histogram has.
+pub const HISTOGRAM_BUCKETS: usize = 13;
 
-/// Counts of pinned and stall events by duration, one per bucket of
-/// [`HISTOGRAM_BOUNDS_MS`] (non-cumulative).
-pub fn duration_histogram() -> [u64; 8] {
+/// Buckets (upper bounds, ms) of the hold histogram: from the default
+/// stall threshold (20 ms) to a minute, so that a stall of seconds lands in
+/// a bucket of its own size.
+pub const HISTOGRAM_BOUNDS_MS: [u64; HISTOGRAM_BUCKETS] = [
+    20,
+    50,
+    100,
+    250,
+    500,
+    1_000,
+    2_500,
+    5_000,
+    10_000,
+    30_000,
+    60_000,
+    300_000,
+    u64::MAX,
+];
+static HISTOGRAM: [AtomicU64; HISTOGRAM_BUCKETS] = [const { AtomicU64::new(0) }; HISTOGRAM_BUCKETS];
+
+/// How long carriers were held, one count per bucket of
+/// [`HISTOGRAM_BOUNDS_MS`] (non-cumulative): each pinned wait when it
+/// ends, each stall when the monitor sees it end (its whole hold, not the
+/// part seen when it was reported).
+pub fn duration_histogram() -> [u64; HISTOGRAM_BUCKETS] {
     std::array::from_fn(|i| HISTOGRAM[i].load(Ordering::Relaxed))
+}
+
+/// The bucket of a hold: the first whose bound it does not pass
+/// (Prometheus' `le`).
+pub fn histogram_bucket(d: Duration) -> usize {
+    HISTOGRAM_BOUNDS_MS
+        .iter()
+        .position(|&hi| d <= Duration::from_millis(hi))
+        .unwrap_or(HISTOGRAM_BUCKETS - 1)
+}
+
+fn observe_hold(d: Duration) {
+    HISTOGRAM[histogram_bucket(d)].fetch_add(1, Ordering::Relaxed);
 }
 
 /// Current totals.
@@ -345,6 +425,8 @@ pub fn counters() -> Counters {
         pinned_us: PINNED_US.load(Ordering::Relaxed),
         stall_us: STALL_US.load(Ordering::Relaxed),
         own_stalls: OWN_STALLS.load(Ordering::Relaxed),
+        stalls_ended: STALLS_ENDED.load(Ordering::Relaxed),
+        stall_hold_us: STALL_HOLD_US.load(Ordering::Relaxed),
     }
 }
 
@@ -376,15 +458,20 @@ fn trace_mode() -> Trace {
 
 /// What a stall event saw of a hold of a carrier, kept for the
 /// blocked-with-waiters event of the same hold (which the monitor raises
-/// without sampling again).
+/// without sampling again), and until the hold ends.
 struct Hold {
     thread_id: u64,
     /// When the event was recorded.
     at: SystemTime,
+    /// When the hold began, as far as the monitor knows (`at` less the
+    /// hold so far).
+    began: SystemTime,
     stack: Option<String>,
     call_site: Option<String>,
     /// The stall was Weft's own diagnostics at work (not recorded).
     own: bool,
+    /// The monitor has not seen the hold end yet.
+    open: bool,
 }
 
 /// The last stalls seen, newest last (a few: only the hold a
@@ -424,9 +511,11 @@ pub(crate) fn record(mut ev: Event) {
             holds.push_back(Hold {
                 thread_id: ev.thread_id,
                 at: ev.at,
+                began: ev.at.checked_sub(ev.duration).unwrap_or(ev.at),
                 stack: ev.stack.clone(),
                 call_site: ev.call_site.clone(),
                 own,
+                open: ev.ongoing,
             });
             drop(holds);
             if own {
@@ -472,16 +561,15 @@ pub(crate) fn record(mut ev: Event) {
             BLOCKED_WITH_WAITERS.fetch_add(1, Ordering::Relaxed);
         }
     }
-    if matches!(
-        ev.kind,
-        EventKind::Pinned | EventKind::StallBlocked | EventKind::StallCpu
-    ) {
-        let ms = ev.duration.as_millis() as u64;
-        let b = HISTOGRAM_BOUNDS_MS
-            .iter()
-            .position(|&hi| ms < hi)
-            .unwrap_or(HISTOGRAM_BOUNDS_MS.len() - 1);
-        HISTOGRAM[b].fetch_add(1, Ordering::Relaxed);
+    // A stall goes into the histogram when it ends (`hold_ended`), with
+    // its whole hold; one that was over when recorded goes in now.
+    if !ev.ongoing
+        && matches!(
+            ev.kind,
+            EventKind::Pinned | EventKind::StallBlocked | EventKind::StallCpu
+        )
+    {
+        observe_hold(ev.duration);
     }
     // Through `tracing`, at most one warning per kind and call site per
     // second: a stalled service can record thousands of stalls a second,
@@ -524,6 +612,80 @@ pub(crate) fn record(mut ev: Event) {
         ring.pop_front();
     }
     ring.push_back(ev);
+}
+
+/// The monitor saw thread `thread_id` give back the carrier it held for
+/// `held` (the whole hold): the events of that hold that are still in
+/// [`recent`] (its stall, its blocked-with-waiters event) get the whole
+/// hold as their duration, the stall goes into [`duration_histogram`],
+/// and a line with the total is logged (`tracing`, and stderr under
+/// `WEFT_TRACE_PINNED`).
+///
+/// The events of the hold are the ongoing ones of this thread recorded
+/// since the hold began: a thread holds at most one carrier at a time.
+pub(crate) fn hold_ended(thread_id: u64, held: Duration) {
+    let now = SystemTime::now();
+    let began = now.checked_sub(held).unwrap_or(now);
+    let mut stall = None;
+    {
+        let mut holds = HOLDS.lock().unpoison();
+        for h in holds
+            .iter_mut()
+            .filter(|h| h.open && h.thread_id == thread_id && h.at >= began)
+        {
+            h.open = false;
+            if !h.own {
+                stall = Some(h.began);
+            }
+        }
+    }
+    if stall.is_some() {
+        STALLS_ENDED.fetch_add(1, Ordering::Relaxed);
+        STALL_HOLD_US.fetch_add(held.as_micros() as u64, Ordering::Relaxed);
+        observe_hold(held);
+    }
+    let mut ended = None;
+    for ev in RING.lock().unpoison().iter_mut().rev() {
+        if ev.ongoing && ev.thread_id == thread_id && ev.at >= began {
+            ev.ongoing = false;
+            ev.duration = ev.duration.max(held);
+            if ended.is_none() || ev.kind != EventKind::BlockedWithWaiters {
+                ended = Some(ev.clone());
+            }
+        }
+    }
+    let Some(ev) = ended else { return };
+    if LIMITERS[limiter_index(ev.kind, ev.call_site.as_deref())]
+        .admit(crate::clock::ns_of(std::time::Instant::now()))
+        .is_some()
+    {
+        tracing::warn!(
+            target: "weft::events",
+            kind = ev.kind.name(),
+            thread_id = ev.thread_id,
+            duration_ms = ev.duration.as_secs_f64() * 1e3,
+            "{ev} (ended)"
+        );
+    }
+    if trace_mode() != Trace::Off {
+        eprintln!("{ev} (ended)");
+    }
+}
+
+/// How long thread `thread_id` has held its carrier, if it holds one in a
+/// stall the monitor reported and has not seen end (for the live page's
+/// carriers table).
+pub(crate) fn holding(thread_id: u64) -> Option<Duration> {
+    let holds = HOLDS.lock().unpoison();
+    let h = holds
+        .iter()
+        .rev()
+        .find(|h| h.open && h.thread_id == thread_id)?;
+    Some(
+        SystemTime::now()
+            .duration_since(h.began)
+            .unwrap_or_default(),
+    )
 }
 
 /// Rate limiters, one per (kind, call site) up to hash collisions: two
@@ -626,6 +788,7 @@ mod tests {
             }),
             detail: Some(detail.into()),
             activity: Some("GET /exp/std-sleep".into()),
+            ongoing: true,
         }
     }
 

@@ -202,8 +202,10 @@
 //! carrier, and behave exactly as before on OS threads. `WEFT_TRANSPARENT=0`
 //! turns it off at run time. Enable it only in the binary's own crate
 //! (Cargo unifies features across a build). Linux with glibc (x86_64,
-//! aarch64) only; regular files, ttys and stdio, and
-//! `std::sync`/`parking_lot` waits still hold the carrier. The module
+//! aarch64) only. `std::sync`, `parking_lot` and `std::thread::park` waits
+//! park the virtual thread too (through the `futex` system call), except
+//! on a runtime built with `carrier_thread_locals`; regular files, ttys,
+//! stdio and C code's `pthread_*` waits still hold the carrier. The module
 //! `transparent` (present with the feature) lists the calls, the semantics
 //! kept, and the limits; `ureq`, `tungstenite`, `rustls` streams and the
 //! `redis` crate run on it unchanged (tested).
@@ -298,6 +300,6 @@ pub use scope::{Scope, ScopedJoinHandle, scope};
 pub use stack::guard_pages_in_place;
 pub use symbols::Frame;
 pub use thread::{
-    Blocker, JoinHandle, MAX_ACTIVITY_LEN, State, Thread, ThreadId, current, interrupted,
+    Blocker, JoinHandle, MAX_ACTIVITY_LEN, State, SyncKind, Thread, ThreadId, current, interrupted,
     is_virtual, panicking, park, park_timeout, set_activity, sleep, sleep_until, yield_now,
 };

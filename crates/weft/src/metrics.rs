@@ -1,4 +1,7 @@
-//! Runtime metrics: a snapshot struct and a Prometheus text exposition.
+//! Runtime metrics: a snapshot struct, the table of series made from it
+//! ([`Metrics::series`]), and the Prometheus text exposition of that
+//! table. The exposition and weft-http's live page both read the table,
+//! so a series is named, typed and explained once.
 //!
 //! ```
 //! weft::spawn(|| ()).join().unwrap();
@@ -19,7 +22,8 @@ use std::sync::atomic::Ordering;
 use crate::events;
 use crate::thread::{Blocker, State};
 
-/// A point-in-time view of every runtime in the process (summed).
+/// A point-in-time view of every runtime in the process (summed; the
+/// carrier figures also per runtime in [`Metrics::runtimes`]).
 #[derive(Clone, Debug, Default)]
 pub struct Metrics {
     /// Carriers on duty (core + spares).
@@ -38,10 +42,13 @@ pub struct Metrics {
     pub carriers_sleeping: usize,
     /// Spare carrier threads ever started.
     pub spares_started: usize,
-    /// Tasks in the global (injector) queues.
+    /// Virtual threads in the global (injector) queues.
     pub run_queue_global: usize,
-    /// Tasks in each carrier's local queue (all runtimes, in order).
+    /// Virtual threads in each carrier's local queue (all runtimes, in
+    /// order).
     pub run_queue_local: Vec<usize>,
+    /// The carrier figures of each runtime, oldest runtime first.
+    pub runtimes: Vec<RuntimeCarriers>,
     /// Virtual threads alive.
     pub threads_live: usize,
     /// Virtual threads ever started.
@@ -69,8 +76,33 @@ pub struct Metrics {
     pub blocking_queued: usize,
     /// Pinned/stall/spawn-failure totals.
     pub events: events::Counters,
-    /// Pinned+stall durations by bucket of [`events::HISTOGRAM_BOUNDS_MS`].
-    pub event_histogram: [u64; 8],
+    /// How long carriers were held, by bucket of
+    /// [`events::HISTOGRAM_BOUNDS_MS`] ([`events::duration_histogram`]).
+    pub event_histogram: [u64; events::HISTOGRAM_BUCKETS],
+}
+
+/// One runtime's carriers, for the `runtime` label of the carrier series.
+#[derive(Clone, Debug, Default)]
+pub struct RuntimeCarriers {
+    /// The label: the runtime's name (`RuntimeBuilder::name`), with
+    /// `#2`, `#3`, … after it for a second and third runtime of that name.
+    pub runtime: String,
+    /// Carriers on duty (core + spares).
+    pub carriers: usize,
+    /// Carriers running a virtual thread.
+    pub busy: usize,
+    /// Carriers on duty and not running a thread.
+    pub idle: usize,
+    /// Spare carriers on duty.
+    pub spare: usize,
+    /// Carriers blocked in `weft::blocking`, pinned, or stalled.
+    pub blocked: usize,
+    /// Spare carrier threads ever started.
+    pub spares_started: usize,
+    /// Virtual threads in the runtime's global queue.
+    pub run_queue_global: usize,
+    /// Virtual threads in each carrier's local queue.
+    pub run_queue_local: Vec<usize>,
 }
 
 /// Takes a snapshot. Counting parked threads by reason visits every
@@ -79,50 +111,53 @@ pub fn snapshot() -> Metrics {
     let mut m = Metrics::default();
     for rt in crate::sched::runtimes() {
         let s = rt.stats();
+        let idle = s.carriers_active.saturating_sub(s.carriers_busy);
         m.carriers_total += s.carriers_active;
         m.carriers_busy += s.carriers_busy;
-        m.carriers_idle += s.carriers_active.saturating_sub(s.carriers_busy);
+        m.carriers_idle += idle;
         m.carriers_spare += s.carriers_spare;
         m.carriers_blocked += s.carriers_blocked;
         m.carriers_searching += s.carriers_searching;
         m.carriers_sleeping += s.carriers_sleeping;
         m.spares_started += s.spares_started;
         m.run_queue_global += s.run_queue_global;
-        m.run_queue_local.extend(s.run_queue_local);
+        m.run_queue_local.extend(&s.run_queue_local);
         m.threads_live += s.threads_live;
         m.threads_started += s.threads_started;
         m.steals += s.steals;
         m.placed += s.placed;
         m.timers_pending += s.timers_pending;
+        let same = m
+            .runtimes
+            .iter()
+            .filter(|r| r.runtime == rt.name || r.runtime.starts_with(&format!("{}#", rt.name)))
+            .count();
+        m.runtimes.push(RuntimeCarriers {
+            runtime: if same == 0 {
+                rt.name.clone()
+            } else {
+                format!("{}#{}", rt.name, same + 1)
+            },
+            carriers: s.carriers_active,
+            busy: s.carriers_busy,
+            idle,
+            spare: s.carriers_spare,
+            blocked: s.carriers_blocked,
+            spares_started: s.spares_started,
+            run_queue_global: s.run_queue_global,
+            run_queue_local: s.run_queue_local,
+        });
     }
     m.threads_finished = m.threads_started.saturating_sub(m.threads_live);
-    let mut reasons: [(&'static str, usize); 8] = [
-        ("sleep", 0),
-        ("park", 0),
-        ("io", 0),
-        ("lock", 0),
-        ("channel", 0),
-        ("join", 0),
-        ("other", 0),
-        ("unrecorded", 0),
-    ];
+    let mut reasons: Vec<(&'static str, usize)> =
+        Blocker::REASONS.iter().map(|&r| (r, 0)).collect();
     crate::thread::registry::for_each_thread(|t| {
         if crate::thread::inner_state(t) != State::Parked {
             return;
         }
-        let i = match crate::thread::inner_blocker(t) {
-            Blocker::Sleep(_) => 0,
-            Blocker::Park => 1,
-            Blocker::Io { .. } | Blocker::Call { .. } => 2,
-            Blocker::Lock { .. } => 3,
-            Blocker::Channel { .. } => 4,
-            Blocker::Join(_) => 5,
-            Blocker::Other(_) => 6,
-            Blocker::None => 7,
-        };
-        reasons[i].1 += 1;
+        reasons[crate::thread::inner_blocker(t).reason_index()].1 += 1;
     });
-    m.parked_by_reason = reasons.to_vec();
+    m.parked_by_reason = reasons;
     m.sockets_registered =
         crate::netpoll::get().map_or(0, |s| s.registered.load(Ordering::Relaxed));
     m.stacks_live = crate::runtime::live_stacks();
@@ -130,6 +165,335 @@ pub fn snapshot() -> Metrics {
     m.events = events::counters();
     m.event_histogram = events::duration_histogram();
     m
+}
+
+/// What a series measures, as Prometheus types it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum SeriesKind {
+    /// A value that goes up and down.
+    Gauge,
+    /// A total that only grows.
+    Counter,
+    /// Counts by bucket, with a sum and a count.
+    Histogram,
+}
+
+impl SeriesKind {
+    /// `"gauge"`, `"counter"` or `"histogram"`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            SeriesKind::Gauge => "gauge",
+            SeriesKind::Counter => "counter",
+            SeriesKind::Histogram => "histogram",
+        }
+    }
+}
+
+/// One series of the exposition: a name, its type and help text, and its
+/// samples (one without labels, or one per label value).
+#[derive(Clone, Debug, PartialEq)]
+pub struct Series {
+    /// The metric's name (`weft_carriers`).
+    pub name: &'static str,
+    /// Its type.
+    pub kind: SeriesKind,
+    /// What it measures, in one sentence.
+    pub help: &'static str,
+    /// Its samples.
+    pub samples: Vec<Sample>,
+}
+
+/// One sample of a [`Series`].
+#[derive(Clone, Debug, PartialEq)]
+pub struct Sample {
+    /// What follows the series' name: empty, or `_bucket`, `_sum`,
+    /// `_count` for a histogram.
+    pub suffix: &'static str,
+    /// Label names and values (values not escaped).
+    pub labels: Vec<(&'static str, String)>,
+    /// The value.
+    pub value: f64,
+}
+
+impl Sample {
+    fn plain(value: impl Into<f64>) -> Sample {
+        Sample {
+            suffix: "",
+            labels: Vec::new(),
+            value: value.into(),
+        }
+    }
+
+    /// The sample's line without its value: `weft_carriers{runtime="a"}`.
+    pub fn key(&self, name: &str) -> String {
+        let mut o = format!("{name}{}", self.suffix);
+        if !self.labels.is_empty() {
+            o.push('{');
+            for (i, (k, v)) in self.labels.iter().enumerate() {
+                if i > 0 {
+                    o.push(',');
+                }
+                let _ = write!(o, "{k}=\"{}\"", escape_label(v));
+            }
+            o.push('}');
+        }
+        o
+    }
+}
+
+/// A label value as the text format wants it (`\`, `"`, newline escaped).
+fn escape_label(v: &str) -> String {
+    v.replace('\\', "\\\\")
+        .replace('"', "\\\"")
+        .replace('\n', "\\n")
+}
+
+/// A count as a sample value (exact up to 2^53).
+fn n(v: u64) -> f64 {
+    v as f64
+}
+
+impl Metrics {
+    /// The table of every series: what [`prometheus`] writes (before the
+    /// registered sources) and weft-http's live page shows.
+    pub fn series(&self) -> Vec<Series> {
+        use SeriesKind::{Counter, Gauge, Histogram};
+        let u = |v: usize| n(v as u64);
+        let per_runtime = |f: fn(&RuntimeCarriers) -> usize| -> Vec<Sample> {
+            self.runtimes
+                .iter()
+                .map(|r| Sample {
+                    suffix: "",
+                    labels: vec![("runtime", r.runtime.clone())],
+                    value: n(f(r) as u64),
+                })
+                .collect()
+        };
+        let plain = |v: f64| vec![Sample::plain(v)];
+        let local = self
+            .runtimes
+            .iter()
+            .flat_map(|r| {
+                r.run_queue_local.iter().enumerate().map(|(i, d)| Sample {
+                    suffix: "",
+                    labels: vec![("runtime", r.runtime.clone()), ("carrier", i.to_string())],
+                    value: n(*d as u64),
+                })
+            })
+            .collect();
+        let parked = self
+            .parked_by_reason
+            .iter()
+            .map(|(r, c)| Sample {
+                suffix: "",
+                labels: vec![("reason", (*r).to_owned())],
+                value: u(*c),
+            })
+            .collect();
+        let e = &self.events;
+        let row = |name, kind, help, samples| Series {
+            name,
+            kind,
+            help,
+            samples,
+        };
+        vec![
+            row(
+                "weft_carriers",
+                Gauge,
+                "Carriers on duty (core + spares).",
+                per_runtime(|r| r.carriers),
+            ),
+            row(
+                "weft_carriers_busy",
+                Gauge,
+                "Carriers running a virtual thread.",
+                per_runtime(|r| r.busy),
+            ),
+            row(
+                "weft_carriers_idle",
+                Gauge,
+                "Carriers on duty with nothing to run.",
+                per_runtime(|r| r.idle),
+            ),
+            row(
+                "weft_carriers_spare",
+                Gauge,
+                "Spare carriers compensating for blocked ones.",
+                per_runtime(|r| r.spare),
+            ),
+            row(
+                "weft_carriers_blocked",
+                Gauge,
+                "Carriers blocked, pinned or stalled.",
+                per_runtime(|r| r.blocked),
+            ),
+            row(
+                "weft_spare_carriers_started_total",
+                Counter,
+                "Spare carrier threads started.",
+                per_runtime(|r| r.spares_started),
+            ),
+            row(
+                "weft_run_queue_global",
+                Gauge,
+                "Virtual threads in a runtime's global queue.",
+                per_runtime(|r| r.run_queue_global),
+            ),
+            row(
+                "weft_run_queue_local",
+                Gauge,
+                "Virtual threads in a carrier's local queue.",
+                local,
+            ),
+            row(
+                "weft_virtual_threads_live",
+                Gauge,
+                "Virtual threads alive.",
+                plain(u(self.threads_live)),
+            ),
+            row(
+                "weft_virtual_threads_started_total",
+                Counter,
+                "Virtual threads started.",
+                plain(u(self.threads_started)),
+            ),
+            row(
+                "weft_virtual_threads_finished_total",
+                Counter,
+                "Virtual threads finished.",
+                plain(u(self.threads_finished)),
+            ),
+            row(
+                "weft_virtual_threads_parked",
+                Gauge,
+                "Parked virtual threads by reason.",
+                parked,
+            ),
+            row(
+                "weft_steals_total",
+                Counter,
+                "Successful work steals.",
+                plain(u(self.steals)),
+            ),
+            row(
+                "weft_placed_total",
+                Counter,
+                "New virtual threads placed on a less loaded carrier at their first run.",
+                plain(u(self.placed)),
+            ),
+            row(
+                "weft_timers_pending",
+                Gauge,
+                "Pending timer entries.",
+                plain(u(self.timers_pending)),
+            ),
+            row(
+                "weft_sockets_registered",
+                Gauge,
+                "Sockets registered with the poller.",
+                plain(u(self.sockets_registered)),
+            ),
+            row(
+                "weft_stacks_live",
+                Gauge,
+                "Virtual-thread stacks in use.",
+                plain(u(self.stacks_live)),
+            ),
+            row(
+                "weft_blocking_threads",
+                Gauge,
+                "Offload (weft::blocking) OS threads alive.",
+                plain(u(self.blocking_threads)),
+            ),
+            row(
+                "weft_blocking_queued",
+                Gauge,
+                "Offloaded closures waiting for an offload thread.",
+                plain(u(self.blocking_queued)),
+            ),
+            row(
+                "weft_pinned_events_total",
+                Counter,
+                "Pinned events.",
+                plain(n(e.pinned)),
+            ),
+            row(
+                "weft_stall_events_total",
+                Counter,
+                "Stall events.",
+                plain(n(e.stalls)),
+            ),
+            row(
+                "weft_blocked_with_waiters_total",
+                Counter,
+                "Blocked-with-waiters events (possible pinning deadlocks).",
+                plain(n(e.blocked_with_waiters)),
+            ),
+            row(
+                "weft_spawn_failures_total",
+                Counter,
+                "Failed spawns.",
+                plain(n(e.spawn_failures)),
+            ),
+            row(
+                "weft_carrier_hold_seconds",
+                Histogram,
+                "How long a carrier was held: each pinned wait, and each stall's whole hold, when it ended.",
+                self.hold_samples(),
+            ),
+            #[cfg(all(
+                feature = "transparent",
+                target_os = "linux",
+                target_env = "gnu",
+                any(target_arch = "x86_64", target_arch = "aarch64")
+            ))]
+            row(
+                "weft_transparent_parks_total",
+                Counter,
+                "Virtual threads parked in a hooked libc call.",
+                crate::transparent::parks()
+                    .into_iter()
+                    .map(|(c, v)| Sample {
+                        suffix: "",
+                        labels: vec![("call", c.to_string())],
+                        value: n(v),
+                    })
+                    .collect(),
+            ),
+        ]
+    }
+
+    fn hold_samples(&self) -> Vec<Sample> {
+        let mut out = Vec::with_capacity(events::HISTOGRAM_BUCKETS + 2);
+        let mut cum = 0;
+        for (i, c) in self.event_histogram.iter().enumerate() {
+            cum += c;
+            let le = events::HISTOGRAM_BOUNDS_MS[i];
+            out.push(Sample {
+                suffix: "_bucket",
+                labels: vec![(
+                    "le",
+                    if le == u64::MAX {
+                        "+Inf".to_owned()
+                    } else {
+                        (le as f64 / 1000.0).to_string()
+                    },
+                )],
+                value: n(cum),
+            });
+        }
+        let sum_us = self.events.pinned_us + self.events.stall_hold_us;
+        for (suffix, value) in [("_sum", sum_us as f64 / 1e6), ("_count", n(cum))] {
+            out.push(Sample {
+                suffix,
+                labels: Vec::new(),
+                value,
+            });
+        }
+        out
+    }
 }
 
 type Source = Box<dyn Fn(&mut String) + Send + Sync>;
@@ -142,210 +506,28 @@ pub fn register_source(f: impl Fn(&mut String) + Send + Sync + 'static) {
     SOURCES.lock().unpoison().push(Box::new(f));
 }
 
-fn series(o: &mut String, name: &str, kind: &str, help: &str, value: impl std::fmt::Display) {
-    let _ = writeln!(
-        o,
-        "# HELP {name} {help}\n# TYPE {name} {kind}\n{name} {value}"
-    );
-}
-
-/// The Prometheus text exposition (format 0.0.4) of [`snapshot`] plus
-/// every registered source.
-pub fn prometheus() -> String {
-    let m = snapshot();
-    let mut o = String::with_capacity(4096);
-    series(
-        &mut o,
-        "weft_carriers",
-        "gauge",
-        "Carriers on duty (core + spares).",
-        m.carriers_total,
-    );
-    series(
-        &mut o,
-        "weft_carriers_busy",
-        "gauge",
-        "Carriers running a virtual thread.",
-        m.carriers_busy,
-    );
-    series(
-        &mut o,
-        "weft_carriers_idle",
-        "gauge",
-        "Carriers on duty with nothing to run.",
-        m.carriers_idle,
-    );
-    series(
-        &mut o,
-        "weft_carriers_spare",
-        "gauge",
-        "Spare carriers compensating for blocked ones.",
-        m.carriers_spare,
-    );
-    series(
-        &mut o,
-        "weft_carriers_blocked",
-        "gauge",
-        "Carriers blocked, pinned or stalled.",
-        m.carriers_blocked,
-    );
-    series(
-        &mut o,
-        "weft_spare_carriers_started_total",
-        "counter",
-        "Spare carrier threads started.",
-        m.spares_started,
-    );
-    series(
-        &mut o,
-        "weft_run_queue_global",
-        "gauge",
-        "Tasks in the global queues.",
-        m.run_queue_global,
-    );
-    let _ = writeln!(
-        o,
-        "# HELP weft_run_queue_local Tasks in a carrier's local queue.\n# TYPE weft_run_queue_local gauge"
-    );
-    for (i, d) in m.run_queue_local.iter().enumerate() {
-        let _ = writeln!(o, "weft_run_queue_local{{carrier=\"{i}\"}} {d}");
-    }
-    series(
-        &mut o,
-        "weft_virtual_threads_live",
-        "gauge",
-        "Virtual threads alive.",
-        m.threads_live,
-    );
-    series(
-        &mut o,
-        "weft_virtual_threads_started_total",
-        "counter",
-        "Virtual threads started.",
-        m.threads_started,
-    );
-    series(
-        &mut o,
-        "weft_virtual_threads_finished_total",
-        "counter",
-        "Virtual threads finished.",
-        m.threads_finished,
-    );
-    let _ = writeln!(
-        o,
-        "# HELP weft_virtual_threads_parked Parked virtual threads by reason.\n# TYPE weft_virtual_threads_parked gauge"
-    );
-    for (r, n) in &m.parked_by_reason {
-        let _ = writeln!(o, "weft_virtual_threads_parked{{reason=\"{r}\"}} {n}");
-    }
-    series(
-        &mut o,
-        "weft_steals_total",
-        "counter",
-        "Successful work steals.",
-        m.steals,
-    );
-    series(
-        &mut o,
-        "weft_placed_total",
-        "counter",
-        "New virtual threads placed on a less loaded carrier at their first run.",
-        m.placed,
-    );
-    series(
-        &mut o,
-        "weft_timers_pending",
-        "gauge",
-        "Pending timer entries.",
-        m.timers_pending,
-    );
-    series(
-        &mut o,
-        "weft_sockets_registered",
-        "gauge",
-        "Sockets registered with the poller.",
-        m.sockets_registered,
-    );
-    series(
-        &mut o,
-        "weft_stacks_live",
-        "gauge",
-        "Virtual-thread stacks in use.",
-        m.stacks_live,
-    );
-    series(
-        &mut o,
-        "weft_blocking_threads",
-        "gauge",
-        "Offload (weft::blocking) OS threads alive.",
-        m.blocking_threads,
-    );
-    series(
-        &mut o,
-        "weft_blocking_queued",
-        "gauge",
-        "Offloaded closures waiting for an offload thread.",
-        m.blocking_queued,
-    );
-    series(
-        &mut o,
-        "weft_pinned_events_total",
-        "counter",
-        "Pinned events.",
-        m.events.pinned,
-    );
-    series(
-        &mut o,
-        "weft_stall_events_total",
-        "counter",
-        "Stall events.",
-        m.events.stalls,
-    );
-    series(
-        &mut o,
-        "weft_spawn_failures_total",
-        "counter",
-        "Failed spawns.",
-        m.events.spawn_failures,
-    );
-    let _ = writeln!(
-        o,
-        "# HELP weft_carrier_hold_seconds Duration of pinned and stall events.\n# TYPE weft_carrier_hold_seconds histogram"
-    );
-    let mut cum = 0;
-    for (i, n) in m.event_histogram.iter().enumerate() {
-        cum += n;
-        let le = events::HISTOGRAM_BOUNDS_MS[i];
-        if le == u64::MAX {
-            let _ = writeln!(o, "weft_carrier_hold_seconds_bucket{{le=\"+Inf\"}} {cum}");
-        } else {
-            let _ = writeln!(
-                o,
-                "weft_carrier_hold_seconds_bucket{{le=\"{}\"}} {cum}",
-                le as f64 / 1000.0
-            );
-        }
-    }
-    let _ = writeln!(
-        o,
-        "weft_carrier_hold_seconds_sum {}\nweft_carrier_hold_seconds_count {cum}",
-        (m.events.pinned_us + m.events.stall_us) as f64 / 1e6
-    );
-    #[cfg(all(
-        feature = "transparent",
-        target_os = "linux",
-        target_env = "gnu",
-        any(target_arch = "x86_64", target_arch = "aarch64")
-    ))]
-    {
+/// Appends `series` to a text exposition (format 0.0.4).
+pub fn write_series(o: &mut String, series: &[Series]) {
+    for s in series {
         let _ = writeln!(
             o,
-            "# HELP weft_transparent_parks_total Virtual threads parked in a hooked libc call.\n# TYPE weft_transparent_parks_total counter"
+            "# HELP {} {}\n# TYPE {} {}",
+            s.name,
+            s.help,
+            s.name,
+            s.kind.as_str()
         );
-        for (c, n) in crate::transparent::parks() {
-            let _ = writeln!(o, "weft_transparent_parks_total{{call=\"{c}\"}} {n}");
+        for sample in &s.samples {
+            let _ = writeln!(o, "{} {}", sample.key(s.name), sample.value);
         }
     }
+}
+
+/// The Prometheus text exposition (format 0.0.4) of [`snapshot`]'s
+/// [`Metrics::series`] plus every registered source.
+pub fn prometheus() -> String {
+    let mut o = String::with_capacity(8192);
+    write_series(&mut o, &snapshot().series());
     for s in SOURCES.lock().unpoison().iter() {
         s(&mut o);
     }

@@ -43,7 +43,7 @@ fn metrics_match_a_known_workload() {
         // heap: settled means both.
         if reason(&m, "sleep") == 30
             && reason(&m, "channel") == 20
-            && reason(&m, "other") == 50
+            && reason(&m, "sync") == 50
             && m.timers_pending >= 30
         {
             break m;

@@ -18,7 +18,7 @@ use std::time::{Duration, Instant, SystemTime};
 use serde::Serialize;
 use weft::events::{Event, EventKind};
 use weft::sync::Unpoison;
-use weft::{CarrierInfo, StackGroup, State, StateCounts, ThreadGroups};
+use weft::{CarrierInfo, StackGroup, StateCounts, ThreadGroups};
 
 use super::DebugConfig;
 use crate::{Request, Response};
@@ -226,20 +226,6 @@ fn escape_attr(s: &str) -> String {
     o
 }
 
-fn state_name(s: State) -> &'static str {
-    match s {
-        State::New => "new",
-        State::Started => "started",
-        State::Runnable => "runnable",
-        State::Running => "running",
-        State::Parking => "parking",
-        State::Parked => "parked",
-        State::Pinned => "pinned",
-        State::Yielding => "yielding",
-        State::Terminated => "terminated",
-    }
-}
-
 #[derive(Serialize)]
 struct Live {
     pid: u32,
@@ -264,6 +250,8 @@ struct CarrierView {
     thread: Option<ThreadView>,
     homed: usize,
     queued: usize,
+    /// How long a stalled carrier has been held so far, in ms.
+    held_ms: Option<f64>,
 }
 
 #[derive(Serialize)]
@@ -284,10 +272,11 @@ impl CarrierView {
             thread: c.thread.as_ref().map(|(id, name, state)| ThreadView {
                 id: id.as_u64().get(),
                 name: name.clone(),
-                state: state_name(*state),
+                state: state.as_str(),
             }),
             homed: c.homed,
             queued: c.queued,
+            held_ms: c.held.map(ms),
         }
     }
 }
@@ -357,7 +346,7 @@ impl GroupView {
     fn of(g: &StackGroup) -> GroupView {
         GroupView {
             count: g.count,
-            state: state_name(g.state),
+            state: g.state.as_str(),
             blocker: g.blocker.clone(),
             user: g.user_frame().map(frame),
             stack: g.stack.iter().take(MAX_FRAMES).map(frame).collect(),
@@ -372,8 +361,12 @@ struct EventView {
     thread: u64,
     name: Option<String>,
     ms: f64,
+    /// The hold goes on: `ms` is the hold so far.
+    ongoing: bool,
     at: f64,
     call_site: Option<String>,
+    activity: Option<String>,
+    cure: Option<&'static str>,
     detail: Option<String>,
     stack: Option<String>,
 }
@@ -396,12 +389,16 @@ fn events_view(n: usize) -> Vec<EventView> {
         .into_iter()
         .rev()
         .filter_map(|e| {
+            let cure = e.cure().map(|c| c.advice());
             Some(EventView {
+                cure,
                 kind: kind_name(e.kind)?,
                 thread: e.thread_id,
                 name: e.thread_name,
                 ms: ms(e.duration),
+                ongoing: e.ongoing,
                 at: unix(e.at),
+                activity: e.activity,
                 call_site: e.call_site,
                 detail: e.detail,
                 stack: e.stack,
@@ -411,47 +408,19 @@ fn events_view(n: usize) -> Vec<EventView> {
         .collect()
 }
 
-/// The runtime's metrics as (name, value) rows, in the Prometheus names.
+/// The runtime's metrics as (series, value) rows: the samples of
+/// [`weft::metrics::Metrics::series`], the table `/metrics` writes, with
+/// their labels (`weft_carriers{runtime="weft-carrier"}`); a histogram as
+/// its `_count` and `_sum`.
 fn metrics_view() -> Vec<(String, String)> {
-    let m = weft::metrics::snapshot();
-    let mut rows: Vec<(String, String)> = [
-        ("weft_carriers", m.carriers_total),
-        ("weft_carriers_busy", m.carriers_busy),
-        ("weft_carriers_idle", m.carriers_idle),
-        ("weft_carriers_spare", m.carriers_spare),
-        ("weft_carriers_blocked", m.carriers_blocked),
-        ("weft_spare_carriers_started_total", m.spares_started),
-        ("weft_run_queue_global", m.run_queue_global),
-        ("weft_virtual_threads_live", m.threads_live),
-        ("weft_virtual_threads_started_total", m.threads_started),
-        ("weft_virtual_threads_finished_total", m.threads_finished),
-        ("weft_steals_total", m.steals),
-        ("weft_placed_total", m.placed),
-        ("weft_timers_pending", m.timers_pending),
-        ("weft_sockets_registered", m.sockets_registered),
-        ("weft_stacks_live", m.stacks_live),
-        ("weft_blocking_threads", m.blocking_threads),
-        ("weft_blocking_queued", m.blocking_queued),
-    ]
-    .into_iter()
-    .map(|(k, v)| (k.to_owned(), v.to_string()))
-    .collect();
-    for (k, v) in [
-        ("weft_stall_events_total", m.events.stalls),
-        ("weft_pinned_events_total", m.events.pinned),
-        (
-            "weft_blocked_with_waiters_total",
-            m.events.blocked_with_waiters,
-        ),
-        ("weft_spawn_failures_total", m.events.spawn_failures),
-    ] {
-        rows.push((k.to_owned(), v.to_string()));
-    }
-    for (reason, n) in &m.parked_by_reason {
-        rows.push((
-            format!("weft_virtual_threads_parked{{reason=\"{reason}\"}}"),
-            n.to_string(),
-        ));
-    }
-    rows
+    weft::metrics::snapshot()
+        .series()
+        .iter()
+        .flat_map(|s| {
+            s.samples
+                .iter()
+                .filter(|x| x.suffix != "_bucket")
+                .map(move |x| (x.key(s.name), x.value.to_string()))
+        })
+        .collect()
 }

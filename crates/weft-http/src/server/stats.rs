@@ -5,6 +5,9 @@
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
+use weft::metrics::{Sample, Series};
+use weft::sync::Unpoison;
+
 /// Errors by class, counted since the server started.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct ErrorStats {
@@ -115,5 +118,128 @@ impl Counters {
             431 => inc(&self.header_too_large),
             _ => {}
         }
+    }
+}
+
+/// The servers that `weft::metrics::prometheus` lists, by address: each
+/// until its shared state is gone.
+static SERVERS: std::sync::Mutex<Vec<(String, std::sync::Weak<super::Shared>)>> =
+    std::sync::Mutex::new(Vec::new());
+
+/// Lists a server's counters in the Prometheus exposition
+/// (`weft::metrics::prometheus`, weft-http's `/metrics` route), labelled
+/// `server="<address>"`, for as long as its shared state lives.
+pub(super) fn publish(addr: std::net::SocketAddr, shared: &std::sync::Arc<super::Shared>) {
+    static SOURCE: std::sync::Once = std::sync::Once::new();
+    SOURCE.call_once(|| weft::metrics::register_source(write_prometheus));
+    let mut servers = SERVERS.lock().unpoison();
+    servers.retain(|(_, s)| s.strong_count() > 0);
+    servers.push((addr.to_string(), std::sync::Arc::downgrade(shared)));
+}
+
+/// The series of every listed server, in the table form `weft::metrics`
+/// writes its own.
+fn write_prometheus(o: &mut String) {
+    let servers: Vec<(String, ServerStats)> = SERVERS
+        .lock()
+        .unpoison()
+        .iter()
+        .filter_map(|(label, s)| Some((label.clone(), s.upgrade()?.stats.snapshot())))
+        .collect();
+    if servers.is_empty() {
+        return;
+    }
+    weft::metrics::write_series(o, &series(&servers));
+}
+
+/// The table of weft-http's series for `servers` (label, counters).
+pub(crate) fn series(servers: &[(String, ServerStats)]) -> Vec<Series> {
+    use weft::metrics::SeriesKind::{Counter, Gauge};
+    let per = |f: &dyn Fn(&ServerStats) -> u64| -> Vec<Sample> {
+        servers
+            .iter()
+            .map(|(l, s)| sample(vec![("server", l.clone())], f(s)))
+            .collect()
+    };
+    let classes = servers
+        .iter()
+        .flat_map(|(l, s)| {
+            s.responses_by_class.iter().enumerate().map(|(i, n)| {
+                sample(
+                    vec![("server", l.clone()), ("class", format!("{}xx", i + 1))],
+                    *n,
+                )
+            })
+        })
+        .collect();
+    let errors = servers
+        .iter()
+        .flat_map(|(l, s)| {
+            let e = s.errors;
+            [
+                ("bad_request", e.bad_request),
+                ("header_too_large", e.header_too_large),
+                ("body_too_large", e.body_too_large),
+                ("timeout", e.timeout),
+                ("handler_panic", e.handler_panic),
+                ("rejected", e.rejected),
+                ("io", e.io),
+                ("accept", e.accept),
+                ("tls_handshake", e.tls_handshake),
+            ]
+            .map(|(k, n)| sample(vec![("server", l.clone()), ("kind", k.to_owned())], n))
+        })
+        .collect();
+    let row = |name, kind, help, samples| Series {
+        name,
+        kind,
+        help,
+        samples,
+    };
+    vec![
+        row(
+            "weft_http_requests_total",
+            Counter,
+            "Requests answered (response started).",
+            per(&|s| s.requests),
+        ),
+        row(
+            "weft_http_responses_total",
+            Counter,
+            "Responses written, by status class.",
+            classes,
+        ),
+        row(
+            "weft_http_requests_in_flight",
+            Gauge,
+            "Requests parsed and not yet answered.",
+            per(&|s| s.in_flight),
+        ),
+        row(
+            "weft_http_connections_open",
+            Gauge,
+            "Connections open.",
+            per(&|s| s.open_connections),
+        ),
+        row(
+            "weft_http_connections_accepted_total",
+            Counter,
+            "Connections accepted.",
+            per(&|s| s.accepted_connections),
+        ),
+        row(
+            "weft_http_errors_total",
+            Counter,
+            "Errors by class.",
+            errors,
+        ),
+    ]
+}
+
+fn sample(labels: Vec<(&'static str, String)>, v: u64) -> Sample {
+    Sample {
+        suffix: "",
+        labels,
+        value: v as f64,
     }
 }

@@ -20,7 +20,7 @@ use std::time::{Duration, Instant, SystemTime};
 
 use super::{Dump, ThreadInfo, describe_blocker, state_name};
 use crate::symbols::{Frame, first_user_frame, format_stack};
-use crate::thread::{Blocker, State, ThreadId};
+use crate::thread::{Blocker, State, SyncKind, ThreadId};
 
 /// Threads of a dump with the same stack, state and kind of blocker.
 #[derive(Clone, Debug)]
@@ -76,7 +76,7 @@ enum Kind {
     Sleep,
     Park,
     Io { read: bool },
-    Lock { kind: &'static str, addr: usize },
+    Lock { kind: SyncKind, addr: usize },
     Channel { recv: bool },
     Join,
     Other(&'static str),
@@ -105,7 +105,7 @@ impl Kind {
             Kind::Park => "parked".into(),
             Kind::Io { read: true } => "waiting to read".into(),
             Kind::Io { read: false } => "waiting to write".into(),
-            Kind::Lock { kind, addr } => format!("waiting for {kind} <{addr:#x}>"),
+            Kind::Lock { kind, addr } => format!("{} {kind} <{addr:#x}>", kind.verb()),
             Kind::Join => "joining a thread".into(),
             Kind::Call(call) => format!("parked in {call}"),
             Kind::Channel { recv } => {

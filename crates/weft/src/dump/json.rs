@@ -43,7 +43,7 @@ struct ContainerView<'a> {
 struct ThreadView<'a> {
     tid: String,
     name: &'a str,
-    state: &'static str,
+    state: String,
     #[serde(rename = "virtual")]
     is_virtual: bool,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -182,7 +182,7 @@ struct GroupsView<'a> {
 #[serde(rename_all = "camelCase")]
 struct GroupView<'a> {
     count: usize,
-    state: &'static str,
+    state: String,
     blocker: Option<&'a str>,
     first_user_frame: Option<String>,
     stack: Vec<String>,

@@ -55,6 +55,11 @@ pub struct CarrierInfo {
     pub state: CarrierState,
     /// The virtual thread mounted on it, if any: id, name and state.
     pub thread: Option<(ThreadId, Option<String>, State)>,
+    /// For a [`CarrierState::Stalled`] carrier, how long its thread has
+    /// held it so far (from before the hold began, as the monitor saw it:
+    /// never less than the hold). When the hold ends the stall's event
+    /// gets the whole hold ([`crate::events::Event::ongoing`]).
+    pub held: Option<std::time::Duration>,
     /// Live threads bound to it (its home population).
     pub homed: usize,
     /// Unstarted threads in its stealable run queue.
@@ -202,7 +207,14 @@ pub fn carriers() -> Vec<CarrierInfo> {
                 (false, Some(_)) => CarrierState::Busy,
                 (false, None) => CarrierState::Idle,
             };
+            let held = match (&state, &thread) {
+                (CarrierState::Stalled, Some((id, _, _))) => {
+                    crate::events::holding(id.as_u64().get())
+                }
+                _ => None,
+            };
             let info = CarrierInfo {
+                held,
                 runtime: r,
                 runtime_name: rt.name.clone(),
                 index: i,

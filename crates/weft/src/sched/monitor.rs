@@ -55,6 +55,15 @@ struct Watch {
     /// Switch count at which the carrier's inbox was last checked for
     /// unstarted threads.
     drained: u64,
+    /// The monitor's previous look at the carrier.
+    prev: Instant,
+    /// The last look that saw the carrier on another switch or idle: the
+    /// current hold began after it. A hold's whole length is measured from
+    /// here, so that it is never less than the hold.
+    began: Instant,
+    /// The thread whose hold of this carrier an event reported, until the
+    /// monitor sees the hold end and tells `events` its whole length.
+    reported_hold: Option<u64>,
 }
 
 /// The monitor's memory across ticks. Only the monitor thread touches it.
@@ -116,6 +125,9 @@ impl Watcher {
                 last: u64::MAX,
                 since: now,
                 drained: u64::MAX,
+                prev: now,
+                began: now,
+                reported_hold: None,
             },
         );
         let mut any_busy = false;
@@ -167,9 +179,18 @@ fn watch_carrier(
     let busy = !w.mounted.load(Ordering::Relaxed).is_null();
     let in_blocking = w.in_blocking.load(Ordering::SeqCst);
     let same = busy && sw == watch.last;
-    if sw != watch.last || !busy {
+    if !same {
         watch.since = now;
+        // The hold an event reported (if any) ended since the previous
+        // look: its whole length, from before it began to now, goes to
+        // that event.
+        if let Some(id) = watch.reported_hold.take() {
+            crate::events::hold_ended(id, now.saturating_duration_since(watch.began));
+        }
+        // A new hold began after the previous look, or none is on.
+        watch.began = if busy { watch.prev } else { now };
     }
+    watch.prev = now;
     watch.last = sw;
     if in_blocking || w.stalled.is_set() {
         // The owner cannot fire them. Bound threads still can run only
@@ -181,7 +202,11 @@ fn watch_carrier(
     }
     let held = now.saturating_duration_since(watch.since);
     if same && held >= shared.stall_threshold {
-        check_held(shared, i, w, sw, held, in_blocking);
+        // The hold so far, from before it began: what the events report.
+        let so_far = now.saturating_duration_since(watch.began);
+        if let Some(id) = check_held(shared, i, w, sw, so_far, in_blocking) {
+            watch.reported_hold = Some(id);
+        }
         // Once per stall (the carrier's switch count), not every tick: an
         // inbox of bound threads is put back whole.
         if watch.drained != sw && !w.inbox.is_empty() {
@@ -198,7 +223,8 @@ fn watch_carrier(
 /// Carrier `i` has been on switch `sw` for `held`, past the stall
 /// threshold: reports the stall (once per switch), counts the carrier as
 /// blocked and compensates; and reports the pinning deadlock — held in the
-/// kernel while threads bound here wait (they can run nowhere else).
+/// kernel while threads wait behind it (bound ones can run nowhere else).
+/// Returns the id of the holding thread if an event reported the hold.
 fn check_held(
     shared: &Arc<Shared>,
     i: usize,
@@ -206,17 +232,18 @@ fn check_held(
     sw: u64,
     held: Duration,
     in_blocking: bool,
-) {
+) -> Option<u64> {
     let report = !in_blocking && w.reported.load(Ordering::Relaxed) != sw;
-    let waiters = w.reported_waiters.load(Ordering::Relaxed) != sw && w.has_home_work();
+    // Read before a spare comes in and steals the unstarted ones.
+    let unstarted = unstarted_behind(shared, i);
+    let waiters =
+        w.reported_waiters.load(Ordering::Relaxed) != sw && (w.has_home_work() || unstarted > 0);
     if !report && !waiters {
-        return;
+        return None;
     }
     // Who holds it, read now: by the time the stack is sampled and a spare
     // started the thread may have moved on.
-    let Some(who) = w.mounted_identity(sw) else {
-        return;
-    };
+    let who = w.mounted_identity(sw)?;
     let tid = w.tid.load(Ordering::Relaxed);
     let cpu = kernel_state(tid) == Some('R');
     if report {
@@ -229,8 +256,24 @@ fn check_held(
     }
     if waiters && !cpu {
         w.reported_waiters.store(sw, Ordering::Relaxed);
-        report_blocked_with_waiters(shared, i, w, &who, held, in_blocking);
+        report_blocked_with_waiters(shared, i, w, &who, held, in_blocking, unstarted);
     }
+    Some(who.0)
+}
+
+/// Threads that never started and wait behind carrier `i`: those in its
+/// run queue, and — when every carrier on duty is held and no spare may
+/// come in — those in the runtime's global queue. A spare may still take
+/// them (unstarted threads are not bound), but while the carrier is held
+/// they wait, and if the held thread waits for one of them (a barrier, a
+/// lock, a message), that wait lasts until a spare starts it.
+fn unstarted_behind(shared: &Shared, i: usize) -> usize {
+    let mut n = shared.stealers.get(i).map_or(0, |s| s.len());
+    let active = shared.active.load(Ordering::SeqCst);
+    if active >= shared.max && shared.blocked.get() >= active {
+        n += shared.injector.len();
+    }
+    n
 }
 
 /// Counts a stalled carrier (on switch `sw`) as blocked, which makes room
@@ -357,6 +400,7 @@ pub(super) fn record_carrier_event(
         stack: frames.map(|f| crate::symbols::format_stack(&f)),
         detail: Some(detail),
         activity: activity_of(who.0),
+        ongoing: true,
     });
 }
 
@@ -381,6 +425,7 @@ pub(super) fn report_blocked_with_waiters(
     who: &Identity,
     held: Duration,
     pinned_wait: bool,
+    unstarted: usize,
 ) {
     let tid = w.tid.load(Ordering::Relaxed);
     let call = if pinned_wait {
@@ -389,16 +434,29 @@ pub(super) fn report_blocked_with_waiters(
         kernel_call(tid).unwrap_or_else(|| "the kernel".into())
     };
     let waiting = waiting_behind(shared, i);
-    let detail = format!(
-        "carrier {i} (tid {tid}) is blocked in {call} while threads bound to it wait: {}. \
-         They can run only on this carrier: if the blocked call waits for one of them (for an \
-         OS-level lock one of them holds across a weft blocking call), this is a deadlock",
-        if waiting.is_empty() {
-            "(none listed)".to_string()
-        } else {
-            waiting
-        }
-    );
+    let mut detail = format!("carrier {i} (tid {tid}) is blocked in {call} while threads wait");
+    if !waiting.is_empty() || unstarted == 0 {
+        let _ = write!(
+            detail,
+            "; bound to it: {}. They can run only on this carrier: if the blocked call waits \
+             for one of them (for an OS-level lock one of them holds across a weft blocking \
+             call), this is a deadlock",
+            if waiting.is_empty() {
+                "(none listed)".to_string()
+            } else {
+                waiting
+            }
+        );
+    }
+    if unstarted > 0 {
+        let _ = write!(
+            detail,
+            "; {unstarted} that never started, queued behind it. They start only when a \
+             carrier is free or a spare comes in (at most {} carriers): if the blocked call \
+             waits for them (a std::sync::Barrier, a lock, a message), it waits that long",
+            shared.max
+        );
+    }
     record_carrier_event(
         who,
         crate::events::EventKind::BlockedWithWaiters,

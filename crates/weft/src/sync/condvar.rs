@@ -116,7 +116,11 @@ impl Condvar {
         // SAFETY: the caller's guard proves the mutex is held.
         unsafe { mutex.raw().unlock() };
         let wake = crate::thread::with_blocker(
-            crate::thread::Blocker::Other("weft::sync::Condvar"),
+            crate::thread::Blocker::Lock {
+                kind: crate::thread::SyncKind::Condvar,
+                addr: self as *const Self as *const () as usize,
+                owner: None,
+            },
             || {
                 node.as_ref().wait(deadline, intr, || {
                     let mut q = self.queue.lock();

@@ -136,7 +136,11 @@ impl CountDownLatch {
         }
         let mut intr = Interrupts::interruptible();
         let wake = crate::thread::with_blocker(
-            crate::thread::Blocker::Other("weft::sync::CountDownLatch"),
+            crate::thread::Blocker::Lock {
+                kind: crate::thread::SyncKind::CountDownLatch,
+                addr: self as *const Self as *const () as usize,
+                owner: None,
+            },
             || {
                 node.as_ref().wait(deadline, &mut intr, || {
                     // SAFETY: if queued, the node is in this latch's list.

@@ -521,7 +521,7 @@ impl<T: ?Sized> Mutex<T> {
     fn blocker(&self) -> crate::thread::Blocker {
         let owner = self.owner.load(std::sync::atomic::Ordering::Relaxed);
         crate::thread::Blocker::Lock {
-            kind: "weft::sync::Mutex",
+            kind: crate::thread::SyncKind::Mutex,
             addr: self as *const Self as *const () as usize,
             owner: (owner != 0).then_some(owner),
         }

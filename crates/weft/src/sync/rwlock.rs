@@ -114,7 +114,7 @@ impl RawRwLock {
         let mut intr = Interrupts::uninterruptible();
         let wake = crate::thread::with_blocker(
             crate::thread::Blocker::Lock {
-                kind: "weft::sync::RwLock",
+                kind: crate::thread::SyncKind::RwLock,
                 addr: self as *const Self as *const () as usize,
                 owner: None,
             },

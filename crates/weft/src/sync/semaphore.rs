@@ -216,7 +216,11 @@ impl Semaphore {
         }
         let mut intr = Interrupts::interruptible();
         let wake = crate::thread::with_blocker(
-            crate::thread::Blocker::Other("weft::sync::Semaphore"),
+            crate::thread::Blocker::Lock {
+                kind: crate::thread::SyncKind::Semaphore,
+                addr: self as *const Self as *const () as usize,
+                owner: None,
+            },
             || {
                 node.as_ref().wait(deadline, &mut intr, || {
                     let mut q = self.queue.lock();

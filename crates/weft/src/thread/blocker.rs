@@ -7,7 +7,16 @@
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Instant;
 
-/// What a blocked thread waits for (shown in thread dumps).
+/// What a blocked thread waits for (shown in thread dumps, counted by
+/// reason in metrics).
+///
+/// One rule, as Go's `waitReason`: each kind of wait has one variant that
+/// says what it waits for, with what identifies the object waited on.
+/// Every `weft::sync` primitive is a [`Blocker::Lock`] with its
+/// [`SyncKind`], its address (waiters of one object group together) and,
+/// for the primitives that have one (`Mutex`), its owner.
+/// [`Blocker::Other`] is left for waits that are on no object: the
+/// function's path (`weft::blocking`, `weft::block_on`).
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum Blocker {
@@ -25,14 +34,15 @@ pub enum Blocker {
         /// True for a read (or accept), false for a write (or connect).
         read: bool,
     },
-    /// A `weft::sync` primitive at this address, owned by this thread id
-    /// (when it has an owner).
+    /// A `weft::sync` primitive (a lock, a condition variable, a
+    /// semaphore, a latch; a `Barrier` waits on its condition variable)
+    /// at this address, owned by this thread id (when it has an owner).
     Lock {
-        /// The kind of primitive (`"Mutex"`, `"RwLock"`, ...).
-        kind: &'static str,
+        /// The kind of primitive.
+        kind: SyncKind,
         /// Address of the primitive, to match waiters with owners.
         addr: usize,
-        /// The owner's thread id, if known.
+        /// The owner's thread id, if the primitive has one and it is known.
         owner: Option<u64>,
     },
     /// A channel operation.
@@ -42,7 +52,8 @@ pub enum Blocker {
     },
     /// Joining the thread with this id.
     Join(u64),
-    /// Anything else, described.
+    /// A wait on no object, named by the function that waits
+    /// (`"weft::blocking"`, `"weft::block_on"`).
     Other(&'static str),
     /// A libc call intercepted by the `transparent` feature (`"recv"`,
     /// `"nanosleep"`, …) and the descriptor it waits on (-1 if none).
@@ -52,6 +63,102 @@ pub enum Blocker {
         /// The file descriptor, or -1.
         fd: i32,
     },
+}
+
+/// The `weft::sync` primitive a [`Blocker::Lock`] waits on.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum SyncKind {
+    /// `weft::sync::Mutex::lock` (and a `Condvar` wait taking the mutex
+    /// back).
+    Mutex,
+    /// `weft::sync::RwLock::read` or `write`.
+    RwLock,
+    /// `weft::sync::Condvar::wait` (and `Barrier::wait`).
+    Condvar,
+    /// `weft::sync::Semaphore::acquire`.
+    Semaphore,
+    /// `weft::sync::CountDownLatch::wait`.
+    CountDownLatch,
+}
+
+impl SyncKind {
+    const ALL: [SyncKind; 5] = [
+        SyncKind::Mutex,
+        SyncKind::RwLock,
+        SyncKind::Condvar,
+        SyncKind::Semaphore,
+        SyncKind::CountDownLatch,
+    ];
+
+    /// The type's path: `"weft::sync::Mutex"`, ….
+    pub fn as_str(self) -> &'static str {
+        match self {
+            SyncKind::Mutex => "weft::sync::Mutex",
+            SyncKind::RwLock => "weft::sync::RwLock",
+            SyncKind::Condvar => "weft::sync::Condvar",
+            SyncKind::Semaphore => "weft::sync::Semaphore",
+            SyncKind::CountDownLatch => "weft::sync::CountDownLatch",
+        }
+    }
+
+    /// What a thread blocked on one does, before the object's name:
+    /// `"waiting for"` a lock, `"waiting on"` a condition variable, ….
+    pub fn verb(self) -> &'static str {
+        match self {
+            SyncKind::Mutex | SyncKind::RwLock => "waiting for",
+            SyncKind::Condvar => "waiting on",
+            SyncKind::Semaphore => "waiting for a permit of",
+            SyncKind::CountDownLatch => "waiting for the count down of",
+        }
+    }
+}
+
+impl std::fmt::Display for SyncKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl Blocker {
+    /// Every [`Blocker::reason`], in a fixed order.
+    pub const REASONS: [&'static str; 9] = [
+        "sleep",
+        "park",
+        "io",
+        "lock",
+        "sync",
+        "channel",
+        "join",
+        "other",
+        "unrecorded",
+    ];
+
+    /// The reason a parked thread is counted under (the `reason` label of
+    /// `weft_virtual_threads_parked`): `"lock"` for a `Mutex` or `RwLock`,
+    /// `"sync"` for the other `weft::sync` primitives, `"io"` for a
+    /// descriptor or a hooked libc call, `"unrecorded"` for
+    /// [`Blocker::None`]; one of [`Blocker::REASONS`].
+    pub fn reason(&self) -> &'static str {
+        Self::REASONS[self.reason_index()]
+    }
+
+    pub(crate) fn reason_index(&self) -> usize {
+        match self {
+            Blocker::Sleep(_) => 0,
+            Blocker::Park => 1,
+            Blocker::Io { .. } | Blocker::Call { .. } => 2,
+            Blocker::Lock {
+                kind: SyncKind::Mutex | SyncKind::RwLock,
+                ..
+            } => 3,
+            Blocker::Lock { .. } => 4,
+            Blocker::Channel { .. } => 5,
+            Blocker::Join(_) => 6,
+            Blocker::Other(_) => 7,
+            Blocker::None => 8,
+        }
+    }
 }
 
 /// A [`Blocker`] in atomics, written only by its own thread and read by
@@ -110,10 +217,7 @@ pub(super) fn encode(b: &Blocker) -> [u64; 5] {
         Blocker::Sleep(t) => [1, crate::clock::ns_of(t), 0, 0, 0],
         Blocker::Park => [2, 0, 0, 0, 0],
         Blocker::Io { fd, read } => [3, fd as u32 as u64, read as u64, 0, 0],
-        Blocker::Lock { kind, addr, owner } => {
-            let (p, l) = str_words(kind);
-            [4, p, l, addr as u64, owner.unwrap_or(0)]
-        }
+        Blocker::Lock { kind, addr, owner } => [4, kind as u64, 0, addr as u64, owner.unwrap_or(0)],
         Blocker::Channel { recv } => [5, recv as u64, 0, 0, 0],
         Blocker::Join(id) => [6, id, 0, 0, 0],
         Blocker::Other(s) => {
@@ -136,7 +240,10 @@ pub(super) fn decode(w: [u64; 5]) -> Blocker {
             read: w[2] != 0,
         },
         4 => Blocker::Lock {
-            kind: words_str(w[1], w[2]),
+            kind: SyncKind::ALL
+                .get(w[1] as usize)
+                .copied()
+                .unwrap_or(SyncKind::Mutex),
             addr: w[3] as usize,
             owner: (w[4] != 0).then_some(w[4]),
         },

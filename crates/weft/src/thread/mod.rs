@@ -53,7 +53,7 @@ mod state;
 
 pub(crate) use activity::inner_activity;
 pub use activity::{MAX_ACTIVITY_LEN, set_activity};
-pub use blocker::Blocker;
+pub use blocker::{Blocker, SyncKind};
 use current::with_os_thread;
 pub use current::{current, interrupted, is_virtual};
 pub(crate) use current::{

@@ -86,3 +86,4 @@ pub(crate) fn pinned_park(inner: &VThread, deadline: Option<Instant>) {
         });
     }
 }
+            ongoing: false,

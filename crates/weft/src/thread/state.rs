@@ -46,6 +46,23 @@ pub enum State {
 }
 
 impl State {
+    /// The state's name in lower case: `"new"`, `"started"`, `"runnable"`,
+    /// `"running"`, `"parking"`, `"parked"`, `"pinned"`, `"yielding"`,
+    /// `"terminated"` (thread dumps print it in upper case, as the JDK's).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            State::New => "new",
+            State::Started => "started",
+            State::Runnable => "runnable",
+            State::Running => "running",
+            State::Parking => "parking",
+            State::Parked => "parked",
+            State::Pinned => "pinned",
+            State::Yielding => "yielding",
+            State::Terminated => "terminated",
+        }
+    }
+
     pub(super) fn from_u8(v: u8) -> State {
         match v {
             0 => State::New,
