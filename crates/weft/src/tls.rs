@@ -140,7 +140,7 @@ pub(crate) fn isolated() -> bool {
     !AREA.with(Cell::get).is_null()
 }
 
-pub(crate) use imp::{Layout, layout, run_dtors, run_on, seed};
+pub(crate) use imp::{Layout, layout, release_area, run_dtors, run_on, seed};
 
 /// Per-area bookkeeping, above the TCB copy.
 #[repr(C)]
@@ -149,6 +149,12 @@ pub(crate) struct Header {
     dtors: *mut Dtor,
     /// pthread key values set on this thread (`pthread_setspecific`).
     keys: *mut Vec<(libc::pthread_key_t, *mut libc::c_void)>,
+    /// The thread pointer of the carrier the area was made on (the OS
+    /// thread that runs it: SIGSETXID's relay, `pthread_getattr_np`).
+    carrier_tp: usize,
+    /// The thread's stack, `[stack_lo, stack_hi)` (`pthread_getattr_np`).
+    stack_lo: usize,
+    stack_hi: usize,
 }
 
 struct Dtor {
@@ -162,7 +168,36 @@ mod imp {
     use super::{AREA, Dtor, Header};
     use libc::{c_int, c_void, pthread_key_t};
     use std::cell::Cell;
-    use std::sync::atomic::{AtomicPtr, AtomicUsize, Ordering};
+    use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicUsize, Ordering};
+
+    /// One module's static TLS block: at `tp - off`, `memsz` bytes, the
+    /// first `filesz` of them from the module's `PT_TLS` image at `image`.
+    #[derive(Debug, Clone, Copy)]
+    struct Block {
+        off: usize,
+        image: usize,
+        filesz: usize,
+        memsz: usize,
+    }
+
+    impl Block {
+        /// Starts the block of the area at `tp` as glibc starts a new
+        /// thread's: the image, then zeroes.
+        ///
+        /// # Safety
+        ///
+        /// `tp` is an area being made by [`init_area`], whose static TLS
+        /// region holds this block.
+        unsafe fn init(&self, tp: usize) {
+            let b = (tp - self.off) as *mut u8;
+            // SAFETY: the block lies in the area's static TLS (caller); the
+            // image is the module's mapped PT_TLS segment, `filesz` long.
+            unsafe {
+                std::ptr::copy_nonoverlapping(self.image as *const u8, b, self.filesz);
+                std::ptr::write_bytes(b.add(self.filesz), 0, self.memsz - self.filesz);
+            }
+        }
+    }
 
     /// What every area of this process looks like (see the module docs).
     /// Offsets are from the thread pointer; static TLS offsets are the same
@@ -171,14 +206,24 @@ mod imp {
     pub(crate) struct Layout {
         /// Bytes of the TCB region copied from the carrier, at `tp`.
         tcb: usize,
-        /// The executable's block: at `tp - exe_off`, its template image.
-        exe_off: usize,
-        exe_image: usize,
-        exe_filesz: usize,
-        exe_memsz: usize,
-        /// Every other module's block lies in `[tp - mirror_hi, tp - mirror_lo)`.
-        mirror_lo: usize,
-        mirror_hi: usize,
+        /// The executable's block (every Rust crate's thread-locals).
+        exe: Block,
+        /// The blocks of the other modules loaded at start-up except libc
+        /// (C and C++ libraries, libstdc++): the thread's own, like the
+        /// executable's.
+        others: Vec<Block>,
+        /// libc's block lies in `[tp - libc_hi, tp - libc_lo)`: mirrored.
+        libc_lo: usize,
+        libc_hi: usize,
+        /// glibc's static TLS size: the carrier's static blocks lie in
+        /// `[carrier_tp - static_size, carrier_tp)`.
+        static_size: usize,
+        /// Offset of glibc's `struct rseq` from `tp`, when glibc registered
+        /// one with the kernel.
+        rseq: Option<usize>,
+        /// Offset of glibc's robust-mutex list head (`robust_head`) from
+        /// `tp`, when it was found where glibc 2.28+ keeps it.
+        robust: Option<usize>,
         /// Alignment of `tp`.
         align: usize,
         /// Bytes at the top of a stack slot the area takes.
@@ -208,7 +253,9 @@ mod imp {
                 if std::env::var_os("WEFT_THREAD_LOCALS").is_some_and(|v| v == "carrier") {
                     return None;
                 }
-                discover()
+                let l = discover()?;
+                install_setxid_relay(l.fsgsbase);
+                Some(l)
             })
             .as_ref()
     }
@@ -250,8 +297,9 @@ mod imp {
     struct Found {
         tp: usize,
         static_size: usize,
-        exe: Option<(usize, usize, usize, usize)>,
-        others: Vec<(usize, usize)>,
+        /// Every module with a block in static TLS, in load order (the
+        /// executable first).
+        blocks: Vec<Block>,
     }
 
     unsafe extern "C" fn each_module(
@@ -274,19 +322,22 @@ mod imp {
         if data >= found.tp || found.tp - data > found.static_size {
             return 0; // dynamic TLS (not in the static block)
         }
-        let off = found.tp - data;
-        // The first module is the executable.
-        if found.exe.is_none() && found.others.is_empty() {
-            found.exe = Some((
-                off,
-                info.dlpi_addr as usize + tls.p_vaddr as usize,
-                tls.p_filesz as usize,
-                tls.p_memsz as usize,
-            ));
-        } else {
-            found.others.push((off, tls.p_memsz as usize));
-        }
+        found.blocks.push(Block {
+            off: found.tp - data,
+            image: info.dlpi_addr as usize + tls.p_vaddr as usize,
+            filesz: tls.p_filesz as usize,
+            memsz: tls.p_memsz as usize,
+        });
         0
+    }
+
+    /// Looks up a data symbol of glibc's (`__rseq_offset`, …).
+    fn glibc_data<T: Copy>(name: &std::ffi::CStr) -> Option<T> {
+        // SAFETY: dlsym with a NUL-terminated name.
+        let p = unsafe { libc::dlsym(libc::RTLD_DEFAULT, name.as_ptr()) };
+        // SAFETY: a non-null result is the address of glibc's object of
+        // that name, whose type the caller names.
+        (!p.is_null()).then(|| unsafe { p.cast::<T>().read() })
     }
 
     fn discover() -> Option<Layout> {
@@ -318,89 +369,219 @@ mod imp {
             addr as usize + size
         };
         let tcb = top.checked_sub(tp)?;
-        // struct pthread is ~2.3 KiB; anything else means this is not the
-        // shape we know (the main thread, a user-supplied stack).
-        if !(0x300..=0x4000).contains(&tcb) || static_size > 1 << 20 {
-            return None;
-        }
         let mut found = Found {
             tp,
             static_size,
-            exe: None,
-            others: Vec::new(),
+            blocks: Vec::new(),
         };
         // SAFETY: the callback matches dl_iterate_phdr's contract and only
         // reads what glibc passes it.
         unsafe { libc::dl_iterate_phdr(Some(each_module), (&raw mut found).cast()) };
-        let (exe_off, exe_image, exe_filesz, exe_memsz) = found.exe?;
+        let mut blocks = found.blocks.into_iter();
+        // The first module is the executable.
+        let exe = blocks.next()?;
         // Weft's own thread-locals must live in that block (Weft linked
         // into the executable): in a shared library they are reached
         // through the carrier's `dtv`, and seeding an area at their offset
         // would write outside it.
         let area_off = tp - AREA.with(|a| a as *const Cell<*mut Header> as usize);
-        if !(exe_off - exe_memsz..=exe_off).contains(&area_off) {
+        if !(exe.off - exe.memsz..=exe.off).contains(&area_off) {
             return None;
         }
-        let mirror_lo = found
-            .others
-            .iter()
-            .map(|&(off, len)| off - len)
-            .min()
-            .unwrap_or(0);
-        let mirror_hi = found.others.iter().map(|&(off, _)| off).max().unwrap_or(0);
+        // libc's block is the one holding this thread's `errno`.
+        // SAFETY: __errno_location has no preconditions.
+        let errno = tp - unsafe { libc::__errno_location() } as usize;
+        let (libc_blocks, others): (Vec<Block>, Vec<Block>) =
+            blocks.partition(|b| (b.off - b.memsz..b.off).contains(&errno));
+        let [libc] = libc_blocks[..] else {
+            return None;
+        };
+        // The kernel updates the `struct rseq` glibc registered for each
+        // OS thread (glibc 2.35+: `__rseq_size` non-zero — 20, the
+        // original feature size, in 2.35 and 2.36 — the area at
+        // `tp + __rseq_offset`, inside the TCB).
+        let rseq = glibc_data::<u32>(c"__rseq_size")
+            .filter(|&size| size >= 20)
+            .and(glibc_data::<isize>(c"__rseq_offset"))
+            .and_then(|off| usize::try_from(off).ok())
+            .filter(|&off| off + 16 <= tcb);
+        // glibc registers `&pd->robust_head` with the kernel for every
+        // thread it makes, with `robust_prev` in the word before it; on a
+        // thread that holds no robust mutex both point at the head.
+        let robust = {
+            let (mut head, mut len) = (0usize, 0usize);
+            // SAFETY: get_robust_list for the calling thread writes two words.
+            let r = unsafe { libc::syscall(libc::SYS_get_robust_list, 0, &mut head, &mut len) };
+            (r == 0 && head > tp + 8 && head + 24 <= tp + tcb)
+                // SAFETY: both words lie in this thread's own TCB.
+                .then(|| unsafe {
+                    (
+                        (head as *const usize).read(),
+                        ((head - 8) as *const usize).read(),
+                    )
+                })
+                .filter(|&(list, prev)| list == head && prev == head)
+                .map(|_| head - tp)
+        };
         let align = static_align.clamp(64, 4096);
         // Static TLS below tp: glibc's whole static size is an upper bound
         // (it counts the TCB too) that includes the surplus.
-        let below = static_size.max(exe_off).max(mirror_hi);
+        let below = others
+            .iter()
+            .chain([&exe, &libc])
+            .map(|b| b.off)
+            .fold(static_size, usize::max);
         let page = crate::stack::page_size();
         let reserve = (HEADER + tcb + align + below).next_multiple_of(page);
         // SAFETY: getauxval has no preconditions.
         let fsgsbase = unsafe { libc::getauxval(libc::AT_HWCAP2) } & 2 != 0;
         Some(Layout {
             tcb,
-            exe_off,
-            exe_image,
-            exe_filesz,
-            exe_memsz,
-            mirror_lo,
-            mirror_hi,
+            exe,
+            others,
+            libc_lo: libc.off - libc.memsz,
+            libc_hi: libc.off,
+            static_size,
+            rseq,
+            robust,
             align,
             reserve,
             fsgsbase,
         })
     }
 
+    /// glibc's `dtv_t`: slot 0 of the array the TCB points at is the
+    /// generation, slot -1 the number of module slots, slot `i` module
+    /// `i`'s block (`val`) and what to free with it (`to_free`).
+    #[repr(C)]
+    #[derive(Clone, Copy)]
+    struct DtvSlot {
+        val: usize,
+        to_free: usize,
+    }
+
+    /// glibc's `TLS_DTV_UNALLOCATED`: the block is found or made at the
+    /// first `__tls_get_addr` for the module.
+    const DTV_UNALLOCATED: usize = usize::MAX;
+
+    /// A `dtv` for the area at `tp`, made from the carrier's: the same
+    /// length and generation; a module whose carrier block is in static
+    /// TLS gets the area's block at the same offset, any other (a
+    /// `dlopen`ed module's, made on first use) is left for glibc to make
+    /// afresh for this thread. Allocated with `malloc`: glibc `realloc`s a
+    /// thread's `dtv` when more modules are loaded than it has slots for.
+    ///
+    /// # Safety
+    ///
+    /// Called on a glibc-made thread (the carrier), `tp` an area being
+    /// made by [`init_area`].
+    unsafe fn new_dtv(l: &Layout, carrier_tp: usize, tp: usize) -> usize {
+        // SAFETY: tcbhead_t::dtv (offset 8) of a glibc thread points at
+        // slot 0 of its dtv, slot -1 holding the slot count.
+        unsafe {
+            let cdtv = ((carrier_tp + 8) as *const *const DtvSlot).read();
+            let len = cdtv.sub(1).read().val;
+            let raw = libc::calloc(len + 2, size_of::<DtvSlot>()).cast::<DtvSlot>();
+            if raw.is_null() {
+                std::alloc::handle_alloc_error(std::alloc::Layout::new::<DtvSlot>());
+            }
+            raw.write(DtvSlot {
+                val: len,
+                to_free: 0,
+            });
+            let dtv = raw.add(1);
+            dtv.write(cdtv.read());
+            let statics = carrier_tp - l.static_size..carrier_tp;
+            for i in 1..=len {
+                let v = cdtv.add(i).read().val;
+                let val = if statics.contains(&v) {
+                    v - carrier_tp + tp
+                } else {
+                    DTV_UNALLOCATED
+                };
+                dtv.add(i).write(DtvSlot { val, to_free: 0 });
+            }
+            dtv as usize
+        }
+    }
+
+    /// Frees what the area at `tp` holds outside itself: its `dtv` and the
+    /// blocks glibc made in it for `dlopen`ed modules (glibc's
+    /// `_dl_deallocate_tls`, less the static part, which is the area's).
+    ///
+    /// # Safety
+    ///
+    /// `tp` is an area made by [`init_area`] whose thread has ended (no
+    /// code runs on it any more), released once.
+    pub(crate) unsafe fn release_area(tp: usize) {
+        // SAFETY: the area's dtv was made by `new_dtv` (or reallocated by
+        // glibc, with malloc); `to_free` is null or glibc's malloc'd block.
+        unsafe {
+            let dtv = ((tp + 8) as *const *mut DtvSlot).read();
+            let len = dtv.sub(1).read().val;
+            for i in 1..=len {
+                libc::free(dtv.add(i).read().to_free as *mut c_void);
+            }
+            libc::free(dtv.sub(1).cast());
+        }
+    }
+
     /// Makes a new area in the `reserve()` bytes below `slot_top` and
-    /// returns its thread pointer.
+    /// returns its thread pointer. `stack_lo` is the lowest usable byte of
+    /// the thread's stack (which ends where the area begins).
     ///
     /// # Safety
     ///
     /// Called on the carrier that will run the thread (the TCB is copied
     /// from the calling OS thread, which must be glibc-made); the
     /// `reserve()` bytes below `slot_top` are writable memory owned by the
-    /// thread, unused by its stack, for as long as the thread lives.
-    pub(crate) unsafe fn init_area(l: &Layout, slot_top: usize) -> usize {
+    /// thread, unused by its stack, for as long as the thread lives. The
+    /// area is released with [`release_area`] when the thread has ended.
+    pub(crate) unsafe fn init_area(l: &Layout, slot_top: usize, stack_lo: usize) -> usize {
         let header = slot_top - HEADER;
         let tp = (header - l.tcb) & !(l.align - 1);
         let carrier_tp = read_tp();
         // SAFETY: all writes stay inside [slot_top - reserve, slot_top)
         // (`reserve` covers header, TCB, alignment and static TLS), which
         // the caller gives us; the TCB is read from the calling thread's
-        // own TCB, `tcb` bytes long by `discover`; the template image is
-        // the executable's mapped PT_TLS segment.
+        // own TCB, `tcb` bytes long by `discover`; the templates are the
+        // modules' mapped PT_TLS segments; the rseq and robust-list
+        // offsets were checked to lie inside the TCB.
         unsafe {
             (header as *mut Header).write(Header {
                 dtors: std::ptr::null_mut(),
                 keys: std::ptr::null_mut(),
+                carrier_tp,
+                stack_lo,
+                stack_hi: slot_top - l.reserve,
             });
             std::ptr::copy_nonoverlapping(carrier_tp as *const u8, tp as *mut u8, l.tcb);
             // tcbhead_t: tcb (offset 0) and self (offset 16) point at the
-            // TCB itself.
+            // TCB itself; dtv (offset 8) is the area's own.
             (tp as *mut usize).write(tp);
             ((tp + 16) as *mut usize).write(tp);
-            let exe = (tp - l.exe_off) as *mut u8;
-            std::ptr::copy_nonoverlapping(l.exe_image as *const u8, exe, l.exe_filesz);
-            std::ptr::write_bytes(exe.add(l.exe_filesz), 0, l.exe_memsz - l.exe_filesz);
+            ((tp + 8) as *mut usize).write(new_dtv(l, carrier_tp, tp));
+            l.exe.init(tp);
+            for b in &l.others {
+                b.init(tp);
+            }
+            if let Some(off) = l.rseq {
+                // struct rseq: cpu_id_start, cpu_id, rseq_cs. The kernel
+                // updates only the carrier's: the area's reads "not
+                // registered" (glibc's RSEQ_CPU_ID_REGISTRATION_FAILED),
+                // so sched_getcpu asks the kernel and rseq users fall back.
+                ((tp + off) as *mut u32).write(0);
+                ((tp + off + 4) as *mut i32).write(-2);
+                ((tp + off + 8) as *mut u64).write(0);
+            }
+            if let Some(off) = l.robust {
+                // An empty robust list of the area's own: robust_prev and
+                // robust_head.list point at the head, nothing pending.
+                let head = tp + off;
+                ((head - 8) as *mut usize).write(head);
+                (head as *mut usize).write(head);
+                ((head + 16) as *mut usize).write(0);
+            }
         }
         // SAFETY: as above; AREA is a `const` Cell in the executable's block.
         unsafe {
@@ -442,17 +623,16 @@ mod imp {
     #[inline(never)]
     pub(crate) unsafe fn run_on<R>(l: &Layout, tp: usize, f: impl FnOnce() -> R) -> R {
         let carrier_tp = read_tp();
-        let len = l.mirror_hi - l.mirror_lo;
-        // SAFETY: both areas have the same static layout; the mirrored range
-        // and the dtv slot (offset 8 of tcbhead_t) lie in both. The area is
-        // complete, so pointing %fs at it is sound (caller).
+        let len = l.libc_hi - l.libc_lo;
+        // SAFETY: both areas have the same static layout; libc's block
+        // lies in both. The area is complete, so pointing %fs at it is
+        // sound (caller).
         unsafe {
             std::ptr::copy_nonoverlapping(
-                (carrier_tp - l.mirror_hi) as *const u8,
-                (tp - l.mirror_hi) as *mut u8,
+                (carrier_tp - l.libc_hi) as *const u8,
+                (tp - l.libc_hi) as *mut u8,
                 len,
             );
-            ((tp + 8) as *mut usize).write(((carrier_tp + 8) as *const usize).read());
             set_tp(tp, l.fsgsbase);
         }
         let r = f();
@@ -461,13 +641,106 @@ mod imp {
         unsafe {
             set_tp(carrier_tp, l.fsgsbase);
             std::ptr::copy_nonoverlapping(
-                (tp - l.mirror_hi) as *const u8,
-                (carrier_tp - l.mirror_hi) as *mut u8,
+                (tp - l.libc_hi) as *const u8,
+                (carrier_tp - l.libc_hi) as *mut u8,
                 len,
             );
-            ((carrier_tp + 8) as *mut usize).write(((tp + 8) as *const usize).read());
         }
         r
+    }
+
+    // -----------------------------------------------------------------
+    // glibc's setxid handshake (`setuid`, `setgid`, … in a threaded
+    // process): the caller marks every other thread's `struct pthread`
+    // (a SETXID bit in `cancelhandling`), sends it SIGSETXID, and waits
+    // until the bit is cleared, signalling again meanwhile. glibc's
+    // handler clears the bit through the thread pointer, so on a carrier
+    // running an area it would clear the area's copy and the caller would
+    // signal on until the thread unmounts (seconds for a CPU-bound one).
+    // The relay runs glibc's handler with the thread pointer on the
+    // carrier's own TCB, as if no area were mounted.
+
+    /// glibc's SIGSETXID (SIGRTMIN - 1 of the kernel's numbering, reserved
+    /// by glibc; user code cannot install a handler for it).
+    const SIGSETXID: c_int = 33;
+
+    /// The kernel's `struct sigaction` for `rt_sigaction` on x86_64.
+    #[repr(C)]
+    #[derive(Clone, Copy, Default)]
+    struct KernelSigaction {
+        handler: usize,
+        flags: u64,
+        restorer: usize,
+        mask: u64,
+    }
+
+    static SETXID_NEXT: AtomicUsize = AtomicUsize::new(0);
+    static SETXID_FSGSBASE: AtomicBool = AtomicBool::new(false);
+
+    fn install_setxid_relay(fsgsbase: bool) {
+        let mut old = KernelSigaction::default();
+        // SAFETY: rt_sigaction reads nothing (null new action) and writes
+        // one kernel sigaction of 8-byte mask size.
+        let r = unsafe {
+            libc::syscall(
+                libc::SYS_rt_sigaction,
+                SIGSETXID,
+                std::ptr::null::<KernelSigaction>(),
+                &mut old,
+                8,
+            )
+        };
+        // glibc installs its handler (SA_SIGINFO) when the process makes
+        // its first thread; carriers are threads, so it is there.
+        if r != 0 || old.handler <= 1 || old.flags & libc::SA_SIGINFO as u64 == 0 {
+            return;
+        }
+        SETXID_FSGSBASE.store(fsgsbase, Ordering::Relaxed);
+        SETXID_NEXT.store(old.handler, Ordering::Release);
+        // Every signal blocked while the relay runs: a handler that nested
+        // while the thread pointer is the carrier's would misread which
+        // thread it interrupted.
+        let new = KernelSigaction {
+            handler: setxid_relay as *const () as usize,
+            mask: !0,
+            ..old
+        };
+        // SAFETY: as above, installing a handler of the SA_SIGINFO shape
+        // with glibc's own flags and restorer.
+        unsafe {
+            libc::syscall(
+                libc::SYS_rt_sigaction,
+                SIGSETXID,
+                &new,
+                std::ptr::null_mut::<KernelSigaction>(),
+                8,
+            )
+        };
+    }
+
+    /// SIGSETXID's handler: glibc's, run on the carrier's TCB.
+    extern "C" fn setxid_relay(sig: c_int, info: *mut libc::siginfo_t, ctx: *mut c_void) {
+        type Handler = extern "C" fn(c_int, *mut libc::siginfo_t, *mut c_void);
+        // SAFETY: stored by `install_setxid_relay` from glibc's handler of
+        // this shape before the relay was installed.
+        let next: Handler =
+            unsafe { std::mem::transmute::<usize, Handler>(SETXID_NEXT.load(Ordering::Acquire)) };
+        let h = AREA.with(Cell::get);
+        if h.is_null() {
+            return next(sig, info, ctx);
+        }
+        let fsgsbase = SETXID_FSGSBASE.load(Ordering::Relaxed);
+        let tp = read_tp();
+        // SAFETY: the area's header names the carrier this OS thread is
+        // (written when the area was made on it); the carrier's TCB is
+        // complete and alive. Every signal is blocked meanwhile, and the
+        // area is put back before the handler returns (sigreturn does not
+        // restore the thread pointer).
+        unsafe {
+            set_tp((*h).carrier_tp, fsgsbase);
+            next(sig, info, ctx);
+            set_tp(tp, fsgsbase);
+        }
     }
 
     /// Runs the destructors the calling virtual thread registered
@@ -713,11 +986,56 @@ mod imp {
         r
     }
 
+    static REAL_GETATTR: AtomicPtr<c_void> = AtomicPtr::new(std::ptr::null_mut());
+
+    /// `pthread_getattr_np`: for the calling virtual thread's own handle
+    /// (`pthread_self()` on an area), the attributes of the OS thread
+    /// that runs it (scheduling, affinity) with the virtual thread's own
+    /// stack and guard page, so code that finds its stack this way
+    /// (`stacker`, conservative collectors) sees the stack it runs on.
+    /// Any other thread: glibc's.
+    ///
+    /// # Safety
+    ///
+    /// As glibc's.
+    #[unsafe(no_mangle)]
+    pub unsafe extern "C" fn pthread_getattr_np(
+        thread: libc::pthread_t,
+        attr: *mut libc::pthread_attr_t,
+    ) -> c_int {
+        type GetAttr = unsafe extern "C" fn(libc::pthread_t, *mut libc::pthread_attr_t) -> c_int;
+        // SAFETY: glibc's function of this signature.
+        let real: GetAttr =
+            unsafe { std::mem::transmute(real(&REAL_GETATTR, c"pthread_getattr_np")) };
+        let h = AREA.with(Cell::get);
+        if h.is_null() || thread as usize != read_tp() {
+            // SAFETY: forwarded unchanged.
+            return unsafe { real(thread, attr) };
+        }
+        // SAFETY: the running thread's own header, written when its area
+        // was made; the carrier's handle is its TCB, alive while it runs
+        // us; `attr` was initialised by glibc when it returned 0.
+        unsafe {
+            let r = real((*h).carrier_tp as libc::pthread_t, attr);
+            if r != 0 {
+                return r;
+            }
+            let (lo, hi) = ((*h).stack_lo, (*h).stack_hi);
+            let r = libc::pthread_attr_setstack(attr, lo as *mut c_void, hi - lo);
+            if r != 0 {
+                libc::pthread_attr_destroy(attr);
+                return r;
+            }
+            libc::pthread_attr_setguardsize(attr, crate::stack::page_size())
+        }
+    }
+
     #[cfg(test)]
     mod tests {
         /// On a glibc-made thread the layout is found and self-consistent:
-        /// the executable's block and the mirrored blocks lie in static
-        /// TLS, the mirror below the executable, and the reserve holds it.
+        /// the executable's block, libc's and the others' lie in static
+        /// TLS, libc's below the executable's, and the reserve holds them;
+        /// glibc 2.35+ registered rseq, and the robust-list head was found.
         #[test]
         fn the_layout_is_found_and_consistent() {
             if std::env::var_os("WEFT_THREAD_LOCALS").is_some() {
@@ -729,16 +1047,13 @@ mod imp {
                 .unwrap();
             assert!(found, "no layout on x86_64 glibc");
             let l = super::layout().unwrap();
-            assert!(
-                l.exe_memsz >= l.exe_filesz && l.exe_off >= l.exe_memsz,
-                "{l:?}"
-            );
-            assert!(l.mirror_lo <= l.mirror_hi, "{l:?}");
-            assert!(
-                l.mirror_lo == l.mirror_hi || l.mirror_lo >= l.exe_off,
-                "{l:?}"
-            );
-            assert!(l.reserve() >= l.tcb + l.mirror_hi + 64, "{l:?}");
+            for b in l.others.iter().chain([&l.exe]) {
+                assert!(b.memsz >= b.filesz && b.off >= b.memsz, "{l:?}");
+                assert!(l.reserve() >= l.tcb + b.off + 64, "{l:?}");
+            }
+            assert!(l.libc_lo < l.libc_hi && l.libc_lo >= l.exe.off, "{l:?}");
+            assert!(l.reserve() >= l.tcb + l.libc_hi + 64, "{l:?}");
+            assert!(l.robust.is_some(), "{l:?}");
             assert_eq!(l.reserve() % crate::stack::page_size(), 0);
         }
     }
@@ -756,9 +1071,10 @@ mod imp {
     pub(crate) fn layout() -> Option<&'static Layout> {
         None
     }
-    pub(crate) unsafe fn init_area(l: &Layout, _slot_top: usize) -> usize {
+    pub(crate) unsafe fn init_area(l: &Layout, _slot_top: usize, _stack_lo: usize) -> usize {
         match *l {}
     }
+    pub(crate) unsafe fn release_area(_tp: usize) {}
     pub(crate) unsafe fn seed<T>(_tp: usize, _var: *const T, _value: T) {}
     pub(crate) unsafe fn run_on<R>(l: &Layout, _tp: usize, _f: impl FnOnce() -> R) -> R {
         match *l {}

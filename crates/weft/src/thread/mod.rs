@@ -28,6 +28,8 @@
 //!   `capture.rs`: a thread dump's request that a parked thread record its
 //!   own stack.
 //! - `activity.rs`: what a thread says it is doing, for dumps.
+//! - `native.rs`: C locks (`pthread_mutex_lock`, …) counted in
+//!   `pin_depth`: a thread that holds one keeps its carrier.
 //! - `pinned.rs`: the park that holds the carrier (`weft::pinned`).
 //! - `park.rs`: `park`, `sleep`, `yield_now`, the switch to the carrier.
 //! - `join.rs`: the join packet and [`JoinHandle`].
@@ -44,6 +46,7 @@ mod handle;
 mod id;
 mod join;
 mod locals;
+mod native;
 mod park;
 mod pinned;
 mod record;

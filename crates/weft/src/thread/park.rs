@@ -149,6 +149,13 @@ pub(crate) fn suspend(inner: &VThread, s: Suspend) {
             .scheduler()
             .is_some_and(|s| s.suspend_unwinding(inner))
     };
+    // errno is per thread (POSIX): what this thread last set survives the
+    // switch, whatever the carrier and its other threads set meanwhile
+    // (libc's thread state, errno included, is the carrier's: `tls.rs`).
+    // SAFETY: __errno_location has no preconditions and returns the calling
+    // OS thread's errno, valid while it runs; read before the switch,
+    // written after it, each time on the thread running this code.
+    let errno = unsafe { *libc::__errno_location() };
     let y = inner.yielder.get();
     // SAFETY: `yielder` was set when this coroutine started and points into
     // its own stack, which is the stack we are running on now; it is valid
@@ -158,6 +165,8 @@ pub(crate) fn suspend(inner: &VThread, s: Suspend) {
         (*y).suspend(s);
         crate::switching::set_switching(false);
     }
+    // SAFETY: as above.
+    unsafe { *libc::__errno_location() = errno };
     if unwinding && let Some(s) = inner.scheduler() {
         s.resume_unwinding();
     }

@@ -24,6 +24,7 @@ pub(crate) fn pinned_park(inner: &VThread, deadline: Option<Instant>) {
         return;
     }
     let explicit_pin = inner.pin_depth.get() > 0;
+    let c_locks = super::native::c_locks_held(inner);
     set_inner_state(inner, State::Pinned);
     *inner
         .rare
@@ -81,9 +82,14 @@ pub(crate) fn pinned_park(inner: &VThread, deadline: Option<Instant>) {
                 crate::symbols::first_user_frame(f).map(|i| crate::symbols::describe(&f[i]))
             }),
             stack: stack.map(|f| crate::symbols::format_stack(&f)),
-            detail: None,
+            detail: (c_locks > 0).then(|| {
+                format!(
+                    "holds {c_locks} C lock(s) (pthread_mutex, pthread_rwlock, pthread_spin or \
+                     FILE lock): a virtual thread keeps its carrier until it releases them"
+                )
+            }),
             activity: crate::thread::inner_activity(inner),
+            ongoing: false,
         });
     }
 }
-            ongoing: false,

@@ -105,13 +105,14 @@ impl CoroSlot {
     ///
     /// `area`: bytes to keep at the top of a new stack for the thread's
     /// thread-local area (`tls.rs`; 0 for none). The second value is the
-    /// stack's top when such a reserve was made now (the stack may be too
-    /// small for one: then `None`, and the thread runs without an area).
+    /// slot's top and the stack's lowest usable byte when such a reserve
+    /// was made now (the stack may be too small for one: then `None`, and
+    /// the thread runs without an area).
     pub(crate) fn get(
         &mut self,
         alloc: impl FnOnce() -> io::Result<crate::stack::Stack>,
         area: usize,
-    ) -> io::Result<(&mut Coro, Option<usize>)> {
+    ) -> io::Result<(&mut Coro, Option<(usize, usize)>)> {
         let mut area_top = None;
         if let CoroSlot::Pending(stack, _) = self {
             let mut stack = match stack.take() {
@@ -119,7 +120,7 @@ impl CoroSlot {
                 None => alloc()?,
             };
             if area > 0 && stack.reserve_top(area) {
-                area_top = Some(stack.base_addr());
+                area_top = Some((stack.base_addr(), stack.limit_addr()));
             }
             let CoroSlot::Pending(_, body) = std::mem::replace(self, CoroSlot::Empty) else {
                 unreachable!()

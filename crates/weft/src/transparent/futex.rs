@@ -48,14 +48,38 @@
 //! `unpark` and lock release are not async-signal-safe anyway).
 //!
 //! Shared (non-`FUTEX_PRIVATE_FLAG`) futexes — another process may wake
-//! them —, the other futex operations (`REQUEUE`, `WAKE_OP`, PI locks),
-//! waits inside [`weft::pinned`](crate::pinned), waits made by Weft while a
-//! thread is already parking or inside this module, and waits that glibc
-//! issues inline (`pthread_mutex_lock`, `pthread_cond_wait`: C code's
-//! pthread locks) go to the kernel.
+//! them —, PI locks, waits inside [`weft::pinned`](crate::pinned) or while
+//! the thread holds a C lock (`thread/native.rs`), waits made by Weft while
+//! a thread is already parking or inside this module, and waits that
+//! glibc issues inline (`pthread_mutex_lock`, `pthread_cond_wait`: C
+//! code's pthread locks) go to the kernel.
+//!
+//! # Every wake that can reach an emulated waiter
+//!
+//! An emulated waiter is only seen by wakes that come through `syscall(2)`
+//! — this function. So every private operation that can wake or move a
+//! waiter is handled here too: `FUTEX_WAKE`, `FUTEX_WAKE_BITSET`,
+//! `FUTEX_REQUEUE`, `FUTEX_CMP_REQUEUE` (the value check made under the
+//! bucket locks of both words; emulated waiters woken or moved to the
+//! second word's queue, the rest of both counts passed to the kernel for
+//! OS threads) and `FUTEX_WAKE_OP` (the operation on the second word done
+//! here, atomically, then the wakes of both words, emulated and kernel: a
+//! waiter of the second word either compared its word before the
+//! operation and is queued, or after it and sees the new value).
+//!
+//! What cannot be seen: a wake issued with a raw `syscall` *instruction*
+//! (rustix's `linux_raw` backend, a Go or Zig runtime in the same
+//! process), which goes straight to the kernel. A word shared between such
+//! a waker and a waiter that uses `syscall(2)` must not be waited on by a
+//! virtual thread here. std, `parking_lot`, `crossbeam`, `atomic-wait` and
+//! glibc-based C code call `syscall(2)` for both sides and are covered.
+//!
+//! Timeouts too large for the clock (a `tv_sec` of `i64::MAX`, which the
+//! kernel accepts) wait without a deadline; nothing here can panic across
+//! the `extern "C"` boundary.
 
 use std::cell::{Cell, UnsafeCell};
-use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use libc::c_long;
@@ -64,6 +88,9 @@ use super::sys;
 
 const FUTEX_WAIT: i32 = 0;
 const FUTEX_WAKE: i32 = 1;
+const FUTEX_REQUEUE: i32 = 3;
+const FUTEX_CMP_REQUEUE: i32 = 4;
+const FUTEX_WAKE_OP: i32 = 5;
 const FUTEX_WAIT_BITSET: i32 = 9;
 const FUTEX_WAKE_BITSET: i32 = 10;
 const FUTEX_PRIVATE_FLAG: i32 = 128;
@@ -96,7 +123,7 @@ pub unsafe extern "C" fn syscall(
     if n == libc::SYS_futex && !super::signals::in_handler() {
         let word = a1 as *const AtomicU32;
         // SAFETY: the caller's contract for futex(2).
-        let handled = unsafe { futex(word, a2 as i32, a3 as u32, a4, a6 as u32) };
+        let handled = unsafe { futex(word, a2 as i32, a3 as u32, a4, a5, a6 as u32) };
         if let Some(r) = handled {
             return r;
         }
@@ -106,17 +133,22 @@ pub unsafe extern "C" fn syscall(
 }
 
 /// The futex operations handled here, or `None` for the kernel.
+/// `timeout`, `word2` and `val3` are futex(2)'s fourth to sixth
+/// arguments (the fourth is `val2`, a count, for the requeue and wake-op
+/// operations; the sixth the bitset of the bitset ones).
 ///
 /// # Safety
 ///
-/// `word` and `timeout` as futex(2) requires for `op`.
+/// The arguments as futex(2) requires for `op`.
 unsafe fn futex(
     word: *const AtomicU32,
     op: i32,
     val: u32,
     timeout: usize,
-    bitset: u32,
+    word2: usize,
+    val3: u32,
 ) -> Option<c_long> {
+    let bitset = val3;
     let private = op & FUTEX_PRIVATE_FLAG != 0;
     let cmd = op & !(FUTEX_PRIVATE_FLAG | FUTEX_CLOCK_REALTIME);
     match cmd {
@@ -153,11 +185,50 @@ unsafe fn futex(
                     ],
                 )
             };
-            Some(if k < 0 {
-                if woken > 0 { woken as c_long } else { k }
-            } else {
-                k + woken as c_long
-            })
+            Some(merge(woken, k))
+        }
+        FUTEX_REQUEUE | FUTEX_CMP_REQUEUE if private => {
+            let max_wake = val.min(i32::MAX as u32) as usize;
+            let max_move = (timeout as u32).min(i32::MAX as u32) as usize;
+            let check = (cmd == FUTEX_CMP_REQUEUE).then_some(val3);
+            // SAFETY: the caller passes a live, aligned futex word.
+            let Some((woken, moved)) = requeue(unsafe { &*word }, word2, max_wake, max_move, check)
+            else {
+                sys::set_errno(libc::EAGAIN);
+                return Some(-1);
+            };
+            // The rest of both counts for OS threads in the kernel.
+            let args = [
+                word as usize,
+                op as usize,
+                max_wake - woken,
+                max_move - moved,
+                word2,
+                val3 as usize,
+            ];
+            // SAFETY: the caller's futex arguments, with smaller counts.
+            let k = unsafe { sys::sc(libc::SYS_futex, args) };
+            Some(merge(woken + moved, k))
+        }
+        FUTEX_WAKE_OP if private => {
+            let wop = WakeOp::decode(val3)?; // an unknown operation: the kernel's error
+            let max1 = val.min(i32::MAX as u32) as usize;
+            let max2 = (timeout as u32).min(i32::MAX as u32) as usize;
+            // SAFETY: futex(2) requires both words to be live and aligned.
+            let (w1, w2) = unsafe { (&*word, &*(word2 as *const AtomicU32)) };
+            let (n1, n2, holds) = wake_op(w1, w2, wop, max1, max2);
+            // The rest of each count for OS threads in the kernel: plain
+            // wakes, the operation is done.
+            let wake = (op & FUTEX_PRIVATE_FLAG) | FUTEX_WAKE;
+            let mut total = (n1 + n2) as c_long;
+            for (w, left) in [(word as usize, max1 - n1), (word2, max2 - n2)] {
+                if left > 0 && (w == word as usize || holds) {
+                    // SAFETY: a FUTEX_WAKE on a word the caller vouched for.
+                    let k = unsafe { sys::sc(libc::SYS_futex, [w, wake as usize, left, 0, 0, 0]) };
+                    total += k.max(0);
+                }
+            }
+            Some(total)
         }
         FUTEX_WAIT | FUTEX_WAIT_BITSET if private => {
             let bits = if cmd == FUTEX_WAIT {
@@ -172,7 +243,7 @@ unsafe fn futex(
                 0 => None,
                 // SAFETY: a non-null timeout points at a timespec (futex(2)).
                 t => match deadline(unsafe { &*(t as *const libc::timespec) }, cmd, op) {
-                    Ok(d) => Some(d),
+                    Ok(d) => d,
                     Err(e) => {
                         sys::set_errno(e);
                         return Some(-1);
@@ -183,6 +254,16 @@ unsafe fn futex(
             Some(wait(unsafe { &*word }, val, bits, deadline))
         }
         _ => None,
+    }
+}
+
+/// The result of an operation that `done` emulated waiters and then the
+/// kernel (`k`: its count, or -1 with errno) took part in.
+fn merge(done: usize, k: c_long) -> c_long {
+    match k {
+        ..0 if done > 0 => done as c_long,
+        ..0 => k,
+        _ => k + done as c_long,
     }
 }
 
@@ -200,16 +281,17 @@ fn may_park() -> bool {
     }
 }
 
-/// The instant a wait with this timeout ends (`Err`: the errno for a bad
-/// timespec).
-fn deadline(ts: &libc::timespec, cmd: i32, op: i32) -> Result<Instant, i32> {
+/// The instant a wait with this timeout ends: `None` when it lies beyond
+/// what the clock can show (the kernel accepts any `tv_sec`; such a wait
+/// never times out in practice); `Err`: the errno for a bad timespec.
+fn deadline(ts: &libc::timespec, cmd: i32, op: i32) -> Result<Option<Instant>, i32> {
     if ts.tv_sec < 0 || !(0..1_000_000_000).contains(&ts.tv_nsec) {
         return Err(libc::EINVAL);
     }
     let d = Duration::new(ts.tv_sec as u64, ts.tv_nsec as u32);
     let now = crate::clock::now();
     if cmd == FUTEX_WAIT {
-        return Ok(now + d);
+        return Ok(now.checked_add(d));
     }
     // Absolute, on the monotonic clock (Instant's) or the real-time one.
     let clock = if op & FUTEX_CLOCK_REALTIME != 0 {
@@ -227,7 +309,7 @@ fn deadline(ts: &libc::timespec, cmd: i32, op: i32) -> Result<Instant, i32> {
         cur.tv_sec.max(0) as u64,
         cur.tv_nsec.clamp(0, 999_999_999) as u32,
     );
-    Ok(now + d.saturating_sub(cur))
+    Ok(now.checked_add(d.saturating_sub(cur)))
 }
 
 std::thread_local! {
@@ -238,7 +320,9 @@ std::thread_local! {
 
 /// A virtual thread waiting on a word; lives on its stack for the wait.
 struct Waiter {
-    addr: usize,
+    /// The word waited on: changed by a requeue, with the locks of both
+    /// words' buckets held.
+    addr: AtomicUsize,
     bits: u32,
     thread: crate::thread::Thread,
     /// Set by the waker that dequeued it (under the bucket lock).
@@ -263,10 +347,86 @@ static TABLE: [Bucket; BUCKETS] = [const {
     }
 }; BUCKETS];
 
-fn bucket(addr: usize) -> &'static Bucket {
+fn bucket_index(addr: usize) -> usize {
     // Fibonacci hashing of the word's address: its top 8 bits.
     let h = (addr >> 2).wrapping_mul(0x9E37_79B9_7F4A_7C15) >> (usize::BITS - 8);
-    &TABLE[h % BUCKETS]
+    h % BUCKETS
+}
+
+fn bucket(addr: usize) -> &'static Bucket {
+    &TABLE[bucket_index(addr)]
+}
+
+/// The buckets of two words, locked in table order (one lock when they
+/// share a bucket), so that two operations on the same two words cannot
+/// deadlock.
+struct Pair {
+    first: BucketGuard<'static>,
+    second: Option<BucketGuard<'static>>,
+    /// `second` is the first word's bucket.
+    swapped: bool,
+}
+
+impl Pair {
+    fn lock(a: usize, b: usize) -> Pair {
+        let (i, j) = (bucket_index(a), bucket_index(b));
+        if i == j {
+            return Pair {
+                first: TABLE[i].lock(),
+                second: None,
+                swapped: false,
+            };
+        }
+        let first = TABLE[i.min(j)].lock();
+        let second = TABLE[i.max(j)].lock();
+        Pair {
+            first,
+            second: Some(second),
+            swapped: i > j,
+        }
+    }
+
+    /// The waiter lists of the first word's and the second word's buckets
+    /// (`None`: the same list).
+    fn lists(&mut self) -> (&mut Vec<*const Waiter>, Option<&mut Vec<*const Waiter>>) {
+        let swapped = self.swapped;
+        let Pair { first, second, .. } = self;
+        match second {
+            None => (first.waiters(), None),
+            Some(s) => {
+                let (a, b) = (first.waiters(), s.waiters());
+                if swapped { (b, Some(a)) } else { (a, Some(b)) }
+            }
+        }
+    }
+}
+
+/// Dequeues up to `max` waiters of `addr` whose bitset meets `bits` from
+/// `list` (a locked bucket's), in queue order, marking them woken; their
+/// handles go to `out`, to be unparked after the unlock.
+fn take(
+    list: &mut Vec<*const Waiter>,
+    addr: usize,
+    max: usize,
+    bits: u32,
+    out: &mut Vec<crate::thread::Thread>,
+) -> usize {
+    let mut n = 0;
+    let mut i = 0;
+    while i < list.len() && n < max {
+        // SAFETY: a queued waiter is alive until it leaves the queue,
+        // which needs the bucket lock the caller holds.
+        let w = unsafe { &*list[i] };
+        if w.addr.load(Ordering::Relaxed) == addr && w.bits & bits != 0 {
+            out.push(w.thread.clone());
+            w.woken.store(true, Ordering::Relaxed);
+            list.remove(i); // in order: first come, first woken
+            n += 1;
+        } else {
+            i += 1;
+        }
+    }
+    n
 }
 
 impl Bucket {
@@ -308,26 +468,15 @@ impl Drop for BucketGuard<'_> {
 /// Wakes up to `max` emulated waiters of `addr` whose bitset meets `bits`;
 /// returns how many.
 fn wake(addr: usize, max: usize, bits: u32) -> usize {
-    let b = bucket(addr);
-    let mut woken: Vec<crate::thread::Thread> = Vec::new();
-    {
-        let mut g = b.lock();
-        let list = g.waiters();
-        let mut i = 0;
-        while i < list.len() && woken.len() < max {
-            // SAFETY: a queued waiter is alive until it leaves the queue,
-            // which needs this lock.
-            let w = unsafe { &*list[i] };
-            if w.addr == addr && w.bits & bits != 0 {
-                woken.push(w.thread.clone());
-                w.woken.store(true, Ordering::Relaxed);
-                list.remove(i); // in order: first come, first woken
-            } else {
-                i += 1;
-            }
-        }
-    }
-    // After the unlock: the waiters may return (and free their nodes) now.
+    let mut woken = Vec::new();
+    take(bucket(addr).lock().waiters(), addr, max, bits, &mut woken);
+    unpark_all(woken)
+}
+
+/// Unparks threads dequeued under a bucket lock, after the unlock (the
+/// waiters may return and free their nodes from then on); returns how
+/// many.
+fn unpark_all(woken: Vec<crate::thread::Thread>) -> usize {
     let n = woken.len();
     for t in woken {
         t.unpark();
@@ -335,12 +484,140 @@ fn wake(addr: usize, max: usize, bits: u32) -> usize {
     n
 }
 
+/// `FUTEX_REQUEUE`/`FUTEX_CMP_REQUEUE` for emulated waiters: wakes up to
+/// `max_wake` waiters of `word` and moves up to `max_move` more to the
+/// queue of `to`; `None` when `check` is given and `word` does not hold
+/// it (checked under both buckets' locks, as the kernel checks under its
+/// own). Returns (woken, moved).
+fn requeue(
+    word: &AtomicU32,
+    to: usize,
+    max_wake: usize,
+    max_move: usize,
+    check: Option<u32>,
+) -> Option<(usize, usize)> {
+    let from = word as *const AtomicU32 as usize;
+    let mut woken = Vec::new();
+    let mut moved = 0;
+    {
+        let mut pair = Pair::lock(from, to);
+        if check.is_some_and(|v| word.load(Ordering::SeqCst) != v) {
+            return None;
+        }
+        let (src, mut dst) = pair.lists();
+        take(src, from, max_wake, BITSET_ALL, &mut woken);
+        let mut i = 0;
+        while i < src.len() && moved < max_move {
+            // SAFETY: as in `take`: queued, and both locks are held.
+            let w = unsafe { &*src[i] };
+            if w.addr.load(Ordering::Relaxed) != from {
+                i += 1;
+                continue;
+            }
+            w.addr.store(to, Ordering::Relaxed);
+            moved += 1;
+            match dst.as_deref_mut() {
+                Some(d) => d.push(src.remove(i)),
+                None => i += 1,
+            }
+        }
+    }
+    Some((unpark_all(woken), moved))
+}
+
+/// `FUTEX_WAKE_OP`'s encoded operation (futex(2)).
+#[derive(Clone, Copy)]
+struct WakeOp {
+    op: u32,
+    oparg: u32,
+    cmp: u32,
+    cmparg: i32,
+}
+
+impl WakeOp {
+    /// `None` for an operation or comparison the kernel does not know
+    /// (it answers `ENOSYS`: the call goes to it).
+    fn decode(v: u32) -> Option<WakeOp> {
+        let sign12 = |x: u32| ((x << 20) as i32) >> 20;
+        let op = (v >> 28) & 7;
+        let cmp = (v >> 24) & 15;
+        let mut oparg = sign12((v >> 12) & 0xfff) as u32;
+        if v >> 31 != 0 {
+            // FUTEX_OP_OPARG_SHIFT: the argument is a shift (the kernel
+            // masks it to 0..=31).
+            oparg = 1 << (oparg & 31);
+        }
+        (op <= 4 && cmp <= 5).then_some(WakeOp {
+            op,
+            oparg,
+            cmp,
+            cmparg: sign12(v & 0xfff),
+        })
+    }
+
+    /// Applies the operation to `word`; returns whether the comparison
+    /// holds for the old value.
+    fn apply(self, word: &AtomicU32) -> bool {
+        let arg = self.oparg;
+        let old = word
+            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |v| {
+                Some(match self.op {
+                    0 => arg,
+                    1 => v.wrapping_add(arg),
+                    2 => v | arg,
+                    3 => v & !arg,
+                    _ => v ^ arg,
+                })
+            })
+            .unwrap_or_else(|v| v) as i32;
+        let c = self.cmparg;
+        match self.cmp {
+            0 => old == c,
+            1 => old != c,
+            2 => old < c,
+            3 => old <= c,
+            4 => old > c,
+            _ => old >= c,
+        }
+    }
+}
+
+/// `FUTEX_WAKE_OP` for emulated waiters: under both buckets' locks, the
+/// operation on `w2`, then up to `max1` waiters of `w1` woken and, if the
+/// comparison held, up to `max2` of `w2`. Returns (woken of `w1`, woken
+/// of `w2`, whether the comparison held).
+fn wake_op(
+    w1: &AtomicU32,
+    w2: &AtomicU32,
+    op: WakeOp,
+    max1: usize,
+    max2: usize,
+) -> (usize, usize, bool) {
+    let (a1, a2) = (
+        w1 as *const AtomicU32 as usize,
+        w2 as *const AtomicU32 as usize,
+    );
+    let mut woken = Vec::new();
+    let (n1, holds) = {
+        let mut pair = Pair::lock(a1, a2);
+        let holds = op.apply(w2);
+        let (l1, l2) = pair.lists();
+        let n1 = take(l1, a1, max1, BITSET_ALL, &mut woken);
+        if holds {
+            take(l2.unwrap_or(l1), a2, max2, BITSET_ALL, &mut woken);
+        }
+        (n1, holds)
+    };
+    let n = unpark_all(woken);
+    (n1, n - n1, holds)
+}
+
 /// Parks the calling virtual thread while `word` holds `val`, until woken,
 /// `deadline`, or spuriously. futex(2)'s return: 0, or -1 with errno.
 fn wait(word: &AtomicU32, val: u32, bits: u32, deadline: Option<Instant>) -> c_long {
     let addr = word as *const AtomicU32 as usize;
     let me = Waiter {
-        addr,
+        addr: AtomicUsize::new(addr),
         bits,
         thread: crate::thread::current(),
         woken: AtomicBool::new(false),
@@ -359,6 +636,7 @@ fn wait(word: &AtomicU32, val: u32, bits: u32, deadline: Option<Instant>) -> c_l
     // the caller's retry loop would spin): keep it aside for the wait.
     let pending = crate::thread::take_interrupt();
     IN_WAIT.with(|w| w.set(true));
+    super::count_park("futex");
     crate::thread::with_blocker(
         crate::thread::Blocker::Call {
             call: "futex",
@@ -370,7 +648,15 @@ fn wait(word: &AtomicU32, val: u32, bits: u32, deadline: Option<Instant>) -> c_l
     if pending {
         me.thread.interrupt();
     }
-    let mut g = b.lock();
+    // A requeue may have moved us to another word's bucket: lock the one
+    // we are in (a move needs that bucket's lock, so it holds still).
+    let mut g = loop {
+        let at = me.addr.load(Ordering::Relaxed);
+        let g = bucket(at).lock();
+        if me.addr.load(Ordering::Relaxed) == at {
+            break g;
+        }
+    };
     if me.woken.load(Ordering::Relaxed) {
         return 0;
     }

@@ -74,8 +74,8 @@ impl Carrier {
             self.alloc_default_stack()
         };
         let area = self.areas.map_or(0, crate::tls::Layout::reserve);
-        if let (_, Some(top)) = slot.get(first_stack, area)? {
-            thread.tls_tp.set(self.make_area(top, thread));
+        if let (_, Some((top, stack_lo))) = slot.get(first_stack, area)? {
+            thread.tls_tp.set(self.make_area(top, stack_lo, thread));
         }
         Ok(())
     }
@@ -175,6 +175,13 @@ impl Carrier {
             unreachable!("finished thread without a coroutine")
         };
         let stack = coro.into_stack();
+        let tp = thread.tls_tp.get();
+        if tp != 0 {
+            // SAFETY: the thread's body has returned (its coroutine is
+            // done), so nothing runs on its area any more; its stack, which
+            // holds the area, goes back to the cache only below.
+            unsafe { crate::tls::release_area(tp) };
+        }
         let low_sp = thread.low_sp.load(Ordering::Relaxed);
         let deep = stack.base_addr().saturating_sub(low_sp) > TRIM_DEPTH;
         self.recycle_stack(stack, deep);
@@ -195,7 +202,7 @@ impl Carrier {
     /// is it", on a simulated carrier) reads them; and names `thread` as
     /// the mounted record (the only one that ever runs on
     /// this area).
-    fn make_area(&self, top: usize, thread: &Arc<VThread>) -> usize {
+    fn make_area(&self, top: usize, stack_lo: usize, thread: &Arc<VThread>) -> usize {
         let l = self.areas.expect("areas are on");
         // SAFETY: this carrier runs the thread for its whole life, and the
         // `reserve()` bytes below `top` were kept out of its stack
@@ -203,7 +210,7 @@ impl Carrier {
         // this crate; the thread has not run yet. It starts "between
         // stacks" (its body lowers the flag first thing; see `switching`).
         unsafe {
-            let tp = crate::tls::init_area(l, top);
+            let tp = crate::tls::init_area(l, top, stack_lo);
             crate::tls::seed(
                 tp,
                 super::CARRIER.with(|c| c as *const _),

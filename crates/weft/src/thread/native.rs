@@ -1,0 +1,186 @@
+//! C locks pin: a virtual thread that holds one keeps its carrier.
+//!
+//! # Why
+//!
+//! A C lock belongs to the OS thread that took it. glibc records a
+//! `pthread_mutex_t`'s owner as the kernel thread id (which every virtual
+//! thread of a carrier shares), a `FILE` lock's as the thread pointer, and
+//! a waiter for any of them blocks in the kernel. So if a virtual thread
+//! took one and then parked — a hooked `read` inside a C library's
+//! critical section, a `weft::sleep` between a C library's `begin` and
+//! `end` — a second virtual thread of the same carrier would either get
+//! into the critical section too (a recursive or error-checking mutex sees
+//! "its own" owner: two owners) or block the carrier in the kernel while
+//! the owner, parked behind it, can never run again (a deadlock).
+//!
+//! Java has the same problem with native frames and solves it by pinning:
+//! a virtual thread with a native frame on its stack does not unmount. We
+//! apply that rule to C locks. Weft defines `pthread_mutex_lock` and its
+//! kin (listed below); each calls glibc's and, when the lock was
+//! taken on a virtual thread, counts it in the thread's `pin_depth`. While
+//! the count is non-zero every wait of the thread holds its carrier — the
+//! pinned park (`pinned.rs`: the carrier waits on its OS thread, is marked
+//! blocked so a spare can come in, and the wait is recorded as a `Pinned`
+//! event naming the C lock), a futex wait in the kernel, `weft::blocking`
+//! in place — so no other virtual thread runs on that OS thread until the
+//! lock is released. One owner, no deadlock with a parked owner.
+//!
+//! # What is counted, and what is not
+//!
+//! - Counted: the calls a program or a library makes through the dynamic
+//!   linker (`pthread_mutex_{lock,trylock,timedlock,clocklock,unlock}`,
+//!   `pthread_rwlock_*`, `pthread_spin_*`, `flockfile`, `ftrylockfile`,
+//!   `funlockfile`): a lock is counted when the call took it (`0`, or
+//!   `EOWNERDEAD` for a robust mutex), uncounted when an unlock succeeded.
+//! - Not counted, and not needed: glibc's own internal locks (`printf`'s
+//!   stream lock, malloc's arenas) are taken through internal aliases and
+//!   released before the call returns; no hooked call parks inside them.
+//! - `pthread_cond_wait` waits in the kernel (the carrier is held while
+//!   it waits, as for any C blocking call) and gives the mutex back
+//!   before it returns: the count is unchanged, which is right.
+//! - Releasing a lock the thread does not hold is undefined for C; the
+//!   count never goes below zero.
+//!
+//! The cost is one load of the mounted record and, on a virtual thread,
+//! an add on `pin_depth`: a few nanoseconds on a lock/unlock pair
+//! (`tests-transparent/examples/hook_cost.rs`).
+
+use super::record::VThread;
+
+/// What one held C lock adds to `VThread::pin_depth`: the upper half
+/// counts C locks, the lower half `weft::pinned` sections, so that either
+/// pins and neither can undo the other.
+pub(crate) const C_LOCK: u32 = 1 << 16;
+
+/// How many C locks the thread holds.
+pub(crate) fn c_locks_held(inner: &VThread) -> u32 {
+    inner.pin_depth.get() / C_LOCK
+}
+
+/// The definitions: glibc only (the interposed names and results are
+/// glibc's).
+#[cfg(all(target_os = "linux", target_env = "gnu"))]
+mod glibc {
+    use libc::{c_int, c_void};
+    use std::sync::atomic::{AtomicPtr, Ordering};
+
+    use super::super::current::current_virtual;
+    use super::C_LOCK;
+
+    #[inline]
+    fn acquired() {
+        if let Some(t) = current_virtual() {
+            t.pin_depth.set(t.pin_depth.get() + C_LOCK);
+        }
+    }
+
+    #[inline]
+    fn released() {
+        if let Some(t) = current_virtual() {
+            let d = t.pin_depth.get();
+            if d >= C_LOCK {
+                t.pin_depth.set(d - C_LOCK);
+            }
+        }
+    }
+
+    /// glibc's definition of the function `name` (the next one after ours).
+    #[cold]
+    fn resolve(cache: &AtomicPtr<c_void>, name: &std::ffi::CStr) -> *mut c_void {
+        // SAFETY: dlsym with a NUL-terminated name. glibc's dlsym takes its
+        // loader lock through an internal function, never ours.
+        let p = unsafe { libc::dlsym(libc::RTLD_NEXT, name.as_ptr()) };
+        if p.is_null() {
+            // Cannot forward: no lock taken, nothing to count. Abort as glibc
+            // would on a missing symbol (an `extern "C"` function must not
+            // unwind).
+            eprintln!("weft: libc has no {name:?}; aborting");
+            std::process::abort();
+        }
+        cache.store(p, Ordering::Release);
+        p
+    }
+
+    /// Defines each C lock function: glibc's, then count what it took or
+    /// released. `$took`: the results that mean "the lock is held now".
+    macro_rules! lock_hooks {
+        ($(
+            $kind:ident fn $name:ident($($arg:ident: $ty:ty),*) -> $ret:ty;
+        )*) => {
+            $(
+                #[doc = concat!("`", stringify!($name), "`: glibc's, counted (see the module docs).")]
+                ///
+                /// # Safety
+                ///
+                /// As glibc's.
+                #[unsafe(no_mangle)]
+                pub unsafe extern "C" fn $name($($arg: $ty),*) -> $ret {
+                    static REAL: AtomicPtr<c_void> = AtomicPtr::new(std::ptr::null_mut());
+                    let mut p = REAL.load(Ordering::Acquire);
+                    if p.is_null() {
+                        p = resolve(&REAL, &std::ffi::CStr::from_bytes_with_nul(
+                            concat!(stringify!($name), "\0").as_bytes()).unwrap());
+                    }
+                    // SAFETY: glibc's function of this name has this signature.
+                    let real: unsafe extern "C" fn($($ty),*) -> $ret = unsafe { std::mem::transmute(p) };
+                    // SAFETY: forwarded unchanged.
+                    let r = unsafe { real($($arg),*) };
+                    lock_hooks!(@count $kind r);
+                    r
+                }
+            )*
+        };
+        (@count lock $r:ident) => {
+            if $r == 0 || $r == libc::EOWNERDEAD {
+                acquired();
+            }
+        };
+        (@count unlock $r:ident) => {
+            if $r == 0 {
+                released();
+            }
+        };
+        (@count file_lock $r:ident) => {
+            let () = $r;
+            acquired();
+        };
+        (@count file_trylock $r:ident) => {
+            if $r == 0 {
+                acquired();
+            }
+        };
+        (@count file_unlock $r:ident) => {
+            let () = $r;
+            released();
+        };
+    }
+
+    type Mutex = *mut libc::pthread_mutex_t;
+    type RwLock = *mut libc::pthread_rwlock_t;
+    type Spin = *mut libc::pthread_spinlock_t;
+    type Ts = *const libc::timespec;
+    type File = *mut libc::FILE;
+
+    lock_hooks! {
+        lock fn pthread_mutex_lock(m: Mutex) -> c_int;
+        lock fn pthread_mutex_trylock(m: Mutex) -> c_int;
+        lock fn pthread_mutex_timedlock(m: Mutex, t: Ts) -> c_int;
+        lock fn pthread_mutex_clocklock(m: Mutex, c: libc::clockid_t, t: Ts) -> c_int;
+        unlock fn pthread_mutex_unlock(m: Mutex) -> c_int;
+        lock fn pthread_rwlock_rdlock(l: RwLock) -> c_int;
+        lock fn pthread_rwlock_tryrdlock(l: RwLock) -> c_int;
+        lock fn pthread_rwlock_timedrdlock(l: RwLock, t: Ts) -> c_int;
+        lock fn pthread_rwlock_clockrdlock(l: RwLock, c: libc::clockid_t, t: Ts) -> c_int;
+        lock fn pthread_rwlock_wrlock(l: RwLock) -> c_int;
+        lock fn pthread_rwlock_trywrlock(l: RwLock) -> c_int;
+        lock fn pthread_rwlock_timedwrlock(l: RwLock, t: Ts) -> c_int;
+        lock fn pthread_rwlock_clockwrlock(l: RwLock, c: libc::clockid_t, t: Ts) -> c_int;
+        unlock fn pthread_rwlock_unlock(l: RwLock) -> c_int;
+        lock fn pthread_spin_lock(l: Spin) -> c_int;
+        lock fn pthread_spin_trylock(l: Spin) -> c_int;
+        unlock fn pthread_spin_unlock(l: Spin) -> c_int;
+        file_lock fn flockfile(f: File) -> ();
+        file_trylock fn ftrylockfile(f: File) -> c_int;
+        file_unlock fn funlockfile(f: File) -> ();
+    }
+}
