@@ -49,27 +49,36 @@
 //!   template — the `.tdata` image, then zeroed `.tbss` — exactly as glibc
 //!   starts a new thread. Never from the carrier's contents: a lazily
 //!   initialised value's heap pointer would then be shared by two threads.
+//! - the **blocks of the other modules loaded at start-up** (a C library
+//!   built with `-fPIC`, libstdc++) start from their templates too: a C
+//!   `__thread` variable or a C++ `thread_local` is the virtual thread's
+//!   own, like a Rust one.
 //! - the **TCB** is copied from the carrier when the area is made, with its
 //!   two self pointers (`tcb`, `self`) pointed at the copy. Its fields are
 //!   what glibc reads `%fs`-relative: the stack protector canary and pointer
 //!   guard (the same values), the kernel thread id (the carrier's — a
 //!   started virtual thread never leaves its carrier), cancellation state.
-//!   The `dtv` pointer (dynamic TLS) is shared with the carrier, synced on
-//!   each switch (glibc may reallocate it when a module is loaded).
-//! - **every other module's block** (libc's errno, malloc's thread cache and
-//!   arena, locale pointers, `dlerror` state, …) is *libc's* per-OS-thread
-//!   state, whose heap pointers libc frees and replaces (two copies would
-//!   free one buffer twice). It is mirrored: copied from the carrier on
-//!   mount and back on unmount, so there is one such state per carrier, as
-//!   without areas (these blocks are C libraries' private state; nothing
-//!   lends their addresses). 144 bytes for glibc 2.36.
+//!   Three fields are set apart: the rseq area reads "not registered" (the
+//!   kernel updates only the carrier's), the robust-mutex list is empty and
+//!   the area's own, and the **`dtv`** — the table `__tls_get_addr` reads
+//!   for modules built with `-fPIC` and `dlopen`ed ones — is the area's own
+//!   (made by [`init_area`] from the carrier's, freed by [`release_area`]),
+//!   so that path reaches the same blocks as `%fs`-relative code.
+//! - **libc's block** (errno, malloc's thread cache and arena, locale
+//!   pointers, `dlerror` state, …) is libc's per-OS-thread state, whose
+//!   heap pointers libc frees and replaces (two copies would free one
+//!   buffer twice). It is mirrored: copied from the carrier on mount and
+//!   back on unmount, so there is one such state per carrier, as without
+//!   areas (nothing lends its addresses). 144 bytes for glibc 2.36. Its
+//!   one per-thread value, errno, is saved across every switch
+//!   (`thread::suspend`).
 //! - the **rest of static TLS** (glibc's surplus, where a module `dlopen`ed
 //!   later with initial-exec TLS is placed) is reserved but not touched, so
 //!   such a module stays inside memory of the thread's own. glibc
 //!   initialises that module's block only in OS threads, so on a virtual
-//!   thread it holds whatever the area's previous thread left there (zero
-//!   on a fresh stack): such modules are not supported on virtual threads
-//!   (loading one takes `unsafe` code: `dlopen`).
+//!   thread it holds whatever the area's memory held (zero on a fresh
+//!   stack): such modules are not supported on virtual threads (loading
+//!   one takes `unsafe` code: `dlopen`).
 //! - a small **header** above the TCB holds what the thread registered to
 //!   run when it ends: Rust's thread-local destructors (`__cxa_thread_atexit_impl`,
 //!   which std calls for each `thread_local!` with a `Drop`) and pthread
@@ -83,8 +92,10 @@
 //! libc's blocks: ~3 KiB) is touched when the thread first runs, so a
 //! parked thread holds one page more than without; the surplus below it
 //! stays untouched address space. Mount and unmount each add the mirror
-//! copy, the `dtv` sync and a `wrfsbase` (5 ns on the 2-core VM these were
-//! measured on). Measured 2026-11-25, areas against
+//! copy and a `wrfsbase` (5 ns on the 2-core VM these were measured on);
+//! a spawn adds the other modules' template copies and the `dtv`'s
+//! `malloc`/`free`. Measured 2026-11-25 (before the own `dtv`; see
+//! ARCHITECTURE.md's costs for the change), areas against
 //! `WEFT_THREAD_LOCALS=carrier`, the same binaries back to back (medians;
 //! `weft-bench --only spawn,pingpong --runtimes weft --runs 5`, quiet
 //! machine, load 0.8; the 100k-sleep row from `--only sleep-100k --runs 3`
@@ -117,12 +128,12 @@
 //!   their carrier's thread-locals, as before.
 //! - A runtime that allows migration shares too (the TCB copy names the
 //!   carrier it was made on).
-//! - Thread-locals of *shared libraries* reached through `__tls_get_addr`
-//!   (general-dynamic TLS: C libraries built with `-fPIC`) resolve through
-//!   the shared `dtv` to the carrier's blocks and stay per carrier. Rust
-//!   crates are linked into the executable and never take that path.
-//! - `sched_getcpu` (glibc reads it from the carrier's `rseq` area, which
-//!   the kernel updates) returns the CPU of the last mount.
+//! - glibc's setxid handshake (`setuid` in a threaded process) signals
+//!   each OS thread and waits for a flag in its TCB: a relay runs glibc's
+//!   SIGSETXID handler on the carrier's own TCB (`install_setxid_relay`).
+//! - `pthread_getattr_np(pthread_self())` is answered with the virtual
+//!   thread's own stack; for another virtual thread's handle it gives the
+//!   carrier's attributes as glibc sees them.
 
 use std::cell::Cell;
 
