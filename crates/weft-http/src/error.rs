@@ -446,7 +446,9 @@ impl fmt::Display for HttpError {
 /// the body and headers, the status stays the error's, and the headers of
 /// the marked response (e.g. `Allow` on a `405`) are kept unless the hook
 /// set them. A response that is not marked is returned as is; a hook that
-/// panics falls back to [`HttpError::text_response`].
+/// panics falls back to [`HttpError::text_response`]. The rendered error
+/// stays with the response (`Response::rendered`) for the server's error
+/// log.
 pub(crate) fn render(mut resp: Response, hook: impl FnOnce(&HttpError) -> Response) -> Response {
     let Some(err) = resp.error.take() else {
         return resp;
@@ -455,6 +457,7 @@ pub(crate) fn render(mut resp: Response, hook: impl FnOnce(&HttpError) -> Respon
     let mut out = rendered.unwrap_or_else(|_| err.text_response());
     out.error = None;
     out.status = err.status;
+    out.rendered = Some(err);
     let own = out.headers.len();
     for (n, v) in resp.headers {
         let set_by_hook = out.headers[..own]

@@ -63,6 +63,11 @@ pub struct Response {
     /// Set on error answers ([`Response::error`], [`HttpError`]): the
     /// error hook renders them (see [`crate::Router::on_error`]).
     pub(crate) error: Option<Box<HttpError>>,
+    /// Once the error hook has rendered the answer (and `error` is
+    /// `None`), the error it rendered: the server's error log
+    /// ([`ServerConfig::error_log`](crate::ServerConfig::error_log)) reads
+    /// it after the response is written.
+    pub(crate) rendered: Option<Box<HttpError>>,
 }
 
 impl Response {
@@ -73,6 +78,7 @@ impl Response {
             headers: Vec::new(),
             body: Body::Empty,
             error: None,
+            rendered: None,
         }
     }
 

@@ -223,17 +223,15 @@ impl Router {
     /// method, path, route pattern, activity) and keeps its cause
     /// ([`HttpError::source`]; for a panic, a
     /// [`HandlerPanic`](crate::HandlerPanic) with message and location),
-    /// neither of which is sent to the client:
+    /// neither of which is sent to the client. The server logs every `5xx`
+    /// with both ([`ServerConfig::error_log`](crate::ServerConfig::error_log),
+    /// on by default), so the hook only shapes the answer:
     ///
     /// ```
     /// use weft_http::{HttpError, Response, Router};
     /// # #[cfg(feature = "json")]
     /// let api = Router::new().on_error(HttpError::json_response);
     /// let custom = Router::new().on_error(|e| {
-    ///     if e.status() >= 500 && let Some(r) = e.request() {
-    ///         // "GET /links/:code (GET /links/x?full=1): 500 Internal Server Error: cause"
-    ///         eprintln!("{} {} ({}): {e}", r.method(), r.route().unwrap_or("-"), r.activity());
-    ///     }
     ///     Response::text(format!("error {}: {}", e.status(), e.message()))
     /// });
     /// ```

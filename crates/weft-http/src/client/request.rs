@@ -139,7 +139,9 @@ impl RequestBuilder {
         let limits = Limits {
             read: cfg.read_timeout,
             write: cfg.write_timeout,
-            deadline: timeout.or(cfg.total_timeout).map(|t| weft::clock::now() + t),
+            deadline: timeout
+                .or(cfg.total_timeout)
+                .map(|t| weft::clock::now() + t),
         };
         // Pool key: scheme, host and port.
         let key = format!("{}://{}:{}", url.scheme(), url.host, url.port);

@@ -153,6 +153,25 @@ pub struct ServerConfig {
     /// server keeps serving.
     /// See the [`tls`](crate::tls) module for an example.
     pub tls: Option<crate::TlsConfig>,
+    /// Write one line to stderr for every `5xx` error answer to a request
+    /// (default true): method, route pattern (else the path), the
+    /// request's activity, status, message and cause, as
+    ///
+    /// ```text
+    /// weft-http: POST /links/:code (checking rs): 502 Bad Gateway: http client: connect …
+    /// ```
+    ///
+    /// An error answer is an [`HttpError`](crate::HttpError) (or
+    /// [`Response::error`](crate::Response::error)) a handler returned, or
+    /// a panic's `500`; a plain response with a `5xx` status has no cause
+    /// and is not logged, nor are the server's own `503`s to connections
+    /// over the limit (they are counted in
+    /// [`ServerStats`](super::ServerStats)). For a panic the line gives its
+    /// location but not its message, which the panic hook has printed
+    /// already. So an application needs no logging in its
+    /// [`on_error`](crate::Router::on_error) hook; one that logs there, or
+    /// elsewhere, turns this off.
+    pub error_log: bool,
 }
 
 impl Default for ServerConfig {
@@ -173,6 +192,7 @@ impl Default for ServerConfig {
             write_timeout: Duration::from_secs(30),
             nodelay: true,
             tls: None,
+            error_log: true,
         }
     }
 }
@@ -215,6 +235,8 @@ impl ServerConfig {
         write_timeout: Duration,
         /// Sets [`ServerConfig::nodelay`].
         nodelay: bool,
+        /// Sets [`ServerConfig::error_log`].
+        error_log: bool,
     }
 
     /// Serves https with `tls` (see [`ServerConfig::tls`]).

@@ -11,6 +11,7 @@
 //! | `process.rs` | one request: frame, run the handler, respond |
 //! | `head.rs` | a connection's stream and buffers; reading and parsing one request head |
 //! | `respond.rs` | writing a response; the server's own error answers |
+//! | `log.rs` | the error log: a line per `5xx` error answer |
 //! | `pool.rs` | platform mode's pool of OS worker threads |
 //!
 //! The files call one way, down the table's order from `accept.rs`:
@@ -29,6 +30,7 @@ mod config;
 mod conn;
 mod handle;
 mod head;
+mod log;
 mod pool;
 mod process;
 mod respond;

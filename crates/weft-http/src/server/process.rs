@@ -10,6 +10,7 @@ use std::panic::{AssertUnwindSafe, catch_unwind};
 use super::Shared;
 use super::head::{Conn, SMALL_HEADERS, header_slots, parse_head};
 use super::respond::{Reply, Wire, builtin_error, render_error, write_error, write_response};
+use super::log::log_error;
 use super::stats::inc;
 use crate::error::HttpError;
 use crate::request::{BodyError, Request, RequestBody, Version};
@@ -219,7 +220,9 @@ fn panicked(req: &mut Request<'_>, payload: &(dyn std::any::Any + Send)) -> Resp
 }
 
 /// Renders and writes the response (counted just before the write; no
-/// body for `HEAD`), then drains what the handler left of the body so the next request can be
+/// body for `HEAD`), logs it if it is a `5xx` error answer
+/// ([`ServerConfig::error_log`](super::ServerConfig::error_log)), then
+/// drains what the handler left of the body so the next request can be
 /// parsed. Returns whether the connection stays open.
 fn respond(
     shared: &Shared,
@@ -231,11 +234,15 @@ fn respond(
     mut keep_alive: bool,
 ) -> bool {
     let head_only = req.method == "HEAD";
-    let resp = if resp.error.is_some() {
+    let mut resp = if resp.error.is_some() {
         render_error(shared, with_request(resp, req))
     } else {
         resp
     };
+    let to_log = resp
+        .rendered
+        .take()
+        .filter(|_| resp.status >= 500 && shared.config.error_log);
     let body_done = req.body.framing == Framing::Done;
     if !body_done && req.body.continue_sent == Some(false) {
         // The client is waiting for 100 Continue and will not send the
@@ -262,6 +269,9 @@ fn respond(
     };
     let written = write_response(wire, resp, reply);
     weft::set_activity("");
+    if let Some(err) = to_log {
+        log_error(&err);
+    }
     keep_alive = match written {
         Ok(k) => k,
         Err(_) => {

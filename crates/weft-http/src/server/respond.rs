@@ -114,6 +114,7 @@ pub(super) fn write_response(wire: Wire<'_>, resp: Response, reply: Reply) -> io
         headers,
         body,
         error: _,
+        rendered: _,
     } = resp;
     for (n, v) in &headers {
         if n.eq_ignore_ascii_case("connection") && has_token(v.as_bytes(), "close") {
