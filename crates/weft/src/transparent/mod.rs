@@ -101,15 +101,28 @@
 //!
 //! # Covered calls
 //!
-//! `read`, `write`, `readv`, `writev`, `recv`, `recvfrom`, `recvmsg`,
-//! `send`, `sendto`, `sendmsg`, `connect`, `accept`, `accept4`, `poll`,
-//! `ppoll`, `select`, `epoll_wait`, `epoll_pwait`, `nanosleep`,
-//! `clock_nanosleep`, `usleep`, `sleep`, `close`, `close_range`,
-//! `closefrom`, `fclose`, `dup`, `dup2`, `dup3`, `fcntl`, `ioctl`,
-//! `socket`, `socketpair`, `getaddrinfo` and `waitpid`; `sigaction`,
-//! `signal`, `bsd_signal` and `sysv_signal` (see "Signal handlers"); and
-//! `syscall`
-//! for `SYS_futex`, through which `std::sync` (`Mutex`, `RwLock`,
+//! One row each of the hook table (`next.rs`), by family and file:
+//!
+//! - read and write (`hooks/io.rs`): `read`, `write`, `readv`, `writev`,
+//!   `recv`, `recvfrom`, `recvmsg`, `send`, `sendto`, `sendmsg`;
+//! - connections (`hooks/connect.rs`): `connect`, `accept`, `accept4`;
+//! - readiness (`hooks/poll.rs`): `poll`, `ppoll`, `select`, `epoll_wait`,
+//!   `epoll_pwait`;
+//! - sleeps (`hooks/sleep.rs`): `nanosleep`, `clock_nanosleep`, `usleep`,
+//!   `sleep`;
+//! - the descriptor table (`hooks/descriptors.rs`): `close`,
+//!   `close_range`, `closefrom`, `fclose`, `dup`, `dup2`, `dup3`, `fcntl`,
+//!   `ioctl`, `socket`, `socketpair`;
+//! - processes (`hooks/process.rs`): `waitpid`;
+//! - name resolution (`hooks/getaddrinfo.rs`): `getaddrinfo`;
+//! - signal handlers (`signals.rs`, see "Signal handlers"): `sigaction`,
+//!   `signal`, `bsd_signal`, `sysv_signal`;
+//! - futex waits (`futex.rs`): `syscall`, for `SYS_futex`;
+//! - a simulation's clock, entropy and threads (`sim.rs`, see
+//!   [`weft::sim`](crate::sim)): `clock_gettime`, `gettimeofday`, `time`,
+//!   `getrandom`, `pthread_create`.
+//!
+//! Through `syscall`'s `SYS_futex`, `std::sync` (`Mutex`, `RwLock`,
 //! `Condvar`, `Once`), `std::thread::park`, std `mpsc`,
 //! `crossbeam-channel` and `parking_lot` wait: their waits park the
 //! virtual thread (`futex.rs` has the emulation and its contract), so a
@@ -383,33 +396,15 @@ mod wait;
 
 use std::sync::atomic::{AtomicU8, AtomicU64, Ordering};
 
-/// Names of the calls counted in [`parks`], in its order.
-pub const CALLS: [&str; 17] = [
-    "read",
-    "write",
-    "recv",
-    "send",
-    "connect",
-    "accept",
-    "poll",
-    "select",
-    "epoll_wait",
-    "nanosleep",
-    "clock_nanosleep",
-    "usleep",
-    "sleep",
-    "getaddrinfo",
-    "readv",
-    "writev",
-    "waitpid",
-];
+pub use next::CALLS;
 
 static PARKS: [AtomicU64; CALLS.len()] = [const { AtomicU64::new(0) }; CALLS.len()];
 
 /// How many times a virtual thread parked in each hooked call, as
 /// `(name, count)` in the order of [`CALLS`] (`recvfrom`/`recvmsg` count as
 /// `recv`, `sendto`/`sendmsg` as `send`, `ppoll` as `poll`, `epoll_pwait`
-/// as `epoll_wait`, `accept4` as `accept`).
+/// as `epoll_wait`, `accept4` as `accept`, `syscall`'s futex waits as
+/// `futex`).
 ///
 /// ```
 /// let total: u64 = weft::transparent::parks().iter().map(|(_, n)| n).sum();
@@ -421,6 +416,14 @@ pub fn parks() -> Vec<(&'static str, u64)> {
         .zip(&PARKS)
         .map(|(c, n)| (*c, n.load(Ordering::Relaxed)))
         .collect()
+}
+
+/// The hook table (`next.rs`): every function Weft defines in place of
+/// libc's, with the file under `transparent/` that defines it; for the
+/// test that checks the table against the definitions and the docs.
+#[doc(hidden)]
+pub fn hook_table() -> &'static [(&'static str, &'static str)] {
+    next::HOOKED
 }
 
 /// How many poller registrations the hooks abandoned: made for a
@@ -461,17 +464,10 @@ pub(crate) fn enabled() -> bool {
     }
 }
 
-/// Counts a park in `call` (`metrics::prometheus` reads the counts).
+/// Counts a park in `call` (`metrics::prometheus` reads the counts): a
+/// hook's name, counted as its row of the hook table says (`next.rs`).
 pub(crate) fn count_park(call: &'static str) {
-    let base = match call {
-        "recvfrom" | "recvmsg" => "recv",
-        "sendto" | "sendmsg" => "send",
-        "ppoll" => "poll",
-        "epoll_pwait" => "epoll_wait",
-        "accept4" => "accept",
-        c => c,
-    };
-    if let Some(i) = CALLS.iter().position(|c| *c == base) {
+    if let Some(i) = next::counter(call) {
         PARKS[i].fetch_add(1, Ordering::Relaxed);
     }
 }

@@ -75,8 +75,6 @@ fn entry(sig: c_int) -> Option<&'static Entry> {
         .and_then(|s| TABLE.get(s))
 }
 
-type Sigaction = unsafe extern "C" fn(c_int, *const libc::sigaction, *mut libc::sigaction) -> c_int;
-
 /// glibc's `sigaction` (the next definition after this executable's).
 ///
 /// # Safety
@@ -87,9 +85,7 @@ pub(crate) unsafe fn real_sigaction(
     new: *const libc::sigaction,
     old: *mut libc::sigaction,
 ) -> c_int {
-    // SAFETY: glibc's sigaction(2) has type `Sigaction`.
-    static NEXT: super::next::Next<Sigaction> = unsafe { super::next::Next::new(c"sigaction") };
-    let Some(next) = NEXT.resolve() else {
+    let Some(next) = super::next::SIGACTION.resolve() else {
         super::sys::set_errno(libc::ENOSYS);
         return -1;
     };

@@ -9,7 +9,7 @@ use crate::thread::Blocker;
 use crate::transparent::call::{self, kernel_waits, sock_call};
 use crate::transparent::fds::{self, classify, on_virtual};
 use crate::transparent::iov::Iov;
-use crate::transparent::next;
+use crate::transparent::next::libc_own;
 use crate::transparent::state::{self, MANAGED, OTHER, UNKNOWN, USER_NB, state};
 use crate::transparent::sys::{self, fail, raw, raw_nanosleep, ts_of};
 use crate::transparent::wait::{self, Stop, park_io};
@@ -18,12 +18,7 @@ use crate::transparent::wait::{self, Stop, park_io};
 /// libc's `connect(2)` contract.
 #[unsafe(no_mangle)]
 pub unsafe extern "C-unwind" fn connect(fd: c_int, addr: *const sockaddr, len: socklen_t) -> c_int {
-    if kernel_waits(fd, false)
-        && let Some(f) = next::CONNECT.get()
-    {
-        // SAFETY: libc's own call, with the caller's arguments.
-        return unsafe { f(fd, addr, len) };
-    }
+    libc_own!(CONNECT(fd, addr, len) if kernel_waits(fd, false));
     let go = || raw!(libc::SYS_connect, fd, addr, len) as c_int;
     let st = state(fd);
     if st == OTHER || st == USER_NB {
@@ -152,14 +147,10 @@ pub unsafe extern "C-unwind" fn accept(
     addr: *mut sockaddr,
     len: *mut socklen_t,
 ) -> c_int {
-    let libc_accept = next::ACCEPT.get();
-    let r = match libc_accept {
-        // SAFETY: libc's own call, with the caller's arguments.
-        Some(f) if kernel_waits(fd, false) => (unsafe { f(fd, addr, len) }) as isize,
-        _ => sock_call(fd, true, "accept", false, Iov::None, None, |_| {
-            raw!(libc::SYS_accept4, fd, addr, len, 0) as isize
-        }),
-    };
+    libc_own!(ACCEPT(fd, addr, len) if kernel_waits(fd, false), then |r| accepted(r as isize, 0));
+    let r = sock_call(fd, true, "accept", false, Iov::None, None, |_| {
+        raw!(libc::SYS_accept4, fd, addr, len, 0) as isize
+    });
     accepted(r, 0)
 }
 
@@ -172,13 +163,12 @@ pub unsafe extern "C-unwind" fn accept4(
     len: *mut socklen_t,
     flags: c_int,
 ) -> c_int {
-    let libc_accept4 = next::ACCEPT4.get();
-    let r = match libc_accept4 {
-        // SAFETY: libc's own call, with the caller's arguments.
-        Some(f) if kernel_waits(fd, false) => (unsafe { f(fd, addr, len, flags) }) as isize,
-        _ => sock_call(fd, true, "accept4", false, Iov::None, None, |_| {
-            raw!(libc::SYS_accept4, fd, addr, len, flags) as isize
-        }),
-    };
+    libc_own!(
+        ACCEPT4(fd, addr, len, flags) if kernel_waits(fd, false),
+        then |r| accepted(r as isize, flags)
+    );
+    let r = sock_call(fd, true, "accept4", false, Iov::None, None, |_| {
+        raw!(libc::SYS_accept4, fd, addr, len, flags) as isize
+    });
     accepted(r, flags)
 }

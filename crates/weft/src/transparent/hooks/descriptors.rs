@@ -5,7 +5,7 @@ use libc::{c_int, c_uint, c_ulong};
 
 use crate::transparent::copies;
 use crate::transparent::fds;
-use crate::transparent::next;
+use crate::transparent::next::{self, libc_own};
 use crate::transparent::state::{self, MANAGED, OTHER, UNKNOWN, USER_NB, state};
 use crate::transparent::sys::{self, fail, raw};
 
@@ -14,10 +14,7 @@ use crate::transparent::sys::{self, fail, raw};
 #[unsafe(no_mangle)]
 pub unsafe extern "C-unwind" fn close(fd: c_int) -> c_int {
     fds::forget(fd);
-    if let Some(f) = next::CLOSE.get() {
-        // SAFETY: libc's own call, with the caller's argument.
-        return unsafe { f(fd) };
-    }
+    libc_own!(CLOSE(fd));
     raw!(libc::SYS_close, fd) as c_int
 }
 
@@ -45,10 +42,8 @@ pub unsafe extern "C" fn close_range(first: c_uint, last: c_uint, flags: c_int) 
 /// closes them with its internal `close_range`, not this one).
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn closefrom(low: c_int) {
-    // SAFETY: glibc's closefrom(3) has this signature.
-    static NEXT: next::Next<unsafe extern "C" fn(c_int)> = unsafe { next::Next::new(c"closefrom") };
     fds::forget_range(low.max(0), c_int::MAX);
-    if let Some(next) = NEXT.resolve() {
+    if let Some(next) = next::CLOSEFROM.resolve() {
         // SAFETY: forwarded.
         unsafe { next(low) };
     } else {
@@ -63,9 +58,6 @@ pub unsafe extern "C" fn closefrom(low: c_int) {
 /// glibc's internal `close`, which no hook sees: it is forgotten first.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn fclose(fp: *mut libc::FILE) -> c_int {
-    // SAFETY: libc's fclose(3) has this signature.
-    static NEXT: next::Next<unsafe extern "C" fn(*mut libc::FILE) -> c_int> =
-        unsafe { next::Next::new(c"fclose") };
     if !fp.is_null() {
         // SAFETY: fclose's contract: `fp` is an open stream.
         let fd = unsafe { libc::fileno(fp) };
@@ -73,7 +65,7 @@ pub unsafe extern "C" fn fclose(fp: *mut libc::FILE) -> c_int {
             fds::forget(fd);
         }
     }
-    let Some(next) = NEXT.resolve() else {
+    let Some(next) = next::FCLOSE.resolve() else {
         return fail(libc::ENOSYS) as c_int;
     };
     // SAFETY: forwarded with the caller's stream.

@@ -7,19 +7,6 @@ use crate::transparent::fds::on_virtual;
 use crate::transparent::next;
 use crate::transparent::sys;
 
-type Gai = unsafe extern "C" fn(
-    *const c_char,
-    *const c_char,
-    *const addrinfo,
-    *mut *mut addrinfo,
-) -> c_int;
-
-fn next_getaddrinfo() -> Option<Gai> {
-    // SAFETY: libc's getaddrinfo(3) has type `Gai`.
-    static NEXT: next::Next<Gai> = unsafe { next::Next::new(c"getaddrinfo") };
-    NEXT.resolve()
-}
-
 /// Runs on an offload thread while a virtual caller parks; its `errno`
 /// is the caller's afterwards (`EAI_SYSTEM`'s reason).
 ///
@@ -32,7 +19,7 @@ pub unsafe extern "C" fn getaddrinfo(
     hints: *const addrinfo,
     res: *mut *mut addrinfo,
 ) -> c_int {
-    let Some(next) = next_getaddrinfo() else {
+    let Some(next) = next::GETADDRINFO.resolve() else {
         return libc::EAI_SYSTEM;
     };
     if !on_virtual() {

@@ -5,19 +5,14 @@ use libc::{c_int, c_void, iovec, msghdr, size_t, sockaddr, socklen_t, ssize_t};
 
 use crate::transparent::call::{kernel_waits, sock_call};
 use crate::transparent::iov::{self, Iov};
-use crate::transparent::next;
+use crate::transparent::next::libc_own;
 use crate::transparent::sys::raw;
 
 /// # Safety
 /// libc's `read(2)` contract.
 #[unsafe(no_mangle)]
 pub unsafe extern "C-unwind" fn read(fd: c_int, buf: *mut c_void, n: size_t) -> ssize_t {
-    if kernel_waits(fd, false)
-        && let Some(f) = next::READ.get()
-    {
-        // SAFETY: libc's own call, with the caller's arguments.
-        return unsafe { f(fd, buf, n) };
-    }
+    libc_own!(READ(fd, buf, n) if kernel_waits(fd, false));
     sock_call(
         fd,
         true,
@@ -34,12 +29,7 @@ pub unsafe extern "C-unwind" fn read(fd: c_int, buf: *mut c_void, n: size_t) -> 
 /// on until all of it is written, as the kernel's blocking write does.
 #[unsafe(no_mangle)]
 pub unsafe extern "C-unwind" fn write(fd: c_int, buf: *const c_void, n: size_t) -> ssize_t {
-    if kernel_waits(fd, false)
-        && let Some(f) = next::WRITE.get()
-    {
-        // SAFETY: libc's own call, with the caller's arguments.
-        return unsafe { f(fd, buf, n) };
-    }
+    libc_own!(WRITE(fd, buf, n) if kernel_waits(fd, false));
     sock_call(
         fd,
         false,
@@ -55,12 +45,7 @@ pub unsafe extern "C-unwind" fn write(fd: c_int, buf: *const c_void, n: size_t) 
 /// libc's `readv(2)` contract.
 #[unsafe(no_mangle)]
 pub unsafe extern "C-unwind" fn readv(fd: c_int, iov: *const iovec, cnt: c_int) -> ssize_t {
-    if kernel_waits(fd, false)
-        && let Some(f) = next::READV.get()
-    {
-        // SAFETY: libc's own call, with the caller's arguments.
-        return unsafe { f(fd, iov, cnt) };
-    }
+    libc_own!(READV(fd, iov, cnt) if kernel_waits(fd, false));
     sock_call(fd, true, "readv", false, Iov::Vec(iov, cnt), None, |_| {
         raw!(libc::SYS_readv, fd, iov, cnt) as isize
     })
@@ -71,12 +56,7 @@ pub unsafe extern "C-unwind" fn readv(fd: c_int, iov: *const iovec, cnt: c_int) 
 /// stream socket.
 #[unsafe(no_mangle)]
 pub unsafe extern "C-unwind" fn writev(fd: c_int, iov: *const iovec, cnt: c_int) -> ssize_t {
-    if kernel_waits(fd, false)
-        && let Some(f) = next::WRITEV.get()
-    {
-        // SAFETY: libc's own call, with the caller's arguments.
-        return unsafe { f(fd, iov, cnt) };
-    }
+    libc_own!(WRITEV(fd, iov, cnt) if kernel_waits(fd, false));
     sock_call(fd, false, "writev", false, Iov::Vec(iov, cnt), ALL, |d| {
         if d == 0 {
             return raw!(libc::SYS_writev, fd, iov, cnt) as isize;
@@ -126,12 +106,7 @@ pub unsafe extern "C-unwind" fn recv(
     n: size_t,
     flags: c_int,
 ) -> ssize_t {
-    if kernel_waits(fd, dontwait(flags))
-        && let Some(f) = next::RECV.get()
-    {
-        // SAFETY: libc's own call, with the caller's arguments.
-        return unsafe { f(fd, buf, n, flags) };
-    }
+    libc_own!(RECV(fd, buf, n, flags) if kernel_waits(fd, dontwait(flags)));
     sock_call(
         fd,
         true,
@@ -164,12 +139,7 @@ pub unsafe extern "C-unwind" fn recvfrom(
     addr: *mut sockaddr,
     len: *mut socklen_t,
 ) -> ssize_t {
-    if kernel_waits(fd, dontwait(flags))
-        && let Some(f) = next::RECVFROM.get()
-    {
-        // SAFETY: libc's own call, with the caller's arguments.
-        return unsafe { f(fd, buf, n, flags, addr, len) };
-    }
+    libc_own!(RECVFROM(fd, buf, n, flags, addr, len) if kernel_waits(fd, dontwait(flags)));
     let (dw, all) = (dontwait(flags), waitall(flags));
     sock_call(fd, true, "recvfrom", dw, Iov::Sock(n), all, |d| {
         raw!(
@@ -188,12 +158,7 @@ pub unsafe extern "C-unwind" fn recvfrom(
 /// libc's `recvmsg(2)` contract.
 #[unsafe(no_mangle)]
 pub unsafe extern "C-unwind" fn recvmsg(fd: c_int, msg: *mut msghdr, flags: c_int) -> ssize_t {
-    if kernel_waits(fd, dontwait(flags))
-        && let Some(f) = next::RECVMSG.get()
-    {
-        // SAFETY: libc's own call, with the caller's arguments.
-        return unsafe { f(fd, msg, flags) };
-    }
+    libc_own!(RECVMSG(fd, msg, flags) if kernel_waits(fd, dontwait(flags)));
     let (dw, all) = (dontwait(flags), waitall(flags));
     sock_call(fd, true, "recvmsg", dw, Iov::Msg(msg), all, |d| {
         if d == 0 {
@@ -215,12 +180,7 @@ pub unsafe extern "C-unwind" fn send(
     n: size_t,
     flags: c_int,
 ) -> ssize_t {
-    if kernel_waits(fd, dontwait(flags))
-        && let Some(f) = next::SEND.get()
-    {
-        // SAFETY: libc's own call, with the caller's arguments.
-        return unsafe { f(fd, buf, n, flags) };
-    }
+    libc_own!(SEND(fd, buf, n, flags) if kernel_waits(fd, dontwait(flags)));
     sock_call(fd, false, "send", dontwait(flags), Iov::Sock(n), ALL, |d| {
         raw!(
             libc::SYS_sendto,
@@ -245,12 +205,7 @@ pub unsafe extern "C-unwind" fn sendto(
     addr: *const sockaddr,
     len: socklen_t,
 ) -> ssize_t {
-    if kernel_waits(fd, dontwait(flags))
-        && let Some(f) = next::SENDTO.get()
-    {
-        // SAFETY: libc's own call, with the caller's arguments.
-        return unsafe { f(fd, buf, n, flags, addr, len) };
-    }
+    libc_own!(SENDTO(fd, buf, n, flags, addr, len) if kernel_waits(fd, dontwait(flags)));
     sock_call(
         fd,
         false,
@@ -276,12 +231,7 @@ pub unsafe extern "C-unwind" fn sendto(
 /// libc's `sendmsg(2)` contract. As `send`.
 #[unsafe(no_mangle)]
 pub unsafe extern "C-unwind" fn sendmsg(fd: c_int, msg: *const msghdr, flags: c_int) -> ssize_t {
-    if kernel_waits(fd, dontwait(flags))
-        && let Some(f) = next::SENDMSG.get()
-    {
-        // SAFETY: libc's own call, with the caller's arguments.
-        return unsafe { f(fd, msg, flags) };
-    }
+    libc_own!(SENDMSG(fd, msg, flags) if kernel_waits(fd, dontwait(flags)));
     sock_call(
         fd,
         false,

@@ -7,7 +7,7 @@ use libc::{c_int, epoll_event, fd_set, nfds_t, pollfd, sigset_t, timespec, timev
 use crate::poll::Interest;
 use crate::thread::Blocker;
 use crate::transparent::fds::{classify, on_virtual};
-use crate::transparent::next;
+use crate::transparent::next::libc_own;
 use crate::transparent::state::{MANAGED, USER_NB};
 use crate::transparent::sys::{self, dur_of, fail, raw, ts_of};
 use crate::transparent::wait::{self, Stop, park_io, vsleep};
@@ -162,13 +162,10 @@ fn epoll_set(watch: impl Iterator<Item = (c_int, u32)> + Clone) -> Option<c_int>
 /// libc's `poll(2)` contract.
 #[unsafe(no_mangle)]
 pub unsafe extern "C-unwind" fn poll(fds: *mut pollfd, n: nfds_t, timeout: c_int) -> c_int {
-    if timeout == 0 || !on_virtual() {
-        if let Some(f) = next::POLL.get() {
-            // SAFETY: libc's own call, with the caller's arguments.
-            return unsafe { f(fds, n, timeout) };
-        }
-        return raw_poll(fds as usize, n, timeout);
-    }
+    libc_own!(
+        POLL(fds, n, timeout) if timeout == 0 || !on_virtual(),
+        else raw_poll(fds as usize, n, timeout)
+    );
     let t = (timeout >= 0).then(|| Duration::from_millis(timeout as u64));
     vpoll(fds, n, t, "poll")
 }
@@ -182,13 +179,7 @@ pub unsafe extern "C-unwind" fn ppoll(
     ts: *const timespec,
     mask: *const sigset_t,
 ) -> c_int {
-    if !on_virtual() {
-        let libc_ppoll = next::PPOLL.get();
-        if let Some(f) = libc_ppoll {
-            // SAFETY: libc's own call, with the caller's arguments.
-            return unsafe { f(fds, n, ts, mask) };
-        }
-    }
+    libc_own!(PPOLL(fds, n, ts, mask) if !on_virtual());
     let t = if ts.is_null() {
         None
     } else {
@@ -244,14 +235,10 @@ pub unsafe extern "C-unwind" fn select(
 ) -> c_int {
     // SAFETY: as in raw_select.
     let zero = !tv.is_null() && unsafe { (*tv).tv_sec == 0 && (*tv).tv_usec == 0 };
-    if zero || !on_virtual() {
-        let libc_select = next::SELECT.get();
-        if let Some(f) = libc_select {
-            // SAFETY: libc's own call, with the caller's arguments.
-            return unsafe { f(n, r, w, e, tv) };
-        }
-        return raw_select(n, r as usize, w as usize, e as usize, tv);
-    }
+    libc_own!(
+        SELECT(n, r, w, e, tv) if zero || !on_virtual(),
+        else raw_select(n, r as usize, w as usize, e as usize, tv)
+    );
     vselect(n, [r, w, e], tv)
 }
 
@@ -441,14 +428,10 @@ pub unsafe extern "C-unwind" fn epoll_wait(
     max: c_int,
     timeout: c_int,
 ) -> c_int {
-    if timeout == 0 || !on_virtual() {
-        let libc_epoll_wait = next::EPOLL_WAIT.get();
-        if let Some(f) = libc_epoll_wait {
-            // SAFETY: libc's own call, with the caller's arguments.
-            return unsafe { f(epfd, ev, max, timeout) };
-        }
-        return raw_epoll(epfd, ev as usize, max, timeout, 0);
-    }
+    libc_own!(
+        EPOLL_WAIT(epfd, ev, max, timeout) if timeout == 0 || !on_virtual(),
+        else raw_epoll(epfd, ev as usize, max, timeout, 0)
+    );
     vepoll(epfd, ev as usize, max, timeout, "epoll_wait")
 }
 
@@ -462,13 +445,10 @@ pub unsafe extern "C-unwind" fn epoll_pwait(
     timeout: c_int,
     mask: *const sigset_t,
 ) -> c_int {
-    if timeout == 0 || !mask.is_null() || !on_virtual() {
-        let libc_epoll_pwait = next::EPOLL_PWAIT.get();
-        if let Some(f) = libc_epoll_pwait {
-            // SAFETY: libc's own call, with the caller's arguments.
-            return unsafe { f(epfd, ev, max, timeout, mask) };
-        }
-        return raw_epoll(epfd, ev as usize, max, timeout, mask as usize);
-    }
+    let pass = timeout == 0 || !mask.is_null() || !on_virtual();
+    libc_own!(
+        EPOLL_PWAIT(epfd, ev, max, timeout, mask) if pass,
+        else raw_epoll(epfd, ev as usize, max, timeout, mask as usize)
+    );
     vepoll(epfd, ev as usize, max, timeout, "epoll_pwait")
 }

@@ -4,7 +4,7 @@ use libc::c_int;
 
 use crate::thread::Blocker;
 use crate::transparent::fds::on_virtual;
-use crate::transparent::next;
+use crate::transparent::next::libc_own;
 use crate::transparent::sys::{self, fail, raw};
 use crate::transparent::wait;
 
@@ -21,14 +21,10 @@ pub unsafe extern "C-unwind" fn waitpid(
     options: c_int,
 ) -> libc::pid_t {
     let op = || raw!(libc::SYS_wait4, pid, status, options, 0usize) as isize;
-    if options & libc::WNOHANG != 0 || !on_virtual() {
-        let libc_waitpid = next::WAITPID.get();
-        if let Some(f) = libc_waitpid {
-            // SAFETY: libc's own call, with the caller's arguments.
-            return unsafe { f(pid, status, options) };
-        }
-        return op() as libc::pid_t;
-    }
+    libc_own!(
+        WAITPID(pid, status, options) if options & libc::WNOHANG != 0 || !on_virtual(),
+        else op() as libc::pid_t
+    );
     // One child that can only exit (no WUNTRACED/WCONTINUED): park on a
     // pidfd for it, which reads ready once it has exited.
     if pid > 0 && options & (libc::WUNTRACED | libc::WCONTINUED) == 0 {

@@ -5,7 +5,7 @@ use std::time::Duration;
 use libc::{c_int, c_uint, timespec};
 
 use crate::transparent::fds::on_virtual;
-use crate::transparent::next;
+use crate::transparent::next::libc_own;
 use crate::transparent::sys::{self, dur_of, fail, raw, raw_nanosleep, ts_of};
 use crate::transparent::wait::vsleep;
 
@@ -13,14 +13,7 @@ use crate::transparent::wait::vsleep;
 /// libc's `nanosleep(2)` contract.
 #[unsafe(no_mangle)]
 pub unsafe extern "C-unwind" fn nanosleep(req: *const timespec, rem: *mut timespec) -> c_int {
-    if !on_virtual() || req.is_null() {
-        let libc_nanosleep = next::NANOSLEEP.get();
-        if let Some(f) = libc_nanosleep {
-            // SAFETY: libc's own call, with the caller's arguments.
-            return unsafe { f(req, rem) };
-        }
-        return raw_nanosleep(req, rem);
-    }
+    libc_own!(NANOSLEEP(req, rem) if !on_virtual() || req.is_null(), else raw_nanosleep(req, rem));
     // SAFETY: req is non-null and valid (nanosleep's contract).
     let Some(d) = dur_of(unsafe { &*req }) else {
         return fail(libc::EINVAL) as c_int;
@@ -55,17 +48,15 @@ pub unsafe extern "C-unwind" fn clock_nanosleep(
         clock,
         libc::CLOCK_MONOTONIC | libc::CLOCK_REALTIME | libc::CLOCK_BOOTTIME
     );
-    if !known || req.is_null() || !on_virtual() {
-        let libc_clock_nanosleep = next::CLOCK_NANOSLEEP.get();
-        if let Some(f) = libc_clock_nanosleep {
-            // SAFETY: libc's own call, with the caller's arguments.
-            return unsafe { f(clock, flags, req, rem) };
+    libc_own!(
+        CLOCK_NANOSLEEP(clock, flags, req, rem) if !known || req.is_null() || !on_virtual(),
+        else {
+            let r = raw!(libc::SYS_clock_nanosleep, clock, flags, req, rem) as c_int;
+            let e = if r < 0 { sys::errno() } else { 0 };
+            sys::set_errno(saved);
+            e
         }
-        let r = raw!(libc::SYS_clock_nanosleep, clock, flags, req, rem) as c_int;
-        let e = if r < 0 { sys::errno() } else { 0 };
-        sys::set_errno(saved);
-        return e;
-    }
+    );
     // SAFETY: req is non-null and valid.
     let Some(mut d) = dur_of(unsafe { &*req }) else {
         return libc::EINVAL;
@@ -117,14 +108,7 @@ pub unsafe extern "C-unwind" fn clock_nanosleep(
 #[unsafe(no_mangle)]
 pub unsafe extern "C-unwind" fn usleep(us: libc::useconds_t) -> c_int {
     let d = Duration::from_micros(us as u64);
-    if !on_virtual() {
-        if let Some(f) = next::USLEEP.get() {
-            // SAFETY: libc's own call, with the caller's argument.
-            return unsafe { f(us) };
-        }
-        let ts = ts_of(d);
-        return raw_nanosleep(&ts, std::ptr::null_mut());
-    }
+    libc_own!(USLEEP(us) if !on_virtual(), else raw_nanosleep(&ts_of(d), std::ptr::null_mut()));
     match vsleep(d, "usleep") {
         Ok(()) => 0,
         Err(_) => fail(libc::EINTR) as c_int,
@@ -136,18 +120,18 @@ pub unsafe extern "C-unwind" fn usleep(us: libc::useconds_t) -> c_int {
 #[unsafe(no_mangle)]
 pub unsafe extern "C-unwind" fn sleep(secs: c_uint) -> c_uint {
     let d = Duration::from_secs(secs as u64);
-    if !on_virtual() {
-        if let Some(f) = next::SLEEP.get() {
-            // SAFETY: libc's own call, with the caller's argument.
-            return unsafe { f(secs) };
+    libc_own!(
+        SLEEP(secs) if !on_virtual(),
+        else {
+            let ts = ts_of(d);
+            let mut rem = ts_of(Duration::ZERO);
+            if raw_nanosleep(&ts, &mut rem) < 0 {
+                (rem.tv_sec + (rem.tv_nsec > 0) as libc::time_t) as c_uint
+            } else {
+                0
+            }
         }
-        let ts = ts_of(d);
-        let mut rem = ts_of(Duration::ZERO);
-        if raw_nanosleep(&ts, &mut rem) < 0 {
-            return (rem.tv_sec + (rem.tv_nsec > 0) as libc::time_t) as c_uint;
-        }
-        return 0;
-    }
+    );
     match vsleep(d, "sleep") {
         Ok(()) => 0,
         Err(left) => (left.as_secs() + (left.subsec_nanos() > 0) as u64) as c_uint,
