@@ -4,7 +4,12 @@
 //! interrupt and timer storms).
 //!
 //! A lost wake-up shows up as a hang, so every test runs under a watchdog
-//! that aborts the process with a message if it has not finished in time.
+//! that aborts the process with a message when no round of the test has
+//! completed for [`WATCHDOG`]. Progress, not total time, tells a hang from
+//! a slow run: on two cores shared with other busy processes a
+//! cross-carrier hand-off costs about 180 times what it costs on a quiet
+//! machine (docs/bench.md, "Hand-offs on shared cores"), and these tests
+//! make millions of them.
 //! The tests take turns (a global lock) so that their timings and memory
 //! peaks do not add up on a small CI machine.
 
@@ -14,14 +19,18 @@ use std::sync::{Arc, Mutex, MutexGuard, OnceLock, PoisonError, mpsc};
 use std::time::{Duration, Instant};
 
 use weft::{Builder, Runtime, State, Thread};
-use weft_bench_support::watchdog::Watchdog;
+use weft_bench_support::watchdog::{Progress, Watchdog};
 
+/// How long a test may go without completing a round.
 const WATCHDOG: Duration = Duration::from_secs(120);
 
-/// Aborts the whole process if `what` is still running after
-/// [`WATCHDOG`]: a hang must fail loudly instead of stalling CI.
+/// Aborts the whole process if `what` completes no round (reports no
+/// progress) for [`WATCHDOG`]: a hang must fail loudly instead of stalling
+/// CI, and a slow run must not fail.
 fn watchdog(what: &'static str) -> Watchdog {
-    Watchdog::new(what, WATCHDOG, || "lost wake-up or deadlock in weft".into())
+    Watchdog::new(what, WATCHDOG, || {
+        "no round completed: lost wake-up or deadlock in weft".into()
+    })
 }
 
 /// Serialises the heavy tests of this file.
@@ -30,14 +39,17 @@ fn heavy() -> MutexGuard<'static, ()> {
     HEAVY.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
-fn wait_until(what: &str, limit: Duration, mut cond: impl FnMut() -> bool) {
-    let deadline = Instant::now() + limit;
-    while !cond() {
-        assert!(
-            Instant::now() < deadline,
-            "timed out after {limit:?}: {what}"
-        );
+/// Waits until `count()` reaches `target`, reporting each change to
+/// `progress`; a count that stops short is the watchdog's to catch.
+fn wait_for(progress: &Progress, target: usize, mut count: impl FnMut() -> usize) {
+    let mut last = count();
+    while last < target {
         std::thread::sleep(Duration::from_millis(1));
+        let now = count();
+        if now != last {
+            progress.tick();
+            last = now;
+        }
     }
 }
 
@@ -61,7 +73,8 @@ fn hundred_thousand_sleepers_all_complete() {
     const N: usize = 100_000;
     let d = Duration::from_secs(1);
     let _turn = heavy();
-    let _dog = watchdog("hundred_thousand_sleepers_all_complete");
+    let dog = watchdog("hundred_thousand_sleepers_all_complete");
+    let progress = dog.progress();
     let done = Arc::new(AtomicUsize::new(0));
     let early = Arc::new(AtomicUsize::new(0));
     let failed = Arc::new(AtomicUsize::new(0));
@@ -69,6 +82,7 @@ fn hundred_thousand_sleepers_all_complete() {
     let handles: Vec<_> = (0..N)
         .map(|i| {
             let (done, early, failed) = (done.clone(), early.clone(), failed.clone());
+            let progress = progress.clone();
             Builder::new()
                 .spawn(move || {
                     let t = Instant::now();
@@ -79,6 +93,7 @@ fn hundred_thousand_sleepers_all_complete() {
                         early.fetch_add(1, Ordering::Relaxed);
                     }
                     done.fetch_add(1, Ordering::Relaxed);
+                    progress.tick();
                 })
                 .unwrap_or_else(|e| panic!("spawn #{i} of {N} failed: {e}"))
         })
@@ -93,14 +108,14 @@ fn hundred_thousand_sleepers_all_complete() {
     assert_eq!(failed.load(Ordering::SeqCst), 0, "sleep returned Err");
     assert_eq!(early.load(Ordering::SeqCst), 0, "sleep woke early");
     assert!(elapsed >= d);
-    assert!(elapsed < Duration::from_secs(60), "took {elapsed:?}");
 }
 
 #[test]
 fn two_hundred_thousand_parked_threads_in_few_mappings() {
     const N: usize = 200_000;
     let _turn = heavy();
-    let _dog = watchdog("two_hundred_thousand_parked_threads_in_few_mappings");
+    let dog = watchdog("two_hundred_thousand_parked_threads_in_few_mappings");
+    let progress = dog.progress();
     let go = Arc::new(AtomicBool::new(false));
     let arrived = Arc::new(AtomicUsize::new(0));
     let finished = Arc::new(AtomicUsize::new(0));
@@ -120,16 +135,15 @@ fn two_hundred_thousand_parked_threads_in_few_mappings() {
                 .unwrap_or_else(|e| panic!("spawn #{i} of {N} failed: {e}"))
         })
         .collect();
-    wait_until("all threads started", Duration::from_secs(60), || {
-        arrived.load(Ordering::SeqCst) == N
-    });
+    // All threads started.
+    wait_for(&progress, N, || arrived.load(Ordering::SeqCst));
     // Every one of them really parked (cursor: O(N) state reads in total).
     let mut next = 0;
-    wait_until("all threads parked", Duration::from_secs(60), || {
+    wait_for(&progress, N, || {
         while next < N && handles[next].thread().state() == State::Parked {
             next += 1;
         }
-        next == N
+        next
     });
     let parked_after = t0.elapsed();
     let maps = proc_maps_lines();
@@ -150,6 +164,7 @@ fn two_hundred_thousand_parked_threads_in_few_mappings() {
     }
     for h in handles {
         h.join().expect("parked thread panicked");
+        progress.tick();
     }
     assert_eq!(finished.load(Ordering::SeqCst), N);
     eprintln!("all {N} finished after {:?}", t0.elapsed());
@@ -171,8 +186,10 @@ enum Side {
 /// each: side `s` may move when `token % 2 == s`, increments it and unparks
 /// its partner. Waiting is a pure `park` loop (or `park_timeout` with tiny
 /// timeouts when `timeouts`), so one lost wake-up hangs the pair.
-/// `Side::OnRuntime` threads of side `s` run on `rts[s]`.
+/// `Side::OnRuntime` threads of side `s` run on `rts[s]`. Every moved
+/// token is reported to `progress`.
 fn ping_pong(
+    progress: &Progress,
     rts: [Option<&Runtime>; 2],
     sides: [Side; 2],
     pairs: usize,
@@ -266,9 +283,9 @@ fn ping_pong(
         }
     }
     // Watch for a pair whose token stops moving (a lost wake-up: both sides
-    // parked, each waiting for the other) and describe it precisely, well
-    // before the watchdog's limit.
-    const STALL: Duration = Duration::from_secs(20);
+    // parked, each waiting for the other) and describe it precisely, before
+    // the watchdog's limit; a pair whose token moves is progress.
+    const STALL: Duration = Duration::from_secs(60);
     let mut last: Vec<(u64, Instant)> = all
         .iter()
         .map(|p| (p.token.load(Ordering::SeqCst), Instant::now()))
@@ -281,6 +298,9 @@ fn ping_pong(
             let token = p.token.load(Ordering::SeqCst);
             let done = p.done.iter().all(|d| d.load(Ordering::SeqCst));
             if token != last[i].0 || done {
+                if token != last[i].0 {
+                    progress.tick();
+                }
                 last[i] = (token, now);
                 continue;
             }
@@ -317,11 +337,12 @@ fn ping_pong(
 #[test]
 fn ping_pong_two_million_handoffs_on_two_carriers() {
     let _turn = heavy();
-    let _dog = watchdog("ping_pong_two_million_handoffs_on_two_carriers");
+    let dog = watchdog("ping_pong_two_million_handoffs_on_two_carriers");
     let rt = Runtime::builder().parallelism(2).build().expect("runtime");
     let pairs = 8;
     let per_pair = 2_000_000 / pairs as u64;
     let took = ping_pong(
+        &dog.progress(),
         [Some(&rt), Some(&rt)],
         [Side::OnRuntime, Side::OnRuntime],
         pairs,
@@ -336,7 +357,7 @@ fn ping_pong_two_million_handoffs_on_two_carriers() {
 #[test]
 fn ping_pong_cross_carrier_handoffs() {
     let _turn = heavy();
-    let _dog = watchdog("ping_pong_cross_carrier_handoffs");
+    let dog = watchdog("ping_pong_cross_carrier_handoffs");
     let rt1 = Runtime::builder()
         .parallelism(1)
         .build()
@@ -347,6 +368,7 @@ fn ping_pong_cross_carrier_handoffs() {
         .expect("runtime 2");
     let pairs = 4;
     let took = ping_pong(
+        &dog.progress(),
         [Some(&rt1), Some(&rt2)],
         [Side::OnRuntime, Side::OnRuntime],
         pairs,
@@ -359,10 +381,11 @@ fn ping_pong_cross_carrier_handoffs() {
 #[test]
 fn ping_pong_with_racing_timeouts() {
     let _turn = heavy();
-    let _dog = watchdog("ping_pong_with_racing_timeouts");
+    let dog = watchdog("ping_pong_with_racing_timeouts");
     let rt = Runtime::builder().parallelism(2).build().expect("runtime");
     let rt2 = Runtime::builder().parallelism(1).build().expect("runtime");
     let took = ping_pong(
+        &dog.progress(),
         [Some(&rt), Some(&rt2)],
         [Side::OnRuntime, Side::OnRuntime],
         4,
@@ -375,21 +398,37 @@ fn ping_pong_with_racing_timeouts() {
 #[test]
 fn ping_pong_between_os_and_virtual_threads() {
     let _turn = heavy();
-    let _dog = watchdog("ping_pong_between_os_and_virtual_threads");
+    let dog = watchdog("ping_pong_between_os_and_virtual_threads");
     let rt = Runtime::builder().parallelism(2).build().expect("runtime");
     // OS thread <-> virtual thread, both directions of every wake-up.
     let a = ping_pong(
+        &dog.progress(),
         [None, Some(&rt)],
         [Side::Os, Side::OnRuntime],
         2,
         100_000,
         false,
     );
-    let b = ping_pong([None, None], [Side::Virtual, Side::Os], 2, 100_000, false);
+    let b = ping_pong(
+        &dog.progress(),
+        [None, None],
+        [Side::Virtual, Side::Os],
+        2,
+        100_000,
+        false,
+    );
     // OS <-> OS through weft::park.
-    let c = ping_pong([None, None], [Side::Os, Side::Os], 1, 50_000, false);
+    let c = ping_pong(
+        &dog.progress(),
+        [None, None],
+        [Side::Os, Side::Os],
+        1,
+        50_000,
+        false,
+    );
     // Default runtime <-> explicit runtime.
     let d = ping_pong(
+        &dog.progress(),
         [None, Some(&rt)],
         [Side::Virtual, Side::OnRuntime],
         4,
@@ -405,7 +444,8 @@ fn ping_pong_between_os_and_virtual_threads() {
 fn many_mixed_wakers_one_parker() {
     const PER_PRODUCER: u64 = 20_000;
     let _turn = heavy();
-    let _dog = watchdog("many_mixed_wakers_one_parker");
+    let dog = watchdog("many_mixed_wakers_one_parker");
+    let progress = dog.progress();
     let rt = Runtime::builder().parallelism(2).build().expect("runtime");
     let producers = 6;
     // mailbox: 0 = empty, else the value; taken: count of consumed values.
@@ -425,6 +465,7 @@ fn many_mixed_wakers_one_parker() {
                 }
                 sum += v;
                 taken.fetch_add(1, Ordering::SeqCst);
+                progress.tick();
                 // Wake every producer waiting for the mailbox to empty.
                 for t in waiting.lock().unwrap().iter() {
                     t.unpark();
@@ -479,7 +520,14 @@ fn many_mixed_wakers_one_parker() {
 /// then releases and unparks it at once, so the unpark lands while the
 /// target is on its way into `park` (the window a suspend protocol must
 /// get right). Waker and target run on different carriers.
-fn unpark_storm(target_rt: Option<&Runtime>, waker_rt: Option<&Runtime>, rounds: u64) {
+/// Each round is reported to `progress`.
+fn unpark_storm(
+    progress: &Progress,
+    target_rt: Option<&Runtime>,
+    waker_rt: Option<&Runtime>,
+    rounds: u64,
+) {
+    let progress = progress.clone();
     let announced = Arc::new(AtomicU64::new(u64::MAX));
     let released = Arc::new(AtomicU64::new(0));
     let (tx, rx) = mpsc::channel();
@@ -519,6 +567,7 @@ fn unpark_storm(target_rt: Option<&Runtime>, waker_rt: Option<&Runtime>, rounds:
             }
             released.store(i + 1, Ordering::SeqCst);
             target.unpark();
+            progress.tick();
         }
     };
     match waker_rt {
@@ -533,7 +582,7 @@ fn unpark_storm(target_rt: Option<&Runtime>, waker_rt: Option<&Runtime>, rounds:
 #[test]
 fn unpark_storm_never_loses_a_wakeup() {
     let _turn = heavy();
-    let _dog = watchdog("unpark_storm_never_loses_a_wakeup");
+    let dog = watchdog("unpark_storm_never_loses_a_wakeup");
     // Each runtime has one carrier, so a spinning waker never starves the
     // target of its carrier.
     let rt1 = Runtime::builder()
@@ -545,9 +594,9 @@ fn unpark_storm_never_loses_a_wakeup() {
         .build()
         .expect("runtime 2");
     let t0 = Instant::now();
-    unpark_storm(Some(&rt1), Some(&rt2), 100_000);
-    unpark_storm(Some(&rt1), None, 100_000);
-    unpark_storm(None, Some(&rt2), 20_000);
+    unpark_storm(&dog.progress(), Some(&rt1), Some(&rt2), 100_000);
+    unpark_storm(&dog.progress(), Some(&rt1), None, 100_000);
+    unpark_storm(&dog.progress(), None, Some(&rt2), 20_000);
     eprintln!("unpark storms: {:?}", t0.elapsed());
 }
 
@@ -560,8 +609,10 @@ enum Kind {
 }
 
 /// One thread sleeps "forever" `rounds` times; another interrupts it once
-/// per round. Each interrupt must end exactly one sleep.
-fn interrupt_storm(sleeper: Kind, interrupter: Kind, rounds: u64) {
+/// per round. Each interrupt must end exactly one sleep; each round is
+/// reported to `ticks`.
+fn interrupt_storm(ticks: &Progress, sleeper: Kind, interrupter: Kind, rounds: u64) {
+    let ticks = ticks.clone();
     let progress = Arc::new(AtomicU64::new(u64::MAX));
     let (tx, rx) = mpsc::channel();
     let p = progress.clone();
@@ -593,6 +644,7 @@ fn interrupt_storm(sleeper: Kind, interrupter: Kind, rounds: u64) {
                 weft::yield_now();
             }
             target.interrupt();
+            ticks.tick();
         }
     };
     match interrupter {
@@ -607,12 +659,12 @@ fn interrupt_storm(sleeper: Kind, interrupter: Kind, rounds: u64) {
 #[test]
 fn interrupt_storm_never_loses_an_interrupt() {
     let _turn = heavy();
-    let _dog = watchdog("interrupt_storm_never_loses_an_interrupt");
+    let dog = watchdog("interrupt_storm_never_loses_an_interrupt");
     let t0 = Instant::now();
-    interrupt_storm(Kind::Virtual, Kind::Virtual, 20_000);
-    interrupt_storm(Kind::Virtual, Kind::Os, 20_000);
-    interrupt_storm(Kind::Os, Kind::Virtual, 5_000);
-    interrupt_storm(Kind::Os, Kind::Os, 5_000);
+    interrupt_storm(&dog.progress(), Kind::Virtual, Kind::Virtual, 20_000);
+    interrupt_storm(&dog.progress(), Kind::Virtual, Kind::Os, 20_000);
+    interrupt_storm(&dog.progress(), Kind::Os, Kind::Virtual, 5_000);
+    interrupt_storm(&dog.progress(), Kind::Os, Kind::Os, 5_000);
     eprintln!("interrupt storms: {:?}", t0.elapsed());
 }
 
@@ -621,12 +673,12 @@ fn timer_storm_sleeps_are_never_short() {
     const THREADS: usize = 10_000;
     const ROUNDS: u64 = 10;
     let _turn = heavy();
-    let _dog = watchdog("timer_storm_sleeps_are_never_short");
+    let dog = watchdog("timer_storm_sleeps_are_never_short");
     let early = Arc::new(AtomicUsize::new(0));
     let t0 = Instant::now();
     let handles: Vec<_> = (0..THREADS)
         .map(|i| {
-            let early = early.clone();
+            let (early, progress) = (early.clone(), dog.progress());
             weft::spawn(move || {
                 let mut x = (i as u64 + 1).wrapping_mul(0x9E37_79B9_7F4A_7C15);
                 for _ in 0..ROUNDS {
@@ -639,6 +691,7 @@ fn timer_storm_sleeps_are_never_short() {
                     if t.elapsed() < d {
                         early.fetch_add(1, Ordering::Relaxed);
                     }
+                    progress.tick();
                 }
             })
         })
