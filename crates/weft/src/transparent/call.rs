@@ -30,10 +30,17 @@ pub(super) fn kernel_waits(fd: c_int, dontwait: bool) -> bool {
 }
 
 /// A stream/datagram call on a socket: the shared logic of the read and
-/// write families. `op(done)` is the raw call for the caller's buffers
-/// past their first `done` bytes (only ever 0 unless `whole`); `dontwait`
-/// if the caller passed `MSG_DONTWAIT`; `iov` the buffers if the call is
-/// one a pipe takes (see [`pipe_call`]).
+/// write families. `op(done, nb)` is the raw call for the caller's buffers
+/// past their first `done` bytes (only ever 0 unless `whole`), with `nb`
+/// (0 or `MSG_DONTWAIT`) added to its flags — a `read` or `write` made as
+/// `recv*`/`send*` when `nb` is not 0; `dontwait` if the caller passed
+/// `MSG_DONTWAIT`; `iov` the buffers if the call is one a pipe takes (see
+/// [`pipe_call`]).
+///
+/// On a managed socket every attempt is made with `MSG_DONTWAIT`: the
+/// kernel's `O_NONBLOCK` that Weft set is not enough, because the file
+/// description may have been handed to a child since (`fds::hand_over`),
+/// which clears that flag for the parent too.
 ///
 /// `whole` (the total length) makes a call on a managed socket go on
 /// until all of it is transferred, as the kernel does on a blocking socket:
@@ -49,25 +56,26 @@ pub(super) fn sock_call(
     dontwait: bool,
     iov: Iov,
     whole: Option<fn(Iov) -> usize>,
-    mut op: impl FnMut(usize) -> isize,
+    mut op: impl FnMut(usize, c_int) -> isize,
 ) -> isize {
     let mut st = state(fd);
     if dontwait || st == OTHER || st == USER_NB {
-        return op(0);
+        return op(0, 0);
     }
     let virt = on_virtual();
     if st == UNKNOWN {
         if !virt {
-            return op(0);
+            return op(0, 0);
         }
         st = classify(fd);
     }
     if st == PIPE {
-        return pipe_call(fd, read, call, iov, || op(0));
+        return pipe_call(fd, read, call, iov, || op(0, 0));
     }
     if st != MANAGED {
-        return op(0);
+        return op(0, 0);
     }
+    let mut op = |done| op(done, libc::MSG_DONTWAIT);
     if !virt {
         // A cancellation point acts on a pending cancellation on entry,
         // even when the call would not wait (`next.rs`).
@@ -163,7 +171,7 @@ impl Progress {
 /// A virtual thread's wait for a managed socket: parks on the poller
 /// between attempts.
 fn park_loop(
-    mut h: Arc<Hooked>,
+    h: Arc<Hooked>,
     mut p: Progress,
     call: &'static str,
     deadline: Option<Instant>,
@@ -179,16 +187,9 @@ fn park_loop(
             Ok(r) => r,
             Err(Stop::TimedOut) => return p.partial(libc::EAGAIN),
             Err(Stop::Interrupted) => return p.partial(libc::EINTR),
-            Err(Stop::Gone) => match registration(fd) {
-                Some(again) => {
-                    h = again;
-                    continue;
-                }
-                None => {
-                    drop(h);
-                    return poll_loop(p, deadline, op);
-                }
-            },
+            // Closed (or its number given to another file) under the
+            // call: it ends without touching the number again.
+            Err(Stop::Gone) => return p.partial(libc::EBADF),
         };
         if let Some(end) = p.step(r) {
             return end;

@@ -108,6 +108,42 @@ pub(super) fn adopt(fd: c_int) -> u8 {
     st
 }
 
+/// Weft's view of `fd`'s file description: a descriptor Weft has not
+/// looked at takes the view of a copy of its socket Weft knows (`fcntl`,
+/// `ioctl`, a hand-over).
+pub(super) fn view(fd: c_int) -> u8 {
+    match state(fd) {
+        UNKNOWN => adopt(fd),
+        st => st,
+    }
+}
+
+/// `fd`, whose description the program sees as `view`, is handed to a
+/// child process: a `dup2` onto 0, 1 or 2 in a fork child before `exec`,
+/// or a `posix_spawn` file action (std's `Command` stdio). If the view is
+/// blocking while the kernel's `O_NONBLOCK` is Weft's (`MANAGED`), the
+/// kernel's flag is cleared, so that the child — a program that knows
+/// nothing of Weft's view — gets the blocking descriptor the program set
+/// (issue #38: a socket handed to `sh` as its stdin failed with `EAGAIN`).
+///
+/// The flag is one per open file description, which this process shares
+/// with the child, so this process's description is blocking from then
+/// on. Weft's own calls on it stay non-blocking without the flag: every
+/// attempt of a read- or write-family call on a managed socket carries
+/// `MSG_DONTWAIT` (`call.rs`, `sock_call`), and `fcntl(F_SETFL)` leaves
+/// the kernel's flag as it is unless the program sets it. Keeps errno.
+pub(super) fn hand_over(fd: c_int, view: u8) {
+    if view != MANAGED {
+        return;
+    }
+    let saved = sys::errno();
+    let fl = sys::fcntl(fd, libc::F_GETFL, 0);
+    if fl >= 0 && fl & libc::O_NONBLOCK != 0 {
+        sys::fcntl(fd, libc::F_SETFL, (fl & !libc::O_NONBLOCK) as usize);
+    }
+    sys::set_errno(saved);
+}
+
 /// Records `st` (`MANAGED` or `USER_NB`) for `fd` and for every copy of its
 /// socket: the program's `O_NONBLOCK` is one per file description.
 pub(super) fn set_shared_state(fd: c_int, st: u8) {

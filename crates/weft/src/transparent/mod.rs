@@ -78,7 +78,21 @@
 //! - A `dup2`/`dup3` that fails leaves its target as it was, in the kernel
 //!   and in Weft's view of it (`tests-transparent/tests/descriptors.rs`).
 //! - `close` of a socket another virtual thread waits on wakes that thread;
-//!   its call then fails with `EBADF`.
+//!   its call then fails with `EBADF` without touching the number again,
+//!   which may name another file by then (the kernel keeps the old file
+//!   for a call in progress; `tests-transparent/tests/close_reuse.rs`). A
+//!   `poll` of that one descriptor returns it with `POLLNVAL`. The same
+//!   holds when `dup2` replaces the number, or when it is found reused
+//!   after a close behind the hooks' back.
+//! - A socket handed to a child — `dup2` onto 0, 1 or 2 in a fork child
+//!   before `exec`, a `posix_spawn` file action (std's `Command` stdio) —
+//!   gets the blocking mode the program set, not the `O_NONBLOCK` Weft set
+//!   for itself, so an inetd-style child (`sh` reading the connection as
+//!   its stdin) does not fail with `EAGAIN`. The flag belongs to the file
+//!   description, which the parent shares: Weft's own calls on a socket it
+//!   manages carry `MSG_DONTWAIT`, so they do not need the flag
+//!   (ARCHITECTURE.md, "Descriptors handed to a child";
+//!   `tests-transparent/tests/handover.rs`).
 //! - The same descriptor used from an OS thread blocks that OS thread (with
 //!   `poll(2)`) as it would have without Weft.
 //! - On an OS thread the blocking calls are pthread cancellation points, as
@@ -113,7 +127,8 @@
 //! - the descriptor table (`hooks/descriptors.rs`): `close`,
 //!   `close_range`, `closefrom`, `fclose`, `dup`, `dup2`, `dup3`, `fcntl`,
 //!   `ioctl`, `socket`, `socketpair`;
-//! - processes (`hooks/process.rs`): `waitpid`;
+//! - processes (`hooks/process.rs`): `waitpid`,
+//!   `posix_spawn_file_actions_adddup2`;
 //! - name resolution (`hooks/getaddrinfo.rs`): `getaddrinfo`;
 //! - signal handlers (`signals.rs`, see "Signal handlers"): `sigaction`,
 //!   `signal`, `bsd_signal`, `sysv_signal`;
@@ -280,7 +295,11 @@
 //!   number meanwhile may block its carrier once (never a freed state;
 //!   see "Freeing poller states").
 //! - Descriptors above 2^20 pass through. A socket Weft made non-blocking
-//!   stays so when inherited across `exec`.
+//!   that a child inherits under its own number (socket activation's
+//!   descriptor 3, without a `dup2`) stays non-blocking there. After a
+//!   listening or connecting socket was handed to a child, the parent's
+//!   `accept` or `connect` on it waits in the kernel, blocking its carrier
+//!   (the calls have no per-call `MSG_DONTWAIT`).
 //! - Linux on x86_64 and aarch64, dynamically linked against glibc only:
 //!   musl and fully static builds resolve libc's symbols inside libc
 //!   itself, so nothing is interposed there; the feature is ignored on
@@ -325,7 +344,7 @@
 //!    the hooks' own entry.
 //! 3. Otherwise — the number was closed and reused behind the hooks'
 //!    back, or the check failed — the registration is *abandoned*: its
-//!    waiters are woken (they fetch the number's registration afresh), no
+//!    waiters are woken (their calls end with `EBADF`), no
 //!    `EPOLL_CTL_DEL` by number is issued (it could remove another file's
 //!    entry), and its state is kept for the life of the process. An event
 //!    on the old file then sets readiness bits nobody reads. The cost is a

@@ -209,6 +209,8 @@ hooks! {
     }
     "hooks/process.rs" {
         waitpid: WAITPID = fn(pid_t, *mut c_int, c_int) -> pid_t, parks waitpid;
+        posix_spawn_file_actions_adddup2: POSIX_SPAWN_FILE_ACTIONS_ADDDUP2 =
+            fn(*mut libc::posix_spawn_file_actions_t, c_int, c_int) -> c_int;
     }
     "hooks/getaddrinfo.rs" {
         getaddrinfo: GETADDRINFO = fn(

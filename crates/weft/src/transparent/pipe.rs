@@ -110,7 +110,8 @@ fn pipe_nowait(
         return Some(match park_io(fd, Interest::Read, None, call, op) {
             Ok(r) => r,
             Err(Some(Stop::Interrupted)) => fail(libc::EINTR),
-            Err(Some(Stop::TimedOut | Stop::Gone)) => fail(libc::EAGAIN), // no deadline
+            Err(Some(Stop::TimedOut)) => fail(libc::EAGAIN), // no deadline
+            Err(Some(Stop::Gone)) => fail(libc::EBADF),
             Err(None) => pipe_blocking(fd, true, v, cnt),
         });
     }
@@ -153,25 +154,24 @@ fn pipe_nowait(
         Ok(Some(r)) => return Some(r),
         Ok(None) => {}
     }
-    loop {
-        let Some(h) = registration(fd) else {
-            let r = pipe_blocking(fd, false, left.as_ptr(), left.len() as c_int);
-            let d = done.get();
-            return Some(if r < 0 && d == 0 {
-                r
-            } else {
-                (d + r.max(0) as usize) as isize
-            });
-        };
-        let b = Blocker::Call { call, fd };
-        let op = || attempt(&mut left, false).unwrap_or(None);
-        return Some(match park_hooked(&h, Interest::Write, None, b, call, op) {
-            Ok(r) => r,
-            Err(Stop::Gone) => continue,
-            Err(_) if done.get() > 0 => done.get() as isize,
-            Err(_) => fail(libc::EINTR),
+    let Some(h) = registration(fd) else {
+        let r = pipe_blocking(fd, false, left.as_ptr(), left.len() as c_int);
+        let d = done.get();
+        return Some(if r < 0 && d == 0 {
+            r
+        } else {
+            (d + r.max(0) as usize) as isize
         });
-    }
+    };
+    let b = Blocker::Call { call, fd };
+    let op = || attempt(&mut left, false).unwrap_or(None);
+    Some(match park_hooked(&h, Interest::Write, None, b, call, op) {
+        Ok(r) => r,
+        Err(_) if done.get() > 0 => done.get() as isize,
+        // Closed under the call: never written to again (`park_hooked`).
+        Err(Stop::Gone) => fail(libc::EBADF),
+        Err(_) => fail(libc::EINTR),
+    })
 }
 
 /// The plain blocking form, on the carrier (the pipe could not be

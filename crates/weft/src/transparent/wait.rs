@@ -17,31 +17,44 @@ use crate::thread::Blocker;
 pub(super) enum Stop {
     TimedOut,
     Interrupted,
-    /// The registration waited on was let go of (see [`park_hooked`]).
+    /// The registration waited on was let go of: the number no longer
+    /// names the file the call was made on (see [`park_hooked`]).
     Gone,
 }
 
 /// Runs `op` (`None` = would block) on a virtual thread, parking on the
-/// poller between attempts. `Err(None)` if `fd` cannot be registered.
+/// poller between attempts. `Err(None)` if `fd` cannot be registered;
+/// `Err(Some(Stop::Gone))` if it was closed (or its number given to
+/// another file) while the call waited.
 pub(super) fn park_io<R>(
     fd: c_int,
     i: Interest,
     deadline: Option<Instant>,
     call: &'static str,
-    mut op: impl FnMut() -> Option<R>,
+    op: impl FnMut() -> Option<R>,
 ) -> Result<R, Option<Stop>> {
-    loop {
-        let h = registration(fd).ok_or(None)?;
-        let b = Blocker::Call { call, fd };
-        match park_hooked(&h, i, deadline, b, call, &mut op) {
-            Err(Stop::Gone) => {} // closed or reused under us: fetch again
-            r => return r.map_err(Some),
-        }
-    }
+    let h = registration(fd).ok_or(None)?;
+    let b = Blocker::Call { call, fd };
+    park_hooked(&h, i, deadline, b, call, op).map_err(Some)
 }
 
 /// [`park_reg`] on one of the hooks' registrations: ends with
-/// [`Stop::Gone`] when the hooks let go of it while the call waited.
+/// [`Stop::Gone`] when the hooks let go of it while the call waited, and
+/// then without running `op` again.
+///
+/// A registration is let go of (`regs.rs`) when its number is closed,
+/// replaced (`dup2`), or found to name another file; its `dead` flag is
+/// set before its waiters are woken, and, for a hooked `close` or `dup2`,
+/// before the kernel frees the number. So a waiter that wakes and finds
+/// the flag clear runs `op` on the file the call was made on, and one that
+/// finds it set never touches the number again: by then it may name
+/// another file (a socket the program just made), and a `read` there would
+/// take another connection's bytes or block the carrier on it (issue #38,
+/// `tests-transparent/tests/close_reuse.rs`). That is the kernel's rule:
+/// a call in progress keeps the old file and never sees the new one. A
+/// call that has not parked yet can meet the new file, as a call that has
+/// not entered the kernel can; only a close concurrent with the call
+/// itself (which I/O safety excludes) reaches that window.
 pub(super) fn park_hooked<R>(
     h: &Hooked,
     i: Interest,
@@ -50,17 +63,11 @@ pub(super) fn park_hooked<R>(
     call: &'static str,
     mut op: impl FnMut() -> Option<R>,
 ) -> Result<R, Stop> {
-    let mut gone = false;
     let r = park_reg(&h.reg, i, deadline, b, call, || {
-        if gone {
+        if h.dead.load(Ordering::SeqCst) {
             return Some(None);
         }
-        let r = op();
-        if r.is_none() && h.dead.load(Ordering::SeqCst) {
-            gone = true;
-            return Some(None);
-        }
-        r.map(Some)
+        op().map(Some)
     })?;
     r.ok_or(Stop::Gone)
 }

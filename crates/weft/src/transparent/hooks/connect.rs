@@ -44,7 +44,8 @@ pub unsafe extern "C-unwind" fn connect(fd: c_int, addr: *const sockaddr, len: s
         let ready = || (sys::poll_one(fd, libc::POLLOUT, Some(Duration::ZERO)) != 0).then_some(());
         match park_io(fd, Interest::Write, deadline, "connect", ready) {
             Ok(()) => done = true,
-            Err(Some(Stop::TimedOut | Stop::Gone)) => return fail(libc::EINPROGRESS) as c_int,
+            Err(Some(Stop::TimedOut)) => return fail(libc::EINPROGRESS) as c_int,
+            Err(Some(Stop::Gone)) => return fail(libc::EBADF) as c_int,
             Err(Some(Stop::Interrupted)) => return fail(libc::EINTR) as c_int,
             Err(None) => {}
         }
@@ -148,7 +149,7 @@ pub unsafe extern "C-unwind" fn accept(
     len: *mut socklen_t,
 ) -> c_int {
     libc_own!(ACCEPT(fd, addr, len) if kernel_waits(fd, false), then |r| accepted(r as isize, 0));
-    let r = sock_call(fd, true, "accept", false, Iov::None, None, |_| {
+    let r = sock_call(fd, true, "accept", false, Iov::None, None, |_, _| {
         raw!(libc::SYS_accept4, fd, addr, len, 0) as isize
     });
     accepted(r, 0)
@@ -167,7 +168,7 @@ pub unsafe extern "C-unwind" fn accept4(
         ACCEPT4(fd, addr, len, flags) if kernel_waits(fd, false),
         then |r| accepted(r as isize, flags)
     );
-    let r = sock_call(fd, true, "accept4", false, Iov::None, None, |_| {
+    let r = sock_call(fd, true, "accept4", false, Iov::None, None, |_, _| {
         raw!(libc::SYS_accept4, fd, addr, len, flags) as isize
     });
     accepted(r, flags)

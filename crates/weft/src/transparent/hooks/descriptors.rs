@@ -5,6 +5,7 @@ use libc::{c_int, c_uint, c_ulong};
 
 use crate::transparent::copies;
 use crate::transparent::fds;
+use crate::transparent::fork::forked;
 use crate::transparent::next::{self, libc_own};
 use crate::transparent::state::{self, MANAGED, OTHER, UNKNOWN, USER_NB, state};
 use crate::transparent::sys::{self, fail, raw};
@@ -82,15 +83,6 @@ fn copy_state(old: c_int, new: c_int) {
     copies::note_copy(old, new);
 }
 
-/// Weft's view of `fd` for `fcntl` and `ioctl`: a descriptor Weft has not
-/// looked at takes the view of a copy of its socket Weft knows.
-fn state_of_description(fd: c_int) -> u8 {
-    match state(fd) {
-        UNKNOWN => fds::adopt(fd),
-        st => st,
-    }
-}
-
 /// # Safety
 /// libc's `dup(2)` contract.
 #[unsafe(no_mangle)]
@@ -122,6 +114,13 @@ pub unsafe extern "C" fn dup3(old: c_int, new: c_int, flags: c_int) -> c_int {
     }
     let r = raw!(libc::SYS_dup3, old, new, flags) as c_int;
     if r >= 0 {
+        // Before `exec` in a fork child (std's `Command` without
+        // `posix_spawn`): the child program gets the blocking mode the
+        // program set (`fds::hand_over`). Read without a lock: the child
+        // takes none.
+        if forked() && r <= 2 {
+            fds::hand_over(r, state(old));
+        }
         copy_state(old, r);
     }
     r
@@ -150,7 +149,7 @@ pub unsafe extern "C" fn dup2(old: c_int, new: c_int) -> c_int {
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn fcntl(fd: c_int, cmd: c_int, arg: usize) -> c_int {
     let st = if matches!(cmd, libc::F_GETFL | libc::F_SETFL) {
-        state_of_description(fd)
+        fds::view(fd)
     } else {
         state(fd)
     };
@@ -165,7 +164,19 @@ pub unsafe extern "C" fn fcntl(fd: c_int, cmd: c_int, arg: usize) -> c_int {
         }
         libc::F_SETFL if st == MANAGED || st == USER_NB => {
             let nb = arg as c_int & libc::O_NONBLOCK != 0;
-            let r = sys::fcntl(fd, cmd, arg | libc::O_NONBLOCK as usize);
+            // The kernel's flag stays as it is unless the program sets it:
+            // Weft's own, or cleared for a child (`fds::hand_over`), which
+            // must not come back.
+            let keep = if nb {
+                libc::O_NONBLOCK
+            } else {
+                sys::fcntl(fd, libc::F_GETFL, 0).max(0) & libc::O_NONBLOCK
+            };
+            let r = sys::fcntl(
+                fd,
+                cmd,
+                (arg & !(libc::O_NONBLOCK as usize)) | keep as usize,
+            );
             if r == 0 {
                 fds::set_shared_state(fd, if nb { USER_NB } else { MANAGED });
             }
@@ -198,7 +209,7 @@ pub unsafe extern "C" fn fcntl(fd: c_int, cmd: c_int, arg: usize) -> c_int {
 pub unsafe extern "C" fn ioctl(fd: c_int, req: c_ulong, arg: usize) -> c_int {
     #[allow(clippy::unnecessary_cast)]
     if req == libc::FIONBIO as c_ulong && arg != 0 {
-        let st = state_of_description(fd);
+        let st = fds::view(fd);
         // SAFETY: FIONBIO's argument points to an int.
         let nb = unsafe { *(arg as *const c_int) } != 0;
         if st == MANAGED || st == USER_NB {

@@ -20,7 +20,10 @@ pub unsafe extern "C-unwind" fn read(fd: c_int, buf: *mut c_void, n: size_t) -> 
         false,
         Iov::One(buf as usize, n),
         None,
-        |_| raw!(libc::SYS_read, fd, buf, n) as isize,
+        |_, nb| match nb {
+            0 => raw!(libc::SYS_read, fd, buf, n) as isize,
+            nb => raw!(libc::SYS_recvfrom, fd, buf, n, nb, 0usize, 0usize) as isize,
+        },
     )
 }
 
@@ -37,7 +40,13 @@ pub unsafe extern "C-unwind" fn write(fd: c_int, buf: *const c_void, n: size_t) 
         false,
         Iov::One(buf as usize, n),
         ALL,
-        |d| raw!(libc::SYS_write, fd, buf as usize + d, n - d) as isize,
+        |d, nb| {
+            let (p, left) = (buf as usize + d, n - d);
+            match nb {
+                0 => raw!(libc::SYS_write, fd, p, left) as isize,
+                nb => raw!(libc::SYS_sendto, fd, p, left, nb, 0usize, 0usize) as isize,
+            }
+        },
     )
 }
 
@@ -46,9 +55,18 @@ pub unsafe extern "C-unwind" fn write(fd: c_int, buf: *const c_void, n: size_t) 
 #[unsafe(no_mangle)]
 pub unsafe extern "C-unwind" fn readv(fd: c_int, iov: *const iovec, cnt: c_int) -> ssize_t {
     libc_own!(READV(fd, iov, cnt) if kernel_waits(fd, false));
-    sock_call(fd, true, "readv", false, Iov::Vec(iov, cnt), None, |_| {
-        raw!(libc::SYS_readv, fd, iov, cnt) as isize
-    })
+    sock_call(
+        fd,
+        true,
+        "readv",
+        false,
+        Iov::Vec(iov, cnt),
+        None,
+        |_, nb| match nb {
+            0 => raw!(libc::SYS_readv, fd, iov, cnt) as isize,
+            nb => vec_msg(fd, false, iov, cnt.max(0) as usize, nb),
+        },
+    )
 }
 
 /// # Safety
@@ -57,13 +75,44 @@ pub unsafe extern "C-unwind" fn readv(fd: c_int, iov: *const iovec, cnt: c_int) 
 #[unsafe(no_mangle)]
 pub unsafe extern "C-unwind" fn writev(fd: c_int, iov: *const iovec, cnt: c_int) -> ssize_t {
     libc_own!(WRITEV(fd, iov, cnt) if kernel_waits(fd, false));
-    sock_call(fd, false, "writev", false, Iov::Vec(iov, cnt), ALL, |d| {
-        if d == 0 {
-            return raw!(libc::SYS_writev, fd, iov, cnt) as isize;
-        }
-        let rest = iov::iov_past(iov, cnt.max(0) as usize, d);
-        raw!(libc::SYS_writev, fd, rest.as_ptr(), rest.len()) as isize
-    })
+    sock_call(
+        fd,
+        false,
+        "writev",
+        false,
+        Iov::Vec(iov, cnt),
+        ALL,
+        |d, nb| {
+            let cnt = cnt.max(0) as usize;
+            let rest;
+            let (v, c) = if d == 0 {
+                (iov, cnt)
+            } else {
+                rest = iov::iov_past(iov, cnt, d);
+                (rest.as_ptr(), rest.len())
+            };
+            match nb {
+                0 => raw!(libc::SYS_writev, fd, v, c) as isize,
+                nb => vec_msg(fd, true, v, c, nb),
+            }
+        },
+    )
+}
+
+/// `readv`/`writev` of the `cnt` iovecs at `iov` on a socket, made as
+/// `recvmsg`/`sendmsg` with `flags` (`MSG_DONTWAIT`: see `sock_call`).
+fn vec_msg(fd: c_int, send: bool, iov: *const iovec, cnt: usize, flags: c_int) -> isize {
+    // SAFETY: msghdr is plain data; all zero is "no address, no ancillary
+    // data".
+    let mut m: msghdr = unsafe { std::mem::zeroed() };
+    m.msg_iov = iov as *mut iovec;
+    m.msg_iovlen = cnt as _;
+    let n = if send {
+        libc::SYS_sendmsg
+    } else {
+        libc::SYS_recvmsg
+    };
+    raw!(n, fd, &mut m as *mut msghdr, flags) as isize
 }
 
 /// The whole length of the call's buffers: the calls that go on until
@@ -114,13 +163,13 @@ pub unsafe extern "C-unwind" fn recv(
         dontwait(flags),
         Iov::Sock(n),
         waitall(flags),
-        |d| {
+        |d, nb| {
             raw!(
                 libc::SYS_recvfrom,
                 fd,
                 buf as usize + d,
                 n - d,
-                flags,
+                flags | nb,
                 0usize,
                 0usize
             ) as isize
@@ -141,13 +190,13 @@ pub unsafe extern "C-unwind" fn recvfrom(
 ) -> ssize_t {
     libc_own!(RECVFROM(fd, buf, n, flags, addr, len) if kernel_waits(fd, dontwait(flags)));
     let (dw, all) = (dontwait(flags), waitall(flags));
-    sock_call(fd, true, "recvfrom", dw, Iov::Sock(n), all, |d| {
+    sock_call(fd, true, "recvfrom", dw, Iov::Sock(n), all, |d, nb| {
         raw!(
             libc::SYS_recvfrom,
             fd,
             buf as usize + d,
             n - d,
-            flags,
+            flags | nb,
             addr,
             len
         ) as isize
@@ -160,13 +209,13 @@ pub unsafe extern "C-unwind" fn recvfrom(
 pub unsafe extern "C-unwind" fn recvmsg(fd: c_int, msg: *mut msghdr, flags: c_int) -> ssize_t {
     libc_own!(RECVMSG(fd, msg, flags) if kernel_waits(fd, dontwait(flags)));
     let (dw, all) = (dontwait(flags), waitall(flags));
-    sock_call(fd, true, "recvmsg", dw, Iov::Msg(msg), all, |d| {
+    sock_call(fd, true, "recvmsg", dw, Iov::Msg(msg), all, |d, nb| {
         if d == 0 {
-            return raw!(libc::SYS_recvmsg, fd, msg, flags) as isize;
+            return raw!(libc::SYS_recvmsg, fd, msg, flags | nb) as isize;
         }
         let mut rest = Vec::new();
         let mut m = msg_past(msg, d, &mut rest);
-        raw!(libc::SYS_recvmsg, fd, &mut m as *mut msghdr, flags) as isize
+        raw!(libc::SYS_recvmsg, fd, &mut m as *mut msghdr, flags | nb) as isize
     })
 }
 
@@ -181,17 +230,25 @@ pub unsafe extern "C-unwind" fn send(
     flags: c_int,
 ) -> ssize_t {
     libc_own!(SEND(fd, buf, n, flags) if kernel_waits(fd, dontwait(flags)));
-    sock_call(fd, false, "send", dontwait(flags), Iov::Sock(n), ALL, |d| {
-        raw!(
-            libc::SYS_sendto,
-            fd,
-            buf as usize + d,
-            n - d,
-            flags,
-            0usize,
-            0usize
-        ) as isize
-    })
+    sock_call(
+        fd,
+        false,
+        "send",
+        dontwait(flags),
+        Iov::Sock(n),
+        ALL,
+        |d, nb| {
+            raw!(
+                libc::SYS_sendto,
+                fd,
+                buf as usize + d,
+                n - d,
+                flags | nb,
+                0usize,
+                0usize
+            ) as isize
+        },
+    )
 }
 
 /// # Safety
@@ -213,13 +270,13 @@ pub unsafe extern "C-unwind" fn sendto(
         dontwait(flags),
         Iov::Sock(n),
         ALL,
-        |d| {
+        |d, nb| {
             raw!(
                 libc::SYS_sendto,
                 fd,
                 buf as usize + d,
                 n - d,
-                flags,
+                flags | nb,
                 addr,
                 len
             ) as isize
@@ -239,13 +296,13 @@ pub unsafe extern "C-unwind" fn sendmsg(fd: c_int, msg: *const msghdr, flags: c_
         dontwait(flags),
         Iov::Msg(msg),
         ALL,
-        |d| {
+        |d, nb| {
             if d == 0 {
-                return raw!(libc::SYS_sendmsg, fd, msg, flags) as isize;
+                return raw!(libc::SYS_sendmsg, fd, msg, flags | nb) as isize;
             }
             let mut rest = Vec::new();
             let m = msg_past(msg, d, &mut rest);
-            raw!(libc::SYS_sendmsg, fd, &m as *const msghdr, flags) as isize
+            raw!(libc::SYS_sendmsg, fd, &m as *const msghdr, flags | nb) as isize
         },
     )
 }

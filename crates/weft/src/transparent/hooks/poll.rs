@@ -52,7 +52,14 @@ fn vpoll(fds: *mut pollfd, n: nfds_t, timeout: Option<Duration>, call: &'static 
             };
             match park_io(pf.fd, i, deadline, call, op) {
                 Ok(r) => return r,
-                Err(Some(Stop::TimedOut | Stop::Gone)) => return 0,
+                Err(Some(Stop::TimedOut)) => return 0,
+                // Closed under the call: reported as the kernel reports a
+                // closed descriptor, without polling the number again.
+                Err(Some(Stop::Gone)) => {
+                    // SAFETY: the caller's pollfd (poll's contract).
+                    unsafe { (*fds).revents = libc::POLLNVAL };
+                    return 1;
+                }
                 Err(Some(Stop::Interrupted)) => return fail(libc::EINTR) as c_int,
                 Err(None) => {}
             }
@@ -413,7 +420,8 @@ fn vepoll(epfd: c_int, ev: usize, max: c_int, timeout: c_int, call: &'static str
     };
     match park_io(epfd, Interest::Read, deadline, call, op) {
         Ok(r) => r,
-        Err(Some(Stop::TimedOut | Stop::Gone)) => 0,
+        Err(Some(Stop::TimedOut)) => 0,
+        Err(Some(Stop::Gone)) => fail(libc::EBADF) as c_int,
         Err(Some(Stop::Interrupted)) => fail(libc::EINTR) as c_int,
         Err(None) => raw_epoll(epfd, ev, max, timeout, 0),
     }

@@ -1,10 +1,11 @@
-//! `waitpid`.
+//! `waitpid`, and the descriptors a `posix_spawn`ed child is given.
 
 use libc::c_int;
 
 use crate::thread::Blocker;
-use crate::transparent::fds::on_virtual;
-use crate::transparent::next::libc_own;
+use crate::transparent::fds::{self, on_virtual};
+use crate::transparent::fork::forked;
+use crate::transparent::next::{self, libc_own};
 use crate::transparent::sys::{self, fail, raw};
 use crate::transparent::wait;
 
@@ -60,4 +61,28 @@ pub unsafe extern "C-unwind" fn waitpid(
     );
     sys::set_errno(e);
     r as libc::pid_t
+}
+
+/// # Safety
+/// glibc's `posix_spawn_file_actions_adddup2(3)` contract.
+///
+/// The descriptor a child is given this way (std's `Command` stdio) gets
+/// the blocking mode the program set, not the `O_NONBLOCK` Weft set for
+/// itself (`fds::hand_over`). Done when the action is added, not at the
+/// spawn: the file actions are opaque, and the parent's calls do not need
+/// the flag.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn posix_spawn_file_actions_adddup2(
+    actions: *mut libc::posix_spawn_file_actions_t,
+    fd: c_int,
+    new: c_int,
+) -> c_int {
+    if !forked() {
+        fds::hand_over(fd, fds::view(fd));
+    }
+    match next::POSIX_SPAWN_FILE_ACTIONS_ADDDUP2.resolve() {
+        // SAFETY: libc's own call, with the caller's arguments.
+        Some(f) => unsafe { f(actions, fd, new) },
+        None => libc::ENOSYS,
+    }
 }
