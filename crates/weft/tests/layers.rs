@@ -22,7 +22,9 @@
 //!    to `lib.rs`;
 //! 6. the layer picture of ARCHITECTURE.md ("Layers") names every module
 //!    once, and every import points to the module's own layer or one below
-//!    it, except the diagnostic edges of rule 3.
+//!    it, except the diagnostic edges of rule 3;
+//! 7. inside `transparent/`, every import goes down one of
+//!    [`TRANSPARENT_LAYERS`] (`transparent_reads_top_down`).
 //!
 //! `WEFT_PRINT_LAYERS=1 cargo test -p weft --test layers -- --nocapture`
 //! prints both graphs.
@@ -910,6 +912,86 @@ fn imports_read_bottom_up() {
             .collect::<Vec<_>>()
             .join("\n")
     );
+}
+
+/// The files of `transparent/`, top down (ARCHITECTURE.md, "Transparent
+/// blocking"): a file imports only files of the layers below its own —
+/// none of its own layer, none above — so a hooked call goes down them
+/// (hook -> call engine -> pipes -> parking -> descriptor view -> …) and
+/// enters each file once. A new file there is placed in a layer here.
+const TRANSPARENT_LAYERS: &[&[&str]] = &[
+    // The interposed functions (`hooks/` by family).
+    &["hooks/*", "sim.rs", "futex.rs"],
+    // The socket-call engine, then pipes, then parking.
+    &["call.rs"],
+    &["pipe.rs"],
+    &["wait.rs"],
+    // Weft's view of a descriptor: classify, forget, hand over.
+    &["fds.rs"],
+    // The module's root: enabled, the park counters.
+    &["mod.rs"],
+    // Copies of a socket, poller registrations.
+    &["copies.rs", "regs.rs"],
+    // Whether a signal handler runs (and the sigaction hooks).
+    &["signals.rs"],
+    // The state table, the fork marker, buffers, libc's own functions
+    // (the hook table), raw system calls.
+    &["state.rs", "fork.rs", "iov.rs", "next.rs", "sys.rs"],
+];
+
+/// The layer of `file` (a path under `src/`) in [`TRANSPARENT_LAYERS`].
+fn transparent_layer(file: &str) -> Option<usize> {
+    let rel = file.strip_prefix("transparent/")?;
+    TRANSPARENT_LAYERS.iter().position(|layer| {
+        layer.iter().any(|p| match p.strip_suffix('*') {
+            Some(dir) => rel.starts_with(dir),
+            None => rel == *p,
+        })
+    })
+}
+
+/// Imports between `transparent/` files that do not go down a layer, and
+/// files there that no layer names.
+fn transparent_violations(files: &Graph) -> Vec<String> {
+    let mut bad = Vec::new();
+    for (f, deps) in files {
+        if !f.starts_with("transparent/") {
+            continue;
+        }
+        let Some(from) = transparent_layer(f) else {
+            bad.push(format!("{f} is in no layer of TRANSPARENT_LAYERS"));
+            continue;
+        };
+        for d in deps {
+            if let Some(to) = transparent_layer(d)
+                && to <= from
+            {
+                bad.push(format!(
+                    "{f} (layer {from}) imports {d} (layer {to}): transparent/ imports go down only"
+                ));
+            }
+        }
+    }
+    bad
+}
+
+#[test]
+fn transparent_reads_top_down() {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let (files, _) = file_graph(&dir.join("src"));
+    assert!(
+        files["transparent/hooks/io.rs"].contains("transparent/call.rs"),
+        "parser lost transparent/hooks/io.rs -> transparent/call.rs"
+    );
+    let bad = transparent_violations(&files);
+    assert!(bad.is_empty(), "{}", bad.join("\n"));
+    // The rule itself: an import up, or across one layer, is caught.
+    let g = graph(&[
+        ("transparent/wait.rs", "transparent/call.rs"),
+        ("transparent/hooks/io.rs", "transparent/hooks/poll.rs"),
+        ("transparent/new.rs", "transparent/sys.rs"),
+    ]);
+    assert_eq!(transparent_violations(&g).len(), 3);
 }
 
 fn graph(edges: &[(&str, &str)]) -> Graph {
