@@ -75,7 +75,7 @@ fn the_simulator_finds_the_double_debit_and_replays_it() {
         .expect("a failing seed");
     let msg = first.to_string();
     assert!(msg.contains("applied twice"), "{msg}");
-    assert!(msg.contains(&format!("WEFT_SIM_SEED={seed}")), "{msg}");
+    assert!(msg.contains(&format!("Sim::new().seed({seed})")), "{msg}");
     let again = weft::sim::run(seed, || scenario::run(Variant::Buggy)).unwrap_err();
     assert_eq!((again.trace, again.steps), (first.trace, first.steps));
     assert_eq!(again.to_string(), msg);

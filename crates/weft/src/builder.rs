@@ -223,6 +223,18 @@ struct Spawned<F, T> {
     body: UnsafeCell<Option<F>>,
 }
 
+impl<F, T> Drop for Spawned<F, T> {
+    /// A panic nobody joined fails a simulation (`crate::sim`): it goes
+    /// unseen otherwise.
+    fn drop(&mut self) {
+        if let Some(payload) = self.packet.unjoined_panic()
+            && let Some(sim) = crate::sched::simulation()
+        {
+            sim.panic_lost(payload);
+        }
+    }
+}
+
 // SAFETY: `body` is taken exactly once, by one thread (field protocol
 // above), and `F: Send` lets it move there; `packet` is `Sync` for `T: Send`.
 unsafe impl<F: Send, T: Send> Sync for Spawned<F, T> {}
@@ -246,6 +258,9 @@ where
         // SAFETY: the one `Body` runs the body once (field protocol).
         let f = unsafe { (*self.body.get()).take() }.expect("weft: thread body run twice");
         let r = catch_unwind(AssertUnwindSafe(f));
+        if let (Err(payload), Some(sim)) = (&r, crate::sched::simulation()) {
+            sim.thread_panicked(me, &**payload);
+        }
         // What follows runs user `Drop`s too (`local!` values; the result or
         // panic payload of a detached thread, dropped with our share of the
         // allocation). A panic there must not unwind into the carrier: abort with

@@ -102,7 +102,7 @@ pub(crate) use monitor::run_monitor;
 pub(crate) use shared::{
     SchedConfig, Shared, Spawner, hand_on_waiter_role, mounted_carriers, register_runtime, runtimes,
 };
-pub(crate) use sim::{End, Limits, Policy, Simulation, Stream};
+pub(crate) use sim::{End, Limits, Panicked, Policy, Simulation, Stream};
 
 /// The simulation the calling thread runs in: a thread of a simulated
 /// runtime (or its carrier), else `None`.

@@ -39,9 +39,9 @@
 
 use std::any::Any;
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
 use std::sync::{Arc, Condvar, Mutex, OnceLock};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use crate::clock::VirtualClock;
 use crate::thread::{Thread, VThread};
@@ -61,8 +61,21 @@ pub(crate) enum End {
     Finished,
     /// Threads are left, none runnable and no timer pending.
     Deadlock { parked: usize },
-    /// The step or virtual-time limit was reached (`Limits`).
-    Limit,
+    /// The step limit was reached (`Limits::steps`).
+    StepLimit,
+    /// The next timer lies past the virtual-time limit (`Limits::time`).
+    TimeLimit,
+    /// One step ran past the watchdog's real time (`Simulation::wait_end`):
+    /// the running thread neither finished nor suspended.
+    Stuck {
+        /// Real time since the step began, as the watchdog saw it.
+        ran: Duration,
+        /// CPU time the carrier used in it, if it could be read.
+        cpu: Option<Duration>,
+        /// Whether the carrier was asleep in the kernel (a blocking system
+        /// call) rather than running, if that could be read.
+        in_system_call: Option<bool>,
+    },
 }
 
 /// How far a simulation may run before it is stopped (a livelock — threads
@@ -73,6 +86,27 @@ pub(crate) struct Limits {
     pub(crate) steps: u64,
     /// Virtual time.
     pub(crate) time: Option<Duration>,
+}
+
+/// A thread of a simulation that panicked.
+#[derive(Clone, Debug)]
+pub(crate) struct Panicked {
+    /// Its id.
+    pub(crate) id: u64,
+    /// `thread "name" (#id)`, or `thread #id`.
+    pub(crate) label: String,
+    /// The panic's message.
+    pub(crate) message: String,
+    /// Nobody will see the payload: the thread's join handle was dropped
+    /// (before or after the panic) without a join.
+    pub(crate) lost: bool,
+    /// The payload's address while it lives, to match `panic_lost`.
+    payload: usize,
+}
+
+/// The address of a panic payload, its identity while it lives.
+fn payload_addr(payload: &(dyn Any + Send)) -> usize {
+    payload as *const (dyn Any + Send) as *const () as usize
 }
 
 /// Independent random streams, so that entropy a program draws does not
@@ -100,11 +134,21 @@ pub(crate) struct Simulation {
     /// Threads in `sim::wait_idle`, in the order they began to wait, and
     /// the flag each waits to see raised.
     idle_waiters: Mutex<Vec<(crate::thread::Thread, Arc<AtomicBool>)>>,
+    /// The simulation's threads that panicked, in the order they did.
+    panics: Mutex<Vec<Panicked>>,
     /// The simulated network (`sim::net`'s state: hosts, links,
     /// connections), made on first use; its type is `sim::net`'s own.
     network: OnceLock<Arc<dyn Any + Send + Sync>>,
-    /// Set by the carrier when the simulation ends (`finish`).
+    /// Set by the carrier when the simulation ends (`finish`), or by the
+    /// watchdog when one step never ends (`wait_end`): the first to set
+    /// it decides.
     end: Mutex<Option<End>>,
+    /// The carrier's kernel thread id, for the watchdog (0 until the
+    /// carrier starts).
+    carrier_tid: AtomicI32,
+    /// Raised by the watchdog with `End::Stuck`; the carrier reads it after
+    /// each step (a relaxed load, not the `end` lock).
+    gave_up: AtomicBool,
     /// One condition variable per mutex (`std` may panic if one is used
     /// with two): the carrier waits on `started`, the caller on `end`, at
     /// overlapping times.
@@ -193,8 +237,11 @@ impl Simulation {
             started: Mutex::new(false),
             hosts: Mutex::new(HashMap::new()),
             idle_waiters: Mutex::new(Vec::new()),
+            panics: Mutex::new(Vec::new()),
             network: OnceLock::new(),
             end: Mutex::new(None),
+            carrier_tid: AtomicI32::new(0),
+            gave_up: AtomicBool::new(false),
             started_cv: Condvar::new(),
             end_cv: Condvar::new(),
         }
@@ -213,9 +260,11 @@ impl Simulation {
             .is_none_or(|max| t.saturating_duration_since(self.clock.origin()) <= max)
     }
 
-    /// Whether the simulation has started and not ended.
+    /// Whether the simulation has started and its carrier is not free to
+    /// serve dumps: it has not ended, or the watchdog gave up on a step
+    /// that still holds the carrier.
     pub(crate) fn running(&self) -> bool {
-        *self.started.lock().unpoison() && self.end.lock().unpoison().is_none()
+        *self.started.lock().unpoison() && (self.end.lock().unpoison().is_none() || self.gave_up())
     }
 
     pub(crate) fn seed(&self) -> u64 {
@@ -355,6 +404,47 @@ impl Simulation {
         }
     }
 
+    /// Thread `thread` of this simulation ended in a panic with `payload`,
+    /// which its join handle's holder may still see (or not:
+    /// [`Simulation::panic_lost`]).
+    pub(crate) fn thread_panicked(&self, thread: &VThread, payload: &(dyn Any + Send)) {
+        let (name, id) = Thread::peek_name_id(thread);
+        let label = match name {
+            Some(name) => format!("thread {name:?} (#{id})"),
+            None => format!("thread #{id}"),
+        };
+        self.panics.lock().unpoison().push(Panicked {
+            id,
+            label,
+            message: crate::thread::panic_message(payload).to_string(),
+            lost: false,
+            payload: payload_addr(payload),
+        });
+    }
+
+    /// A panic payload is dropped unjoined — its thread was detached, or
+    /// its handle dropped without a join: nobody saw the panic.
+    pub(crate) fn panic_lost(&self, payload: &(dyn Any + Send)) {
+        let addr = payload_addr(payload);
+        let mut panics = self.panics.lock().unpoison();
+        // The latest entry at this address: a payload freed after a join
+        // may have left its address to a later one. (An error that never
+        // was a panic — a body dropped unrun — matches no message.)
+        let message = crate::thread::panic_message(payload);
+        if let Some(p) = panics
+            .iter_mut()
+            .rev()
+            .find(|p| p.payload == addr && p.message == message)
+        {
+            p.lost = true;
+        }
+    }
+
+    /// The simulation's threads that panicked, in the order they did.
+    pub(crate) fn panics(&self) -> Vec<Panicked> {
+        self.panics.lock().unpoison().clone()
+    }
+
     /// The simulated network of this simulation, made by `make` on first
     /// use (`None` if it was made with another type, which `sim::net`,
     /// its one caller, never does).
@@ -393,29 +483,133 @@ impl Simulation {
         self.started_cv.notify_all();
     }
 
-    /// The carrier's wait for [`Simulation::start`].
-    pub(crate) fn wait_start(&self) {
+    /// The carrier's wait for [`Simulation::start`]; `tid` is the
+    /// carrier's kernel thread id.
+    pub(crate) fn wait_start(&self, tid: i32) {
+        self.carrier_tid.store(tid, Ordering::Relaxed);
         let mut s = self.started.lock().unpoison();
         while !*s {
             s = self.started_cv.wait(s).unpoison();
         }
     }
 
-    /// The carrier's report of the end.
+    /// The carrier's report of the end (unless the watchdog ended the run
+    /// first).
     pub(crate) fn finish(&self, end: End) {
-        *self.end.lock().unpoison() = Some(end);
+        self.end.lock().unpoison().get_or_insert(end);
         self.end_cv.notify_all();
     }
 
-    /// Waits for the end of the simulation.
-    pub(crate) fn wait_end(&self) -> End {
-        let mut e = self.end.lock().unpoison();
+    /// Whether the watchdog ended the run during the step that just
+    /// ended (the carrier's check after each step).
+    pub(crate) fn gave_up(&self) -> bool {
+        self.gave_up.load(Ordering::Relaxed)
+    }
+
+    /// Waits for the end of the simulation, and watches it meanwhile.
+    ///
+    /// The one carrier cannot be preempted: a thread that neither finishes
+    /// nor suspends — a loop that never waits, or a real system call that
+    /// blocks (a `std::net` read, `std::thread::sleep` without
+    /// `transparent`) — holds it for ever, and neither limit is ever
+    /// checked again (both are checked between steps). Slow and stuck are
+    /// told apart by progress, not by total time: a run that takes
+    /// scheduling steps is never stopped here, however long it runs; one
+    /// step that lasts `watchdog` of real time (measured from when this
+    /// wait first saw the step count at its value, so a little more in
+    /// truth) ends the run as [`End::Stuck`]. The count is sampled every
+    /// quarter of `watchdog` (at most every second).
+    ///
+    /// What then happens to the carrier: it keeps running the thread
+    /// (nothing can stop a thread from outside without undefined
+    /// behaviour: unwinding it from a signal handler is not allowed, and
+    /// freezing it could leave a lock it holds — the allocator's, a
+    /// `std` mutex — held for ever), but at `SCHED_IDLE` priority, so it
+    /// takes only CPU time nothing else wants; if the thread ever
+    /// suspends, the carrier sees the run ended and leaves it, like a
+    /// deadlocked run's.
+    pub(crate) fn wait_end(&self, watchdog: Duration) -> End {
+        let poll = (watchdog / 4).clamp(Duration::from_millis(1), Duration::from_secs(1));
+        let mut seen = (self.steps(), Instant::now(), self.carrier_cpu());
         loop {
-            if let Some(end) = *e {
-                return end;
+            {
+                let e = self.end.lock().unpoison();
+                let (e, _) = self
+                    .end_cv
+                    .wait_timeout_while(e, poll, |e| e.is_none())
+                    .unpoison();
+                if let Some(end) = *e {
+                    return end;
+                }
             }
-            e = self.end_cv.wait(e).unpoison();
+            // Outside the `end` lock: `steps` takes the policy's lock.
+            let steps = self.steps();
+            let now = Instant::now();
+            if steps != seen.0 {
+                seen = (steps, now, self.carrier_cpu());
+                continue;
+            }
+            let ran = now - seen.1;
+            if ran < watchdog {
+                continue;
+            }
+            let cpu = self
+                .carrier_cpu()
+                .zip(seen.2)
+                .map(|(now, then)| now.saturating_sub(then));
+            let stuck = End::Stuck {
+                ran,
+                cpu,
+                in_system_call: self.carrier_asleep(),
+            };
+            let end = *self.end.lock().unpoison().get_or_insert(stuck);
+            if matches!(end, End::Stuck { .. }) {
+                self.gave_up.store(true, Ordering::Relaxed);
+            }
+            return end;
         }
+    }
+
+    /// CPU time the carrier's OS thread has used (Linux's per-thread
+    /// `schedstat`: nanoseconds on a CPU, first field).
+    fn carrier_cpu(&self) -> Option<Duration> {
+        let tid = self.carrier_tid.load(Ordering::Relaxed);
+        let text = std::fs::read_to_string(format!("/proc/self/task/{tid}/schedstat")).ok()?;
+        let ns = text.split_whitespace().next()?.parse().ok()?;
+        Some(Duration::from_nanos(ns))
+    }
+
+    /// Whether the carrier's OS thread sleeps in the kernel (state `S` or
+    /// `D` in Linux's `stat`) rather than runs or waits for a CPU (`R`):
+    /// told by its state, not its CPU time, which a loaded machine cuts.
+    fn carrier_asleep(&self) -> Option<bool> {
+        let tid = self.carrier_tid.load(Ordering::Relaxed);
+        let text = std::fs::read_to_string(format!("/proc/self/task/{tid}/stat")).ok()?;
+        // `pid (comm) state …`; the name may hold spaces and parentheses.
+        let state = text
+            .get(text.rfind(')')? + 1..)?
+            .trim_start()
+            .chars()
+            .next()?;
+        Some(matches!(state, 'S' | 'D'))
+    }
+
+    /// Moves the carrier of a stuck run to `SCHED_IDLE` (see
+    /// [`Simulation::wait_end`]), once the caller has sampled its stack (a
+    /// sample needs the carrier to run its signal handler). Lowering a
+    /// thread of one's own process needs no privilege; if it fails anyway,
+    /// the carrier keeps its priority.
+    pub(crate) fn demote_carrier(&self) {
+        let tid = self.carrier_tid.load(Ordering::Relaxed);
+        if tid <= 0 {
+            return;
+        }
+        let param = libc::sched_param { sched_priority: 0 };
+        // SAFETY: `param` is a valid `sched_param` that outlives the call;
+        // `tid` names the carrier of this simulation, a thread of this
+        // process (an exited one makes the call fail with ESRCH, nothing
+        // else).
+        let _ = unsafe { libc::sched_setscheduler(tid, libc::SCHED_IDLE, &param) };
     }
 }
 

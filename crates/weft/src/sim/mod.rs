@@ -83,24 +83,34 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crate::runtime::RuntimeBuilder;
-use crate::sched::{End, Limits, Policy, Simulation, Stream};
+use crate::sched::{End, Limits, Panicked, Policy, Simulation, Stream};
 use crate::thread::panic_message;
 
 /// Environment variable naming one seed for [`check`] to run alone.
 pub const SEED_ENV: &str = "WEFT_SIM_SEED";
 
-/// Settings of a simulation: the seed and the scheduling policy.
+/// Settings of a simulation: the seed, the scheduling policy and the
+/// limits.
+///
+/// `Display` writes the builder expression that makes these settings
+/// (`Sim::new().seed(1).pct(3, 20)`), which a [`Failure`] prints to replay
+/// a run.
 #[derive(Clone, Copy, Debug)]
 #[must_use = "a Sim does nothing until `run` or `check` is called"]
 pub struct Sim {
     seed: u64,
     policy: Policy,
     limits: Limits,
+    watchdog: Duration,
 }
 
 /// Scheduling decisions a run may take by default before it is stopped
 /// ([`Sim::max_steps`]).
 pub const DEFAULT_MAX_STEPS: u64 = 10_000_000;
+
+/// Real time one scheduling step may take by default before the run is
+/// given up as stuck ([`Sim::watchdog`]).
+pub const DEFAULT_WATCHDOG: Duration = Duration::from_secs(10);
 
 impl Default for Sim {
     fn default() -> Sim {
@@ -118,6 +128,7 @@ impl Sim {
                 steps: DEFAULT_MAX_STEPS,
                 time: None,
             },
+            watchdog: DEFAULT_WATCHDOG,
         }
     }
 
@@ -160,6 +171,23 @@ impl Sim {
         self
     }
 
+    /// Gives a run up as [`Outcome::Stuck`] when one scheduling step lasts
+    /// `real_time` (default [`DEFAULT_WATCHDOG`]): a thread that neither
+    /// finishes nor suspends holds the one carrier, and the step and time
+    /// limits, checked between steps, never come.
+    ///
+    /// Slow is told from stuck by progress: a run that keeps taking steps
+    /// is never stopped, however long it takes; only one step without an
+    /// end is. The stuck thread cannot be preempted or unwound from
+    /// outside: it keeps its carrier, which is lowered to `SCHED_IDLE`
+    /// priority (it gets only CPU time nothing else wants) and leaves the
+    /// run if the thread ever suspends. The setting does not change what a
+    /// seed does, so a replay needs it only to be stopped the same way.
+    pub fn watchdog(mut self, real_time: Duration) -> Sim {
+        self.watchdog = real_time;
+        self
+    }
+
     /// Runs `f` and every thread it spawns in a simulation seeded with this
     /// seed, until every thread has finished.
     ///
@@ -177,54 +205,87 @@ impl Sim {
             .name("weft-sim")
             .simulation(sim.clone())
             .build()
-            .map_err(|e| failure(&sim, Outcome::Setup(e.to_string())))?;
+            .map_err(|e| self.failure(&sim, Outcome::Setup(e.to_string())))?;
         let root = crate::builder::Builder::new().spawn_on(&rt, f);
         sim.start();
         // Parks a virtual thread of another runtime instead of holding its
         // carrier for the whole simulation.
-        let end = crate::blocking::blocking(|| sim.wait_end());
+        let end = crate::blocking::blocking(|| sim.wait_end(self.watchdog));
         let root = match root {
             Ok(root) => root,
-            Err(e) => return Err(failure(&sim, Outcome::Setup(e.to_string()))),
+            Err(e) => return Err(self.failure(&sim, Outcome::Setup(e.to_string()))),
         };
+        let root_id = root.thread().id().as_u64().get();
         let left = match end {
             End::Finished => None,
             End::Deadlock { parked } => Some(Outcome::Deadlock {
                 parked,
-                threads: deadlocked_threads(&sim),
+                threads: threads_left(&sim).1,
             }),
-            End::Limit => Some(Outcome::Limit),
+            End::StepLimit => Some(Outcome::Limit(Limit::Steps(self.limits.steps))),
+            End::TimeLimit => Some(Outcome::Limit(Limit::Time(
+                self.limits.time.unwrap_or(Duration::MAX),
+            ))),
+            End::Stuck {
+                ran,
+                cpu,
+                in_system_call,
+            } => {
+                let (thread, threads) = threads_left(&sim);
+                // Sampled: the carrier may now give way to everything else.
+                sim.demote_carrier();
+                Some(Outcome::Stuck {
+                    ran,
+                    cpu,
+                    in_system_call,
+                    thread: thread.unwrap_or_else(|| "(not seen running)".to_string()),
+                    threads,
+                })
+            }
         };
-        if let Some(outcome) = left {
+        let root_panic = match &left {
             // Its threads are never resumed: stop the carrier (they stay
-            // parked, their memory leaked). A root that panicked says more
-            // than what it left behind: its panic comes first.
-            rt.shutdown_now();
-            let outcome = match root.is_finished().then(|| root.join()) {
-                Some(Err(payload)) => Outcome::Panic(format!(
-                    "{} (and then: {})",
-                    panic_message(&*payload),
-                    match &outcome {
-                        Outcome::Deadlock { parked, .. } => format!("{parked} threads deadlocked"),
-                        _ => "the step or time limit was reached".to_string(),
-                    }
-                )),
-                _ => outcome,
-            };
-            return Err(failure(&sim, outcome));
-        }
-        match root.join() {
-            Ok(value) => Ok(Report {
-                value,
-                seed: sim.seed(),
-                trace: sim.trace(),
-                steps: sim.steps(),
-                elapsed: sim.elapsed(),
-            }),
-            Err(payload) => Err(failure(
-                &sim,
-                Outcome::Panic(panic_message(&*payload).to_string()),
-            )),
+            // parked, their memory leaked).
+            Some(_) => {
+                rt.shutdown_now();
+                match root.is_finished().then(|| root.join()) {
+                    Some(Err(payload)) => Some(payload),
+                    _ => None,
+                }
+            }
+            None => match root.join() {
+                Ok(value) => {
+                    return match panicked(&sim, root_id, None, None) {
+                        Some(lost) => Err(self.failure(&sim, lost)),
+                        None => Ok(Report {
+                            value,
+                            seed: sim.seed(),
+                            trace: sim.trace(),
+                            steps: sim.steps(),
+                            elapsed: sim.elapsed(),
+                        }),
+                    };
+                }
+                Err(payload) => Some(payload),
+            },
+        };
+        // A panic says more than what it left behind: it comes first.
+        let root_panic = root_panic.as_deref().map(panic_message);
+        let outcome = panicked(&sim, root_id, root_panic, left.as_ref())
+            .or(left)
+            .expect("a run that did not finish has an outcome");
+        Err(self.failure(&sim, outcome))
+    }
+
+    /// The failure of a run of these settings.
+    fn failure(&self, sim: &Simulation, outcome: Outcome) -> Failure {
+        Failure {
+            seed: sim.seed(),
+            trace: sim.trace(),
+            steps: sim.steps(),
+            elapsed: sim.elapsed(),
+            outcome,
+            settings: *self,
         }
     }
 
@@ -255,7 +316,10 @@ impl Sim {
         for (i, seed) in range.enumerate() {
             let f = f.clone();
             if let Err(e) = self.seed(seed).run(move || f()) {
-                panic!("{e}");
+                panic!(
+                    "{e}\nor run this check again with {SEED_ENV}={seed} \
+                     (it then runs seed {seed} alone, with its own settings)"
+                );
             }
             if shown.elapsed() >= PROGRESS_EVERY {
                 shown = Instant::now();
@@ -302,6 +366,9 @@ pub struct Report<T> {
 }
 
 /// A failed simulation: which seed, what went wrong, and how far it got.
+///
+/// `Display` ends with the line that replays it: the [`Sim`] settings
+/// that ran (also [`Failure::replay`]).
 #[derive(Debug, Clone)]
 pub struct Failure {
     /// The seed that failed.
@@ -314,13 +381,28 @@ pub struct Failure {
     pub elapsed: Duration,
     /// What went wrong.
     pub outcome: Outcome,
+    /// The settings that ran.
+    settings: Sim,
+}
+
+impl Failure {
+    /// The settings that ran — seed, policy, limits, watchdog — to replay
+    /// the run: `failure.replay().run(f)` takes the same steps with the
+    /// same trace hash.
+    pub fn replay(&self) -> Sim {
+        self.settings
+    }
 }
 
 /// What went wrong in a [`Failure`].
 #[derive(Debug, Clone)]
 #[non_exhaustive]
 pub enum Outcome {
-    /// The closure panicked (a thread it joined may have panicked first).
+    /// A thread panicked and the run failed for it: the closure (its
+    /// message is followed by the first panic of another thread before
+    /// it, often the cause — a join's `unwrap` says only `Any { .. }`),
+    /// or a thread whose panic nobody joined (detached, or its handle
+    /// dropped without a join). What the run did after it follows.
     Panic(String),
     /// Threads were left, none runnable and no timer pending.
     Deadlock {
@@ -329,70 +411,219 @@ pub enum Outcome {
         /// Their states and stacks, grouped (a thread dump).
         threads: String,
     },
-    /// The run reached its step or virtual-time limit ([`Sim::max_steps`],
-    /// [`Sim::max_time`]).
-    Limit,
+    /// The run reached a limit ([`Sim::max_steps`], [`Sim::max_time`]).
+    Limit(Limit),
+    /// One step lasted the watchdog's real time ([`Sim::watchdog`]): a
+    /// thread neither finished nor suspended — a loop that never waits,
+    /// or a system call that blocks its carrier (real `std::net`,
+    /// `std::thread::sleep` or a `std` lock without the `transparent`
+    /// feature). It keeps its carrier (see [`Sim::watchdog`]).
+    Stuck {
+        /// Real time the step had lasted when the watchdog gave up.
+        ran: Duration,
+        /// CPU time the carrier used meanwhile, if it could be read (about
+        /// zero for a blocking system call; for a loop, as much as the
+        /// machine gave it).
+        cpu: Option<Duration>,
+        /// Whether the carrier was asleep in the kernel — a blocking system
+        /// call — rather than running (a loop), if that could be read.
+        in_system_call: Option<bool>,
+        /// The thread, and its stack as sampled on its carrier.
+        thread: String,
+        /// The simulation's other threads: states and stacks, grouped.
+        threads: String,
+    },
     /// The simulated runtime could not be started.
     Setup(String),
+}
+
+/// Which limit stopped a run ([`Outcome::Limit`]), and its value.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Limit {
+    /// [`Sim::max_steps`]: scheduling decisions.
+    Steps(u64),
+    /// [`Sim::max_time`]: virtual time.
+    Time(Duration),
+}
+
+impl std::fmt::Display for Limit {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Limit::Steps(n) => write!(f, "its step limit, max_steps({n}) (a livelock?)"),
+            Limit::Time(t) => write!(
+                f,
+                "its virtual-time limit, max_time({}) (a loop that never ends?)",
+                duration_expr(*t)
+            ),
+        }
+    }
+}
+
+impl std::fmt::Display for Outcome {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Outcome::Panic(msg) => write!(f, "panicked: {msg}"),
+            Outcome::Deadlock { parked, threads } => write!(
+                f,
+                "deadlock: {parked} threads wait, none can run and no timer is pending\n{threads}"
+            ),
+            Outcome::Limit(limit) => write!(f, "stopped at {limit}"),
+            Outcome::Stuck {
+                ran,
+                cpu,
+                in_system_call,
+                thread,
+                threads,
+            } => {
+                write!(f, "stuck: one step ran {ran:.1?} of real time")?;
+                if let Some(cpu) = cpu {
+                    write!(f, " ({cpu:.1?} of it on a CPU)")?;
+                }
+                match in_system_call {
+                    Some(true) => write!(
+                        f,
+                        ", blocked in a system call (real std::net, std::thread::sleep \
+                         or a std lock without `transparent`?)"
+                    )?,
+                    Some(false) => write!(f, ", running (a loop that never waits?)")?,
+                    None => {}
+                }
+                write!(
+                    f,
+                    "; it keeps its carrier (nothing can preempt it), which now runs at \
+                     idle priority\nrunning: {thread}\n{threads}"
+                )
+            }
+            Outcome::Setup(msg) => write!(f, "could not start: {msg}"),
+        }
+    }
 }
 
 impl std::fmt::Display for Failure {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(
             f,
-            "weft::sim: seed {} failed after {} steps at virtual time {:?} (trace {:016x}): ",
-            self.seed, self.steps, self.elapsed, self.trace
+            "weft::sim: seed {} failed after {} steps at virtual time {:?} (trace {:016x}): {}",
+            self.seed, self.steps, self.elapsed, self.trace, self.outcome
         )?;
-        match &self.outcome {
-            Outcome::Panic(msg) => write!(f, "panicked: {msg}")?,
-            Outcome::Deadlock { parked, threads } => write!(
-                f,
-                "deadlock: {parked} threads wait, none can run and no timer is pending\n{threads}"
-            )?,
-            Outcome::Limit => write!(
-                f,
-                "stopped at its step or virtual-time limit (a livelock, or a loop that never ends?)"
-            )?,
-            Outcome::Setup(msg) => write!(f, "could not start: {msg}")?,
-        }
-        write!(f, "\nreplay with {SEED_ENV}={}", self.seed)
+        write!(f, "\nreplay: {}.run(…)", self.settings)
     }
 }
 
 impl std::error::Error for Failure {}
 
-fn failure(sim: &Simulation, outcome: Outcome) -> Failure {
-    Failure {
-        seed: sim.seed(),
-        trace: sim.trace(),
-        steps: sim.steps(),
-        elapsed: sim.elapsed(),
-        outcome,
+impl std::fmt::Display for Sim {
+    /// The builder expression for these settings, defaults left out.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Sim::new().seed({})", self.seed)?;
+        if let Policy::Pct {
+            depth,
+            expected_steps,
+        } = self.policy
+        {
+            write!(f, ".pct({depth}, {expected_steps})")?;
+        }
+        if self.limits.steps != DEFAULT_MAX_STEPS {
+            write!(f, ".max_steps({})", self.limits.steps)?;
+        }
+        if let Some(t) = self.limits.time {
+            write!(f, ".max_time({})", duration_expr(t))?;
+        }
+        if self.watchdog != DEFAULT_WATCHDOG {
+            write!(f, ".watchdog({})", duration_expr(self.watchdog))?;
+        }
+        Ok(())
     }
 }
 
-/// A grouped dump of the simulation's threads (the ones it ran).
-fn deadlocked_threads(sim: &Simulation) -> String {
+/// `Duration::from_secs(3)`, `Duration::from_millis(1500)`, …: the
+/// coarsest exact constructor.
+fn duration_expr(d: Duration) -> String {
+    let ns = d.as_nanos();
+    let (unit, n) = [
+        ("secs", 1_000_000_000),
+        ("millis", 1_000_000),
+        ("micros", 1_000),
+    ]
+    .into_iter()
+    .find(|&(_, k)| ns % k == 0)
+    .map_or(("nanos", ns), |(unit, k)| (unit, ns / k));
+    format!("Duration::from_{unit}({n})")
+}
+
+/// The failure a run's panics make, if any: the root's panic (`root`),
+/// after the first panic of another thread before it; else the first
+/// panic nobody joined. `then` is how the run ended beside it (said
+/// after it: threads a panic left waiting are not a deadlock).
+fn panicked(
+    sim: &Simulation,
+    root_id: u64,
+    root: Option<&str>,
+    then: Option<&Outcome>,
+) -> Option<Outcome> {
+    let panics = sim.panics();
+    let mut text = match root {
+        Some(msg) => {
+            let mut text = msg.to_string();
+            let before = panics.iter().take_while(|p| p.id != root_id).next();
+            if let Some(Panicked { label, message, .. }) = before {
+                text.push_str(&format!("\n  after {label} panicked: {message}"));
+            }
+            text
+        }
+        None => {
+            let lost = panics.iter().find(|p| p.lost)?;
+            format!(
+                "{} panicked: {} (nobody joined it)",
+                lost.label, lost.message
+            )
+        }
+    };
+    match then {
+        Some(Outcome::Deadlock { parked, threads }) => text.push_str(&format!(
+            "\n  then the run stopped with {parked} threads waiting\n{threads}"
+        )),
+        Some(other) => text.push_str(&format!("\n  then: {other}")),
+        None => {}
+    }
+    Some(Outcome::Panic(text))
+}
+
+/// The simulation's threads (the ones it ran), from a thread dump: the one
+/// running with its stack, if any, and the others' states and stacks,
+/// grouped.
+fn threads_left(sim: &Simulation) -> (Option<String>, String) {
     let ids = sim.thread_ids();
     // A dump borrows parked threads through the carrier, which serves them
-    // (its simulation ended, it runs its main loop now).
+    // once its simulation ended (it runs its main loop then); a stuck
+    // run's are listed without that, and its running thread is sampled.
     let dumped = catch_unwind(AssertUnwindSafe(crate::dump::dump));
     let Ok(mut d) = dumped else {
-        return "(the thread dump failed)".to_string();
+        return (None, "(the thread dump failed)".to_string());
     };
     d.threads.retain(|t| ids.contains(&t.id.as_u64().get()));
     d.containers.clear();
     d.deadlocks.clear();
+    let label = |t: &crate::dump::ThreadInfo| match &t.name {
+        Some(name) => format!("thread {name:?} (#{})", t.id.as_u64()),
+        None => format!("thread #{}", t.id.as_u64()),
+    };
+    let running = d
+        .threads
+        .iter()
+        .position(|t| t.state == crate::thread::State::Running)
+        .map(|i| d.threads.remove(i))
+        .map(|t| format!("{}\n{}", label(&t), crate::symbols::format_stack(&t.stack)));
+    if d.threads.is_empty() {
+        return (running, "(no other threads)".to_string());
+    }
     let mut text = d.groups().to_string();
     text.push_str("\nthreads:");
     for t in &d.threads {
-        text.push_str(&format!("\n  #{} ", t.id.as_u64()));
-        if let Some(name) = &t.name {
-            text.push_str(&format!("{name:?} "));
-        }
-        text.push_str(&format!("{:?}, {:?}", t.state, t.blocker));
+        text.push_str(&format!("\n  {} {:?}, {:?}", label(t), t.state, t.blocker));
     }
-    text
+    (running, text)
 }
 
 /// Whether the calling thread runs in a simulation.

@@ -88,6 +88,15 @@ impl<T> Packet<T> {
         }
     }
 
+    /// The panic payload of a finished thread that nobody joined, if any
+    /// (for whoever drops the last reference to the packet).
+    pub(crate) fn unjoined_panic(&mut self) -> Option<&(dyn std::any::Any + Send)> {
+        match self.result.get_mut() {
+            Some(Err(p)) => Some(&**p),
+            _ => None,
+        }
+    }
+
     pub(crate) fn is_done(&self) -> bool {
         self.state.load(Ordering::Acquire) == P_DONE
     }

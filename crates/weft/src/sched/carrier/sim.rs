@@ -14,7 +14,7 @@ impl Carrier {
     /// runnable threads, lets the policy pick one and runs it; with
     /// nothing runnable, virtual time jumps to the earliest timer.
     pub(in crate::sched) fn simulate(&self, sim: &Simulation) {
-        sim.wait_start();
+        sim.wait_start(self.me().tid.load(Ordering::Relaxed));
         let mut runnable: Vec<Arc<VThread>> = Vec::new();
         let end = loop {
             self.gather(&mut runnable);
@@ -27,7 +27,7 @@ impl Carrier {
                 // never due: its thread waits like one with no timer.
                 if let Some(deadline) = self.next_live_timer() {
                     if !sim.within_time(deadline) {
-                        break End::Limit;
+                        break Some(End::TimeLimit);
                     }
                     if sim.clock.advance_to(deadline) {
                         self.fire_due_timers();
@@ -35,24 +35,29 @@ impl Carrier {
                     }
                 }
                 match self.shared.live.load(Ordering::SeqCst) {
-                    0 => break End::Finished,
-                    parked => break End::Deadlock { parked },
+                    0 => break Some(End::Finished),
+                    parked => break Some(End::Deadlock { parked }),
                 }
             }
             let Some(i) = sim.pick(&runnable) else {
-                break End::Limit;
+                break Some(End::StepLimit);
             };
             let thread = runnable.swap_remove(i);
             self.run(thread);
-        };
-        if end == End::Limit {
-            // Stopped with threads runnable: they never run again (like a
-            // deadlocked run's, they are leaked, not unwound).
-            for t in runnable.drain(..) {
-                std::mem::forget(t);
+            if sim.gave_up() {
+                // The watchdog gave up on that step (`Simulation::wait_end`).
+                break None;
             }
+        };
+        // Stopped with threads runnable (a limit, or the watchdog): they
+        // never run again (like a deadlocked run's, they are leaked, not
+        // unwound).
+        for t in runnable.drain(..) {
+            std::mem::forget(t);
         }
-        sim.finish(end);
+        if let Some(end) = end {
+            sim.finish(end);
+        }
     }
 
     /// The earliest deadline that would wake a thread. Stale entries at
