@@ -259,19 +259,7 @@ fn poll_loop(
 /// `MSG_WAITALL` waits for all of its length; on a datagram socket it is
 /// one message.
 fn is_stream(fd: c_int) -> bool {
-    let mut ty: c_int = 0;
-    let mut len = std::mem::size_of::<c_int>() as libc::socklen_t;
-    let saved = sys::errno();
-    let r = raw!(
-        libc::SYS_getsockopt,
-        fd,
-        libc::SOL_SOCKET,
-        libc::SO_TYPE,
-        &mut ty as *mut c_int,
-        &mut len as *mut libc::socklen_t
-    );
-    sys::set_errno(saved);
-    r == 0 && ty == libc::SOCK_STREAM
+    sys::socket_int(fd, libc::SO_TYPE) == Some(libc::SOCK_STREAM)
 }
 
 /// Whether every signal with a handler has `SA_RESTART` (the kernel then

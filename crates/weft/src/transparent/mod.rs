@@ -386,17 +386,22 @@
 //! h.join().unwrap();
 //! ```
 
-// Layers, top down: a hook file imports only the files below it.
+// Layers, top down: a file imports only files of the layers below its
+// own (`tests/layers.rs`, `TRANSPARENT_LAYERS`, checks it).
 //
-// - `hooks/` (one file per family), `sim`, `signals`, `futex`: the
-//   interposed functions;
+// - `hooks/` (one file per family), `sim`, `futex`: the interposed
+//   functions (the hook table in `next` lists them all);
 // - `call`: the socket-call engine (`kernel_waits`, `sock_call`);
 // - `pipe`: calls on pipes;
 // - `wait`: parking in a hooked call (poller, timers, offload pool);
-// - `fds`: Weft's view of a descriptor (`classify`, `forget`);
+// - `fds`: Weft's view of a descriptor (`classify`, `forget`,
+//   `hand_over`);
+// - this file: on/off, the park counters;
 // - `copies`, `regs`: copies of a socket, poller registrations;
+// - `signals`: whether a signal handler runs (and the `sigaction` hooks);
 // - `state`, `fork`, `iov`, `next`, `sys`: the state table, the fork
-//   marker, buffers, libc's own functions, raw system calls.
+//   marker, buffers, the hook table and libc's own functions, raw system
+//   calls.
 mod call;
 mod copies;
 mod fds;

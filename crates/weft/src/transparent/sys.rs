@@ -178,6 +178,24 @@ pub(super) fn sock_timeout(fd: c_int, read: bool) -> Option<Duration> {
     Some(Duration::new(tv.tv_sec as u64, tv.tv_usec as u32 * 1000))
 }
 
+/// An `int` option of a socket at `SOL_SOCKET` (`SO_TYPE`, `SO_DOMAIN`);
+/// `None` on error (not a socket, a bad descriptor). Keeps errno.
+pub(super) fn socket_int(fd: c_int, opt: c_int) -> Option<c_int> {
+    let mut v: c_int = 0;
+    let mut len = std::mem::size_of::<c_int>() as socklen_t;
+    let saved = errno();
+    let r = raw!(
+        libc::SYS_getsockopt,
+        fd,
+        libc::SOL_SOCKET,
+        opt,
+        &mut v as *mut c_int,
+        &mut len as *mut socklen_t
+    );
+    set_errno(saved);
+    (r == 0).then_some(v)
+}
+
 /// `SO_ERROR` of a socket (0 if none or on error).
 pub(super) fn so_error(fd: c_int) -> c_int {
     let mut e: c_int = 0;

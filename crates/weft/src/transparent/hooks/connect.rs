@@ -65,19 +65,7 @@ pub unsafe extern "C-unwind" fn connect(fd: c_int, addr: *const sockaddr, len: s
 
 /// Whether `fd` is an `AF_UNIX` socket (`SO_DOMAIN`). Keeps errno.
 fn is_unix(fd: c_int) -> bool {
-    let mut d: c_int = 0;
-    let mut len = std::mem::size_of::<c_int>() as socklen_t;
-    let saved = sys::errno();
-    let r = raw!(
-        libc::SYS_getsockopt,
-        fd,
-        libc::SOL_SOCKET,
-        libc::SO_DOMAIN,
-        &mut d as *mut c_int,
-        &mut len as *mut socklen_t
-    );
-    sys::set_errno(saved);
-    r == 0 && d == libc::AF_UNIX
+    sys::socket_int(fd, libc::SO_DOMAIN) == Some(libc::AF_UNIX)
 }
 
 /// A blocking `connect` on a Unix stream socket whose listener's backlog
