@@ -76,8 +76,15 @@ fn a_c_librarys_thread_locals_survive_a_park_and_are_per_thread() {
     let mut addrs = Vec::new();
     for (i, h) in handles.into_iter().enumerate() {
         let (count, global, addr) = h.join().unwrap();
-        assert_eq!(count, 3, "thread {i}: its C thread-local was reverted or shared");
-        assert_eq!(global, 100 + i as i64, "thread {i}: initialised from the template");
+        assert_eq!(
+            count, 3,
+            "thread {i}: its C thread-local was reverted or shared"
+        );
+        assert_eq!(
+            global,
+            100 + i as i64,
+            "thread {i}: initialised from the template"
+        );
         addrs.push(addr);
     }
     addrs.sort_unstable();
@@ -121,7 +128,10 @@ fn a_cxx_thread_local_is_per_thread_and_destroyed_with_it() {
     // least ours were destroyed.
     // SAFETY: as above.
     let destroyed = unsafe { weft_cxx_destroyed() } - before;
-    assert!(destroyed >= 4, "{destroyed} of 4 thread_local objects destroyed");
+    assert!(
+        destroyed >= 4,
+        "{destroyed} of 4 thread_local objects destroyed"
+    );
 }
 
 // ------------------------------------------------------------ dlopen (1)
@@ -310,8 +320,10 @@ fn recursive_mutex_has_one_owner(carrier_locals: bool) {
         assert!(r == 0 || r == libc::EBUSY, "kind {kind}: trylock gave {r}");
     }
     assert!(
-        weft::events::recent().iter().any(|e| e.kind == weft::events::EventKind::Pinned
-            && e.detail.as_deref().is_some_and(|d| d.contains("C lock"))),
+        weft::events::recent()
+            .iter()
+            .any(|e| e.kind == weft::events::EventKind::Pinned
+                && e.detail.as_deref().is_some_and(|d| d.contains("C lock"))),
         "no pinned event names the C lock"
     );
 }
@@ -366,7 +378,10 @@ fn held_c_locks_do_not_deadlock_the_carrier(carrier_locals: bool) {
         holder.join().unwrap();
         other.join().unwrap()
     });
-    assert_eq!(seen, 1, "the second thread got the locks while the first held them");
+    assert_eq!(
+        seen, 1,
+        "the second thread got the locks while the first held them"
+    );
     // SAFETY: opened above, no longer used.
     unsafe { libc::fclose(file as *mut libc::FILE) };
 }
@@ -464,7 +479,11 @@ fn pthread_getattr_np_describes_the_virtual_threads_stack() {
                 let (mut addr, mut size) = (std::ptr::null_mut(), 0usize);
                 assert_eq!(libc::pthread_attr_getstack(&attr, &mut addr, &mut size), 0);
                 libc::pthread_attr_destroy(&mut attr);
-                (addr as usize, size, std::hint::black_box(&local) as *const u8 as usize)
+                (
+                    addr as usize,
+                    size,
+                    std::hint::black_box(&local) as *const u8 as usize,
+                )
             }
         })
         .join()
@@ -473,7 +492,10 @@ fn pthread_getattr_np_describes_the_virtual_threads_stack() {
         (lo..lo + size).contains(&local),
         "a local at {local:#x} is outside the reported stack {lo:#x}+{size:#x}"
     );
-    assert!(size <= weft::DEFAULT_STACK_SIZE, "{size} bytes: the carrier's stack?");
+    assert!(
+        size <= weft::DEFAULT_STACK_SIZE,
+        "{size} bytes: the carrier's stack?"
+    );
 }
 
 // --------------------------------------------------------------- row 10
