@@ -38,6 +38,7 @@ pub struct Config {
     pub(crate) connection_test_query: Option<String>,
     pub(crate) connection_init_sql: Option<String>,
     pub(crate) fail_fast: bool,
+    pub(crate) fail_fast_when_down: bool,
 }
 
 impl Config {
@@ -69,6 +70,7 @@ impl Config {
             connection_test_query: None,
             connection_init_sql: None,
             fail_fast: true,
+            fail_fast_when_down: true,
         }
     }
 
@@ -242,6 +244,38 @@ impl Config {
     #[must_use]
     pub fn fail_fast(mut self, on: bool) -> Config {
         self.fail_fast = on;
+        self
+    }
+
+    /// What a checkout does while the server cannot be reached. When
+    /// `true` (default), a pool whose last attempt to open a connection
+    /// failed (the server refused, was unreachable or is starting up:
+    /// errors worth retrying) answers a checkout that needs a new
+    /// connection at once with [`Error::ServerDown`] (the last connection
+    /// error, how many attempts failed and for how long), instead of
+    /// retrying for the whole `connection_timeout`; idle connections are
+    /// still handed out. The pool keeps trying in the background, with
+    /// backoff (from 20 ms, doubling, up to `housekeeping_period` or
+    /// 500 ms, whichever is shorter), and the first connection that opens
+    /// ends the outage. When `false`, each checkout retries itself until
+    /// its `connection_timeout`, as HikariCP does.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    ///
+    /// // Nothing listens on port 1; the pool starts empty.
+    /// let config = weft_pg::Config::from_url("postgres://app@127.0.0.1:1/app")?
+    ///     .fail_fast(false)
+    ///     .connection_timeout(Duration::from_secs(3600));
+    /// let pool = weft_pg::Pool::new(config)?;
+    /// // Fails after one refused attempt, not after an hour.
+    /// let err = pool.get().unwrap_err();
+    /// assert!(matches!(err, weft_pg::Error::ServerDown(_)), "{err}");
+    /// # Ok::<(), weft_pg::Error>(())
+    /// ```
+    #[must_use]
+    pub fn fail_fast_when_down(mut self, on: bool) -> Config {
+        self.fail_fast_when_down = on;
         self
     }
 

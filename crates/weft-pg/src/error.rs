@@ -2,6 +2,7 @@
 
 use std::fmt;
 use std::io;
+use std::sync::Arc;
 use std::time::Duration;
 
 use tokio_postgres::error::{DbError, SqlState};
@@ -30,6 +31,12 @@ pub enum Error {
     },
     /// No connection became available within `connection_timeout`.
     Timeout(Box<PoolTimeout>),
+    /// The pool cannot reach its server: a checkout that needed a new
+    /// connection failed at once because the pool's last attempt to open
+    /// one failed, and none has opened since
+    /// ([`Config::fail_fast_when_down`](crate::Config::fail_fast_when_down)).
+    /// The pool keeps trying in the background.
+    ServerDown(Arc<ServerDown>),
     /// A server round trip did not finish within its time limit (a
     /// validation, or a connection attempt).
     ServerTimeout {
@@ -108,6 +115,36 @@ impl fmt::Display for PoolTimeout {
     }
 }
 
+/// What a pool that cannot reach its server knows
+/// ([`Error::ServerDown`]).
+#[derive(Debug, Clone)]
+pub struct ServerDown {
+    /// The pool's name.
+    pub pool: String,
+    /// Why the last attempt to open a connection failed.
+    pub last_connect_error: String,
+    /// Attempts that failed since the last connection opened (the
+    /// checkouts' and the pool's own, in the background).
+    pub attempts: u64,
+    /// From the first of those failures to the last.
+    pub failing_for: Duration,
+}
+
+impl fmt::Display for ServerDown {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "{} - cannot connect to the server: {} ({} failed attempt{} over {} ms; \
+             the pool keeps trying in the background)",
+            self.pool,
+            self.last_connect_error,
+            self.attempts,
+            if self.attempts == 1 { "" } else { "s" },
+            self.failing_for.as_millis()
+        )
+    }
+}
+
 impl Error {
     /// The SQLSTATE of a server error (e.g. [`SqlState::SYNTAX_ERROR`]).
     pub fn code(&self) -> Option<&SqlState> {
@@ -146,6 +183,7 @@ impl Error {
             | Error::Connect { .. }
             | Error::Broken
             | Error::Tls { .. }
+            | Error::ServerDown(_)
             | Error::ServerTimeout { .. } => true,
             _ => false,
         }
@@ -183,6 +221,7 @@ impl fmt::Display for Error {
             },
             Error::Connect { target, source } => write!(f, "cannot connect to {target}: {source}"),
             Error::Timeout(t) => t.fmt(f),
+            Error::ServerDown(d) => d.fmt(f),
             Error::ServerTimeout { what, limit } => {
                 write!(f, "{what} did not finish within {} ms", limit.as_millis())
             }

@@ -115,7 +115,7 @@ mod transaction;
 
 pub use config::Config;
 pub use conn::Connection;
-pub use error::{Error, PoolTimeout, Result};
+pub use error::{Error, PoolTimeout, Result, ServerDown};
 pub use metrics::{Metrics, Timing};
 pub use pool::{Pool, PooledConnection};
 pub use tls::{SslMode, TlsOptions};

@@ -18,10 +18,20 @@
 //! connections.
 //!
 //! Opening a connection: a caller that finds no idle connection but room
-//! under `max_size` reserves a slot and opens the connection itself
-//! (retrying with backoff until its deadline while the server refuses);
-//! the housekeeper thread tops the pool up to `min_idle` in the
-//! background and retires idle and expired connections.
+//! under `max_size` reserves a slot and opens the connection itself; the
+//! housekeeper thread tops the pool up to `min_idle` in the background
+//! and retires idle and expired connections.
+//!
+//! An outage: an attempt to open a connection that fails with an error
+//! worth retrying marks the pool *down* (`State::down`) until a
+//! connection opens. While it is down, a caller that would open a
+//! connection fails at once with [`Error::ServerDown`] (with
+//! `fail_fast_when_down`, the default; without it, it retries with
+//! backoff until its deadline), and the housekeeper, woken by the first
+//! failure, keeps trying — at least one connection, whatever `min_idle`
+//! says — with backoff. So during an outage a request costs one refused
+//! attempt at most, not `connection_timeout`, and the pool notices the
+//! server's return within one backoff step.
 
 use std::backtrace::Backtrace;
 use std::collections::{HashMap, VecDeque};
@@ -37,7 +47,7 @@ use weft::sync::{Condvar, Mutex, MutexGuard};
 
 use crate::config::Config;
 use crate::conn::Connection;
-use crate::error::{Error, PoolTimeout, Result};
+use crate::error::{Error, PoolTimeout, Result, ServerDown};
 use crate::metrics::{Metrics, Timer};
 
 /// A pool of PostgreSQL connections (HikariCP's semantics, weft's
@@ -147,6 +157,13 @@ struct State {
     leases: HashMap<u64, Lease>,
     closed: bool,
     last_error: Option<String>,
+    /// Set while the pool is down: the last attempt to open a connection
+    /// failed with an error worth retrying, and none opened since. What a
+    /// checkout that fails fast answers (shared: one allocation per failed
+    /// attempt, not per checkout).
+    down: Option<Arc<ServerDown>>,
+    /// When the first failure of the current outage happened.
+    down_since: Option<Instant>,
     /// When the housekeeper plans to wake (None: it is not waiting).
     hk_wake: Option<Instant>,
 }
@@ -400,6 +417,9 @@ impl Inner {
                 st.active += 1;
                 Grant::Conn(slot)
             } else if st.total < self.cfg.max_size {
+                if let Some(down) = self.fails_fast(&st) {
+                    return Err(Error::ServerDown(down));
+                }
                 st.total += 1;
                 st.creating += 1;
                 Grant::Create
@@ -433,6 +453,12 @@ impl Inner {
                 }
             };
         }
+    }
+
+    /// What a caller that would open a connection answers at once: the
+    /// outage, while the pool is down and `fail_fast_when_down` is on.
+    fn fails_fast(&self, st: &State) -> Option<Arc<ServerDown>> {
+        st.down.clone().filter(|_| self.cfg.fail_fast_when_down)
     }
 
     fn validate(&self, slot: &mut Slot) -> bool {
@@ -538,6 +564,12 @@ impl Inner {
                 st.active += 1;
                 return Ok(Grant::Conn(slot));
             }
+            // The failure just marked the pool down: answer now and leave
+            // the retrying to the housekeeper.
+            if let Some(down) = self.fails_fast(&st) {
+                self.release_reserved(&mut st);
+                return Err(Error::ServerDown(down));
+            }
             let now = Instant::now();
             if now >= deadline {
                 let e = self.timeout_error(&st, start);
@@ -588,6 +620,7 @@ impl Inner {
             });
         match res {
             Ok(conn) => {
+                self.up();
                 let now = Instant::now();
                 self.creation.record(now - t0);
                 self.created.fetch_add(1, Ordering::Relaxed);
@@ -607,10 +640,42 @@ impl Inner {
                 self.connect_errors.fetch_add(1, Ordering::Relaxed);
                 let text = e.to_string();
                 tracing::debug!(target: "weft_pg::pool", pool = %self.cfg.pool_name, "cannot open a connection: {text}");
-                self.lock().last_error = Some(text);
+                let mut st = self.lock();
+                if retryable(&e) {
+                    self.mark_down(&mut st, &text);
+                }
+                st.last_error = Some(text);
                 Err(e)
             }
         }
+    }
+
+    /// A connection attempt failed with `error`, worth retrying: the pool
+    /// is down (the first failure wakes the housekeeper, which retries
+    /// from now on).
+    fn mark_down(&self, st: &mut State, error: &str) {
+        let now = Instant::now();
+        let since = *st.down_since.get_or_insert(now);
+        let attempts = st.down.as_ref().map_or(0, |d| d.attempts) + 1;
+        if st.down.is_none() {
+            tracing::warn!(target: "weft_pg::pool", pool = %self.cfg.pool_name, "cannot connect to the server, retrying in the background: {error}");
+            self.hk_cv.notify_one();
+        }
+        st.down = Some(Arc::new(ServerDown {
+            pool: self.cfg.pool_name.clone(),
+            last_connect_error: error.to_owned(),
+            attempts,
+            failing_for: now - since,
+        }));
+    }
+
+    /// A connection opened: the outage, if any, is over.
+    fn up(&self) {
+        let mut st = self.lock();
+        if let Some(d) = st.down.take() {
+            tracing::info!(target: "weft_pg::pool", pool = %self.cfg.pool_name, "connected again after {} failed attempts", d.attempts);
+        }
+        st.down_since = None;
     }
 
     /// Hands waiting threads what is available, in FIFO order.
@@ -733,6 +798,7 @@ impl Inner {
         let mut hk = Housekeeping {
             next_tick: Instant::now(),
             fill_retry_at: Instant::now(),
+            fill_backoff: FIRST_FILL_RETRY,
         };
         loop {
             let chores = {
@@ -754,9 +820,13 @@ impl Inner {
             for slot in chores.to_close {
                 self.close_conn(slot);
             }
-            if !self.fill(chores.fill) {
-                // Try again next tick, or in half a second at most.
-                hk.fill_retry_at = Instant::now() + period.min(Duration::from_millis(500));
+            if self.fill(chores.fill) {
+                hk.fill_backoff = FIRST_FILL_RETRY;
+            } else {
+                // Try again after the backoff, which doubles up to the
+                // next tick or half a second, whichever is sooner.
+                hk.fill_retry_at = Instant::now() + hk.fill_backoff;
+                hk.fill_backoff = (hk.fill_backoff * 2).min(period.min(Duration::from_millis(500)));
             }
         }
     }
@@ -785,8 +855,11 @@ impl Inner {
 
     /// When the next chore is due: the next tick, the first unreported
     /// lease's leak deadline, the first idle connection's retirement, or
-    /// now when the pool is below `min_idle` with room to grow (unless a
-    /// top-up just failed: then at `fill_retry_at`).
+    /// now when the pool is below `min_idle` (or down, see [`to_open`])
+    /// with room to grow (unless a top-up just failed: then at
+    /// `fill_retry_at`).
+    ///
+    /// [`to_open`]: Inner::to_open
     fn next_chore(&self, st: &State, hk: &Housekeeping, now: Instant) -> Instant {
         let mut wake = hk.next_tick;
         if let Some(t) = self.cfg.leak_detection_threshold {
@@ -799,9 +872,7 @@ impl Inner {
                 wake = wake.min(r);
             }
         }
-        let want = self.min_idle.saturating_sub(st.idle.len() + st.creating);
-        let room = self.cfg.max_size - st.total;
-        if want.min(room) > 0 {
+        if self.to_open(st) > 0 {
             if now >= hk.fill_retry_at {
                 return now;
             }
@@ -865,15 +936,20 @@ impl Inner {
         leaks
     }
 
-    /// Reserves (counts as creating) the connections that bring the pool
-    /// up to `min_idle`, within `max_size`; none when `may` is false.
-    fn reserve_fill(&self, st: &mut State, may: bool) -> usize {
+    /// How many connections the housekeeper should open: those that bring
+    /// the pool up to `min_idle`, within `max_size`; while the pool is
+    /// down, at least one (unless one is being opened or is idle), so that
+    /// someone keeps trying when `min_idle` is met or `0`.
+    fn to_open(&self, st: &State) -> usize {
         let want = self.min_idle.saturating_sub(st.idle.len() + st.creating);
-        let fill = if may {
-            want.min(self.cfg.max_size - st.total)
-        } else {
-            0
-        };
+        let probe = usize::from(st.down.is_some() && st.creating == 0 && st.idle.is_empty());
+        want.max(probe).min(self.cfg.max_size - st.total)
+    }
+
+    /// Reserves (counts as creating) the connections [`Inner::to_open`]
+    /// asks for; none when `may` is false.
+    fn reserve_fill(&self, st: &mut State, may: bool) -> usize {
+        let fill = if may { self.to_open(st) } else { 0 };
         st.total += fill;
         st.creating += fill;
         fill
@@ -924,7 +1000,12 @@ struct Housekeeping {
     next_tick: Instant,
     /// After a failed top-up, when to try again.
     fill_retry_at: Instant,
+    /// The wait before the next retry if this one fails too.
+    fill_backoff: Duration,
 }
+
+/// The housekeeper's first wait after a failed top-up.
+const FIRST_FILL_RETRY: Duration = Duration::from_millis(20);
 
 /// What a round of housekeeping decided under the lock, done after it.
 struct Chores {
