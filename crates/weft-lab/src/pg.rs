@@ -2,7 +2,9 @@
 //!
 //! `WEFT_PG_URL` wins. Without it the lab starts a throwaway cluster with
 //! weft-pg's `scripts/pg-test-cluster.sh` (in `/tmp/weft-lab-pg-<pid>`, on
-//! a free loopback port) and stops and deletes it in [`shutdown`]. With
+//! a free loopback port) and stops and deletes it in [`shutdown`], or, if
+//! the lab ends before that, the script stops it when the lab's process has
+//! ended (`WEFT_PG_HOLDER`). With
 //! neither, E5 is skipped and E6 falls back to an in-memory store, and
 //! [`HOW_TO`] says how to get a server.
 
@@ -66,10 +68,13 @@ fn start() -> (Result<String, String>, Option<Started>) {
         );
     }
     let dir = std::env::temp_dir().join(format!("weft-lab-pg-{}", std::process::id()));
+    // Held for this process: if the lab ends before [`shutdown`] (a panic,
+    // Ctrl-C), the script's reaper stops the server.
     let out = Command::new("bash")
         .arg(&script)
         .arg("start")
         .arg(&dir)
+        .env("WEFT_PG_HOLDER", std::process::id().to_string())
         .output();
     let out = match out {
         Ok(o) => o,

@@ -9,6 +9,14 @@
 #
 #   eval "$(crates/weft-pg/scripts/pg-test-cluster.sh start)"
 #
+# Holders: with WEFT_PG_HOLDER=PID, `start` holds the cluster for process
+# PID only (a test process, the lab): a reaper started beside the server
+# stops it once every process that holds it has ended, however it ended
+# (panic, abort, kill), so a test run leaves no server behind. Holders of
+# one cluster add up: parallel test processes share it, and the last to end
+# stops it. A `start` without WEFT_PG_HOLDER (CI, by hand) keeps the
+# cluster running until `stop`.
+#
 # DIR defaults to $WEFT_PG_DIR, else /tmp/weft-pg-test-$UID. Binaries: $PG_BINDIR,
 # else `pg_config --bindir`, else the newest /usr/lib/postgresql/*/bin. Exit
 # status 3 means "no PostgreSQL binaries here" (tests then skip or, in CI, fail).
@@ -30,6 +38,8 @@ DATA=$DIR/data
 SOCK=$DIR/sock
 LOG=$DIR/server.log
 ENVFILE=$DIR/env
+HOLDERS=$DIR/holders
+REAPER=$DIR/reaper.pid
 
 log() { printf 'pg-test-cluster: %s\n' "$*" >&2; }
 
@@ -215,6 +225,55 @@ EOF
     fi
 }
 
+# Records who holds the cluster: WEFT_PG_HOLDER's process, or `keep` (held
+# until `stop`).
+add_holder() {
+    mkdir -p "$HOLDERS"
+    touch "$HOLDERS/${WEFT_PG_HOLDER:-keep}"
+}
+
+reaper_alive() {
+    local pid
+    pid=$(cat "$REAPER" 2>/dev/null) && [ -n "$pid" ] &&
+        grep -qa reap "/proc/$pid/cmdline" 2>/dev/null
+}
+
+# Starts the reaper unless one runs: detached from the caller's session,
+# descriptors and lock (a test harness waits for the end of the output of
+# the script it runs).
+start_reaper() {
+    reaper_alive && return 0
+    setsid bash "$0" reap "$DIR" </dev/null >/dev/null 2>&1 9>&- &
+    echo "$!" >"$REAPER"
+}
+
+# The reaper: once a second, under the lock, drops the holders whose
+# process has ended; when none is left, stops the server and exits.
+reap() {
+    while sleep 1; do
+        exec 9>"$DIR.lock"
+        flock 9 2>/dev/null || true
+        local held=0 h
+        for h in "$HOLDERS"/*; do
+            [ -e "$h" ] || continue
+            case ${h##*/} in
+            keep) held=1 ;;
+            *[!0-9]*) rm -f "$h" ;;
+            *) if kill -0 "${h##*/}" 2>/dev/null; then held=1; else rm -f "$h"; fi ;;
+            esac
+        done
+        if [ "$held" = 0 ]; then
+            if running; then
+                as_owner "$BINDIR/pg_ctl" -D "$DATA" -m fast -w stop >/dev/null 9>&- ||
+                    log "reaper: could not stop the server in $DATA"
+            fi
+            rm -f "$REAPER"
+            exit 0
+        fi
+        exec 9>&-
+    done
+}
+
 BINDIR=$(find_bindir) || {
     log "no PostgreSQL binaries found (install postgresql, or set PG_BINDIR)"
     exit 3
@@ -222,9 +281,12 @@ BINDIR=$(find_bindir) || {
 OWNER=$(cluster_owner)
 mkdir -p "$DIR"
 
-# One invocation at a time per DIR (parallel `cargo test` processes).
-exec 9>"$DIR.lock"
-flock 9 2>/dev/null || true
+# One invocation at a time per DIR (parallel `cargo test` processes); the
+# reaper takes the lock only while it looks.
+if [ "$cmd" != reap ]; then
+    exec 9>"$DIR.lock"
+    flock 9 2>/dev/null || true
+fi
 
 case "$cmd" in
 start)
@@ -238,7 +300,9 @@ start)
         fi
         rm -rf "$DATA" "$ENVFILE" "$DIR/port"
     fi
+    add_holder
     if running && [ -f "$ENVFILE" ]; then
+        start_reaper
         cat "$ENVFILE"
         exit 0
     fi
@@ -250,6 +314,7 @@ start)
         create_roles
         write_env
     fi
+    start_reaper
     log "PostgreSQL $("$BINDIR/postgres" -V | awk '{print $3}') running, data in $DATA"
     cat "$ENVFILE"
     ;;
@@ -264,9 +329,13 @@ restart)
     as_owner "$BINDIR/pg_ctl" -D "$DATA" -l "$LOG" -m fast -w -t 60 restart >/dev/null 9>&-
     ;;
 stop)
+    rm -rf "$HOLDERS"
     if running; then
         as_owner "$BINDIR/pg_ctl" -D "$DATA" -m fast -w stop >/dev/null
     fi
+    ;;
+reap)
+    reap
     ;;
 *)
     echo "usage: $0 start|env|restart|stop [DIR]" >&2

@@ -5,8 +5,10 @@
 //!    are used when present.
 //! 2. Otherwise, if PostgreSQL's binaries are installed, start (or reuse) a
 //!    throwaway cluster with `scripts/pg-test-cluster.sh` — the same script
-//!    CI uses. It keeps running for the next test run; `scripts/
-//!    pg-test-cluster.sh stop` stops it.
+//!    CI uses — held for this test process (`WEFT_PG_HOLDER`): the script's
+//!    reaper stops the server once every test process that uses it has
+//!    ended, passed, failed or aborted. The cluster's directory stays, so
+//!    the next run starts it without `initdb`.
 //! 3. Otherwise skip every PostgreSQL test with one loud line — unless
 //!    `CI=true`, where a missing server fails the run.
 
@@ -59,6 +61,7 @@ fn start_local() -> Result<Server, String> {
     let out = Command::new("bash")
         .arg(script())
         .arg("start")
+        .env("WEFT_PG_HOLDER", std::process::id().to_string())
         .output()
         .map_err(|e| format!("cannot run {}: {e}", script().display()))?;
     if !out.status.success() {
