@@ -62,8 +62,9 @@
 //!
 //! # Files
 //!
-//! - `mod.rs` (this file): what the rest of the crate may use, re-exported;
-//!   it defines nothing, so no file of `sched` imports it.
+//! - `mod.rs` (this file): what the rest of the crate may use, re-exported,
+//!   and [`simulation`] (the simulation the calling thread runs in, for
+//!   callers outside `sched`); no file of `sched` imports it.
 //! - `shared.rs`: [`Shared`], the state of one runtime's scheduler, and
 //!   the decisions that involve every carrier: where a woken or new thread
 //!   goes ([`Shared::schedule`], [`Spawner`]), waking a carrier for new

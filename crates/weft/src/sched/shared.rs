@@ -227,6 +227,14 @@ impl Shared {
 
     /// Wakes a sleeping carrier if no carrier is searching for work.
     pub(crate) fn notify_work(&self) {
+        // The idle protocol (invariant 5 in `mod.rs`; ARCHITECTURE.md, "The
+        // three no-lost-wake-up protocols", 2): the work our caller
+        // published must be visible before we read the searching and
+        // sleeper counts in `Idle::carrier_to_notify`. Pairs with the SeqCst
+        // read-modify-writes of a carrier going to sleep (`Idle::to_sleep`,
+        // then `has_visible_work` in `Carrier::sleep`): either we see it
+        // searching or asleep and wake someone, or the last searcher sees
+        // our work when it re-checks the queues.
         fence(Ordering::SeqCst);
         if let Some(i) = self.idle.carrier_to_notify() {
             self.wake_carrier(i);

@@ -144,6 +144,12 @@ impl CarrierSlot {
     /// the carrier if it sleeps (see `sleeping`).
     pub(super) fn push_home(&self, thread: Arc<VThread>) {
         self.inbox.push(thread);
+        // The inbox handshake (invariant 5 in `mod.rs`; ARCHITECTURE.md,
+        // "The three no-lost-wake-up protocols", 2), a Dekker pair: the push
+        // above must be visible before we read `sleeping`. Pairs with the
+        // SeqCst store of `sleeping` in `Carrier::sleep` (and
+        // `Carrier::retire`), made before that carrier re-reads its inbox:
+        // either we see the flag and kick, or it sees the thread.
         fence(Ordering::SeqCst);
         if self.sleeping.load(Ordering::SeqCst) {
             self.kick();

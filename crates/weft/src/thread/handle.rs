@@ -95,7 +95,9 @@ impl Thread {
                     let thread = unsafe { Arc::from_raw(Arc::as_ptr(&self.inner)) };
                     sched.schedule(thread);
                 } else {
-                    // Pairs with the fence in `crate::blocking::pinned_park`.
+                    // Pairs with the fence in `pinned_park` (`thread/pinned.rs`):
+                    // either we see `pinned_waiting` below, or the waiter sees
+                    // the permit our `park.unpark()` published.
                     std::sync::atomic::fence(Ordering::SeqCst);
                     if self.inner.pinned_waiting.load(Ordering::SeqCst) {
                         // Installed before `pinned_waiting` was raised.
