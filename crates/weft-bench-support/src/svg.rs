@@ -152,7 +152,8 @@ pub fn bar_chart(title: &str, panels: &[Panel]) -> String {
 pub struct Series {
     /// Legend text.
     pub label: String,
-    /// The points.
+    /// The points. One with a non-finite coordinate (`f64::NAN`: no value
+    /// there) is a gap: the line stops before it and starts again after.
     pub points: Vec<(f64, f64)>,
 }
 
@@ -249,16 +250,36 @@ pub fn line_chart(title: &str, x_label: &str, panels: &[LinePanel]) -> String {
         }
         for (i, series) in panel.series.iter().enumerate() {
             let color = COLORS[i % COLORS.len()];
-            let points: Vec<String> = series
+            // A non-finite point is a gap: one polyline per run of finite
+            // points, a dot for a run of one.
+            for run in series
                 .points
-                .iter()
-                .filter(|p| p.0.is_finite() && p.1.is_finite())
-                .map(|&(x, y)| format!("{:.1},{:.1}", px(x), py(y)))
-                .collect();
+                .split(|p| !(p.0.is_finite() && p.1.is_finite()))
+            {
+                let _ = match run {
+                    [] => Ok(()),
+                    [(x, y)] => writeln!(
+                        s,
+                        r#"<circle cx="{:.1}" cy="{:.1}" r="2" fill="{color}"/>"#,
+                        px(*x),
+                        py(*y)
+                    ),
+                    _ => {
+                        let points: Vec<String> = run
+                            .iter()
+                            .map(|&(x, y)| format!("{:.1},{:.1}", px(x), py(y)))
+                            .collect();
+                        writeln!(
+                            s,
+                            r#"<polyline points="{}" fill="none" stroke="{color}" stroke-width="1.5"/>"#,
+                            points.join(" ")
+                        )
+                    }
+                };
+            }
             let _ = writeln!(
                 s,
-                r#"<polyline points="{}" fill="none" stroke="{color}" stroke-width="1.5"/><text x="{}" y="{}" fill="{color}">{}</text>"#,
-                points.join(" "),
+                r#"<text x="{}" y="{}" fill="{color}">{}</text>"#,
                 left + 10.0 + i as f64 * 160.0,
                 bottom + 32.0,
                 escape(&series.label)
