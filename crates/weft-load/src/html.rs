@@ -7,7 +7,23 @@ use std::time::UNIX_EPOCH;
 use weft_bench_support::format::{sig3, thousands};
 use weft_bench_support::svg::{LinePanel, Series, escape, line_chart};
 
-use crate::Report;
+use crate::{Interval, Report};
+
+/// A percentile of interval `i` for the chart: NaN, a gap, when it has
+/// no latency.
+fn latency(i: &Interval, ms: f64) -> f64 {
+    if i.latencies == 0 { f64::NAN } else { ms }
+}
+
+/// A percentile of interval `i` for the table: a dash when it has no
+/// latency.
+fn latency_text(i: &Interval, ms: f64) -> String {
+    if i.latencies == 0 {
+        "–".into()
+    } else {
+        sig3(ms)
+    }
+}
 
 /// The percentiles in the page's table.
 const PERCENTILES: [(f64, &str); 8] = [
@@ -133,7 +149,7 @@ impl Report {
     fn chart(&self) -> String {
         let secs = |d: std::time::Duration| d.as_secs_f64();
         // Each interval's value drawn at its middle.
-        let line = |label: &str, f: &dyn Fn(&crate::Interval) -> f64| Series {
+        let line = |label: &str, f: &dyn Fn(&Interval) -> f64| Series {
             label: label.into(),
             points: self
                 .series
@@ -156,9 +172,14 @@ impl Report {
                 ],
                 marker: None,
             },
+            // No latency in an interval (say every connection refused):
+            // a gap, not a point at 0.
             LinePanel {
                 title: "Latency, ms".into(),
-                series: vec![line("p50", &|i| i.p50_ms), line("p99", &|i| i.p99_ms)],
+                series: vec![
+                    line("p50", &|i| latency(i, i.p50_ms)),
+                    line("p99", &|i| latency(i, i.p99_ms)),
+                ],
                 marker: None,
             },
         ];
@@ -249,10 +270,51 @@ impl Report {
                 i.requests,
                 i.failures,
                 i.throughput,
-                sig3(i.p50_ms),
-                sig3(i.p99_ms)
+                latency_text(i, i.p50_ms),
+                latency_text(i, i.p99_ms)
             );
         }
         s.push_str("</table></details>\n");
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::{Duration, SystemTime};
+
+    use crate::testing::{report, spread};
+
+    #[test]
+    fn an_interval_without_latencies_is_a_gap_in_the_latency_lines() {
+        // Requests in seconds 0, 1, 3 and 4: second 2 has none.
+        let samples: Vec<_> = spread(1, 500, 5.0)
+            .into_iter()
+            .filter(|(t, _)| t.as_secs() != 2)
+            .collect();
+        let r = report(
+            "gap",
+            SystemTime::UNIX_EPOCH,
+            Duration::from_secs(1),
+            &samples,
+        );
+        assert_eq!(r.series.len(), 5);
+        assert_eq!(r.series[2].latencies, 0);
+        let html = r.to_html();
+        let (throughput, latency) = html.split_once("Latency, ms").unwrap();
+        // The x of second 2's middle: 2.5 of 4.5 s on a 620-pixel axis
+        // from 70.
+        let x = format!("{:.1},", 70.0 + 2.5 / 4.5 * 620.0);
+        // Throughput is 0 there (a point); p50 and p99 have none: each
+        // line is two pieces, seconds 0-1 and 3-4.
+        assert!(throughput.contains(&x), "{throughput}");
+        let latency = latency.split("</svg>").next().unwrap();
+        assert!(!latency.contains(&x), "{latency}");
+        assert_eq!(latency.matches("<polyline").count(), 4, "{latency}");
+        // The series table: a dash, not 0.
+        assert!(
+            html.contains(
+                "<tr><td>2</td><td>0</td><td>0</td><td>0.0</td><td>–</td><td>–</td></tr>"
+            )
+        );
     }
 }

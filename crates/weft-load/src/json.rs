@@ -1,6 +1,7 @@
 //! The JSON report: its schema (versioned), writing and reading it.
 
 use std::collections::BTreeMap;
+use std::hash::{BuildHasher, BuildHasherDefault, DefaultHasher};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use serde::{Deserialize, Serialize};
@@ -43,6 +44,9 @@ pub(crate) struct ReportJson {
     interval_ms: u64,
     histogram: String,
     handshake_histogram: Option<String>,
+    /// Absent in reports of weft-loads before it: derived from the content.
+    #[serde(default)]
+    run_ids: Vec<String>,
     series: Vec<IntervalJson>,
 }
 
@@ -87,6 +91,7 @@ impl ReportJson {
             interval_ms: r.interval.as_millis() as u64,
             histogram: hdr::encode(&r.histogram),
             handshake_histogram: r.handshake_histogram.as_ref().map(hdr::encode),
+            run_ids: r.run_ids.clone(),
             series: r
                 .series
                 .iter()
@@ -254,6 +259,7 @@ impl ReportJson {
                 requests: i.requests,
                 failures: i.failures,
                 throughput: i.throughput,
+                latencies: h.len(),
                 p50_ms: quantile_ms(&h, 0.5),
                 p99_ms: quantile_ms(&h, 0.99),
                 histogram: i.histogram,
@@ -270,6 +276,17 @@ impl ReportJson {
                 "duration_secs: must be finite and not negative",
             ));
         }
+        let run_ids = if self.run_ids.is_empty() {
+            // One run, named by what identifies it: when it started, what
+            // it counted and measured.
+            let key = (self.started_at_unix_ms, self.requests, &self.histogram);
+            vec![format!(
+                "content-{:016x}",
+                BuildHasherDefault::<DefaultHasher>::default().hash_one(key)
+            )]
+        } else {
+            self.run_ids
+        };
         let started_at = SystemTime::UNIX_EPOCH
             .checked_add(Duration::from_millis(self.started_at_unix_ms))
             .ok_or_else(|| ParseError::new("started_at_unix_ms: out of range"))?;
@@ -295,6 +312,7 @@ impl ReportJson {
             started_at,
             interval: Duration::from_millis(self.interval_ms),
             series,
+            run_ids,
             runs: self.runs.max(1),
         })
     }

@@ -43,9 +43,9 @@
 //!
 //! # Reports: table, JSON, HTML
 //!
-//! The CLI prints a table ([`Report::table`]); `--json` prints the
-//! [JSON report](#json-report) instead and `--json=FILE` writes it to a
-//! file; `--html FILE` writes a self-contained page ([`Report::to_html`]:
+//! The CLI prints a table ([`Report::table`]); `--json` (or `--json -`)
+//! prints the [JSON report](#json-report) instead and `--json FILE` (or
+//! `--json=FILE`, in `merge` too) writes it to a file; `--html FILE` writes a self-contained page ([`Report::to_html`]:
 //! throughput and p50/p99 over time, the percentile table, errors, the
 //! series as a table; inline SVG and CSS, no script, no external resource,
 //! so it opens offline).
@@ -65,6 +65,7 @@
 //! | `histogram` | every measured latency (answered requests, failures with a status included), µs: HdrHistogram V2, deflate, base64 (HdrHistogram's own libraries and tools read it), 1 µs .. 1 h, 3 significant digits |
 //! | `handshake_histogram` | `https://`: TLS handshake times, the same encoding (else `null`) |
 //! | `interval_ms` | length of an interval of `series` (`--interval`, default 1 s) |
+//! | `run_ids` | ids of the runs in the report (random; a merge: all its runs'), so that merging a run twice is refused; a report without them gets one derived from its content |
 //! | `series[]` | per interval: `start_ms` (`i × interval_ms` from the start), `duration_ms` (as sampled), `requests`, `failures`, `throughput` (req/s), `p50_ms`, `p99_ms`, `histogram` (the interval's latencies) |
 //!
 //! The series adds up: its requests are the report's, its histograms sum
@@ -74,7 +75,7 @@
 //!
 //! One machine's load generator runs out of CPU or ports before a fleet of
 //! servers does. weft-load has no controller of its own: start N agents
-//! with the orchestrator you already use, each writing `--json=FILE`,
+//! with the orchestrator you already use, each writing `--json FILE`,
 //! collect the files, and `weft-load merge` them ([`merge`]): the
 //! histograms are added, so the merged p50, p99, p99.9 are the
 //! percentiles of all the requests of all agents (to 0.1 %), not an
@@ -82,7 +83,10 @@
 //! lined up by wall clock (default, `--align wall`: agents that ran at
 //! the same time, clocks kept by NTP) or by offset from each run's start
 //! (`--align offset`). Give every agent the same `--interval`, and its
-//! share of the load (`-R total/N` in the open model).
+//! share of the load (`-R total/N` in the open model). A run given twice
+//! (or in a merged report beside it) and, by wall clock, a run that
+//! overlaps no other in time are refused with the files named
+//! (`--allow-duplicates`, `--allow-disjoint`).
 //!
 //! With `parallel` over `ssh` (each host has `weft-load` on its path):
 //!
@@ -103,7 +107,8 @@
 //! weft-load merge host*.json --html report.html
 //! ```
 //!
-//! (`--json=-` is `--json`: the report on standard output.) On Kubernetes,
+//! (`--json=-`, `--json -` and `--json` alone: the report on standard
+//! output.) On Kubernetes,
 //! an indexed Job runs the agents and each pod prints its report (`-q`
 //! keeps standard error empty), so its log is the file to merge:
 //!
@@ -153,6 +158,8 @@ mod html;
 mod json;
 mod merge;
 mod series;
+#[cfg(test)]
+mod testing;
 
 pub use hdr::DEFAULT_MAX_HISTOGRAM_BYTES;
 pub use json::{FORMAT, ParseError, VERSION};
@@ -353,6 +360,10 @@ pub struct Report {
     /// Requests, failures and latency per interval, from the start of the
     /// measured phase.
     pub series: Vec<Interval>,
+    /// Ids of the runs in the report: one for a run (random), all of the
+    /// merged runs' for a merge. [`merge`] refuses a run that is in two of
+    /// the reports it is given.
+    pub run_ids: Vec<String>,
 }
 
 /// Written as the JSON report (see [`Report::to_json`]).
@@ -448,11 +459,12 @@ struct Plan {
     done: AtomicU64,
     failed: AtomicU64,
     stop: AtomicBool,
-    /// Latency histograms of the current interval, one per group of users
-    /// (a histogram is ~270 KB, so one per user would cost gigabytes at
-    /// 10,000 users); the sampler empties them every interval.
-    hists: Box<[weft::sync::Mutex<Histogram<u64>>]>,
-    /// TLS handshake times, sharded like `hists`.
+    /// The current interval's latencies and counts, one shard per group
+    /// of users (a histogram is ~270 KB, so one per user would cost
+    /// gigabytes at 10,000 users); the sampler empties them every
+    /// interval. `done` and `failed` above are for the progress line only.
+    shards: Box<[weft::sync::Mutex<series::Shard>]>,
+    /// TLS handshake times, sharded like `shards`.
     hs_hists: Box<[weft::sync::Mutex<Histogram<u64>>]>,
 }
 
@@ -460,6 +472,43 @@ struct Plan {
 /// 16 histograms of ~270 KB (a fraction of a millisecond), and the report
 /// keeps ~1 KB per interval.
 pub const MIN_INTERVAL: Duration = Duration::from_millis(10);
+
+/// The longest duration, warmup, ramp-up, timeout or interval [`run`]
+/// accepts: 100 years, so that every deadline it computes is a valid
+/// [`Instant`].
+pub const MAX_DURATION: Duration = Duration::from_secs(100 * 365 * 86_400);
+
+/// Refuses a method or header that would not make one well-formed request
+/// head: a method that is not an HTTP token, a header name that is not,
+/// or a value with a line break (which would end the header early or
+/// smuggle another one in).
+fn check_request_head(config: &Config) -> Result<(), Error> {
+    // RFC 9110's tchar.
+    let token = |s: &str| {
+        !s.is_empty()
+            && s.bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b))
+    };
+    if !token(&config.method) {
+        return Err(Error::Config(format!(
+            "method {:?} is not an HTTP method (a token: letters, digits, !#$%&'*+-.^_`|~)",
+            config.method
+        )));
+    }
+    for (name, value) in &config.headers {
+        if !token(name) {
+            return Err(Error::Config(format!(
+                "header name {name:?} is not an HTTP token"
+            )));
+        }
+        if value.bytes().any(|b| b == b'\r' || b == b'\n' || b == 0) {
+            return Err(Error::Config(format!(
+                "header {name}: the value {value:?} holds a line break or NUL"
+            )));
+        }
+    }
+    Ok(())
+}
 
 /// Users per latency histogram shard is `concurrency / HIST_SHARDS`.
 const HIST_SHARDS: usize = 16;
@@ -516,6 +565,21 @@ pub fn run(config: &Config) -> Result<Report, Error> {
             config.interval
         )));
     }
+    for (what, d) in [
+        ("duration", config.duration.unwrap_or_default()),
+        ("warmup", config.warmup),
+        ("ramp-up", config.ramp_up),
+        ("timeout", config.timeout),
+        ("interval", config.interval),
+    ] {
+        if d > MAX_DURATION {
+            return Err(Error::Config(format!(
+                "{what} must be at most {} days, got {d:?}",
+                MAX_DURATION.as_secs() / 86_400
+            )));
+        }
+    }
+    check_request_head(config)?;
     let url = Url::parse(&config.url).map_err(|e| Error::Config(e.to_string()))?;
     let addr = *url
         .socket_addrs()
@@ -570,15 +634,17 @@ pub fn run(config: &Config) -> Result<Report, Error> {
         done: AtomicU64::new(0),
         failed: AtomicU64::new(0),
         stop: AtomicBool::new(false),
-        hists: (0..HIST_SHARDS.min(config.concurrency))
-            .map(|_| weft::sync::Mutex::new(hdr::new_histogram()))
+        shards: (0..HIST_SHARDS.min(config.concurrency))
+            .map(|_| weft::sync::Mutex::new(series::Shard::new()))
             .collect(),
         hs_hists: (0..HIST_SHARDS.min(config.concurrency))
             .map(|_| weft::sync::Mutex::new(hdr::new_histogram()))
             .collect(),
     });
     let sampler = series::Sampler::start(plan.clone(), config.interval)?;
-    let mut users = Vec::with_capacity(config.concurrency);
+    // Grown as the users start: a concurrency too large to start fails
+    // below with the spawn error, not here with an allocation.
+    let mut users = Vec::new();
     for i in 0..config.concurrency {
         let p = plan.clone();
         let delay = config.ramp_up.mul_f64(i as f64 / config.concurrency as f64);
@@ -673,7 +739,19 @@ pub fn run(config: &Config) -> Result<Report, Error> {
         started_at,
         interval: config.interval,
         series: sampled.series,
+        run_ids: vec![new_run_id()],
     })
+}
+
+/// A random id for a run: 64 bits from a randomly keyed hasher (new keys
+/// for every call), over the time and the process id.
+fn new_run_id() -> String {
+    use std::hash::BuildHasher;
+    let now = SystemTime::now()
+        .duration_since(SystemTime::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos());
+    let id = std::hash::RandomState::new().hash_one((now, std::process::id()));
+    format!("{id:016x}")
 }
 
 /// Latency summary of a histogram of microseconds.
@@ -698,7 +776,7 @@ fn summary(h: &Histogram<u64>) -> Latency {
 /// One simulated user, starting `delay` after the run.
 fn user(p: &Plan, index: usize, delay: Duration) -> Tally {
     let mut t = Tally::new();
-    let hist = &p.hists[index % p.hists.len()];
+    let shard = &p.shards[index % p.shards.len()];
     let hs_hist = &p.hs_hists[index % p.hs_hists.len()];
     let mut conn: Option<Connection> = None;
     if !delay.is_zero() && weft::sleep_until(p.t0 + delay).is_err() {
@@ -712,7 +790,14 @@ fn user(p: &Plan, index: usize, delay: Duration) -> Tally {
         let (start, measured) = match p.rate {
             Some(rate) => {
                 let i = p.ticket.fetch_add(1, Ordering::Relaxed);
-                let at = p.t0 + Duration::from_secs_f64(i as f64 / rate);
+                // At a tiny rate the schedule leaves time itself: no such
+                // request is ever due.
+                let Some(at) = Duration::try_from_secs_f64(i as f64 / rate)
+                    .ok()
+                    .and_then(|d| p.t0.checked_add(d))
+                else {
+                    break;
+                };
                 if p.end.is_some_and(|e| at >= e) {
                     break;
                 }
@@ -778,10 +863,14 @@ fn user(p: &Plan, index: usize, delay: Duration) -> Tally {
                     if let Some(h) = handshake {
                         hdr::record(&mut hs_hist.lock().unpoison(), h.as_micros() as u64);
                     }
-                    hdr::record(&mut hist.lock().unpoison(), elapsed.as_micros() as u64);
+                    let failed = ex.status >= 400;
+                    shard
+                        .lock()
+                        .unpoison()
+                        .answered(elapsed.as_micros() as u64, failed);
                     *t.status.entry(ex.status).or_default() += 1;
                     t.bytes += ex.body_bytes;
-                    if ex.status >= 400 {
+                    if failed {
                         *t.errors.status.entry(ex.status).or_default() += 1;
                         p.failed.fetch_add(1, Ordering::Relaxed);
                     } else {
@@ -801,6 +890,7 @@ fn user(p: &Plan, index: usize, delay: Duration) -> Tally {
                         ErrorKind::Protocol | ErrorKind::InvalidUrl => t.errors.protocol += 1,
                         ErrorKind::Certificate | ErrorKind::Tls => t.errors.tls += 1,
                     }
+                    shard.lock().unpoison().unanswered();
                     p.failed.fetch_add(1, Ordering::Relaxed);
                     p.done.fetch_add(1, Ordering::Relaxed);
                 }
@@ -1005,10 +1095,7 @@ pub fn parse_duration(s: &str) -> Result<Duration, String> {
         "h" => v * 3600.0,
         u => return Err(format!("invalid duration unit {u:?} in {s:?}")),
     };
-    if !secs.is_finite() || secs < 0.0 {
-        return Err(format!("invalid duration {s:?}"));
-    }
-    Ok(Duration::from_secs_f64(secs))
+    Duration::try_from_secs_f64(secs).map_err(|_| format!("invalid duration {s:?} (too long)"))
 }
 
 #[cfg(test)]
@@ -1024,6 +1111,26 @@ mod tests {
         assert_eq!(parse_duration("1.5s"), Ok(Duration::from_millis(1500)));
         assert!(parse_duration("fast").is_err());
         assert!(parse_duration("3 parsecs").is_err());
+        // Too long for a Duration: an error, not a panic.
+        assert!(parse_duration("99999999999999999999999").is_err());
+        assert!(parse_duration("1e999").is_err());
+    }
+
+    #[test]
+    fn a_rate_too_small_to_schedule_ends_the_run() {
+        // The second request would be due 10^300 s after the start: past
+        // any clock, so the schedule ends there (a user panicked on it
+        // once, counted as a protocol error).
+        let r = run(&Config {
+            url: "http://127.0.0.1:1/".into(),
+            concurrency: 2,
+            rate: Some(1e-300),
+            duration: Some(Duration::from_secs(3600)),
+            ..Config::default()
+        })
+        .unwrap();
+        assert_eq!(r.errors.protocol, 0, "{:?}", r.errors);
+        assert!(r.requests <= 1, "{}", r.requests);
     }
 
     #[test]
@@ -1051,5 +1158,48 @@ mod tests {
             ..Config::default()
         };
         assert!(matches!(run(&c), Err(Error::Config(m)) if m.contains("interval")));
+        // Durations no clock can add: refused, not a panic in a user.
+        let long = Duration::from_secs(u64::MAX);
+        for c in [
+            Config {
+                warmup: long,
+                ..Config::default()
+            },
+            Config {
+                duration: Some(long),
+                ..Config::default()
+            },
+            Config {
+                timeout: long,
+                ..Config::default()
+            },
+            Config {
+                ramp_up: long,
+                ..Config::default()
+            },
+        ] {
+            let c = Config {
+                url: "http://127.0.0.1:1/".into(),
+                ..c
+            };
+            assert!(matches!(run(&c), Err(Error::Config(m)) if m.contains("at most")));
+        }
+        // A request head that would not be one request.
+        for (method, header) in [
+            ("GET / HTTP/1.1\r\nX:", ("A", "b")),
+            ("GET", ("Bad Name", "b")),
+            ("GET", ("X", "b\r\nInjected: yes")),
+        ] {
+            let c = Config {
+                url: "http://127.0.0.1:1/".into(),
+                method: method.into(),
+                headers: vec![(header.0.into(), header.1.into())],
+                ..Config::default()
+            };
+            assert!(
+                matches!(run(&c), Err(Error::Config(_))),
+                "{method:?} {header:?}"
+            );
+        }
     }
 }

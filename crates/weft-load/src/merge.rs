@@ -2,10 +2,11 @@
 //! several processes on one) into one: histograms added, so the merged
 //! percentiles are those of all the requests together.
 
-use std::collections::BTreeMap;
-use std::time::Duration;
+use std::collections::{BTreeMap, HashMap};
+use std::time::{Duration, SystemTime};
 
 use hdrhistogram::Histogram;
+use weft_bench_support::format::sig3;
 
 use crate::hdr;
 use crate::series::Interval;
@@ -50,6 +51,21 @@ pub struct MergeOptions {
     /// apart span many (empty) intervals; beyond this, merging is refused
     /// rather than making a huge report.
     pub max_intervals: usize,
+    /// What errors call the reports, in order: their file names (default
+    /// none: `report 1`, `report 2`, …).
+    pub names: Vec<String>,
+    /// Merge even when a run is in more than one report (default false:
+    /// an error naming both). Each report carries the ids of its runs
+    /// ([`Report::run_ids`]), so one file given twice, a copy of it, or a
+    /// merged report beside one of its own runs is caught: merged, that
+    /// run's requests would be counted twice.
+    pub allow_duplicates: bool,
+    /// Aligned by wall clock, merge even when a run overlaps no other in
+    /// time (default false: an error naming it and the nearest run). Such
+    /// runs did not load the target together, and the merged throughput
+    /// would count the time between them; [`Align::Offset`] lines them up
+    /// by their starts instead.
+    pub allow_disjoint: bool,
 }
 
 impl Default for MergeOptions {
@@ -57,7 +73,20 @@ impl Default for MergeOptions {
         MergeOptions {
             align: Align::default(),
             max_intervals: 1_000_000,
+            names: Vec::new(),
+            allow_duplicates: false,
+            allow_disjoint: false,
         }
+    }
+}
+
+impl MergeOptions {
+    /// The name of the `i`-th report in errors.
+    fn name(&self, i: usize) -> String {
+        self.names
+            .get(i)
+            .cloned()
+            .unwrap_or_else(|| format!("report {}", i + 1))
     }
 }
 
@@ -95,11 +124,17 @@ fn error(message: impl Into<String>) -> MergeError {
 ///   the sum of their rates.
 /// - The runs must share one `interval`; the merged report can be merged
 ///   again.
+/// - A run is merged once: one in two reports is refused (unless
+///   [`allow_duplicates`](MergeOptions::allow_duplicates)), and so is,
+///   aligned by wall clock, a run that overlaps no other in time (unless
+///   [`allow_disjoint`](MergeOptions::allow_disjoint)).
 ///
 /// # Errors
 ///
-/// A [`MergeError`] for an empty list, runs with different intervals, or
-/// a histogram with values outside weft-load's range (1 µs .. 1 h).
+/// A [`MergeError`] naming the reports (by [`MergeOptions::names`]) for
+/// an empty list, runs with different intervals, a run in two reports,
+/// a run that overlaps no other, or a histogram with values outside
+/// weft-load's range (1 µs .. 1 h).
 ///
 /// # Examples
 ///
@@ -126,7 +161,13 @@ pub fn merge(reports: &[Report], options: &MergeOptions) -> Result<Report, Merge
     let first = reports
         .first()
         .ok_or_else(|| error("nothing to merge: give at least one report"))?;
-    let interval = common_interval(reports)?;
+    let interval = common_interval(reports, options)?;
+    if !options.allow_duplicates {
+        check_duplicates(reports, options)?;
+    }
+    if options.align == Align::WallClock && !options.allow_disjoint {
+        check_overlap(reports, options)?;
+    }
     let start = reports
         .iter()
         .map(|r| r.started_at)
@@ -139,11 +180,16 @@ pub fn merge(reports: &[Report], options: &MergeOptions) -> Result<Report, Merge
             Align::Offset => Duration::ZERO,
         })
         .collect();
-    let histogram = add_all(reports.iter().map(|r| Some(&r.histogram)), "histogram")?;
+    let histogram = add_all(
+        reports.iter().map(|r| Some(&r.histogram)),
+        "histogram",
+        options,
+    )?;
     let handshake_histogram = if reports.iter().any(|r| r.handshake_histogram.is_some()) {
         Some(add_all(
             reports.iter().map(|r| r.handshake_histogram.as_ref()),
             "handshake histogram",
+            options,
         )?)
     } else {
         None
@@ -172,20 +218,81 @@ fn per_sec(n: u64, secs: f64) -> f64 {
     if secs > 0.0 { n as f64 / secs } else { 0.0 }
 }
 
-fn common_interval(reports: &[Report]) -> Result<Duration, MergeError> {
+fn common_interval(reports: &[Report], o: &MergeOptions) -> Result<Duration, MergeError> {
     let interval = reports[0].interval;
     if interval.is_zero() {
-        return Err(error("report 1 has an interval of zero"));
+        return Err(error(format!("{} has an interval of zero", o.name(0))));
     }
     match reports.iter().position(|r| r.interval != interval) {
         None => Ok(interval),
         Some(i) => Err(error(format!(
-            "the reports' intervals differ (report 1: {} ms, report {}: {} ms): run every agent with the same --interval",
+            "the reports' intervals differ ({}: {} ms, {}: {} ms): run every agent with the same --interval",
+            o.name(0),
             interval.as_millis(),
-            i + 1,
+            o.name(i),
             reports[i].interval.as_millis()
         ))),
     }
+}
+
+/// Refuses a run that is in two of the reports.
+fn check_duplicates(reports: &[Report], o: &MergeOptions) -> Result<(), MergeError> {
+    let mut seen: HashMap<&str, usize> = HashMap::new();
+    for (i, r) in reports.iter().enumerate() {
+        for id in &r.run_ids {
+            match seen.insert(id, i) {
+                Some(j) if j != i => {
+                    return Err(error(format!(
+                        "{} and {} hold the same run (run id {id}): merged, its requests would count twice                          (one file given twice, a copy of it, or a merged report beside one of its runs?);                          --allow-duplicates merges them all the same",
+                        o.name(j),
+                        o.name(i)
+                    )));
+                }
+                _ => {}
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Refuses, for a wall-clock merge of two or more reports, one whose run
+/// overlaps no other's in time. Spans are closed (`started_at` to
+/// `started_at + duration_secs`): runs back to back overlap.
+fn check_overlap(reports: &[Report], o: &MergeOptions) -> Result<(), MergeError> {
+    if reports.len() < 2 {
+        return Ok(());
+    }
+    let span = |r: &Report| {
+        let length = Duration::try_from_secs_f64(r.duration_secs).unwrap_or_default();
+        (
+            r.started_at,
+            r.started_at.checked_add(length).unwrap_or(r.started_at),
+        )
+    };
+    let spans: Vec<(SystemTime, SystemTime)> = reports.iter().map(span).collect();
+    // How far apart two spans are (zero when they overlap).
+    let gap = |a: (SystemTime, SystemTime), b: (SystemTime, SystemTime)| {
+        b.0.duration_since(a.1)
+            .or_else(|_| a.0.duration_since(b.1))
+            .unwrap_or_default()
+    };
+    for (i, &a) in spans.iter().enumerate() {
+        let others = spans.iter().enumerate().filter(|&(j, _)| j != i);
+        let Some((j, apart)) = others.map(|(j, &b)| (j, gap(a, b))).min_by_key(|&(_, d)| d) else {
+            continue;
+        };
+        if !apart.is_zero() {
+            return Err(error(format!(
+                "{} (from {} for {} s) overlaps no other report in time: the nearest, {}, is {} s away;                  merged by wall clock, the throughput would count the time between them.                  --align offset lines the runs up by their starts; --allow-disjoint merges them as they are",
+                o.name(i),
+                httpdate::fmt_http_date(a.0),
+                sig3(reports[i].duration_secs),
+                o.name(j),
+                sig3(apart.as_secs_f64()),
+            )));
+        }
+    }
+    Ok(())
 }
 
 /// The sum of histograms (`None`s skipped) in a histogram of weft-load's
@@ -193,12 +300,13 @@ fn common_interval(reports: &[Report]) -> Result<Duration, MergeError> {
 fn add_all<'a>(
     hists: impl Iterator<Item = Option<&'a Histogram<u64>>>,
     what: &str,
+    o: &MergeOptions,
 ) -> Result<Histogram<u64>, MergeError> {
     let mut sum = hdr::new_histogram();
     for (i, h) in hists.enumerate() {
         if let Some(h) = h {
             sum.add(h)
-                .map_err(|e| error(format!("report {}: {what}: {e:?}", i + 1)))?;
+                .map_err(|e| error(format!("{}: {what}: {e:?}", o.name(i))))?;
         }
     }
     Ok(sum)
@@ -220,6 +328,7 @@ fn totals(reports: &[Report]) -> Report {
         status_counts: BTreeMap::new(),
         target_rate: Some(0.0),
         series: Vec::new(),
+        run_ids: Vec::new(),
         ..first.clone()
     };
     for r in reports {
@@ -230,6 +339,7 @@ fn totals(reports: &[Report]) -> Report {
         m.failures += r.failures;
         m.handshakes += r.handshakes;
         m.body_bytes += r.body_bytes;
+        m.run_ids.extend(r.run_ids.iter().cloned());
         m.errors.merge(&r.errors);
         for (k, v) in &r.status_counts {
             *m.status_counts.entry(*k).or_default() += v;
@@ -285,6 +395,7 @@ fn merge_series(
                 requests: 0,
                 failures: 0,
                 throughput: 0.0,
+                latencies: 0,
                 p50_ms: 0.0,
                 p99_ms: 0.0,
                 histogram: empty.clone(),
@@ -314,85 +425,7 @@ mod tests {
     use std::time::SystemTime;
 
     use super::*;
-    use crate::Errors;
-
-    /// A deterministic heavy-tailed latency, microseconds.
-    fn latencies(seed: u64, n: usize) -> Vec<u64> {
-        let mut x = seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1;
-        (0..n)
-            .map(|_| {
-                x ^= x << 13;
-                x ^= x >> 7;
-                x ^= x << 17;
-                let u = (x >> 11) as f64 / (1u64 << 53) as f64;
-                // 200 µs .. ~2 s, most near the bottom.
-                (200.0 / (1.0 - u * 0.9999).powf(1.0)) as u64
-            })
-            .collect()
-    }
-
-    /// A report of `samples` (time from the start, latency in µs) as a
-    /// run would make it: per-interval histograms and their sum.
-    fn report(
-        name: &str,
-        start: SystemTime,
-        interval: Duration,
-        samples: &[(Duration, u64)],
-    ) -> Report {
-        let mut total = hdr::new_histogram();
-        let mut cells: BTreeMap<u32, Histogram<u64>> = BTreeMap::new();
-        for &(t, us) in samples {
-            let cell = (t.as_nanos() / interval.as_nanos()) as u32;
-            hdr::record(cells.entry(cell).or_insert_with(hdr::new_histogram), us);
-            hdr::record(&mut total, us);
-        }
-        let last = cells.keys().next_back().copied().unwrap_or(0);
-        let series = (0..=last)
-            .map(|c| {
-                let h = cells.remove(&c).unwrap_or_else(hdr::new_histogram);
-                let n = h.len();
-                Interval::new(interval * c, interval, n, 0, rate(n, interval), &h)
-            })
-            .collect();
-        let n = samples.len() as u64;
-        Report {
-            name: name.into(),
-            model: "closed",
-            runs: 1,
-            concurrency: 4,
-            requests: n,
-            successes: n,
-            failures: 0,
-            duration_secs: interval.as_secs_f64() * f64::from(last + 1),
-            throughput: 0.0,
-            failures_per_sec: 0.0,
-            target_rate: None,
-            latency: summary(&total),
-            handshake: None,
-            handshakes: 0,
-            errors: Errors::default(),
-            status_counts: [(200, n)].into(),
-            body_bytes: 5 * n,
-            histogram: total,
-            handshake_histogram: None,
-            started_at: start,
-            interval,
-            series,
-        }
-    }
-
-    fn rate(n: u64, d: Duration) -> f64 {
-        crate::series::rate(n, d)
-    }
-
-    /// `n` samples spread evenly over `secs` seconds.
-    fn spread(seed: u64, n: usize, secs: f64) -> Vec<(Duration, u64)> {
-        latencies(seed, n)
-            .into_iter()
-            .enumerate()
-            .map(|(i, us)| (Duration::from_secs_f64(secs * i as f64 / n as f64), us))
-            .collect()
-    }
+    use crate::testing::{report, spread};
 
     const SECOND: Duration = Duration::from_secs(1);
 
@@ -454,10 +487,16 @@ mod tests {
             assert_eq!(iv.p99_ms, h.value_at_quantile(0.99) as f64 / 1e3);
             assert_eq!(iv.start, SECOND * c as u32);
         }
-        // Through JSON, and merged again with itself: still exact.
+        // Through JSON, and merged again with itself (allowed): still
+        // exact.
         let back = Report::from_json(&merged.to_json()).unwrap();
         assert_eq!(back.histogram, union);
-        let twice = merge(&[back.clone(), back], &MergeOptions::default()).unwrap();
+        assert_eq!(back.run_ids.len(), 3);
+        let allow = MergeOptions {
+            allow_duplicates: true,
+            ..MergeOptions::default()
+        };
+        let twice = merge(&[back.clone(), back], &allow).unwrap();
         assert_eq!(twice.histogram.len(), 2 * union.len());
         assert_eq!(twice.latency.p99_ms, merged.latency.p99_ms);
         assert_eq!(twice.runs, 6);
@@ -535,6 +574,7 @@ mod tests {
             &[wall.clone(), c],
             &MergeOptions {
                 max_intervals: 1000,
+                allow_disjoint: true,
                 ..MergeOptions::default()
             },
         );
@@ -552,7 +592,98 @@ mod tests {
         );
         let a = report("a", t0, SECOND, &spread(1, 10, 1.0));
         let b = report("b", t0, Duration::from_millis(500), &spread(1, 10, 1.0));
-        let err = merge(&[a, b], &MergeOptions::default()).unwrap_err();
+        let err = merge(&[a, b], &named(&["a.json", "b.json"])).unwrap_err();
         assert!(err.to_string().contains("--interval"), "{err}");
+        // The reports by their names, not their places.
+        assert!(
+            err.to_string().contains("a.json: 1000 ms, b.json: 500 ms"),
+            "{err}"
+        );
+    }
+
+    fn named(names: &[&str]) -> MergeOptions {
+        MergeOptions {
+            names: names.iter().map(|&n| n.to_owned()).collect(),
+            ..MergeOptions::default()
+        }
+    }
+
+    #[test]
+    fn a_run_merged_twice_is_refused() {
+        let t0 = SystemTime::UNIX_EPOCH + Duration::from_secs(1_800_000_000);
+        let a = report("a", t0, SECOND, &spread(1, 100, 2.0));
+        let b = report("b", t0, SECOND, &spread(2, 100, 2.0));
+        let o = named(&["a.json", "b.json", "c.json"]);
+        // One report given twice.
+        let err = merge(&[a.clone(), b.clone(), a.clone()], &o).unwrap_err();
+        let text = err.to_string();
+        assert!(
+            text.contains("a.json and c.json hold the same run"),
+            "{text}"
+        );
+        assert!(text.contains("--allow-duplicates"), "{text}");
+        // A merged report beside one of its runs.
+        let ab = merge(&[a.clone(), b.clone()], &o).unwrap();
+        let err = merge(&[ab.clone(), b.clone()], &o).unwrap_err();
+        assert!(
+            err.to_string()
+                .contains("a.json and b.json hold the same run"),
+            "{err}"
+        );
+        // A copy read back from JSON is the same run too.
+        let copy = Report::from_json(&a.to_json()).unwrap();
+        assert!(merge(&[a.clone(), copy], &o).is_err());
+        // Allowed, it counts twice.
+        let allow = MergeOptions {
+            allow_duplicates: true,
+            ..o
+        };
+        assert_eq!(merge(&[a.clone(), a], &allow).unwrap().requests, 200);
+    }
+
+    #[test]
+    fn runs_that_never_overlapped_are_refused_by_wall_clock() {
+        let t0 = SystemTime::UNIX_EPOCH + Duration::from_secs(1_800_000_000);
+        // a and b overlap; c starts an hour after they ended.
+        let a = report("a", t0, SECOND, &spread(1, 100, 2.0));
+        let b = report("b", t0 + SECOND, SECOND, &spread(2, 100, 2.0));
+        let c = report(
+            "c",
+            t0 + Duration::from_secs(3603),
+            SECOND,
+            &spread(3, 100, 2.0),
+        );
+        let o = named(&["a.json", "b.json", "c.json"]);
+        assert!(merge(&[a.clone(), b.clone()], &o).is_ok());
+        // Back to back (a ends as d starts): they overlap.
+        let d = report("d", t0 + 2 * SECOND, SECOND, &spread(2, 100, 2.0));
+        assert!(merge(&[a.clone(), d], &o).is_ok());
+        let err = merge(&[a.clone(), b.clone(), c.clone()], &o).unwrap_err();
+        let text = err.to_string();
+        assert!(text.contains("c.json (from "), "{text}");
+        assert!(
+            text.contains("overlaps no other report in time: the nearest, b.json, is 3600 s away"),
+            "{text}"
+        );
+        assert!(
+            text.contains("--allow-disjoint") && text.contains("--align offset"),
+            "{text}"
+        );
+        // By offset, or allowed: merged.
+        let offset = MergeOptions {
+            align: Align::Offset,
+            ..o.clone()
+        };
+        assert_eq!(
+            merge(&[a.clone(), b.clone(), c.clone()], &offset)
+                .unwrap()
+                .requests,
+            300
+        );
+        let allow = MergeOptions {
+            allow_disjoint: true,
+            ..o
+        };
+        assert_eq!(merge(&[a, b, c], &allow).unwrap().requests, 300);
     }
 }

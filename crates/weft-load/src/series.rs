@@ -1,7 +1,16 @@
 //! The time series of a run: every `interval` a sampler thread swaps out
-//! the users' latency histograms, so each interval has its own histogram
-//! (exact per-interval percentiles, and exact merges across runs), and the
-//! run's histogram is the sum of the intervals'.
+//! the users' [`Shard`]s, so each interval has its own histogram (exact
+//! per-interval percentiles, and exact merges across runs), and the run's
+//! histogram is the sum of the intervals'.
+//!
+//! An interval's counts and its histogram are one snapshot: a user records
+//! a request's latency and counts it under one shard lock, and the sampler
+//! takes the histogram and the counts of a shard together by swapping the
+//! whole shard. Reading the counts from the run's progress counters
+//! instead (as weft-load once did) cuts them at another moment than the
+//! histograms: a request recorded in a shard already swapped out but
+//! counted before the counter is read lands in two intervals, and an
+//! interval's `requests` differs from its histogram's count by one or two.
 
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
@@ -31,7 +40,11 @@ pub struct Interval {
     /// Requests per second: `requests / duration` for a run; for a merge
     /// the sum of the merged runs' rates in that interval.
     pub throughput: f64,
-    /// Median latency of the requests answered in it, ms (0 if none).
+    /// Latencies recorded in it: the requests that got a response
+    /// (failures with a status included), its histogram's count.
+    pub latencies: u64,
+    /// Median latency of the requests answered in it, ms (0 if none: see
+    /// `latencies`; the HTML report leaves a gap there).
     pub p50_ms: f64,
     /// 99th percentile, ms (0 if none).
     pub p99_ms: f64,
@@ -55,6 +68,7 @@ impl Interval {
             requests,
             failures,
             throughput,
+            latencies: h.len(),
             p50_ms: quantile_ms(h, 0.5),
             p99_ms: quantile_ms(h, 0.99),
             histogram: hdr::encode(h),
@@ -87,12 +101,64 @@ pub(crate) fn quantile_ms(h: &Histogram<u64>, q: f64) -> f64 {
     }
 }
 
+/// What the users of one shard did in the current interval. A user
+/// updates it under the shard's lock once per measured request, so the
+/// three fields always describe the same requests.
+pub(crate) struct Shard {
+    /// Latencies of the requests that got a response (failures with a
+    /// status included), microseconds.
+    pub histogram: Histogram<u64>,
+    /// Measured requests completed: the histogram's count plus the
+    /// failures without a response.
+    pub requests: u64,
+    /// Failed requests among them.
+    pub failures: u64,
+}
+
+impl Shard {
+    pub(crate) fn new() -> Shard {
+        Shard {
+            histogram: hdr::new_histogram(),
+            requests: 0,
+            failures: 0,
+        }
+    }
+
+    /// Counts a request that got a response after `us` microseconds.
+    pub(crate) fn answered(&mut self, us: u64, failed: bool) {
+        hdr::record(&mut self.histogram, us);
+        self.requests += 1;
+        self.failures += u64::from(failed);
+    }
+
+    /// Counts a request that failed without a response (no latency).
+    pub(crate) fn unanswered(&mut self) {
+        self.requests += 1;
+        self.failures += 1;
+    }
+
+    /// Adds `other` and empties it.
+    fn drain_from(&mut self, other: &mut Shard) {
+        let _ = self.histogram.add(&other.histogram);
+        self.requests += other.requests;
+        self.failures += other.failures;
+        other.clear();
+    }
+
+    fn clear(&mut self) {
+        self.histogram.reset();
+        self.requests = 0;
+        self.failures = 0;
+    }
+}
+
 /// The end of a run, sent to the sampler.
 pub(crate) struct End {
     /// The end of the measured window.
     pub at: Instant,
-    /// The run's measured requests and failures (the last interval gets
-    /// what the earlier ones did not count).
+    /// The run's measured requests and failures, as the users' tallies
+    /// say: the last interval gets what the shards did not count (only a
+    /// user that panicked leaves such a remainder).
     pub requests: u64,
     pub failures: u64,
 }
@@ -149,19 +215,17 @@ impl Sampler {
 struct State {
     plan: Arc<Plan>,
     interval: Duration,
-    /// The histogram of the interval being collected, and a spare that
-    /// takes a shard's place while the shard is added.
-    acc: Histogram<u64>,
-    spare: Histogram<u64>,
+    /// The interval being collected, and a spare that takes a shard's
+    /// place while the shard is added.
+    acc: Shard,
+    spare: Shard,
     total: Histogram<u64>,
     series: Vec<Interval>,
     /// The last closed interval, not yet encoded: a remainder too short to
     /// be an interval of its own is added to it.
     pending: Option<Pending>,
-    /// Where the current interval started, and the counters then.
+    /// Where the current interval started.
     since: Instant,
-    done: u64,
-    failed: u64,
 }
 
 impl State {
@@ -170,14 +234,12 @@ impl State {
         State {
             plan,
             interval,
-            acc: hdr::new_histogram(),
-            spare: hdr::new_histogram(),
+            acc: Shard::new(),
+            spare: Shard::new(),
             total: hdr::new_histogram(),
             series: Vec::new(),
             pending: None,
             since,
-            done: 0,
-            failed: 0,
         }
     }
 
@@ -202,52 +264,41 @@ impl State {
                 None => Instant::now(),
             };
             self.collect();
-            let done = self.plan.done.load(Ordering::Relaxed);
-            let failed = self.plan.failed.load(Ordering::Relaxed);
-            self.close(
-                now,
-                done.saturating_sub(self.done),
-                failed.saturating_sub(self.failed),
-            );
-            (self.done, self.failed) = (done, failed);
+            self.close(now);
             i += 1;
         }
     }
 
-    /// Adds every shard's histogram to `acc` and empties the shards.
+    /// Adds every shard to `acc` and empties the shards: each is swapped
+    /// for the empty spare under its lock, so its histogram and its counts
+    /// are taken at one moment (see the module docs).
     fn collect(&mut self) {
-        for shard in self.plan.hists.iter() {
+        for shard in self.plan.shards.iter() {
             std::mem::swap(&mut *shard.lock().unpoison(), &mut self.spare);
-            let _ = self.acc.add(&self.spare);
-            self.spare.reset();
+            self.acc.drain_from(&mut self.spare);
         }
     }
 
     /// Closes the interval `since..now` with `acc`.
-    fn close(&mut self, now: Instant, requests: u64, failures: u64) {
-        let _ = self.total.add(&self.acc);
+    fn close(&mut self, now: Instant) {
+        let _ = self.total.add(&self.acc.histogram);
         let duration = now.saturating_duration_since(self.since);
         match &mut self.pending {
             // Nothing left of the window: the remainder goes to the
             // previous interval.
-            Some(p) if duration.is_zero() => {
-                let _ = p.histogram.add(&self.acc);
-                p.requests += requests;
-                p.failures += failures;
-            }
+            Some(p) if duration.is_zero() => p.shard.drain_from(&mut self.acc),
             _ => {
                 self.flush_pending();
-                self.pending = Some(Pending {
+                let mut p = Pending {
                     // Nominal: the k-th interval starts at k × interval.
                     start: self.interval * self.series.len() as u32,
                     duration,
-                    requests,
-                    failures,
-                    histogram: self.acc.clone(),
-                });
+                    shard: Shard::new(),
+                };
+                p.shard.drain_from(&mut self.acc);
+                self.pending = Some(p);
             }
         }
-        self.acc.reset();
         self.since = now.max(self.since);
     }
 
@@ -255,27 +306,26 @@ impl State {
         if let Some(p) = self.pending.take() {
             // An interval of no time (a run that ended as it started)
             // still counts its requests; its rate is 0.
-            let throughput = rate(p.requests, p.duration);
+            let s = &p.shard;
+            let throughput = rate(s.requests, p.duration);
             self.series.push(Interval::new(
                 p.start,
                 p.duration,
-                p.requests,
-                p.failures,
+                s.requests,
+                s.failures,
                 throughput,
-                &p.histogram,
+                &s.histogram,
             ));
         }
     }
 
     fn finish(mut self, end: End) -> Sampled {
         self.collect();
-        let counted: u64 = self.series_requests();
-        let failed: u64 = self.series_failures();
-        self.close(
-            end.at.max(self.since),
-            end.requests.saturating_sub(counted),
-            end.failures.saturating_sub(failed),
-        );
+        let counted = self.acc.requests + self.series_requests();
+        let failed = self.acc.failures + self.series_failures();
+        self.acc.requests += end.requests.saturating_sub(counted);
+        self.acc.failures += end.failures.saturating_sub(failed);
+        self.close(end.at.max(self.since));
         self.flush_pending();
         Sampled {
             histogram: self.total,
@@ -298,12 +348,12 @@ impl State {
 
     fn series_requests(&self) -> u64 {
         self.series.iter().map(|s| s.requests).sum::<u64>()
-            + self.pending.as_ref().map_or(0, |p| p.requests)
+            + self.pending.as_ref().map_or(0, |p| p.shard.requests)
     }
 
     fn series_failures(&self) -> u64 {
         self.series.iter().map(|s| s.failures).sum::<u64>()
-            + self.pending.as_ref().map_or(0, |p| p.failures)
+            + self.pending.as_ref().map_or(0, |p| p.shard.failures)
     }
 }
 
@@ -311,9 +361,7 @@ impl State {
 struct Pending {
     start: Duration,
     duration: Duration,
-    requests: u64,
-    failures: u64,
-    histogram: Histogram<u64>,
+    shard: Shard,
 }
 
 /// `n` per second over `d` (0 over nothing).

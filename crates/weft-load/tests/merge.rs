@@ -148,7 +148,8 @@ fn two_agents_merged_equal_their_union() {
 
     let page = std::fs::read_to_string(&html).unwrap();
     assert!(page.contains("2 runs merged"));
-    assert!(page.contains("<polyline"));
+    // The lines (a series of one interval is a dot).
+    assert!(page.contains("<polyline") || page.contains("<circle"));
     let rows = page.matches("<tr><td>").count();
     assert!(
         rows >= m.series.len(),
@@ -269,12 +270,192 @@ fn html_report_of_a_run() {
         "Latency, ms",
         "<th>p99.9</th>",
         "<table id=\"series\">",
-        "<polyline",
     ] {
         assert!(html.contains(part), "missing {part}");
     }
+    // The lines (a series of one interval is a dot).
+    assert!(html.contains("<polyline") || html.contains("<circle"));
     // Self-contained: nothing loaded from elsewhere.
     assert!(!html.contains("<script"));
     assert!(!html.contains("<link"));
     assert!(!html.contains("url("));
+}
+
+#[test]
+fn every_intervals_requests_are_its_histograms_count() {
+    // Many short intervals under a steady load: the sampler cuts the
+    // series while users record, so a count and a histogram read at
+    // different moments would disagree in some interval.
+    let h = server();
+    let r = run(&Config {
+        url: format!("http://{}/hello", h.local_addr()),
+        concurrency: 32,
+        duration: Some(Duration::from_millis(1500)),
+        interval: weft_load::MIN_INTERVAL,
+        ..Config::default()
+    })
+    .unwrap();
+    assert_eq!(r.failures, 0);
+    assert!(r.series.len() > 10, "{} intervals", r.series.len());
+    for (k, i) in r.series.iter().enumerate() {
+        assert_eq!(
+            i.requests,
+            i.histogram().unwrap().len(),
+            "interval {k} of {}",
+            r.series.len()
+        );
+    }
+    assert_eq!(r.requests, r.histogram.len());
+}
+
+/// Runs `weft-load -q -n 20 ARGS URL` and checks it succeeded.
+fn agent(url: &str, args: &[&str]) -> Output {
+    let mut all = vec!["-q", "-n", "20"];
+    all.extend_from_slice(args);
+    all.push(url);
+    let out = weft_load(&all);
+    assert!(
+        out.status.success(),
+        "{args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    out
+}
+
+/// A failed merge: exit code 2, no panic; its message.
+fn refused(args: &[&str]) -> String {
+    let out = weft_load(args);
+    let err = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
+    assert!(!err.contains("panicked"), "{err}");
+    err
+}
+
+#[test]
+fn merge_refuses_a_run_twice_and_runs_apart_naming_the_files() {
+    let h = server();
+    let url = format!("http://{}/hello", h.local_addr());
+    let d = dir("refusals");
+    let (a, b, c) = (d.join("a.json"), d.join("b.json"), d.join("c.json"));
+    agent(&url, &["--json", s(&a)]);
+    agent(&url, &["--json", s(&b)]);
+    agent(&url, &["--json", s(&c), "--interval", "500ms"]);
+
+    // One file twice, or a copy of it under another name.
+    let err = refused(&["merge", s(&a), s(&a)]);
+    assert!(err.contains("hold the same run"), "{err}");
+    assert_eq!(err.matches("a.json").count(), 2, "{err}");
+    let copy = d.join("copy.json");
+    std::fs::copy(&a, &copy).unwrap();
+    let err = refused(&["merge", s(&a), s(&copy)]);
+    assert!(
+        err.contains("a.json and ") && err.contains("copy.json hold the same run"),
+        "{err}"
+    );
+    let out = weft_load(&["merge", "--allow-duplicates", s(&a), s(&a), "--json", "-"]);
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["requests"], 40);
+
+    // b moved an hour later: it never overlapped a.
+    let mut v: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&b).unwrap()).unwrap();
+    v["started_at_unix_ms"] = (v["started_at_unix_ms"].as_u64().unwrap() + 3_600_000).into();
+    let later = d.join("later.json");
+    std::fs::write(&later, v.to_string()).unwrap();
+    let err = refused(&["merge", s(&a), s(&later)]);
+    assert!(err.contains("a.json (from "), "{err}");
+    assert!(
+        err.contains("overlaps no other report in time: the nearest, "),
+        "{err}"
+    );
+    assert!(err.contains("later.json, is 36"), "{err}");
+    for flag in ["--allow-disjoint", "--align=offset"] {
+        let out = weft_load(&["merge", flag, s(&a), s(&later)]);
+        assert!(
+            out.status.success(),
+            "{flag}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+
+    // Different intervals: the files by name.
+    let err = refused(&["merge", "--align", "offset", s(&a), s(&c)]);
+    assert!(err.contains("a.json: 1000 ms"), "{err}");
+    assert!(err.contains("c.json: 500 ms"), "{err}");
+
+    // The output is one of the inputs: refused before it is overwritten.
+    let before = std::fs::read(&a).unwrap();
+    let err = refused(&["merge", s(&a), s(&b), "--json", s(&a)]);
+    assert!(err.contains("one of the reports to merge"), "{err}");
+    assert_eq!(std::fs::read(&a).unwrap(), before);
+    // Endless input: refused at the limit, not read until memory runs out.
+    let err = refused(&["merge", "--max-report-bytes", "100000", "/dev/zero"]);
+    assert!(err.contains("/dev/zero: larger than 100000 bytes"), "{err}");
+    // Standard output closed (`| head`): an error, not a panic.
+    let (reader, writer) = std::io::pipe().unwrap();
+    drop(reader);
+    let out = Command::new(env!("CARGO_BIN_EXE_weft-load"))
+        .args(["merge", s(&a), "--json", "-"])
+        .stdout(writer)
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(err.contains("writing to standard output"), "{err}");
+}
+
+#[test]
+fn json_takes_its_file_either_way_in_run_and_merge() {
+    let h = server();
+    let url = format!("http://{}/hello", h.local_addr());
+    let d = dir("spellings");
+    let (a, b) = (d.join("a.json"), d.join("b.json"));
+    // A run: `--json FILE` and `--json=FILE` write FILE and print the
+    // table.
+    for out in [
+        agent(&url, &["--json", s(&a)]),
+        agent(&url, &[&format!("--json={}", s(&b))]),
+    ] {
+        assert!(String::from_utf8_lossy(&out.stdout).contains("GET /hello"));
+    }
+    let read = |p: &Path| Report::from_json(&std::fs::read_to_string(p).unwrap()).unwrap();
+    assert_eq!(read(&a).requests, 20);
+    assert_eq!(read(&b).requests, 20);
+    // `--json` alone before the URL or an option, and `--json -`: the
+    // report on standard output.
+    for args in [
+        vec!["-q", "-n", "20", "--json", &url],
+        vec!["--json", "-q", "-n", "20", &url],
+        vec!["-q", "-n", "20", "--json", "-", &url],
+    ] {
+        let out = weft_load(&args);
+        let v: serde_json::Value = serde_json::from_slice(&out.stdout)
+            .unwrap_or_else(|e| panic!("{args:?}: {e}: {}", String::from_utf8_lossy(&out.stderr)));
+        assert_eq!(v["requests"], 20);
+    }
+    // merge: both spellings too (the runs were one after the other: by
+    // offset).
+    let (m1, m2) = (d.join("m1.json"), d.join("m2.json"));
+    let m2_arg = format!("--json={}", s(&m2));
+    for args in [
+        ["merge", "--align=offset", s(&a), s(&b), "--json", s(&m1)].as_slice(),
+        ["merge", "--align=offset", s(&a), s(&b), &m2_arg].as_slice(),
+    ] {
+        let out = weft_load(args);
+        assert!(
+            out.status.success(),
+            "{args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    assert_eq!(read(&m1).requests, 40);
+    assert_eq!(read(&m2).requests, 40);
+    // One help text for both.
+    for help in [weft_load(&["--help"]), weft_load(&["merge", "--help"])] {
+        let text = String::from_utf8_lossy(&help.stdout);
+        assert!(
+            text.contains("Write the report as JSON to FILE (`--json FILE` or `--json=FILE`; `-`: standard output"),
+            "{text}"
+        );
+    }
 }
