@@ -95,11 +95,23 @@
 //! storage that works the same everywhere (and on the fixed executor's
 //! tasks).
 //!
-//! C libraries' own per-thread state (`errno`, malloc's caches, `dlerror`)
-//! stays per carrier, as does the thread-local storage of *shared*
-//! libraries reached through `__tls_get_addr` (C libraries built with
-//! `-fPIC`); Rust crates are linked into the program and never take that
-//! path.
+//! The same holds for C and C++ code: a C library's `__thread` variables
+//! and a C++ `thread_local` (with its destructor, run when the virtual
+//! thread ends) are per virtual thread, whether the library was linked at
+//! start-up or loaded with `dlopen`; `errno` is saved with the thread at
+//! every switch; `sched_getcpu`, `pthread_getattr_np(pthread_self())` and
+//! `setuid` answer as on an OS thread. libc's own per-thread state
+//! (malloc's caches, locale, `dlerror`) stays one per carrier, as libc
+//! needs (ARCHITECTURE.md, "Thread-local areas", has the table).
+//!
+//! **C locks pin.** A virtual thread that holds a C lock — a
+//! `pthread_mutex_t`, `pthread_rwlock_t`, `pthread_spinlock_t` or a
+//! `FILE` lock (`flockfile`) — keeps its carrier until it releases it, as
+//! Java pins a virtual thread with a native frame: its waits meanwhile hold
+//! the carrier instead of unmounting, and each is recorded as a
+//! [`Pinned`](events::EventKind::Pinned) event whose detail names the C
+//! lock. So a C library's lock never has two owners, and a second virtual
+//! thread of the carrier never blocks behind a parked owner.
 //!
 //! The rule affinity still brings: **do not hold an OS-level lock
 //! (`std::sync::Mutex`, `parking_lot`) across a weft blocking call.** The
