@@ -85,6 +85,9 @@ pub struct ThreadInfo {
     pub home_stalled: bool,
     /// What it waits on.
     pub blocker: Blocker,
+    /// How long it has waited on [`ThreadInfo::blocker`], to the kernel's
+    /// timer tick (1–4 ms); `None` when it waits on nothing.
+    pub waited: Option<Duration>,
     /// What it said it is doing ([`crate::set_activity`]), if anything.
     pub activity: Option<String>,
     /// Addresses of `weft::sync` locks it holds that others wait for.
@@ -139,6 +142,7 @@ impl Dump {
 struct Seen {
     state: State,
     blocker: Blocker,
+    waited: Option<Duration>,
     activity: Option<String>,
     carrier: Option<usize>,
     home: Option<usize>,
@@ -244,6 +248,7 @@ fn read_states(threads: &[Arc<VThread>]) -> Vec<Seen> {
             Seen {
                 state: inner_state(t),
                 blocker: inner_blocker(t),
+                waited: t.blocker.waited(),
                 activity: inner_activity(t),
                 carrier: carriers.get(&(Arc::as_ptr(t) as usize)).copied(),
                 home,
@@ -449,6 +454,7 @@ fn entries(
                 home: seen.home,
                 home_stalled: seen.home_stalled,
                 blocker: seen.blocker,
+                waited: seen.waited,
                 activity: seen.activity,
                 owns: Vec::new(),
                 stack: frames.get(stack as usize).cloned().unwrap_or_default(),
@@ -582,6 +588,18 @@ fn describe_blocker(b: &Blocker) -> Option<String> {
     })
 }
 
+/// A wait's length as a reader wants it: `850 ms`, `12 s`, `3 minutes`,
+/// `2 hours` (Go's dumps print `12 minutes`).
+pub(crate) fn for_how_long(d: Duration) -> String {
+    let s = d.as_secs();
+    match s {
+        0 => format!("{} ms", d.as_millis()),
+        1..120 => format!("{s} s"),
+        120..7_200 => format!("{} minutes", s / 60),
+        _ => format!("{} hours", s / 3_600),
+    }
+}
+
 fn unix_secs(t: SystemTime) -> f64 {
     t.duration_since(SystemTime::UNIX_EPOCH)
         .unwrap_or_default()
@@ -624,7 +642,10 @@ impl fmt::Display for Dump {
                     writeln!(f, "   - doing: {a}")?;
                 }
                 if let Some(b) = describe_blocker(&t.blocker) {
-                    writeln!(f, "   - {b}")?;
+                    match t.waited {
+                        Some(d) => writeln!(f, "   - {b} (for {})", for_how_long(d))?,
+                        None => writeln!(f, "   - {b}")?,
+                    }
                 }
                 if let Some(h) = t.home {
                     if t.home_stalled && t.state == State::Runnable {

@@ -248,7 +248,89 @@ fn resolve(ip: usize) -> Arc<[Frame]> {
             line: None,
         });
     }
+    for f in &mut v {
+        tidy(f);
+    }
     v.into()
+}
+
+/// Makes a frame's name say where it is and fit on a line: a bare name
+/// (debug info names inlined frames `sleep`, `recv<u64>`) gets the module
+/// path of its source file (`weft::thread::park::sleep`), and the
+/// runtime's frames (Weft, std, their helpers) lose their generic
+/// arguments (`<weft::builder::Spawned<…> as weft::thread::Start>::run`,
+/// where the full name ran to hundreds of characters). The program's own
+/// frames keep theirs.
+fn tidy(f: &mut Frame) {
+    // A bare name: no path outside its generic arguments (`wait<weft::…>`).
+    let bare = last_segment(&f.function).len() == f.function.len() && !f.function.starts_with('<');
+    if bare && let Some(module) = f.file.as_deref().and_then(module_of) {
+        f.function = format!("{module}::{}", f.function);
+    }
+    if f.is_runtime() && f.function.contains('<') {
+        f.function = without_generic_arguments(&f.function);
+    }
+}
+
+/// The module path of a Rust source file: `weft::thread::park` for
+/// `…/weft/src/thread/park.rs` (or `…/weft-0.1.0/src/thread/park.rs`),
+/// `std::thread::functions` for `/rustc/<hash>/library/std/src/thread/functions.rs`,
+/// `app` for `…/app/src/main.rs`; `None` for a file outside a crate's
+/// `src/` (a test, an example, C).
+fn module_of(file: &str) -> Option<String> {
+    let (dir, path) = crate_of(file)?;
+    let path = path.strip_suffix(".rs")?;
+    // `weft-0.1.0` → `weft`; `weft-http` → `weft_http`.
+    let name = match dir.rfind('-') {
+        Some(i) if dir[i + 1..].starts_with(|c: char| c.is_ascii_digit()) => &dir[..i],
+        _ => dir,
+    };
+    let mut out = name.replace('-', "_");
+    for seg in path.split('/') {
+        if !matches!(seg, "lib" | "main" | "mod") {
+            out.push_str("::");
+            out.push_str(seg);
+        }
+    }
+    Some(out)
+}
+
+/// `name` with every generic argument list that follows a name (`Foo<T>`,
+/// `recv<u64>`) written `<…>`; a qualified path's own brackets (`<A as
+/// B>::f`) stay.
+fn without_generic_arguments(name: &str) -> String {
+    let b = name.as_bytes();
+    let mut out = String::with_capacity(name.len());
+    let mut i = 0;
+    let mut copied = 0;
+    while i < b.len() {
+        if b[i] == b'<' && i > 0 && (b[i - 1].is_ascii_alphanumeric() || b[i - 1] == b'_') {
+            let mut depth = 0usize;
+            let mut j = i;
+            while j < b.len() {
+                match b[j] {
+                    b'<' => depth += 1,
+                    // `->` of a function type is no bracket.
+                    b'>' if b[j - 1] != b'-' => {
+                        depth -= 1;
+                        if depth == 0 {
+                            break;
+                        }
+                    }
+                    _ => {}
+                }
+                j += 1;
+            }
+            out.push_str(&name[copied..i]);
+            out.push_str("<…>");
+            i = (j + 1).min(b.len());
+            copied = i;
+            continue;
+        }
+        i += 1;
+    }
+    out.push_str(&name[copied..]);
+    out
 }
 
 impl Resolver {
@@ -401,6 +483,55 @@ mod tests {
         }
         // Still answers after it was emptied.
         assert!(!Resolver::default().frames(&[base + 1]).is_empty());
+    }
+
+    #[test]
+    fn frames_name_their_module_and_runtime_frames_drop_generics() {
+        let mut sleep = fr("sleep", Some("/work/main/crates/weft/src/thread/park.rs"));
+        tidy(&mut sleep);
+        assert_eq!(sleep.function, "weft::thread::park::sleep");
+        let mut recv = fr(
+            "recv<u64>",
+            Some("/home/u/.cargo/registry/src/index/weft-0.1.0/src/channel.rs"),
+        );
+        tidy(&mut recv);
+        assert_eq!(recv.function, "weft::channel::recv<…>");
+        let mut std_sleep = fr(
+            "sleep",
+            Some("/rustc/abc/library/std/src/thread/functions.rs"),
+        );
+        tidy(&mut std_sleep);
+        assert_eq!(std_sleep.function, "std::thread::functions::sleep");
+        let mut handler = fr("slow", Some("/srv/my-app/src/handlers/mod.rs"));
+        tidy(&mut handler);
+        assert_eq!(handler.function, "my_app::handlers::slow");
+        let mut main = fr("main", Some("/srv/app/src/main.rs"));
+        tidy(&mut main);
+        assert_eq!(main.function, "app::main");
+        let mut wait = fr(
+            "wait<weft::sync::latch::Node>",
+            Some("/work/main/crates/weft/src/sync/waitq.rs"),
+        );
+        tidy(&mut wait);
+        assert_eq!(wait.function, "weft::sync::waitq::wait<…>");
+        // Outside a crate's src/ (a test, C): as it was.
+        let mut test = fr("worker", Some("/work/main/crates/weft/tests/dump.rs"));
+        tidy(&mut test);
+        assert_eq!(test.function, "worker");
+        let mut run = fr(
+            "<weft::builder::Spawned<app::main::{{closure}}, core::result::Result<(), fn() -> u8>> \
+             as weft::thread::Start>::run",
+            None,
+        );
+        tidy(&mut run);
+        assert_eq!(
+            run.function,
+            "<weft::builder::Spawned<…> as weft::thread::Start>::run"
+        );
+        // The program's own frames keep their generic arguments.
+        let mut user = fr("app::Pool<app::Db>::get", None);
+        tidy(&mut user);
+        assert_eq!(user.function, "app::Pool<app::Db>::get");
     }
 
     #[test]

@@ -5,9 +5,11 @@
 //! wait on the same *kind* of blocker and have equal stacks. The kind
 //! drops what is particular to one thread — the descriptor a reader waits
 //! on, the deadline of a sleep, the thread a joiner joins, the owner of a
-//! lock — so that 10,000 connection threads waiting to read form one
-//! group; it keeps which primitive a lock waiter waits for (its kind and
-//! address), since threads queued on one lock are the group worth seeing.
+//! lock's waiters (each saw it at its own moment) aside — so that 10,000
+//! connection threads waiting to read form one group; it keeps which
+//! primitive a lock waiter waits for (its kind and address, and the owner
+//! of a mutex), since threads queued on one lock are the group worth
+//! seeing and its owner is the thread to look at.
 //!
 //! Grouping hashes each stack once (function names and lines, with a
 //! multiplicative hash) and compares stacks only within a bucket, so it
@@ -18,7 +20,7 @@ use std::fmt;
 use std::hash::{Hash, Hasher};
 use std::time::{Duration, Instant, SystemTime};
 
-use super::{Dump, ThreadInfo, describe_blocker, state_name};
+use super::{Dump, ThreadInfo, describe_blocker, for_how_long, state_name};
 use crate::symbols::{Frame, first_user_frame, format_stack};
 use crate::thread::{Blocker, State, SyncKind, ThreadId};
 
@@ -30,9 +32,13 @@ pub struct StackGroup {
     /// Their state.
     pub state: State,
     /// What they wait on, without what is particular to one thread
-    /// (`"sleeping"`, `"waiting to read"`, `"waiting for Mutex <0x…>"`);
-    /// `None` when not blocked in a weft primitive.
+    /// (`"sleeping"`, `"waiting to read"`, `"waiting for
+    /// weft::sync::Mutex <0x…> owned by #7"`); `None` when not blocked in a
+    /// weft primitive.
     pub blocker: Option<String>,
+    /// The longest any of them has waited on its blocker (to the kernel's
+    /// timer tick), as Go prints `[chan receive, 12 minutes]`.
+    pub longest_wait: Option<Duration>,
     /// The stack they share, innermost frame first (empty when no stack
     /// could be had).
     pub stack: Vec<Frame>,
@@ -75,9 +81,17 @@ enum Kind {
     None,
     Sleep,
     Park,
-    Io { read: bool },
-    Lock { kind: SyncKind, addr: usize },
-    Channel { recv: bool },
+    Io {
+        read: bool,
+    },
+    Lock {
+        kind: SyncKind,
+        addr: usize,
+        owner: Option<u64>,
+    },
+    Channel {
+        recv: bool,
+    },
     Join,
     Other(&'static str),
     Call(&'static str),
@@ -90,7 +104,7 @@ impl Kind {
             Blocker::Sleep(_) => Kind::Sleep,
             Blocker::Park => Kind::Park,
             Blocker::Io { read, .. } => Kind::Io { read },
-            Blocker::Lock { kind, addr, .. } => Kind::Lock { kind, addr },
+            Blocker::Lock { kind, addr, owner } => Kind::Lock { kind, addr, owner },
             Blocker::Channel { recv } => Kind::Channel { recv },
             Blocker::Join(_) => Kind::Join,
             Blocker::Other(s) => Kind::Other(s),
@@ -105,7 +119,9 @@ impl Kind {
             Kind::Park => "parked".into(),
             Kind::Io { read: true } => "waiting to read".into(),
             Kind::Io { read: false } => "waiting to write".into(),
-            Kind::Lock { kind, addr } => format!("{} {kind} <{addr:#x}>", kind.verb()),
+            Kind::Lock { kind, addr, owner } => {
+                return describe_blocker(&Blocker::Lock { kind, addr, owner });
+            }
             Kind::Join => "joining a thread".into(),
             Kind::Call(call) => format!("parked in {call}"),
             Kind::Channel { recv } => {
@@ -228,6 +244,7 @@ fn collect_groups(threads: &[ThreadInfo]) -> Vec<StackGroup> {
             let g = &mut groups[g].1;
             g.count += 1;
             g.threads.push(t.id);
+            g.longest_wait = g.longest_wait.max(t.waited);
             continue;
         }
         let key = (t.state, kind, stack_hash(&t.stack));
@@ -243,6 +260,7 @@ fn collect_groups(threads: &[ThreadInfo]) -> Vec<StackGroup> {
                 let g = &mut groups[g].1;
                 g.count += 1;
                 g.threads.push(t.id);
+                g.longest_wait = g.longest_wait.max(t.waited);
             }
             None => {
                 recent.rotate_right(1);
@@ -254,6 +272,7 @@ fn collect_groups(threads: &[ThreadInfo]) -> Vec<StackGroup> {
                         count: 1,
                         state: t.state,
                         blocker: None,
+                        longest_wait: t.waited,
                         stack: t.stack.clone(),
                         first_user_frame: first_user_frame(&t.stack),
                         threads: vec![t.id],
@@ -310,6 +329,14 @@ impl fmt::Display for ThreadGroups {
             )?;
             if let Some(b) = &g.blocker {
                 write!(f, ", {b}")?;
+            }
+            if let Some(d) = g.longest_wait {
+                write!(
+                    f,
+                    " ({}{})",
+                    if g.count > 1 { "longest " } else { "for " },
+                    for_how_long(d)
+                )?;
             }
             writeln!(f)?;
             if g.stack.is_empty() {

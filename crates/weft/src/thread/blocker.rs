@@ -165,14 +165,55 @@ impl Blocker {
 /// anyone (dumps) without locks: a sequence lock. The writer makes the
 /// sequence odd, stores the words, makes it even again; a reader retries
 /// until it sees the same even sequence before and after reading.
+///
+/// It also keeps when its thread began to wait (`since`), for the "waiting
+/// for 12 s" of dumps, as Go's `[chan receive, 12 minutes]`: one word more
+/// per thread (the cell is 56 bytes of the record, was 48), and one read
+/// of the kernel's coarse monotonic clock per wait (a few nanoseconds, no
+/// system call: the vDSO reads a value the timer tick updates, so its
+/// resolution is the tick, 1–4 ms).
 #[derive(Default)]
 pub(crate) struct BlockerCell {
     pub(super) seq: AtomicU64,
     pub(super) w: [AtomicU64; 5],
+    /// When the current blocker was set, in ns of [`coarse_now_ns`]; 0
+    /// while none is.
+    since: AtomicU64,
+}
+
+/// The coarse monotonic clock (`CLOCK_MONOTONIC_COARSE`), in ns; at least
+/// 1 (0 means "not waiting" in [`BlockerCell`]).
+pub(crate) fn coarse_now_ns() -> u64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: `ts` is a valid, writable timespec; the clock id is valid
+    // on every Linux (an error leaves it zero, read as "just now").
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC_COARSE, &mut ts) };
+    (ts.tv_sec as u64)
+        .saturating_mul(1_000_000_000)
+        .saturating_add(ts.tv_nsec as u64)
+        .max(1)
 }
 
 impl BlockerCell {
+    /// How long the thread has waited on its current blocker (coarse: to
+    /// the kernel's timer tick); `None` while it waits on none.
+    pub(crate) fn waited(&self) -> Option<std::time::Duration> {
+        let since = self.since.load(Ordering::Relaxed);
+        (since != 0).then(|| std::time::Duration::from_nanos(coarse_now_ns().saturating_sub(since)))
+    }
+
     pub(super) fn set(&self, b: Blocker) {
+        self.since.store(
+            if b == Blocker::None {
+                0
+            } else {
+                coarse_now_ns()
+            },
+            Ordering::Relaxed,
+        );
         let words = encode(&b);
         let s = self.seq.load(Ordering::Relaxed);
         self.seq.store(s.wrapping_add(1), Ordering::Relaxed);
