@@ -250,6 +250,28 @@
 //! threads exist to avoid — and a pool must have *some* bound, past which
 //! the same deadlock returns.
 //!
+//! # What pins
+//!
+//! A virtual thread that cannot unmount soundly keeps its carrier (it is
+//! *pinned*, as Java pins a thread with a native frame): its waits hold the
+//! carrier's OS thread, the carrier is counted as blocked so a spare can
+//! run unstarted threads, and each wait is recorded as a
+//! [`Pinned`](crate::events::EventKind::Pinned) event (with the reason in
+//! its detail) or, for a wait the hooks do not see, as a stall. What pins:
+//!
+//! - holding a C lock: `pthread_mutex_*`, `pthread_rwlock_*`,
+//!   `pthread_spin_*`, `flockfile` (counted with or without this feature;
+//!   `thread/native.rs`) — so a C library's lock never has two owners;
+//! - [`weft::pinned`](crate::pinned) sections;
+//! - waits this layer does not emulate: shared (inter-process) and PI
+//!   futexes, `pthread_cond_wait` and glibc's inline lock waits, system
+//!   calls made with a raw `syscall` instruction, calls inside a signal
+//!   handler, calls on a runtime without thread-local areas for futexes
+//!   (`WEFT_THREAD_LOCALS=carrier`: the carrier's threads would share one
+//!   std parker);
+//! - `accept` and `connect` on a socket handed to a child that still
+//!   shares it (ARCHITECTURE.md, "Descriptors handed to a child").
+//!
 //! # Not covered (documented limits)
 //!
 //! - Regular files, ttys, descriptors 0, 1 and 2 — whatever they are: a
