@@ -470,8 +470,8 @@ impl fmt::Debug for Runtime {
 
 /// The runtime of the calling virtual thread; `None` on an OS thread.
 pub(crate) fn current() -> Option<Runtime> {
-    let share = crate::thread::current_virtual()?.runtime_share()?.clone();
-    let handle = share.into_any().downcast::<Handle>().ok()?;
+    let sched = crate::thread::current_virtual()?.scheduler()?.clone();
+    let handle = sched.into_any().downcast::<Handle>().ok()?;
     Some(Runtime { handle })
 }
 

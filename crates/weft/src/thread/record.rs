@@ -295,16 +295,11 @@ impl VThread {
         self.rare.get().and_then(|r| r.name.as_deref())
     }
 
-    /// The scheduler of a virtual thread's runtime.
-    pub(crate) fn scheduler(&self) -> Option<&dyn Schedule> {
-        match &self.kind {
-            Kind::Virtual { sched, .. } => Some(&**sched),
-            Kind::Os(_) => None,
-        }
-    }
-
-    /// A virtual thread's share of its runtime (see `Kind::Virtual::sched`).
-    pub(crate) fn runtime_share(&self) -> Option<&Arc<dyn Schedule>> {
+    /// The scheduler of a virtual thread's runtime, as the record holds it
+    /// (`Kind::Virtual::sched`: the runtime's handle, which also keeps the
+    /// runtime running). The scheduler's own view of it, as its own type,
+    /// is `VThread::runtime_shared` (`sched/schedule.rs`).
+    pub(crate) fn scheduler(&self) -> Option<&Arc<dyn Schedule>> {
         match &self.kind {
             Kind::Virtual { sched, .. } => Some(sched),
             Kind::Os(_) => None,
