@@ -114,6 +114,16 @@ pub(crate) fn current_virtual() -> Option<&'static VThread> {
     unsafe { p.as_ref() }
 }
 
+/// [`current_virtual`] for code that never switches between reading it
+/// and using it (no park, no yield: the C-lock counters of `native.rs`),
+/// inlined: the TLS address cannot be cached across a switch there.
+#[inline(always)]
+pub(crate) fn current_virtual_no_switch() -> Option<&'static VThread> {
+    // SAFETY: as in `current_virtual`; the caller does not switch before
+    // it is done with the reference.
+    unsafe { MOUNTED.with(Cell::get).as_ref() }
+}
+
 /// Returns a handle to the calling thread, virtual or OS.
 pub fn current() -> Thread {
     let p = mounted_ptr();

@@ -64,7 +64,7 @@ mod glibc {
     use libc::{c_int, c_void};
     use std::sync::atomic::{AtomicPtr, Ordering};
 
-    use super::super::current::current_virtual;
+    use super::super::current::current_virtual_no_switch as current_virtual;
     use super::C_LOCK;
 
     #[inline]
