@@ -13,27 +13,31 @@
 //!
 //! The handlers use `?` on weft-pg, the HTTP client and their own error
 //! type without one `map_err`; the statuses come from weft-http (feature
-//! `pg` for weft-pg's errors) and from one [`Router::map_error`]:
+//! `pg` for weft-pg's errors) and from one [`Router::map_error`]; a call
+//! site words the one it knows how to ([`ResultExt::message_on`]):
 //!
 //! | what failed | answer |
 //! |---|---|
-//! | a taken code (unique violation); deleting a link that has clicks (foreign key) | `409` |
-//! | no database connection within the pool's timeout | `503`, `Retry-After: 1` |
+//! | a taken code (unique violation) | `409`, "code … is taken" |
+//! | deleting a link that has clicks (foreign key) | `409` |
+//! | no such link | `404` ([`OptionExt::or_not_found`]) |
+//! | no database connection within the pool's timeout, or the database down | `503`, `Retry-After: 1` |
 //! | the database connection lost | `503` |
 //! | the link checker unreachable, or answering other than `200` | `502` |
 //! | the link checker too slow | `504` |
 //! | the link checker says the URL is unsafe | `422` (the `map_error` below) |
 //! | anything else | `500` |
 //!
-//! The error hook answers in JSON and logs every `5xx` with the method,
-//! the route pattern, what the handler was doing and the cause — which the
-//! client never sees.
+//! The error hook answers in JSON; the server logs every `5xx` with the
+//! method, the route pattern, what the handler was doing and the cause —
+//! which the client never sees ([`ServerConfig::error_log`]).
 
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 use weft_http::{
-    Client, HttpError, Json, Request, Response, Router, Server, ServerConfig, ThreadMode,
+    Client, HttpError, Json, OptionExt, Redirect, Request, ResultExt, Router, Server, ServerConfig,
+    ThreadMode,
 };
 use weft_pg::{Config, Pool};
 
@@ -131,10 +135,13 @@ fn create(req: &mut Request<'_>) -> Result<(u16, Json<Link>)> {
     req.set_activity(format_args!("checking {}", new.url));
     check(&req.state::<Checker>(), &new.url)?;
     req.set_activity(format_args!("storing {}", new.code));
-    req.state::<Pool>().get()?.execute(
-        "INSERT INTO links (code, url) VALUES ($1, $2)",
-        &[&new.code, &new.url],
-    )?;
+    req.state::<Pool>()
+        .get()?
+        .execute(
+            "INSERT INTO links (code, url) VALUES ($1, $2)",
+            &[&new.code, &new.url],
+        )
+        .message_on(409, format!("code {} is taken", new.code))?;
     let (code, url) = (new.code, new.url);
     Ok((
         201,
@@ -147,15 +154,13 @@ fn create(req: &mut Request<'_>) -> Result<(u16, Json<Link>)> {
 }
 
 /// `GET /:code`: a redirect, counted.
-fn follow(req: &mut Request<'_>) -> Result<Response> {
+fn follow(req: &mut Request<'_>) -> Result<Redirect> {
     let code = req.param("code").unwrap_or_default().to_owned();
     let mut db = req.state::<Pool>().get()?;
     let row = db.query_opt("SELECT url FROM links WHERE code = $1", &[&code])?;
-    let url: String = row
-        .ok_or_else(|| HttpError::not_found(format!("no link {code}")))?
-        .get(0);
+    let url: String = row.or_not_found(format!("no link {code}"))?.get(0);
     db.execute("INSERT INTO clicks (code) VALUES ($1)", &[&code])?;
-    Ok(Response::new(302).with_header("Location", url))
+    Ok(Redirect::found(url))
 }
 
 /// `GET /admin/links/:code`: the link and its clicks.
@@ -165,7 +170,7 @@ fn stats(req: &mut Request<'_>) -> Result<Json<Link>> {
         "SELECT url, (SELECT count(*) FROM clicks c WHERE c.code = l.code) FROM links l WHERE code = $1",
         &[&code],
     )?;
-    let row = row.ok_or_else(|| HttpError::not_found(format!("no link {code}")))?;
+    let row = row.or_not_found(format!("no link {code}"))?;
     let (url, clicks) = (row.get(0), row.get(1));
     Ok(Json(Link { code, url, clicks }))
 }
@@ -191,26 +196,8 @@ fn admin() -> Router {
         .nest("/debug", weft_http::debug::router())
 }
 
-/// Every error answer: JSON; a `5xx` is logged with the request and the
-/// cause.
-pub fn answer(e: &HttpError) -> Response {
-    if e.status() >= 500 {
-        match e.request() {
-            Some(r) => eprintln!(
-                "shortener: {} {} (route {}, {}): {e}",
-                r.method(),
-                r.path(),
-                r.route().unwrap_or("none"),
-                r.activity()
-            ),
-            None => eprintln!("shortener: {e}"),
-        }
-    }
-    e.json_response()
-}
-
 /// The service's routes and error mapping (`main` adds the hook,
-/// [`answer`]).
+/// [`HttpError::json_response`]).
 pub fn app(pool: Pool, checker: Checker) -> Router {
     Router::with_state(pool)
         .state(checker)
@@ -251,7 +238,8 @@ fn main() -> std::result::Result<(), Box<dyn std::error::Error>> {
     };
     let addr = std::env::var("ADDR").unwrap_or_else(|_| "127.0.0.1:8080".into());
     let config = ServerConfig::default().thread_mode(mode);
-    let server = Server::bind(addr, config)?.serve(app(pool, checker).on_error(answer))?;
+    let server =
+        Server::bind(addr, config)?.serve(app(pool, checker).on_error(HttpError::json_response))?;
     eprintln!(
         "shortener on http://{} ({mode} threads)",
         server.local_addr()

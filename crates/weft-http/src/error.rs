@@ -171,6 +171,14 @@ impl HttpError {
         self
     }
 
+    /// Replaces the message for the client, keeping the status, the
+    /// headers and the cause: the way to word an error whose status `?`
+    /// picked (see [`ResultExt::message_on`](crate::ResultExt::message_on)).
+    pub fn with_message(mut self, message: impl Into<Cow<'static, str>>) -> HttpError {
+        self.message = message.into();
+        self
+    }
+
     /// Keeps `source` as the cause (not sent to the client).
     pub fn with_source(mut self, source: impl Into<Source>) -> HttpError {
         self.source = Some(source.into());
@@ -298,9 +306,10 @@ fn client_error(e: &crate::client::Error) -> HttpError {
 }
 
 /// weft-pg's errors: a unique or foreign-key violation is `409`; no
-/// connection within the pool's timeout is `503` with `Retry-After: 1`; a
-/// lost or unreachable server, a closed pool or an interrupted call (the
-/// server is stopping) is `503`; anything else `500`.
+/// connection within the pool's timeout, or a pool that cannot reach its
+/// server (and keeps trying), is `503` with `Retry-After: 1`; a lost or
+/// unreachable server, a closed pool or an interrupted call (the server
+/// is stopping) is `503`; anything else `500`.
 #[cfg(feature = "pg")]
 fn pg_error(e: &weft_pg::Error) -> HttpError {
     use weft_pg::SqlState;
@@ -309,7 +318,7 @@ fn pg_error(e: &weft_pg::Error) -> HttpError {
     {
         return HttpError::from_status(409);
     }
-    if e.is_timeout() {
+    if e.is_timeout() || matches!(e, weft_pg::Error::ServerDown(_)) {
         return HttpError::from_status(503).with_header("Retry-After", "1");
     }
     if e.is_connection_error() || e.is_interrupted() || matches!(e, weft_pg::Error::PoolClosed) {
@@ -577,6 +586,16 @@ mod tests {
         assert!(e.to_string().contains("connection is not available"), "{e}");
         let e: HttpError = Wrapped(timeout()).into();
         assert_eq!(e.status(), 503);
+        let down = Error::ServerDown(std::sync::Arc::new(weft_pg::ServerDown {
+            pool: "test".into(),
+            last_connect_error: "cannot connect to 127.0.0.1:1: refused".into(),
+            attempts: 3,
+            failing_for: Duration::from_millis(40),
+        }));
+        let e: HttpError = down.into();
+        assert_eq!((e.status(), e.message()), (503, "Service Unavailable"));
+        assert_eq!(e.headers, [("Retry-After".into(), "1".into())]);
+        assert!(e.to_string().contains("refused"), "{e}");
         let lost = [
             Error::Broken,
             Error::PoolClosed,

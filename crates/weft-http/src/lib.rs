@@ -98,7 +98,8 @@
 //! the error's type, in one place rather than at each call site:
 //! weft-http's own client errors are `502` (`504` on a timeout); with
 //! feature `pg`, weft-pg's are `409` (unique or foreign-key violation),
-//! `503` with `Retry-After: 1` (no pooled connection in time), `503`
+//! `503` with `Retry-After: 1` (no pooled connection in time, or a pool that
+//! cannot reach its server), `503`
 //! (connection lost, pool closed) or `500`; the application's own types
 //! are mapped by [`Router::map_error`]; anything else is `500`. The cause
 //! stays with the error for the hook ([`Router::on_error`]), which also
@@ -230,6 +231,7 @@ pub mod client;
 mod date;
 pub mod debug;
 mod error;
+mod ext;
 #[cfg(feature = "serde")]
 mod extract;
 mod panic;
@@ -243,10 +245,11 @@ mod wire;
 
 pub use client::{Client, ClientConfig, Connection, Error, ErrorKind, Exchange, Url};
 pub use error::{HandlerPanic, HttpError, RequestInfo};
+pub use ext::{OptionExt, ResultExt};
 #[cfg(feature = "json")]
 pub use extract::Json;
 pub use request::{Request, RequestBody, Version};
-pub use response::{Body, IntoResponse, Response, StreamFn, reason};
+pub use response::{Body, IntoResponse, Redirect, Response, StreamFn, reason};
 pub use router::{Handler, Router};
 /// The rustls crate this version of weft-http uses (for
 /// [`TlsConfig::from_rustls`] and [`ClientConfig::tls`]).

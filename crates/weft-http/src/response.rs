@@ -237,6 +237,8 @@ impl From<Vec<u8>> for Response {
 /// | `()` | `200`, empty body |
 /// | `(u16, T)` | `T`'s response with that status |
 /// | `Result<T, E>` | `T`'s or `E`'s response |
+/// | `Option<T>` | `T`'s response, or a `404` error answer for `None` |
+/// | [`Redirect`] | `302`, `303`, `307` or `308` with `Location` |
 /// | [`HttpError`] | an error answer, rendered by the error hook |
 /// | [`Json<T>`](crate::Json) (feature `json`) | `200`, `application/json` |
 ///
@@ -330,6 +332,115 @@ impl<T: IntoResponse, E: IntoResponse> IntoResponse for Result<T, E> {
             Ok(t) => t.into_response(),
             Err(e) => e.into_response(),
         }
+    }
+}
+
+/// `None` is a `404 Not Found` error answer (rendered by the error hook);
+/// `Some(t)` is `t`'s response. So a handler that looks something up
+/// returns the `Option` as it is:
+///
+/// ```
+/// use weft_http::{HttpError, IntoResponse, Request, Router};
+///
+/// fn find(code: &str) -> Option<String> {
+///     (code == "rs").then(|| "https://www.rust-lang.org".to_owned())
+/// }
+/// let router = Router::new().get("/links/:code", |req| find(req.param("code").unwrap_or("")));
+/// # drop(router);
+/// assert_eq!(find("rs").into_response().status(), 200);
+/// assert_eq!(find("go").into_response().status(), 404);
+/// ```
+///
+/// For a message of your own, [`OptionExt::or_not_found`](crate::OptionExt::or_not_found).
+impl<T: IntoResponse> IntoResponse for Option<T> {
+    fn into_response(self) -> Response {
+        match self {
+            Some(t) => t.into_response(),
+            None => Response::error(404),
+        }
+    }
+}
+
+/// A redirect: a `3xx` status and a `Location` header (axum's type of the
+/// same name).
+///
+/// | constructor | status | the client's next request |
+/// |---|---|---|
+/// | [`Redirect::to`] | `303 See Other` | `GET` (after a form's `POST`) |
+/// | [`Redirect::temporary`] | `307 Temporary Redirect` | same method and body |
+/// | [`Redirect::permanent`] | `308 Permanent Redirect` | same method and body, cacheable |
+/// | [`Redirect::found`] | `302 Found` | `GET` in practice (the classic link redirect) |
+///
+/// A location with a CR, LF or NUL character cannot be sent in a
+/// header: the response is then a `500` error answer whose cause names the
+/// location, never a header with the character removed.
+///
+/// ```
+/// use weft_http::{IntoResponse, Redirect};
+/// let r = Redirect::temporary("/login?next=%2Fadmin").into_response();
+/// assert_eq!((r.status(), r.header("location")), (307, Some("/login?next=%2Fadmin")));
+/// assert_eq!(Redirect::found("https://example.com/").into_response().status(), 302);
+/// assert_eq!(Redirect::to("/a\r\nSet-Cookie: x=1").into_response().status(), 500);
+/// ```
+#[derive(Clone, Debug)]
+pub struct Redirect {
+    status: u16,
+    location: Cow<'static, str>,
+}
+
+impl Redirect {
+    /// `303 See Other` to `location`: the client follows with a `GET`
+    /// (the answer to a form's `POST`).
+    pub fn to(location: impl Into<Cow<'static, str>>) -> Redirect {
+        Redirect::with_status(303, location)
+    }
+
+    /// `307 Temporary Redirect` to `location`: the client repeats the
+    /// request there, with its method and body.
+    pub fn temporary(location: impl Into<Cow<'static, str>>) -> Redirect {
+        Redirect::with_status(307, location)
+    }
+
+    /// `308 Permanent Redirect` to `location`: as
+    /// [`temporary`](Redirect::temporary), and the client may remember it.
+    pub fn permanent(location: impl Into<Cow<'static, str>>) -> Redirect {
+        Redirect::with_status(308, location)
+    }
+
+    /// `302 Found` to `location`: what link shorteners answer (browsers
+    /// follow it with a `GET`).
+    pub fn found(location: impl Into<Cow<'static, str>>) -> Redirect {
+        Redirect::with_status(302, location)
+    }
+
+    fn with_status(status: u16, location: impl Into<Cow<'static, str>>) -> Redirect {
+        Redirect {
+            status,
+            location: location.into(),
+        }
+    }
+
+    /// The status: `302`, `303`, `307` or `308`.
+    pub fn status(&self) -> u16 {
+        self.status
+    }
+
+    /// Where the client is sent.
+    pub fn location(&self) -> &str {
+        &self.location
+    }
+}
+
+impl IntoResponse for Redirect {
+    fn into_response(self) -> Response {
+        if !crate::wire::valid_header_value(self.location.as_bytes()) {
+            let cause = format!(
+                "redirect location {:?} has a character a header cannot carry",
+                self.location
+            );
+            return HttpError::internal(cause).into_response();
+        }
+        Response::new(self.status).with_header("Location", self.location)
     }
 }
 

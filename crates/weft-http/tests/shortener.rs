@@ -21,7 +21,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use serde_json::{Value, json};
-use shortener::{Checker, SCHEMA, answer, app};
+use shortener::{Checker, SCHEMA, app};
 use weft_http::{Client, ClientConfig, HttpError, Request, Response, Router, ServerHandle};
 use weft_pg::{Config, Pool};
 
@@ -43,7 +43,7 @@ fn serve(pool: Pool, checker: Checker, extra: Router) -> (ServerHandle, String, 
                 r.map(|r| r.activity().to_owned()),
                 e.to_string(),
             ));
-            answer(e)
+            e.json_response()
         });
     let server = weft_http::serve("127.0.0.1:0", router).unwrap();
     let base = format!("http://{}", server.local_addr());
@@ -118,7 +118,7 @@ fn a_taken_code_is_409() {
     let (s, v) = post_link(&c, &base, "rs", "https://rust-lang.org");
     assert_eq!((s, &v["code"]), (201, &json!("rs")), "{v}");
     let (s, v) = post_link(&c, &base, "rs", "https://example.com");
-    assert_eq!((s, &v["error"]), (409, &json!("Conflict")), "{v}");
+    assert_eq!((s, &v["error"]), (409, &json!("code rs is taken")), "{v}");
     let seen = log.lock().unwrap().pop().unwrap();
     assert_eq!(seen.1.as_deref(), Some("/links"));
     assert_eq!(seen.2.as_deref(), Some("storing rs"));
