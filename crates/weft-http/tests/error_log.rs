@@ -47,8 +47,16 @@ fn child() {
         .expect("serve");
     let base = format!("http://{}", server.local_addr());
     let client = Client::new();
-    for (path, status) in [("/boom", 500), ("/fail", 500), ("/missing", 404), ("/plain", 500)] {
-        let r = client.get(&format!("{base}{path}")).send().expect("request");
+    for (path, status) in [
+        ("/boom", 500),
+        ("/fail", 500),
+        ("/missing", 404),
+        ("/plain", 500),
+    ] {
+        let r = client
+            .get(&format!("{base}{path}"))
+            .send()
+            .expect("request");
         assert_eq!(r.status(), status, "{path}");
     }
     // The line is written after the response: a drained shutdown has
@@ -85,7 +93,11 @@ fn every_5xx_error_answer_is_logged_once_with_route_and_cause() {
     for mode in ["virtual", "platform"] {
         let stderr = run_child(&format!("on,{mode}"));
         let lines = log_lines(&stderr);
-        assert_eq!(lines.len(), 2, "{mode}: one line per 5xx error answer:\n{stderr}");
+        assert_eq!(
+            lines.len(),
+            2,
+            "{mode}: one line per 5xx error answer:\n{stderr}"
+        );
         let fail = lines.iter().find(|l| l.contains("/fail")).expect("/fail");
         assert_eq!(
             *fail,

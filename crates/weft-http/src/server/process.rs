@@ -9,8 +9,8 @@ use std::panic::{AssertUnwindSafe, catch_unwind};
 
 use super::Shared;
 use super::head::{Conn, SMALL_HEADERS, header_slots, parse_head};
-use super::respond::{Reply, Wire, builtin_error, render_error, write_error, write_response};
 use super::log::log_error;
+use super::respond::{Reply, Wire, builtin_error, render_error, write_error, write_response};
 use super::stats::inc;
 use crate::error::HttpError;
 use crate::request::{BodyError, Request, RequestBody, Version};
