@@ -330,7 +330,14 @@ struct GroupView {
     count: usize,
     state: &'static str,
     blocker: Option<String>,
+    /// The longest any thread of the group has waited on its blocker, in
+    /// ms.
+    longest_wait_ms: Option<f64>,
     user: Option<String>,
+    /// For a group of Weft's own library threads (no frame outside Weft
+    /// and std): the first frame of weft-http or weft-pg, which says what
+    /// they are (the acceptor, a pool's reaper).
+    library: Option<String>,
     stack: Vec<String>,
     first_thread: Option<u64>,
 }
@@ -342,13 +349,27 @@ fn frame(f: &weft::Frame) -> String {
     }
 }
 
+/// A frame of Weft's libraries above the runtime (weft-http, weft-pg).
+fn is_library(f: &weft::Frame) -> bool {
+    let name = f.function.trim_start_matches('<');
+    ["weft_http::", "weft_pg::"]
+        .iter()
+        .any(|p| name.starts_with(p))
+}
+
 impl GroupView {
     fn of(g: &StackGroup) -> GroupView {
         GroupView {
             count: g.count,
             state: g.state.as_str(),
             blocker: g.blocker.clone(),
+            longest_wait_ms: g.longest_wait.map(ms),
             user: g.user_frame().map(frame),
+            library: g
+                .user_frame()
+                .is_none()
+                .then(|| g.stack.iter().find(|f| is_library(f)).map(frame))
+                .flatten(),
             stack: g.stack.iter().take(MAX_FRAMES).map(frame).collect(),
             first_thread: g.threads.first().map(|id| id.as_u64().get()),
         }
