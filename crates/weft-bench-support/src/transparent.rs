@@ -20,7 +20,7 @@ pub fn build_example(workspace: &Path, name: &str) -> Result<PathBuf, String> {
     let target = workspace.join("target/transparent");
     let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
     let status = Command::new(&cargo)
-        .args(["build", "--release", "--quiet", "--example", name])
+        .args(["build", "--release", "--example", name])
         .arg("--manifest-path")
         .arg(&manifest)
         .env("CARGO_TARGET_DIR", &target)

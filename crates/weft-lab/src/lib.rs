@@ -41,9 +41,10 @@
 //! summary (the verdict and virtual req/s as a multiple of platform req/s),
 //! a progress bar per experiment on a terminal (elsewhere a log line per
 //! configuration on stderr), `target/weft-lab/report.html` (the summary,
-//! then a chart per experiment), `target/weft-lab/results.json`, and — for
-//! a default run, or with `--update-docs` — `docs/lab.md`, the page the
-//! README links to.
+//! then a chart per experiment), `target/weft-lab/results.json` and
+//! `target/weft-lab/lab.md` (the markdown page); only with `--update-docs`
+//! does it rewrite the tracked `docs/lab.md`, the page the README links
+//! to, so a run leaves the checkout clean.
 
 pub mod experiments;
 pub mod html;
@@ -58,8 +59,9 @@ use experiments::{Experiment, Options};
 use report::{ExperimentResult, Report};
 
 /// Runs `experiments` (deduplicated, in the given order) with `options`,
-/// printing each table to stdout unless `quiet`; writes `report.html` and
-/// `results.json` into `options.out` and returns the report.
+/// printing each table to stdout unless `quiet`; writes `report.html`,
+/// `results.json` and `lab.md` (the markdown page) into `options.out` and
+/// returns the report.
 pub fn run(experiments: &[Experiment], options: &Options, quiet: bool) -> std::io::Result<Report> {
     let started = Instant::now();
     let mut chosen: Vec<Experiment> = Vec::new();
@@ -99,5 +101,6 @@ pub fn run(experiments: &[Experiment], options: &Options, quiet: bool) -> std::i
     let report = Report::new(options, results, started.elapsed());
     report.write_json(&options.out.join("results.json"))?;
     html::write(&report, &options.out.join("report.html"))?;
+    std::fs::write(options.out.join("lab.md"), report::markdown(&report))?;
     Ok(report)
 }

@@ -32,8 +32,9 @@ struct Cli {
     /// Print `results.json` to stdout instead of the tables.
     #[arg(long)]
     json: bool,
-    /// Rewrite `docs/lab.md` even for a partial run (experiments named,
-    /// `--quick`, `--big`, `--duration`); a default run always does.
+    /// Also rewrite the tracked `docs/lab.md` (the page the README links
+    /// to) with this run's results. Without it the run writes `lab.md`
+    /// only into the output directory and leaves the checkout clean.
     #[arg(long)]
     update_docs: bool,
 }
@@ -44,6 +45,12 @@ fn docs_page() -> Option<PathBuf> {
     let docs = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../docs");
     let docs = std::fs::canonicalize(&docs).ok()?;
     docs.is_dir().then(|| docs.join("lab.md"))
+}
+
+/// Whether this run rewrites the tracked `docs/lab.md`: only when asked,
+/// so that `cargo run --release` leaves `git status` clean.
+fn updates_docs(cli: &Cli) -> bool {
+    cli.update_docs
 }
 
 fn main() -> ExitCode {
@@ -72,9 +79,7 @@ fn main() -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    let default_run =
-        cli.experiments.is_empty() && !cli.quick && !cli.big && cli.duration.is_none();
-    let docs = if cli.update_docs || default_run {
+    let docs = if updates_docs(&cli) {
         match docs_page() {
             Some(path) => match std::fs::write(&path, weft_lab::report::markdown(&report)) {
                 Ok(()) => Some(path),
@@ -94,6 +99,10 @@ fn main() -> ExitCode {
         None
     };
     if cli.json {
+        // The tables are not printed: say on screen what was skipped.
+        for e in report.experiments.iter().filter(|e| e.skipped.is_some()) {
+            eprintln!("weft-lab: {}", weft_lab::report::summary_line(e));
+        }
         println!("{}", report.to_json());
     } else {
         println!("\nsummary (virtual req/s as a multiple of platform req/s):");
@@ -107,8 +116,9 @@ fn main() -> ExitCode {
             println!("docs: {}", path.display());
         }
         println!(
-            "report: {} and {}",
+            "report: {}, {} and {}",
             options.out.join("report.html").display(),
+            options.out.join("lab.md").display(),
             options.out.join("results.json").display()
         );
         println!("total: {:.1} s", report.total_seconds);
@@ -123,4 +133,20 @@ fn main() -> ExitCode {
         return ExitCode::FAILURE;
     }
     ExitCode::SUCCESS
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A default run leaves the checkout as it was: only `--update-docs`
+    /// rewrites the tracked page.
+    #[test]
+    fn only_update_docs_rewrites_the_tracked_page() {
+        assert!(!updates_docs(&Cli::parse_from(["weft-lab"])));
+        assert!(updates_docs(&Cli::parse_from([
+            "weft-lab",
+            "--update-docs"
+        ])));
+    }
 }

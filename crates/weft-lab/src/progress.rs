@@ -85,6 +85,17 @@ impl Progress {
         }
     }
 
+    /// Runs `f` with the bar cleared from the screen, so that what `f`
+    /// writes to the terminal (a child's output) is not drawn over.
+    pub fn suspend<R>(&self, f: impl FnOnce() -> R) -> R {
+        self.bar.suspend(f)
+    }
+
+    /// Whether a bar is drawn (else [`Progress::start`] logs a line).
+    pub fn draws(&self) -> bool {
+        !self.bar.is_hidden()
+    }
+
     /// Clears the bar.
     pub fn finish(&self) {
         self.bar.finish_and_clear();

@@ -13,6 +13,7 @@ use weft_bench_support::child::{Launcher, Worker};
 use weft_http::{Handler, Request, Response, Router, Server, ServerConfig, ThreadMode};
 
 use crate::load::{self, LoadSpec};
+use crate::progress::Progress;
 use crate::report::Row;
 
 /// Settings shared by every experiment.
@@ -185,6 +186,24 @@ pub fn downstream() -> Router {
 /// The workspace's root directory (where `tests-transparent/` is).
 pub fn workspace_dir() -> std::path::PathBuf {
     std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+/// Builds `tests-transparent/examples/<name>.rs` (its own crate and target
+/// directory, `weft`'s feature `transparent`) and returns the program. Says
+/// so on screen first, and lets cargo show its progress there: the first
+/// build compiles a second copy of the dependencies and takes minutes.
+pub fn build_service(name: &str, progress: &Progress) -> Result<std::path::PathBuf, String> {
+    let what = format!(
+        "building tests-transparent/examples/{name}.rs (feature transparent, into \
+         target/transparent; the first build takes minutes)"
+    );
+    progress.start(&what);
+    progress.suspend(|| {
+        if progress.draws() {
+            eprintln!("weft-lab: {what}");
+        }
+        weft_bench_support::transparent::build_example(&workspace_dir(), name)
+    })
 }
 
 /// Starts a service built from `tests-transparent/examples/` with `args`

@@ -35,7 +35,7 @@ use weft::sync::Unpoison;
 use weft_bench_support::child::Launcher;
 use weft_http::{Response, Router, ThreadMode};
 
-use super::common::{Options, Serve, measure_http, start_service, window_load, workspace_dir};
+use super::common::{Options, Serve, build_service, measure_http, start_service, window_load};
 use crate::progress::Progress;
 use crate::report::{Mode, Row};
 
@@ -194,7 +194,6 @@ pub fn run(options: &Options, progress: &Progress) -> Vec<Row> {
 /// (its own process: the feature hooks every binary of a build).
 fn transparent_row(options: &Options, window: Duration, progress: &Progress) -> Row {
     let label = "virtual, std::sync::Mutex driver, feature transparent (std waits park)";
-    progress.start(label);
     let row = Row::new("E7", Mode::Virtual, label.to_string())
         .short("virtual std (transparent)")
         .ideal(
@@ -202,17 +201,23 @@ fn transparent_row(options: &Options, window: Duration, progress: &Progress) -> 
             HOLD.as_secs_f64() * 1e3,
         )
         .article("JDK 24 (JEP 491): synchronized no longer pins");
-    let row = measure_service(options, window, row);
+    let row = match build_service("pinning", progress) {
+        Ok(program) => {
+            progress.start(label);
+            measure_service(program, options, window, row)
+        }
+        Err(e) => row.failed(format!("cannot build the service: {e}")),
+    };
     progress.step();
     row
 }
 
-fn measure_service(options: &Options, window: Duration, row: Row) -> Row {
-    let program = match weft_bench_support::transparent::build_example(&workspace_dir(), "pinning")
-    {
-        Ok(p) => p,
-        Err(e) => return row.failed(format!("cannot build the service: {e}")),
-    };
+fn measure_service(
+    program: std::path::PathBuf,
+    options: &Options,
+    window: Duration,
+    row: Row,
+) -> Row {
     let launcher = Launcher {
         program,
         prefix: Vec::new(),

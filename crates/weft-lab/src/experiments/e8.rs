@@ -28,7 +28,7 @@ use weft_bench_support::child::Launcher;
 use weft_http::{Server, ServerConfig};
 
 use super::common::order::{CALL, THREADS, USERS};
-use super::common::{Options, downstream, start_service, window_load, workspace_dir};
+use super::common::{Options, build_service, downstream, start_service, window_load};
 use crate::load;
 use crate::progress::Progress;
 use crate::report::{Mode, Row};
@@ -53,8 +53,7 @@ fn sample_threads(pid: u32, running: Arc<AtomicBool>) -> std::thread::JoinHandle
 /// Runs E8; `Err` (the experiment is skipped) when the service cannot be
 /// built.
 pub fn run(options: &Options, progress: &Progress) -> Result<Vec<Row>, String> {
-    progress.start("building the service (tests-transparent, feature transparent)");
-    let program = weft_bench_support::transparent::build_example(&workspace_dir(), "unchanged")?;
+    let program = build_service("unchanged", progress)?;
     let launcher = Launcher {
         program,
         prefix: Vec::new(),
