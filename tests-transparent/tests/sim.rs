@@ -132,3 +132,69 @@ fn an_os_thread_started_inside_a_simulation_is_refused() {
     assert_eq!(r.value, Err(std::io::ErrorKind::PermissionDenied));
     std::thread::spawn(|| ()).join().unwrap();
 }
+
+/// `std::net` inside a simulation would use the real network, which the
+/// simulation neither sees nor replays: the socket it needs is refused
+/// (`PermissionDenied`, and the first one says why on stderr) instead of
+/// connecting for real. Outside, sockets work as ever.
+#[test]
+fn std_net_inside_a_simulation_is_refused() {
+    use std::io::ErrorKind::PermissionDenied;
+    let outside = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = outside.local_addr().unwrap();
+    let r = weft::sim::run(9, move || {
+        let kind = |r: std::io::Result<()>| r.map_err(|e| e.kind());
+        (
+            kind(std::net::TcpStream::connect(addr).map(drop)),
+            kind(std::net::TcpListener::bind("127.0.0.1:0").map(drop)),
+            kind(std::net::UdpSocket::bind("[::1]:0").map(drop)),
+        )
+    })
+    .unwrap();
+    assert_eq!(
+        r.value,
+        (
+            Err(PermissionDenied),
+            Err(PermissionDenied),
+            Err(PermissionDenied)
+        )
+    );
+    // Nothing reached the real listener.
+    outside.set_nonblocking(true).unwrap();
+    assert_eq!(
+        outside.accept().map(drop).map_err(|e| e.kind()),
+        Err(std::io::ErrorKind::WouldBlock)
+    );
+    std::net::TcpStream::connect(addr).unwrap();
+}
+
+/// A real socket made outside and waited on inside a simulation: the
+/// simulation has no poller and starts none (Weft's own poller thread
+/// used to be refused there, with a line blaming the program for starting
+/// an OS thread), so the wait holds the one carrier and the watchdog
+/// reports the step stuck in a system call, with its stack.
+#[test]
+fn a_real_socket_waited_on_inside_a_simulation_is_reported_stuck() {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap();
+    let err = weft::sim::Sim::new()
+        .seed(10)
+        .watchdog(Duration::from_secs(2))
+        .run(move || {
+            let _ = listener.accept();
+        })
+        .unwrap_err();
+    // Lets the accept return: its thread ends and its carrier leaves.
+    let _ = std::net::TcpStream::connect(addr);
+    match &err.outcome {
+        weft::sim::Outcome::Stuck {
+            in_system_call,
+            thread,
+            ..
+        } => {
+            assert_ne!(*in_system_call, Some(false), "{err}");
+            assert!(thread.contains("accept"), "{err}");
+        }
+        other => panic!("not stuck: {other:?}"),
+    }
+}

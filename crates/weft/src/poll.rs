@@ -230,6 +230,13 @@ pub(crate) struct Registration {
 impl Registration {
     /// Registers `fd` (which must be non-blocking) for both directions.
     pub(crate) fn new(fd: RawFd) -> io::Result<Registration> {
+        if crate::sched::simulation().is_some() {
+            // No poller there, nor may one start (a thread of its own).
+            return Err(io::Error::new(
+                io::ErrorKind::Unsupported,
+                "weft::sim: a real descriptor cannot be waited on inside a simulation",
+            ));
+        }
         let p = poller()?;
         let state = Arc::new(IoState {
             // Optimistic: the first operation in each direction is tried.

@@ -57,8 +57,10 @@ const ALLOWED_DIAGNOSTIC_EDGES: &[(&str, &str)] = &[
     ("runtime", "dump"),
     // Likewise the panic hook that names the virtual thread that panicked.
     ("runtime", "panic"),
-    // A deadlocked simulation reports its threads as a grouped dump.
+    // A deadlocked simulation reports its threads as a grouped dump, and a
+    // stuck one the running thread's sampled stack.
     ("sim", "dump"),
+    ("sim", "symbols"),
 ];
 
 /// The largest import circle of files allowed (a type and its two sides,

@@ -103,6 +103,8 @@ pub(crate) use monitor::run_monitor;
 pub(crate) use shared::{
     SchedConfig, Shared, Spawner, hand_on_waiter_role, mounted_carriers, register_runtime, runtimes,
 };
+#[cfg(feature = "transparent")]
+pub(crate) use sim::refuses_real_socket;
 pub(crate) use sim::{End, Limits, Panicked, Policy, Simulation, Stream};
 
 /// The simulation the calling thread runs in: a thread of a simulated

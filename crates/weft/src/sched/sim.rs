@@ -613,6 +613,33 @@ impl Simulation {
     }
 }
 
+/// Whether `socket(domain, …)` — `std::net`, or a C library, under
+/// `transparent` — must fail on the calling thread: on a simulation's
+/// thread, an Internet socket would reach the real network, which the
+/// simulation neither sees nor replays (only `weft::net`'s sockets are
+/// simulated). It fails with `EACCES` (`PermissionDenied`), and the first
+/// one in the process says why on stderr, naming the call.
+#[cfg(feature = "transparent")]
+pub(crate) fn refuses_real_socket(domain: i32) -> bool {
+    let family = match domain {
+        libc::AF_INET => "AF_INET",
+        libc::AF_INET6 => "AF_INET6",
+        _ => return false,
+    };
+    if !crate::clock::is_virtual() {
+        return false;
+    }
+    static SAID: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+    if !SAID.swap(true, std::sync::atomic::Ordering::Relaxed) {
+        eprintln!(
+            "weft::sim: socket({family}) inside a simulation (std::net, or a C library's \
+             socket) would use the real network, which the simulation neither sees nor \
+             replays: refused (EACCES); weft::net's sockets are the simulated ones"
+        );
+    }
+    true
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -234,6 +234,9 @@ pub unsafe extern "C" fn ioctl(fd: c_int, req: c_ulong, arg: usize) -> c_int {
 /// libc's `socket(2)` contract (none).
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn socket(domain: c_int, ty: c_int, proto: c_int) -> c_int {
+    if crate::sched::refuses_real_socket(domain) {
+        return fail(libc::EACCES) as c_int;
+    }
     let r = raw!(libc::SYS_socket, domain, ty, proto) as c_int;
     if r >= 0 {
         fds::forget(r);
