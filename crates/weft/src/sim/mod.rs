@@ -23,10 +23,14 @@
 //!   program passes to [`trace`] goes into a trace hash
 //!   ([`Report::trace`]): two runs with one seed have the same hash.
 //!
-//! [`check`] runs many seeds and stops at the first failure — a panic of
-//! the closure, or a deadlock (threads left, none runnable, no timer) —
-//! with the seed in the panic message; `WEFT_SIM_SEED=<seed>` makes
-//! [`check`] run that seed alone, to replay it.
+//! [`check`] runs many seeds and stops at the first failure ([`Outcome`]):
+//! a panic of the closure or of a thread nobody joined, a deadlock
+//! (threads left, none runnable, no timer), a limit ([`Sim::max_steps`],
+//! [`Sim::max_time`]), or a step that never ends ([`Sim::watchdog`]).
+//! The message ends with the settings that replay the run
+//! (`replay: Sim::new().seed(3).pct(3, 20).run(…)`, also
+//! [`Failure::replay`]); `WEFT_SIM_SEED=<seed>` makes [`check`] run that
+//! seed alone, with its own settings.
 //!
 //! ```
 //! use std::sync::Arc;
@@ -73,8 +77,13 @@
 //! simulation — real sockets and files read by a thread that waits on
 //! them, threads of another runtime or OS threads — are not deterministic;
 //! a thread that waits for one of them, with nothing else to do, looks
-//! deadlocked. Code that spins on the clock never sees it move (time moves
-//! only when every thread waits).
+//! deadlocked. Without the `transparent` feature, `std::net` is a plain
+//! system call Weft cannot see: it reaches the real network, and a call
+//! that blocks holds the carrier until the watchdog reports the run
+//! [`Outcome::Stuck`]; under `transparent`, an Internet socket made on a
+//! simulation's thread is refused (`PermissionDenied`). Use `weft::net`.
+//! Code that spins on the clock never sees it move (time moves only when
+//! every thread waits).
 
 pub mod net;
 
@@ -192,9 +201,10 @@ impl Sim {
     /// seed, until every thread has finished.
     ///
     /// Returns what `f` returned, with the run's trace hash, steps and
-    /// virtual time; or the failure: `f` panicked, or the threads
-    /// deadlocked. A deadlocked run's threads are left parked (their
-    /// memory is not reclaimed).
+    /// virtual time; or the failure ([`Outcome`]): `f` panicked, or a
+    /// thread whose panic nobody joined, the threads deadlocked, a limit
+    /// was reached or a step never ended. A run that did not finish
+    /// leaves its threads as they are (their memory is not reclaimed).
     pub fn run<F, T>(self, f: F) -> Result<Report<T>, Failure>
     where
         F: FnOnce() -> T + Send + 'static,
