@@ -216,13 +216,35 @@ pub struct Sample {
     pub value: f64,
 }
 
+impl Series {
+    /// A row of the table.
+    pub fn new(
+        name: &'static str,
+        kind: SeriesKind,
+        help: &'static str,
+        samples: Vec<Sample>,
+    ) -> Series {
+        Series {
+            name,
+            kind,
+            help,
+            samples,
+        }
+    }
+}
+
 impl Sample {
-    fn plain(value: impl Into<f64>) -> Sample {
+    /// A sample with these labels (no suffix).
+    pub fn new(labels: Vec<(&'static str, String)>, value: f64) -> Sample {
         Sample {
             suffix: "",
-            labels: Vec::new(),
-            value: value.into(),
+            labels,
+            value,
         }
+    }
+
+    fn plain(value: f64) -> Sample {
+        Sample::new(Vec::new(), value)
     }
 
     /// The sample's line without its value: `weft_carriers{runtime="a"}`.
@@ -263,11 +285,7 @@ impl Metrics {
         let per_runtime = |f: fn(&RuntimeCarriers) -> usize| -> Vec<Sample> {
             self.runtimes
                 .iter()
-                .map(|r| Sample {
-                    suffix: "",
-                    labels: vec![("runtime", r.runtime.clone())],
-                    value: n(f(r) as u64),
-                })
+                .map(|r| Sample::new(vec![("runtime", r.runtime.clone())], u(f(r))))
                 .collect()
         };
         let plain = |v: f64| vec![Sample::plain(v)];
@@ -275,29 +293,19 @@ impl Metrics {
             .runtimes
             .iter()
             .flat_map(|r| {
-                r.run_queue_local.iter().enumerate().map(|(i, d)| Sample {
-                    suffix: "",
-                    labels: vec![("runtime", r.runtime.clone()), ("carrier", i.to_string())],
-                    value: n(*d as u64),
+                r.run_queue_local.iter().enumerate().map(|(i, d)| {
+                    let labels = vec![("runtime", r.runtime.clone()), ("carrier", i.to_string())];
+                    Sample::new(labels, u(*d))
                 })
             })
             .collect();
         let parked = self
             .parked_by_reason
             .iter()
-            .map(|(r, c)| Sample {
-                suffix: "",
-                labels: vec![("reason", (*r).to_owned())],
-                value: u(*c),
-            })
+            .map(|(r, c)| Sample::new(vec![("reason", (*r).to_owned())], u(*c)))
             .collect();
         let e = &self.events;
-        let row = |name, kind, help, samples| Series {
-            name,
-            kind,
-            help,
-            samples,
-        };
+        let row = Series::new;
         vec![
             row(
                 "weft_carriers",
@@ -455,11 +463,7 @@ impl Metrics {
                 "Virtual threads parked in a hooked libc call.",
                 crate::transparent::parks()
                     .into_iter()
-                    .map(|(c, v)| Sample {
-                        suffix: "",
-                        labels: vec![("call", c.to_string())],
-                        value: n(v),
-                    })
+                    .map(|(c, v)| Sample::new(vec![("call", c.to_string())], n(v)))
                     .collect(),
             ),
         ]

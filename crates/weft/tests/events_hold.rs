@@ -9,38 +9,13 @@
 
 mod common;
 
-use std::sync::mpsc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use common::{join_within, wait_until};
-use weft::events::{Event, EventKind};
+use common::{events_of, held_thread, join_within, wait_until};
+use weft::events::EventKind;
 use weft::{CarrierState, Runtime};
 
 const LIMIT: Duration = Duration::from_secs(60);
-
-fn events_of(id: u64, kind: EventKind) -> Vec<Event> {
-    weft::events::recent()
-        .into_iter()
-        .filter(|e| e.thread_id == id && e.kind == kind)
-        .collect()
-}
-
-/// A virtual thread of `rt` that holds its carrier in an OS-level wait
-/// until the test sends on the returned sender; it answers how long its
-/// own wait lasted. Returns once the stall has been reported.
-fn held_thread(rt: &Runtime) -> (weft::JoinHandle<Duration>, mpsc::Sender<()>, u64) {
-    let (release, wait) = mpsc::channel::<()>();
-    let h = rt.spawn(move || {
-        let t0 = Instant::now();
-        wait.recv().unwrap();
-        t0.elapsed()
-    });
-    let id = h.thread().id().as_u64().get();
-    wait_until("the stall event", LIMIT, || {
-        !events_of(id, EventKind::StallBlocked).is_empty()
-    });
-    (h, release, id)
-}
 
 #[test]
 fn a_stall_reports_its_whole_hold_when_it_ends() {

@@ -190,12 +190,7 @@ pub(crate) fn series(servers: &[(String, ServerStats)]) -> Vec<Series> {
             .map(|(k, n)| sample(vec![("server", l.clone()), ("kind", k.to_owned())], n))
         })
         .collect();
-    let row = |name, kind, help, samples| Series {
-        name,
-        kind,
-        help,
-        samples,
-    };
+    let row = Series::new;
     vec![
         row(
             "weft_http_requests_total",
@@ -237,9 +232,5 @@ pub(crate) fn series(servers: &[(String, ServerStats)]) -> Vec<Series> {
 }
 
 fn sample(labels: Vec<(&'static str, String)>, v: u64) -> Sample {
-    Sample {
-        suffix: "",
-        labels,
-        value: v as f64,
-    }
+    Sample::new(labels, v as f64)
 }

@@ -108,3 +108,31 @@ pub fn first_dump_then_marker(name: &str, threshold: Duration) -> u64 {
     }
     dumper_id
 }
+
+/// The recorded events of thread `id` of one kind.
+pub fn events_of(id: u64, kind: weft::events::EventKind) -> Vec<weft::events::Event> {
+    weft::events::recent()
+        .into_iter()
+        .filter(|e| e.thread_id == id && e.kind == kind)
+        .collect()
+}
+
+/// A virtual thread of `rt` that holds its carrier in an OS-level wait (a
+/// `std::sync::mpsc` receive) until the test sends on the returned sender;
+/// it answers how long its own wait lasted. Returns once the stall has
+/// been reported: the handle, the sender and the thread's id.
+pub fn held_thread(
+    rt: &weft::Runtime,
+) -> (weft::JoinHandle<Duration>, std::sync::mpsc::Sender<()>, u64) {
+    let (release, wait) = std::sync::mpsc::channel::<()>();
+    let h = rt.spawn(move || {
+        let t0 = Instant::now();
+        wait.recv().unwrap();
+        t0.elapsed()
+    });
+    let id = h.thread().id().as_u64().get();
+    wait_until("the stall event", Duration::from_secs(60), || {
+        !events_of(id, weft::events::EventKind::StallBlocked).is_empty()
+    });
+    (h, release, id)
+}
