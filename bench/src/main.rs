@@ -86,6 +86,12 @@ struct Cli {
     /// a full run always does.
     #[arg(long, alias = "update-readme")]
     update_docs: bool,
+    /// Run beside N busy neighbour processes (`yes > /dev/null`, started
+    /// after the build and stopped at the end): what each figure becomes
+    /// when the cores are shared, as on a loaded laptop or a container
+    /// host. Never rewrites docs/bench.md's table.
+    #[arg(long, value_name = "N", default_value_t = 0)]
+    busy: usize,
     /// Print the workloads and columns and exit.
     #[arg(long)]
     list: bool,
@@ -839,7 +845,9 @@ fn suite(cli: &Cli) -> Result<(), String> {
     } else {
         None
     };
+    let neighbours = Neighbours::start(cli.busy)?;
     let results = run_specs(&specs, &columns, tls.as_ref());
+    drop(neighbours);
     let rep = report::Report {
         command: if cli.quick {
             "cargo run --release -p weft-bench -- --quick".into()
@@ -1045,8 +1053,11 @@ fn write_results(cli: &Cli, rep: &report::Report, out: &Path) -> Result<(), Stri
         out.display(),
         rep.duration_secs
     );
-    let full_run =
-        !cli.quick && cli.only.is_empty() && cli.runtimes.is_empty() && cli.runs.is_none();
+    let full_run = !cli.quick
+        && cli.only.is_empty()
+        && cli.runtimes.is_empty()
+        && cli.runs.is_none()
+        && cli.busy == 0;
     if cli.update_docs || full_run {
         let doc = workspace_dir().join("docs").join("bench.md");
         let text = std::fs::read_to_string(&doc)
@@ -1056,6 +1067,36 @@ fn write_results(cli: &Cli, rep: &report::Report, out: &Path) -> Result<(), Stri
         println!("updated {}", doc.display());
     }
     Ok(())
+}
+
+/// CPU-bound neighbour processes (`yes` writing to `/dev/null`), killed
+/// when dropped.
+struct Neighbours(Vec<std::process::Child>);
+
+impl Neighbours {
+    fn start(n: usize) -> Result<Neighbours, String> {
+        let mut started = Neighbours(Vec::new());
+        for _ in 0..n {
+            let child = Command::new("yes")
+                .stdout(std::process::Stdio::null())
+                .spawn()
+                .map_err(|e| format!("cannot start a busy neighbour (yes): {e}"))?;
+            started.0.push(child);
+        }
+        if n > 0 {
+            println!("running beside {n} busy neighbour processes (yes > /dev/null)");
+        }
+        Ok(started)
+    }
+}
+
+impl Drop for Neighbours {
+    fn drop(&mut self) {
+        for child in &mut self.0 {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
 }
 
 /// The https servers' certificate: PEM files that every runtime reads.
