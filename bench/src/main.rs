@@ -324,8 +324,31 @@ fn handoff_rows(z: &Sizing) -> Vec<Spec> {
     pingpong
         .overrides
         .push(("std", Ok(vec![z.q(100_000, 20_000)])));
+    // Every hand-off wakes the other side's OS thread: with `--busy` it
+    // waits for the OS to give that thread a core (docs/bench.md, "Hand-offs
+    // on shared cores").
+    let mut cross = z.own(
+        "pingpong-cross",
+        "ping-pong across two OS threads",
+        "as ping-pong, each side on its own OS thread (Weft: two runtimes of one carrier each; Tokio: two current-thread runtimes; std: two OS threads); time / round trip",
+        Unit::Ns,
+        vec![z.q(200_000, 50_000)],
+    );
+    cross.worker = "pingpong-cross";
+    cross.overrides.extend([
+        ("std", Ok(vec![z.q(100_000, 20_000)])),
+        (
+            "go",
+            Err("goroutines cannot be placed on chosen OS threads".into()),
+        ),
+        (
+            "java",
+            Err("virtual threads cannot be placed on chosen carriers".into()),
+        ),
+    ]);
     vec![
         pingpong,
+        cross,
         z.own(
             "mutex",
             "contended lock, 100 threads",

@@ -65,6 +65,11 @@ pub fn run(rt: Rt, workload: &str, args: &[String]) -> Result<(), String> {
             pingpong(rt, (n / 10).max(1));
             (ns_per(pingpong(rt, n), n), "ns/op")
         }
+        "pingpong-cross" => {
+            let n = arg(0)?;
+            pingpong_cross(rt, (n / 10).max(1))?;
+            (ns_per(pingpong_cross(rt, n)?, n), "ns/op")
+        }
         "sleep" | "sleep-main" => {
             let d = Duration::from_millis(arg(1)?);
             let took = sleep(rt, arg(0)?, d, From::of(workload));
@@ -401,6 +406,84 @@ fn pingpong(rt: Rt, n: u64) -> Duration {
             took
         }),
         _ => blocking(rt, move || run::<WeftThreads>(n), || run::<StdThreads>(n)),
+    }
+}
+
+/// `pingpong` with each side on its own OS thread: Weft's sides on two
+/// runtimes of one carrier each (a cross-carrier hand-off every time),
+/// Tokio's in two current-thread runtimes on two OS threads.
+fn pingpong_cross(rt: Rt, n: u64) -> Result<Duration, String> {
+    match rt {
+        Rt::Weft => {
+            let one = || {
+                weft::Runtime::builder()
+                    .parallelism(1)
+                    .build()
+                    .map_err(|e| format!("runtime: {e}"))
+            };
+            let (ping_rt, pong_rt) = (one()?, one()?);
+            // Whose turn it is (0 = ping, 1 = pong), and the ping thread,
+            // set before its first turn is handed over.
+            let shared = Arc::new((AtomicU8::new(0), std::sync::OnceLock::<weft::Thread>::new()));
+            let s = shared.clone();
+            let pong = pong_rt.spawn(move || {
+                for _ in 0..n {
+                    while s.0.load(Ordering::Acquire) != 1 {
+                        weft::park();
+                    }
+                    s.0.store(0, Ordering::Release);
+                    s.1.get()
+                        .expect("ping is set before its first turn")
+                        .unpark();
+                }
+            });
+            let pong_thread = pong.thread().clone();
+            let ping = ping_rt.spawn(move || {
+                let _ = shared.1.set(weft::current());
+                let t = Instant::now();
+                for _ in 0..n {
+                    shared.0.store(1, Ordering::Release);
+                    pong_thread.unpark();
+                    while shared.0.load(Ordering::Acquire) != 0 {
+                        weft::park();
+                    }
+                }
+                t.elapsed()
+            });
+            let took = ping.join().map_err(|_| "ping panicked".to_string())?;
+            pong.join().map_err(|_| "pong panicked".to_string())?;
+            Ok(took)
+        }
+        Rt::TokioMt | Rt::TokioCt => {
+            use tokio::sync::Notify;
+            let current = || {
+                tokio::runtime::Builder::new_current_thread()
+                    .build()
+                    .map_err(|e| format!("runtime: {e}"))
+            };
+            let (to_pong, to_ping) = (Arc::new(Notify::new()), Arc::new(Notify::new()));
+            let (a, b) = (to_pong.clone(), to_ping.clone());
+            let pong_rt = current()?;
+            let pong = std::thread::spawn(move || {
+                pong_rt.block_on(async move {
+                    for _ in 0..n {
+                        a.notified().await;
+                        b.notify_one();
+                    }
+                })
+            });
+            let took = current()?.block_on(async move {
+                let t = Instant::now();
+                for _ in 0..n {
+                    to_pong.notify_one();
+                    to_ping.notified().await;
+                }
+                t.elapsed()
+            });
+            pong.join().map_err(|_| "pong panicked".to_string())?;
+            Ok(took)
+        }
+        Rt::Std => Ok(pingpong(rt, n)),
     }
 }
 
