@@ -7,9 +7,9 @@
 //! that aborts the process with a message when no round of the test has
 //! completed for [`WATCHDOG`]. Progress, not total time, tells a hang from
 //! a slow run: on two cores shared with other busy processes a
-//! cross-carrier hand-off costs about 180 times what it costs on a quiet
-//! machine (docs/bench.md, "Hand-offs on shared cores"), and these tests
-//! make millions of them.
+//! cross-carrier hand-off costs about a hundred times what it costs on a
+//! quiet machine (docs/bench.md, "Hand-offs on shared cores"), and these
+//! tests make millions of them.
 //! The tests take turns (a global lock) so that their timings and memory
 //! peaks do not add up on a small CI machine.
 
