@@ -205,6 +205,10 @@ impl Sim {
     /// thread whose panic nobody joined, the threads deadlocked, a limit
     /// was reached or a step never ended. A run that did not finish
     /// leaves its threads as they are (their memory is not reclaimed).
+    #[expect(
+        clippy::result_large_err,
+        reason = "a failure ends a run, made once and moved once; no hot path carries it"
+    )]
     pub fn run<F, T>(self, f: F) -> Result<Report<T>, Failure>
     where
         F: FnOnce() -> T + Send + 'static,
@@ -343,6 +347,10 @@ impl Sim {
 const PROGRESS_EVERY: Duration = Duration::from_secs(5);
 
 /// [`Sim::run`] with uniform scheduling under `seed`.
+#[expect(
+    clippy::result_large_err,
+    reason = "a failure ends a run, made once and moved once; no hot path carries it"
+)]
 pub fn run<F, T>(seed: u64, f: F) -> Result<Report<T>, Failure>
 where
     F: FnOnce() -> T + Send + 'static,
@@ -557,7 +565,7 @@ fn duration_expr(d: Duration) -> String {
         ("micros", 1_000),
     ]
     .into_iter()
-    .find(|&(_, k)| ns % k == 0)
+    .find(|&(_, k)| ns.is_multiple_of(k))
     .map_or(("nanos", ns), |(unit, k)| (unit, ns / k));
     format!("Duration::from_{unit}({n})")
 }
