@@ -140,7 +140,7 @@ fn error(message: impl Into<String>) -> MergeError {
 ///
 /// ```
 /// use weft_http::{Request, Response};
-/// use weft_load::{Config, MergeOptions, merge, run};
+/// use weft_load::{Align, Config, MergeOptions, merge, run};
 ///
 /// let server = weft_http::serve("127.0.0.1:0", |_req: &mut Request<'_>| Response::text("ok"))?;
 /// let config = Config {
@@ -150,10 +150,15 @@ fn error(message: impl Into<String>) -> MergeError {
 ///     ..Config::default()
 /// };
 /// let (a, b) = (run(&config)?, run(&config)?);
-/// let merged = merge(&[a, b], &MergeOptions::default())?;
+/// // One run after the other: by wall clock they never overlapped, so
+/// // the default merge refuses them; lined up by their starts instead.
+/// let by_start = MergeOptions { align: Align::Offset, ..MergeOptions::default() };
+/// let merged = merge(&[a.clone(), b], &by_start)?;
 /// assert_eq!(merged.requests, 200);
 /// assert_eq!(merged.histogram.len(), 200);
 /// assert_eq!(merged.runs, 2);
+/// // A run merged twice, or nothing to merge: errors.
+/// assert!(merge(&[a.clone(), a], &by_start).is_err());
 /// assert!(merge(&[], &MergeOptions::default()).is_err());
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
