@@ -258,7 +258,9 @@ where
         // SAFETY: the one `Body` runs the body once (field protocol).
         let f = unsafe { (*self.body.get()).take() }.expect("weft: thread body run twice");
         let r = catch_unwind(AssertUnwindSafe(f));
-        if let (Err(payload), Some(sim)) = (&r, crate::sched::simulation()) {
+        if let Err(payload) = &r
+            && let Some(sim) = crate::sched::simulation()
+        {
             sim.thread_panicked(me, &**payload);
         }
         // What follows runs user `Drop`s too (`local!` values; the result or

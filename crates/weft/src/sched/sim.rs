@@ -70,7 +70,8 @@ pub(crate) enum End {
     Stuck {
         /// Real time since the step began, as the watchdog saw it.
         ran: Duration,
-        /// CPU time the carrier used in it, if it could be read.
+        /// CPU time the carrier used in it (from the first poll that saw
+        /// it unfinished), if it could be read.
         cpu: Option<Duration>,
         /// Whether the carrier was asleep in the kernel (a blocking system
         /// call) rather than running, if that could be read.
@@ -530,7 +531,9 @@ impl Simulation {
     /// deadlocked run's.
     pub(crate) fn wait_end(&self, watchdog: Duration) -> End {
         let poll = (watchdog / 4).clamp(Duration::from_millis(1), Duration::from_secs(1));
-        let mut seen = (self.steps(), Instant::now(), self.carrier_cpu());
+        // (steps, when first seen, the carrier's CPU time then: read only
+        // once a poll finds the count unchanged, not in every quick run)
+        let mut seen = (self.steps(), Instant::now(), None);
         loop {
             {
                 let e = self.end.lock().unpoison();
@@ -546,8 +549,11 @@ impl Simulation {
             let steps = self.steps();
             let now = Instant::now();
             if steps != seen.0 {
-                seen = (steps, now, self.carrier_cpu());
+                seen = (steps, now, None);
                 continue;
+            }
+            if seen.2.is_none() {
+                seen.2 = self.carrier_cpu();
             }
             let ran = now - seen.1;
             if ran < watchdog {
