@@ -16,7 +16,7 @@
 use crate::unpoison::Unpoison;
 use std::collections::VecDeque;
 use std::fmt;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Mutex, OnceLock};
 use std::time::{Duration, SystemTime};
 
@@ -104,27 +104,20 @@ impl Cure {
     }
 }
 
-/// Built with the `transparent` hooks, and turned off at run time
-/// (`WEFT_TRANSPARENT=0`).
+/// Set by the `transparent` hooks when they find themselves turned off
+/// (`WEFT_TRANSPARENT=0`): events is a sink that names nothing above it,
+/// so the hooks tell it rather than it asking them.
+static TRANSPARENT_OFF: AtomicBool = AtomicBool::new(false);
+
+/// Records that the `transparent` hooks are built in and turned off at
+/// run time: a cure that names them says so.
+pub(crate) fn note_transparent_off() {
+    TRANSPARENT_OFF.store(true, Ordering::Relaxed);
+}
+
+/// Built with the `transparent` hooks, and turned off at run time.
 fn transparent_off() -> bool {
-    #[cfg(all(
-        feature = "transparent",
-        target_os = "linux",
-        target_env = "gnu",
-        any(target_arch = "x86_64", target_arch = "aarch64")
-    ))]
-    {
-        !crate::transparent::is_enabled()
-    }
-    #[cfg(not(all(
-        feature = "transparent",
-        target_os = "linux",
-        target_env = "gnu",
-        any(target_arch = "x86_64", target_arch = "aarch64")
-    )))]
-    {
-        false
-    }
+    TRANSPARENT_OFF.load(Ordering::Relaxed)
 }
 
 impl fmt::Display for Cure {

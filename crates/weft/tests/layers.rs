@@ -52,6 +52,10 @@ const ALLOWED_DIAGNOSTIC_EDGES: &[(&str, &str)] = &[
     ("thread", "events"),
     ("thread", "sample"),
     ("thread", "symbols"),
+    // The transparent hooks tell the event sink that they are turned off
+    // (WEFT_TRANSPARENT=0), so a cure can say so without events naming
+    // the hooks.
+    ("transparent", "events"),
     // Starting a runtime installs the SIGQUIT handler that prints a dump
     // (like the JVM's); the runtime never calls into a dump otherwise.
     ("runtime", "dump"),

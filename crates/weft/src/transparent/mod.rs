@@ -505,6 +505,9 @@ pub(crate) fn enabled() -> bool {
                 }
             };
             ENABLED.store(if on { 1 } else { 2 }, Ordering::Relaxed);
+            if !on {
+                crate::events::note_transparent_off();
+            }
             on
         }
     }
