@@ -77,7 +77,10 @@ fn main() {
     let os = rows(rounds);
     let virt = weft::spawn(move || rows(rounds)).join().unwrap();
     println!("lock+unlock pair, median of {rounds} rounds of 2,000,000");
-    println!("{:<16} {:>10} {:>10} {:>8}", "thread", "glibc ns", "weft ns", "+ns");
+    println!(
+        "{:<16} {:>10} {:>10} {:>8}",
+        "thread", "glibc ns", "weft ns", "+ns"
+    );
     for (name, [(g, w)]) in [("OS thread", os), ("virtual thread", virt)] {
         println!("{name:<16} {g:>10.2} {w:>10.2} {:>8.2}", w - g);
     }
