@@ -111,6 +111,7 @@ static TRANSPARENT_OFF: AtomicBool = AtomicBool::new(false);
 
 /// Records that the `transparent` hooks are built in and turned off at
 /// run time: a cure that names them says so.
+#[cfg_attr(not(feature = "transparent"), allow(dead_code))]
 pub(crate) fn note_transparent_off() {
     TRANSPARENT_OFF.store(true, Ordering::Relaxed);
 }
