@@ -1186,6 +1186,7 @@ mod tests {
                     "spawn",
                     "spawn-main",
                     "pingpong",
+                    "pingpong-cross",
                     "mutex",
                     "channel",
                     "sleep",

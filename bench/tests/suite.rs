@@ -52,6 +52,7 @@ fn quick_subset_measures_every_selected_cell() {
             "spawn",
             "spawn-main",
             "pingpong",
+            "pingpong-cross",
             "echo-100",
             "http-hello-100",
             "https-hello-100"

@@ -18,7 +18,10 @@ fn the_pools_metrics_are_in_the_prometheus_route() {
             .max_size(7)
             .min_idle(2)
             .connection_timeout(Duration::from_millis(250))
-            .fail_fast(false),
+            .fail_fast(false)
+            // A checkout waits out its timeout (counted below) instead of
+            // failing at once because the server is down.
+            .fail_fast_when_down(false),
     )
     .unwrap();
     let router = Router::new().nest("/debug/weft", weft_http::debug::router());

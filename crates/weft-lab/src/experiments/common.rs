@@ -198,8 +198,11 @@ pub fn build_service(name: &str, progress: &Progress) -> Result<std::path::PathB
          target/transparent; the first build takes minutes)"
     );
     progress.start(&what);
+    // Asked before `suspend`: the bar's state lock is held inside it (and
+    // is not re-entrant: asking there deadlocked the lab's quick test).
+    let draws = progress.draws();
     progress.suspend(|| {
-        if progress.draws() {
+        if draws {
             eprintln!("weft-lab: {what}");
         }
         weft_bench_support::transparent::build_example(&workspace_dir(), name)
