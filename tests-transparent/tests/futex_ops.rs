@@ -64,7 +64,14 @@ fn cmp_requeue_moves_an_emulated_waiter() {
     let b = Arc::new(AtomicU32::new(0));
     // A mismatched value: EAGAIN, nothing moved.
     assert_eq!(
-        futex(&a, libc::FUTEX_CMP_REQUEUE | libc::FUTEX_PRIVATE_FLAG, 0, 1, b.as_ptr() as usize, 7),
+        futex(
+            &a,
+            libc::FUTEX_CMP_REQUEUE | libc::FUTEX_PRIVATE_FLAG,
+            0,
+            1,
+            b.as_ptr() as usize,
+            7
+        ),
         -1
     );
     assert_eq!(errno(), libc::EAGAIN);
@@ -129,7 +136,11 @@ fn wake_op_does_its_operation_and_wakes_an_emulated_waiter() {
             futex_op(FUTEX_OP_ADD, 1, FUTEX_OP_CMP_GE, 0),
         );
         assert!(r >= 0, "wake_op: errno {}", errno());
-        assert_eq!(a1.load(Ordering::SeqCst), calls, "the operation ran once per call");
+        assert_eq!(
+            a1.load(Ordering::SeqCst),
+            calls,
+            "the operation ran once per call"
+        );
     });
     assert!(a.load(Ordering::SeqCst) >= 1);
 }
