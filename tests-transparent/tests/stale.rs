@@ -41,10 +41,30 @@ fn reuse_by_a_pipe_after(how: fn(i32)) {
     let fd = sv[0];
     make_managed(&rt, fd, sv[1]);
     how(fd);
-    let mut p = [0i32; 2];
-    // SAFETY: pipe into a 2-int array (pipe is not hooked).
-    assert_eq!(unsafe { libc::pipe(p.as_mut_ptr()) }, 0);
-    assert_eq!(p[0], fd, "the pipe did not take the closed number");
+    // A number below `fd` may be free too (a runtime of an earlier test
+    // still closing its descriptors): keep such a number taken by a read
+    // end, give the write end back, and try again until the pipe's read
+    // end gets `fd`.
+    let mut held = Vec::new();
+    let p = loop {
+        let mut p = [0i32; 2];
+        // SAFETY: pipe into a 2-int array (pipe is not hooked).
+        assert_eq!(unsafe { libc::pipe(p.as_mut_ptr()) }, 0);
+        if p[0] == fd {
+            break p;
+        }
+        assert!(
+            p[0] < fd && held.len() < 64,
+            "the pipe did not take the closed number ({p:?}, wanted {fd})"
+        );
+        held.push(p[0]);
+        // SAFETY: our own pipe's write end, not used.
+        unsafe { libc::close(p[1]) };
+    };
+    for h in held {
+        // SAFETY: read ends taken above only to skip their numbers.
+        unsafe { libc::close(h) };
+    }
     let reader = rt.spawn(move || {
         let mut b = [0u8; 1];
         // SAFETY: reading into a local buffer.
