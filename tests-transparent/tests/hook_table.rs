@@ -108,7 +108,10 @@ fn the_module_docs_list_the_rows() {
         }
     }
     let rows: BTreeSet<String> = table().into_iter().map(|(n, _)| n).collect();
-    assert_eq!(listed, rows, "mod.rs's \"Covered calls\" list and the hook table differ");
+    assert_eq!(
+        listed, rows,
+        "mod.rs's \"Covered calls\" list and the hook table differ"
+    );
 }
 
 #[test]
@@ -123,7 +126,10 @@ fn every_row_is_interposed_in_this_executable() {
             )
         };
         assert!(!first.is_null(), "{name}: not defined at all");
-        assert_ne!(first, libc_own, "{name}: the first definition is libc's, not Weft's");
+        assert_ne!(
+            first, libc_own,
+            "{name}: the first definition is libc's, not Weft's"
+        );
     }
 }
 
