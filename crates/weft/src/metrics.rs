@@ -64,6 +64,9 @@ pub struct Metrics {
     /// its carrier, so placement at the first run is where populations are
     /// balanced).
     pub placed: usize,
+    /// Started virtual threads moved off a held carrier (a thread past the
+    /// stall threshold on it) to run elsewhere: handoff.
+    pub threads_moved: usize,
     /// Pending timer entries.
     pub timers_pending: usize,
     /// Sockets registered with the poller.
@@ -126,6 +129,7 @@ pub fn snapshot() -> Metrics {
         m.threads_started += s.threads_started;
         m.steals += s.steals;
         m.placed += s.placed;
+        m.threads_moved += s.moved;
         m.timers_pending += s.timers_pending;
         let same = m
             .runtimes
@@ -390,6 +394,12 @@ impl Metrics {
                 Counter,
                 "New virtual threads placed on a less loaded carrier at their first run.",
                 plain(u(self.placed)),
+            ),
+            row(
+                "weft_threads_moved_total",
+                Counter,
+                "Started virtual threads moved off a held carrier to run elsewhere.",
+                plain(u(self.threads_moved)),
             ),
             row(
                 "weft_timers_pending",

@@ -415,6 +415,12 @@ impl Runtime {
         self.handle.shared.live.load(Ordering::Relaxed)
     }
 
+    /// Started threads moved so far from a held carrier to another
+    /// (handoff; see the crate docs, "Affinity and handoff").
+    pub fn threads_moved(&self) -> usize {
+        self.handle.shared.moved.load(Ordering::Relaxed)
+    }
+
     /// Whether started threads of this runtime may change carriers (see
     /// [`RuntimeBuilder::allow_migration`]).
     pub fn allows_migration(&self) -> bool {

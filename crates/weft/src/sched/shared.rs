@@ -40,6 +40,9 @@ pub(crate) struct Shared {
     /// New threads handed to another carrier at their first run
     /// (`Carrier::placement`).
     pub(crate) placed: AtomicUsize,
+    /// Started threads moved off a held carrier (handoff: `schedule`,
+    /// the monitor's `hand_off`).
+    pub(crate) moved: AtomicUsize,
     pub(super) monitor: Monitor,
     /// Carriers that always run (the runtime's parallelism).
     pub(super) core: usize,
@@ -129,6 +132,7 @@ impl Shared {
             started: AtomicUsize::new(0),
             steals: AtomicUsize::new(0),
             placed: AtomicUsize::new(0),
+            moved: AtomicUsize::new(0),
             monitor: Monitor {
                 thread: OnceLock::new(),
                 deep_sleep: AtomicBool::new(false),

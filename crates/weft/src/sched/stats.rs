@@ -40,6 +40,8 @@ pub(crate) struct SchedStats {
     pub(crate) steals: usize,
     /// New threads handed to a less loaded carrier at their first run.
     pub(crate) placed: usize,
+    /// Started threads moved off a held carrier (handoff).
+    pub(crate) moved: usize,
     /// Entries in the carriers' timer heaps.
     pub(crate) timers_pending: usize,
 }
@@ -72,6 +74,7 @@ impl Shared {
             threads_started: self.started.load(Ordering::Relaxed),
             steals: self.steals.load(Ordering::Relaxed),
             placed: self.placed.load(Ordering::Relaxed),
+            moved: self.moved.load(Ordering::Relaxed),
             timers_pending: self
                 .carriers
                 .iter()

@@ -30,6 +30,8 @@
 //! - `activity.rs`: what a thread says it is doing, for dumps.
 //! - `native.rs`: C locks (`pthread_mutex_lock`, …) counted in
 //!   `pin_depth`: a thread that holds one keeps its carrier.
+//! - `stay.rs`: threads that never change OS thread
+//!   ([`stay_on_carrier`], and what marks a thread so).
 //! - `pinned.rs`: the park that holds the carrier (`weft::pinned`).
 //! - `park.rs`: `park`, `sleep`, `yield_now`, the switch to the carrier.
 //! - `join.rs`: the join packet and [`JoinHandle`].
@@ -53,6 +55,7 @@ mod record;
 pub(crate) mod registry;
 mod schedule;
 mod state;
+mod stay;
 
 pub(crate) use activity::inner_activity;
 pub use activity::{MAX_ACTIVITY_LEN, set_activity};
@@ -78,3 +81,5 @@ pub(crate) use record::{
 };
 pub(crate) use schedule::{Schedule, Suspend};
 pub use state::State;
+pub(crate) use stay::may_move;
+pub use stay::stay_on_carrier;

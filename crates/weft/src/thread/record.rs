@@ -199,6 +199,13 @@ pub(crate) struct VThread {
     /// panic on its behalf (see `crate::thread::panicking`). Touched only
     /// by the thread itself.
     pub(crate) unwinding: Cell<bool>,
+    /// The thread never changes OS thread (`stay.rs`): it has no
+    /// thread-local area of its own, asked to (`weft::stay_on_carrier`),
+    /// changed kernel state kept per OS thread, or suspended while
+    /// unwinding. Set by the thread itself or by the carrier that binds it,
+    /// while it owns the thread; read by whoever owns the thread next (a
+    /// queue's or the park state machine's hand-off orders the two).
+    pub(crate) stays: AtomicBool,
     /// Set by a thread dump that moved the thread out of PARKED to record
     /// its stack (see `borrow_parked`); consumed by the thread when it
     /// resumes. Tells a dump's borrow from a real wake-up.
@@ -282,6 +289,7 @@ impl VThread {
             pin_depth: Cell::new(0),
             home: AtomicU32::new(NO_HOME),
             unwinding: Cell::new(false),
+            stays: AtomicBool::new(false),
             dump_borrowed: AtomicBool::new(false),
             pinned_waiting: AtomicBool::new(false),
             reg_key: AtomicUsize::new(0),
