@@ -49,6 +49,7 @@ mod id;
 mod join;
 mod locals;
 mod native;
+mod os_state;
 mod park;
 mod pinned;
 mod record;
