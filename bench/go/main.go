@@ -401,6 +401,7 @@ func echo(conn net.Conn) {
 //
 //	GET /hello -> 200 "Hello, World!" (text/plain)
 //	GET /sleep -> sleep 1 s, then 200 "slept"
+//	GET /cpu   -> compute for 4 s (spin), then 200 "spun <rounds> rounds: <hash>"
 //	otherwise  -> 404
 //
 // No read/write/idle timeouts are set, so thousands of keep-alive
@@ -466,9 +467,35 @@ func handleHTTP(w http.ResponseWriter, r *http.Request) {
 	case "/sleep":
 		time.Sleep(time.Second)
 		writeText(w, sleptBody)
+	case "/cpu":
+		writeText(w, []byte(spin(cpuFor)))
 	default:
 		http.NotFound(w, r)
 	}
+}
+
+// cpuFor is how long GET /cpu computes.
+const cpuFor = 4 * time.Second
+
+// spin is the CPU-bound request, the same work as the Rust and Java
+// workers' spin: rounds of 65,536 steps of a multiply-xorshift hash
+// (MurmurHash3's 64-bit finalizer, each step fed the previous one's
+// result) until d has passed since it began, then the number of rounds and
+// the hash.
+func spin(d time.Duration) string {
+	t0 := time.Now()
+	x := uint64(0x9e3779b97f4a7c15)
+	rounds := 0
+	for time.Since(t0) < d {
+		for i := uint64(0); i < 65536; i++ {
+			x ^= i
+			x ^= x >> 33
+			x *= 0xff51afd7ed558ccd
+			x ^= x >> 33
+		}
+		rounds++
+	}
+	return fmt.Sprintf("spun %d rounds: %016x", rounds, x)
 }
 
 // writeText sends a 200 response with a text/plain body.

@@ -17,7 +17,7 @@
  *   mutex <threads> <ops>              threads x ops increments under one lock     -> ns/op
  *   channel <producers> <msgs> <cap>   producers -> bounded queue -> one consumer  -> msg/s
  *   echo-server                        TCP echo server, one virtual thread/conn    (until killed)
- *   http-server                        HTTP server, /hello and /sleep              (until killed)
+ *   http-server                        HTTP server, /hello, /sleep and /cpu        (until killed)
  *   https-server <cert.pem> <key.pem>  the same over TLS (HttpsServer, JSSE)       (until killed)
  *
  * Output contract: a measuring workload prints exactly one JSON line to stdout,
@@ -521,6 +521,8 @@ public final class Bench {
             boolean get = "GET".equals(exchange.getRequestMethod());
             if (get && "/hello".equals(path)) {
                 respond(exchange, 200, HELLO);
+            } else if (get && "/cpu".equals(path)) {
+                respond(exchange, 200, spin(CPU_FOR_NANOS).getBytes(StandardCharsets.US_ASCII));
             } else if (get && "/sleep".equals(path)) {
                 try {
                     Thread.sleep(1000);
@@ -534,6 +536,31 @@ public final class Bench {
                 exchange.sendResponseHeaders(404, -1); // -1: no body (Content-length: 0)
             }
         }
+    }
+
+    /** How long GET /cpu computes: 4 s. */
+    private static final long CPU_FOR_NANOS = 4_000_000_000L;
+
+    /**
+     * The CPU-bound request, the same work as the Rust and Go workers' spin: rounds of 65,536
+     * steps of a multiply-xorshift hash (MurmurHash3's 64-bit finalizer, each step fed the
+     * previous one's result) until {@code nanos} have passed since it began, then the number
+     * of rounds and the hash. It never blocks, so its virtual thread keeps its carrier.
+     */
+    private static String spin(long nanos) {
+        long t0 = System.nanoTime();
+        long x = 0x9e3779b97f4a7c15L;
+        long rounds = 0;
+        while (System.nanoTime() - t0 < nanos) {
+            for (int i = 0; i < 65536; i++) {
+                x ^= i;
+                x ^= x >>> 33;
+                x *= 0xff51afd7ed558ccdL;
+                x ^= x >>> 33;
+            }
+            rounds++;
+        }
+        return String.format("spun %d rounds: %016x", rounds, x);
     }
 
     private static void respond(HttpExchange exchange, int status, byte[] body) throws IOException {

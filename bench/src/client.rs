@@ -191,3 +191,93 @@ pub fn handshakes(
         errors: r.failures,
     })
 }
+
+/// What a window beside CPU-bound requests produced.
+#[derive(Clone, Debug)]
+pub struct Hogged {
+    /// `/hello` responses per second answered inside the window.
+    pub rate: f64,
+    /// Their p99 in milliseconds; `None` when none was answered.
+    pub p99_ms: Option<f64>,
+    /// `/hello` requests that failed.
+    pub errors: u64,
+    /// Response time of the slowest CPU-bound request, milliseconds.
+    pub slowest_ms: f64,
+}
+
+/// How long after the CPU-bound requests were sent the light load begins.
+const HOG_LEAD: Duration = Duration::from_millis(250);
+
+/// `conns` users on `GET /hello` during `hogs` CPU-bound requests
+/// (`GET /cpu`, which compute for `cpu_for`): first `warmup` of the same
+/// load, on connections then closed (a JIT's first pass); then the CPU-bound
+/// requests, each on a connection of its own from an OS thread of this
+/// process; [`HOG_LEAD`] later, `conns` new keep-alive connections
+/// (made while the CPU-bound requests run, as the issue's `wrk -c50`),
+/// all at once, measured for `window`, which ends before the CPU-bound
+/// requests do. Then it waits for those and reports the slowest.
+pub fn hogged(
+    port: u16,
+    hogs: usize,
+    cpu_for: Duration,
+    conns: usize,
+    warmup: Duration,
+    window: Duration,
+) -> Result<Hogged, String> {
+    if HOG_LEAD + window >= cpu_for {
+        return Err(format!(
+            "the window ({window:?} from {HOG_LEAD:?}) must end before the CPU-bound requests ({cpu_for:?})"
+        ));
+    }
+    let hello = |duration| weft_load::Config {
+        url: url(false, port, "/hello"),
+        concurrency: conns,
+        duration: Some(duration),
+        timeout: Duration::from_secs(30),
+        ..weft_load::Config::default()
+    };
+    if !warmup.is_zero() {
+        weft_load::run(&hello(warmup)).map_err(|e| e.to_string())?;
+    }
+    let limit = cpu_for * (hogs as u32 + 1) + Duration::from_secs(60);
+    let held: Vec<_> = (0..hogs)
+        .map(|_| std::thread::spawn(move || cpu_request(port, limit)))
+        .collect();
+    std::thread::sleep(HOG_LEAD);
+    let load = weft_load::run(&hello(window)).map_err(|e| e.to_string());
+    let mut slowest = Duration::ZERO;
+    for h in held {
+        let took = h
+            .join()
+            .map_err(|_| "a CPU-bound request's thread panicked")??;
+        slowest = slowest.max(took);
+    }
+    let r = load?;
+    Ok(Hogged {
+        rate: r.successes as f64 / r.duration_secs,
+        p99_ms: (r.successes > 0).then_some(r.latency.p99_ms),
+        errors: r.failures,
+        slowest_ms: slowest.as_secs_f64() * 1e3,
+    })
+}
+
+/// `GET /cpu` on a new connection (`Connection: close`); its response
+/// time, or why it failed.
+fn cpu_request(port: u16, limit: Duration) -> Result<Duration, String> {
+    use std::io::{Read, Write};
+    let t0 = Instant::now();
+    let mut s = std::net::TcpStream::connect(("127.0.0.1", port))
+        .map_err(|e| format!("CPU-bound request: connect: {e}"))?;
+    s.set_read_timeout(Some(limit)).map_err(|e| e.to_string())?;
+    s.write_all(b"GET /cpu HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n")
+        .map_err(|e| format!("CPU-bound request: write: {e}"))?;
+    let mut answer = Vec::new();
+    s.read_to_end(&mut answer)
+        .map_err(|e| format!("CPU-bound request: no answer within {limit:?}: {e}"))?;
+    let took = t0.elapsed();
+    let text = String::from_utf8_lossy(&answer);
+    if !(text.starts_with("HTTP/1.1 200") && text.contains("spun ")) {
+        return Err(format!("CPU-bound request: unexpected answer {text:?}"));
+    }
+    Ok(took)
+}

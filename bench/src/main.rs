@@ -138,6 +138,9 @@ enum Drive {
         conns: usize,
         tls: bool,
     },
+    /// HTTP server; `conns` users on `/hello` while `hogs` requests to
+    /// `/cpu` compute (`client::hogged`).
+    Hog { hogs: usize, conns: usize },
 }
 
 /// One workload of the plan.
@@ -181,6 +184,7 @@ fn plan(quick: bool, runs: Option<usize>) -> Vec<Spec> {
     v.extend(sleep_rows(&z));
     v.extend(echo_rows(&z));
     v.extend(http_rows(&z));
+    v.extend(hog_rows(&z));
     v
 }
 
@@ -500,6 +504,41 @@ fn http_sleep_row(z: &Sizing) -> Spec {
     s
 }
 
+/// `/hello` beside one CPU-bound request, and beside as many as this
+/// machine's two cores (issue #39). Not in `--quick`: each run waits for
+/// its CPU-bound requests (4 s, more on a server that runs them one after
+/// the other).
+fn hog_rows(z: &Sizing) -> Vec<Spec> {
+    if z.quick {
+        return Vec::new();
+    }
+    let row = |id, title, what, hogs| {
+        let mut s = z.server(
+            id,
+            title,
+            what,
+            Unit::PerSec("req/s"),
+            Drive::Hog { hogs, conns: 50 },
+        );
+        s.window = Duration::from_secs(3);
+        s
+    };
+    vec![
+        row(
+            "hog-1",
+            "HTTP hello during one 4 s CPU-bound request",
+            "a GET /cpu computes for 4 s on the server (rounds of a multiply-xorshift hash until 4 s have passed since the handler began: the same loop in every language); 250 ms after it was sent, 50 new weft-load keep-alive users on GET /hello for 3 s (after a 1 s warmup of the same load before it); responses / s, p99, and the CPU-bound request's own response time (ideal 4 s)",
+            1,
+        ),
+        row(
+            "hog-2",
+            "HTTP hello during two 4 s CPU-bound requests",
+            "as above with two GET /cpu at once (as many as this machine's cores: Go's GOMAXPROCS and Java's carriers default to 2); the slowest CPU-bound request's response time shows whether the second waited for the first (ideal 4 s, 8 s when it waited)",
+            2,
+        ),
+    ]
+}
+
 /// `vm.max_map_count` (65,530 when unreadable: the kernel default).
 fn max_map_count() -> u64 {
     std::fs::read_to_string("/proc/sys/vm/max_map_count")
@@ -671,6 +710,7 @@ fn run_once(
                 errors: 0,
                 handshakes_per_sec: None,
                 handshake_p99_ms: None,
+                slowest_ms: None,
             })
         }
         Drive::Echo { conns } => {
@@ -686,6 +726,7 @@ fn run_once(
                 errors: load.errors,
                 handshakes_per_sec: None,
                 handshake_p99_ms: None,
+                slowest_ms: None,
             })
         }
         Drive::Http {
@@ -705,6 +746,7 @@ fn run_once(
                 errors: load.errors,
                 handshakes_per_sec: None,
                 handshake_p99_ms: None,
+                slowest_ms: None,
             })
         }
         Drive::Http {
@@ -739,6 +781,24 @@ fn run_once(
                 errors: load.errors + hs.errors,
                 handshakes_per_sec: Some(hs.rate),
                 handshake_p99_ms: Some(hs.p99_ms),
+                slowest_ms: None,
+            })
+        }
+        Drive::Hog { hogs, conns } => {
+            let cpu_for = worker::CPU_FOR;
+            let limit = spec.warmup + cpu_for * (hogs as u32 + 1) + Duration::from_secs(120);
+            let server = proc::Server::start(launcher, "http-server", limit)?;
+            let load = client::hogged(server.port, hogs, cpu_for, conns, spec.warmup, spec.window);
+            let rss = server.stop()?;
+            let load = load?;
+            Ok(Run {
+                value: load.rate,
+                p99_ms: load.p99_ms,
+                rss_kib: rss,
+                errors: load.errors,
+                handshakes_per_sec: None,
+                handshake_p99_ms: None,
+                slowest_ms: Some(load.slowest_ms),
             })
         }
     }
@@ -1042,10 +1102,13 @@ fn cell(spec: &Spec, column: &Column) -> Cell {
 /// A run's figures on the progress line.
 fn run_line(spec: &Spec, r: &Run) -> String {
     format!(
-        "{}{}  rss {}{}",
+        "{}{}{}  rss {}{}",
         spec.unit.format(r.value),
         r.p99_ms
             .map(|p| format!("  p99 {}", Unit::Ms.format(p)))
+            .unwrap_or_default(),
+        r.slowest_ms
+            .map(|p| format!("  CPU-bound request {}", Unit::Ms.format(p)))
             .unwrap_or_default(),
         report::format_kib(r.rss_kib),
         if r.errors > 0 {

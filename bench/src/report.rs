@@ -57,6 +57,9 @@ pub struct Run {
     pub handshakes_per_sec: Option<f64>,
     /// HTTPS workloads: p99 of those handshakes (ms).
     pub handshake_p99_ms: Option<f64>,
+    /// Workloads beside CPU-bound requests: the slowest one's response
+    /// time (ms).
+    pub slowest_ms: Option<f64>,
 }
 
 /// One workload on one column.
@@ -88,6 +91,7 @@ impl Cell {
                 Metric::Rss => Some(r.rss_kib as f64),
                 Metric::Handshakes => r.handshakes_per_sec,
                 Metric::HandshakeP99 => r.handshake_p99_ms,
+                Metric::Slowest => r.slowest_ms,
             })
             .collect();
         median(&v)
@@ -288,6 +292,8 @@ pub enum Metric {
     Handshakes,
     /// p99 of those handshakes.
     HandshakeP99,
+    /// Response time of the slowest CPU-bound request.
+    Slowest,
 }
 
 /// The unit of TLS handshake rates.
@@ -303,6 +309,7 @@ impl Metric {
                 Metric::Rss => w.rss_row,
                 Metric::Handshakes => r.handshakes_per_sec.is_some(),
                 Metric::HandshakeP99 => r.handshake_p99_ms.is_some(),
+                Metric::Slowest => r.slowest_ms.is_some(),
             })
         })
     }
@@ -311,7 +318,7 @@ impl Metric {
     fn format(self, w: &WorkloadResult, v: f64) -> String {
         match self {
             Metric::Value => w.unit.format(v),
-            Metric::P99 | Metric::HandshakeP99 => Unit::Ms.format(v),
+            Metric::P99 | Metric::HandshakeP99 | Metric::Slowest => Unit::Ms.format(v),
             Metric::Rss => format_kib(v as u64),
             Metric::Handshakes => HANDSHAKES.format(v),
         }
@@ -348,7 +355,7 @@ impl Report {
                     metric: Metric::Rss,
                 });
             }
-            for metric in [Metric::Handshakes, Metric::HandshakeP99] {
+            for metric in [Metric::Handshakes, Metric::HandshakeP99, Metric::Slowest] {
                 if metric.present(w) {
                     rows.push(Row {
                         workload: i,
@@ -380,6 +387,7 @@ impl Report {
                 format!("{} — TLS handshakes, new connection per request", w.title)
             }
             Metric::HandshakeP99 => format!("{} — TLS handshake p99", w.title),
+            Metric::Slowest => format!("{} — slowest CPU-bound request", w.title),
         }
     }
 
@@ -388,7 +396,7 @@ impl Report {
         match row.metric {
             Metric::Value => w.ideal.map(|v| w.unit.format(v)),
             Metric::P99 => w.ideal_p99_ms.map(|v| Unit::Ms.format(v)),
-            Metric::Rss | Metric::Handshakes | Metric::HandshakeP99 => None,
+            Metric::Rss | Metric::Handshakes | Metric::HandshakeP99 | Metric::Slowest => None,
         }
         .unwrap_or_default()
     }
@@ -592,6 +600,13 @@ pub fn svg(w: &WorkloadResult, columns: &[ColumnSummary]) -> String {
     if Metric::HandshakeP99.present(w) {
         panels.push(("TLS handshake p99, ms".into(), Metric::HandshakeP99, None));
     }
+    if Metric::Slowest.present(w) {
+        panels.push((
+            "the CPU-bound request's response time, ms (slowest of the run)".into(),
+            Metric::Slowest,
+            None,
+        ));
+    }
     let panels: Vec<Panel> = panels
         .into_iter()
         .map(|(title, metric, ideal)| Panel {
@@ -630,6 +645,7 @@ mod tests {
             errors: 0,
             handshakes_per_sec: None,
             handshake_p99_ms: None,
+            slowest_ms: None,
         }
     }
 

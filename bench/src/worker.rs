@@ -716,10 +716,40 @@ fn echo_server(rt: Rt) -> Result<(), String> {
 
 const HELLO: &str = "Hello, World!";
 const SLEEP: Duration = Duration::from_secs(1);
+/// How long `GET /cpu` computes.
+pub const CPU_FOR: Duration = Duration::from_secs(4);
 
-/// Serves `GET /hello` (`Hello, World!`) and `GET /sleep` (sleeps 1 s, then
-/// `slept`) over HTTP/1.1 keep-alive: weft-http in virtual mode, hyper 1 on
-/// Tokio, or a thread-per-connection server on `std`.
+/// The CPU-bound request `GET /cpu`, the same work in every language
+/// (`spin` in `bench/go/main.go` and `bench/java/Bench.java`): rounds of
+/// 65,536 steps of a multiply-xorshift hash (MurmurHash3's 64-bit
+/// finalizer, each step fed the previous one's result, so it neither
+/// vectorizes nor folds away) until `d` has passed since it began, then
+/// the number of rounds and the hash. A round takes about 0.1 ms here, so
+/// the request ends within a round of `d` of its start, whatever the
+/// language's speed. The clock is read between rounds (a vDSO call, never
+/// a yield): the handler holds whatever runs it, as bcrypt or an image
+/// resize would.
+pub fn spin(d: Duration) -> String {
+    let t0 = Instant::now();
+    let mut x: u64 = 0x9e37_79b9_7f4a_7c15;
+    let mut rounds: u64 = 0;
+    while t0.elapsed() < d {
+        for i in 0..65_536_u64 {
+            x ^= i;
+            x ^= x >> 33;
+            x = x.wrapping_mul(0xff51_afd7_ed55_8ccd);
+            x ^= x >> 33;
+        }
+        rounds += 1;
+    }
+    format!("spun {rounds} rounds: {x:016x}")
+}
+
+/// Serves `GET /hello` (`Hello, World!`), `GET /sleep` (sleeps 1 s, then
+/// `slept`) and `GET /cpu` ([`spin`] for [`CPU_FOR`], computing on the
+/// thread that runs the handler) over HTTP/1.1 keep-alive: weft-http in
+/// virtual mode, hyper 1 on Tokio, or a thread-per-connection server on
+/// `std`.
 fn http_server(rt: Rt) -> Result<(), String> {
     let _ = weft_load::raise_fd_limit();
     match rt {
@@ -784,7 +814,8 @@ fn weft_http_server(tls: Option<&TlsFiles>) -> Result<(), String> {
         .get("/sleep", |_| {
             let _ = weft::sleep(SLEEP);
             Response::text("slept")
-        });
+        })
+        .get("/cpu", |_| Response::text(spin(CPU_FOR)));
     let mut config = ServerConfig::default()
         .max_connections(1 << 20)
         .backlog(BACKLOG as u32);
@@ -841,17 +872,20 @@ where
 
     let svc = service_fn(|req: hyper::Request<hyper::body::Incoming>| async move {
         let (status, body) = match req.uri().path() {
-            "/hello" => (200, HELLO),
+            "/hello" => (200, Bytes::from_static(HELLO.as_bytes())),
             "/sleep" => {
                 tokio::time::sleep(SLEEP).await;
-                (200, "slept")
+                (200, Bytes::from_static(b"slept"))
             }
-            _ => (404, "not found"),
+            // On the worker that polls this task, as an async handler
+            // that computes does.
+            "/cpu" => (200, Bytes::from(spin(CPU_FOR))),
+            _ => (404, Bytes::from_static(b"not found")),
         };
         hyper::Response::builder()
             .status(status)
             .header("content-type", "text/plain")
-            .body(Full::new(Bytes::from_static(body.as_bytes())))
+            .body(Full::new(body))
     });
     let _ = http1::Builder::new()
         .serve_connection(TokioIo::new(io), svc)
@@ -906,12 +940,17 @@ fn std_http_conn(mut s: impl Read + Write) {
                         h.name.eq_ignore_ascii_case("connection")
                             && h.value.eq_ignore_ascii_case(b"close")
                     });
+                let spun;
                 let (status, body) = match (req.method, req.path) {
                     _ if has_body => ("400 Bad Request", "bodies are not supported"),
                     (Some("GET"), Some("/hello")) => ("200 OK", HELLO),
                     (Some("GET"), Some("/sleep")) => {
                         std::thread::sleep(SLEEP);
                         ("200 OK", "slept")
+                    }
+                    (Some("GET"), Some("/cpu")) => {
+                        spun = spin(CPU_FOR);
+                        ("200 OK", spun.as_str())
                     }
                     _ => ("404 Not Found", "not found"),
                 };
@@ -953,6 +992,21 @@ fn std_http_conn(mut s: impl Read + Write) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn spin_computes_for_its_time_and_names_its_rounds() {
+        let d = Duration::from_millis(5);
+        let t0 = Instant::now();
+        let out = spin(d);
+        assert!(t0.elapsed() >= d);
+        assert!(
+            out.starts_with("spun ") && out.contains(" rounds: "),
+            "{out}"
+        );
+        // No time, no round: the starting state, the same as the Go and
+        // Java workers' `spin`.
+        assert_eq!(spin(Duration::ZERO), "spun 0 rounds: 9e3779b97f4a7c15");
+    }
 
     #[test]
     fn shares_add_up() {
