@@ -418,7 +418,7 @@ impl Runtime {
     /// Started threads moved so far from a held carrier to another
     /// (handoff; see the crate docs, "Affinity and handoff").
     pub fn threads_moved(&self) -> usize {
-        self.handle.shared.moved.load(Ordering::Relaxed)
+        self.handle.shared.threads_moved()
     }
 
     /// Whether started threads of this runtime may change carriers (see

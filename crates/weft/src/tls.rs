@@ -56,8 +56,9 @@
 //! - the **TCB** is copied from the carrier when the area is made, with its
 //!   two self pointers (`tcb`, `self`) pointed at the copy. Its fields are
 //!   what glibc reads `%fs`-relative: the stack protector canary and pointer
-//!   guard (the same values), the kernel thread id (the carrier's — a
-//!   started virtual thread never leaves its carrier), cancellation state.
+//!   guard (the same values), the kernel thread id (the carrier's:
+//!   refreshed by [`adopt`] when the thread runs on another carrier after
+//!   a handoff), cancellation state.
 //!   Three fields are set apart: the rseq area reads "not registered" (the
 //!   kernel updates only the carrier's), the robust-mutex list is empty and
 //!   the area's own, and the **`dtv`** — the table `__tls_get_addr` reads
@@ -118,16 +119,21 @@
 //! The scheduler keeps a few thread-locals that describe the *carrier*
 //! (which carrier this OS thread is, whether it is between two stacks).
 //! Code running on a virtual thread reads them through `%fs` like any
-//! other, so [`seed`] writes the carrier's values into a new area; a
-//! started thread never changes carrier, so they stay right.
+//! other, so [`seed`] writes the carrier's values into a new area, and
+//! the carrier seeds them again when a thread it takes over from another
+//! carrier mounts for the first time ([`adopt`] says when).
 //!
 //! # Limits
 //!
 //! - x86_64 with glibc only (the layout above is glibc's; aarch64's is the
 //!   other variant). Elsewhere [`layout`] is `None` and virtual threads share
 //!   their carrier's thread-locals, as before.
-//! - A runtime that allows migration shares too (the TCB copy names the
-//!   carrier it was made on).
+//! - A runtime that allows migration shares too: a thread may move at any
+//!   suspension there, and the mount would have to refresh the area every
+//!   time. With areas a thread moves only off a held carrier (handoff),
+//!   and [`adopt`] refreshes the kernel thread id and the carrier named in
+//!   the header then; without glibc's description of the thread id's
+//!   place (`_thread_db_pthread_tid`) threads stay where they started.
 //! - glibc's setxid handshake (`setuid` in a threaded process) signals
 //!   each OS thread and waits for a flag in its TCB: a relay runs glibc's
 //!   SIGSETXID handler on the carrier's own TCB (`install_setxid_relay`).
@@ -151,7 +157,7 @@ pub(crate) fn isolated() -> bool {
     !AREA.with(Cell::get).is_null()
 }
 
-pub(crate) use imp::{Layout, layout, release_area, run_dtors, run_on, seed};
+pub(crate) use imp::{Layout, adopt, layout, release_area, run_dtors, run_on, seed};
 
 /// Per-area bookkeeping, above the TCB copy.
 #[repr(C)]
@@ -235,6 +241,12 @@ mod imp {
         /// Offset of glibc's robust-mutex list head (`robust_head`) from
         /// `tp`, when it was found where glibc 2.28+ keeps it.
         robust: Option<usize>,
+        /// Offset of the kernel thread id (`struct pthread`'s `tid`) from
+        /// `tp`, from glibc's own description for debuggers
+        /// (`_thread_db_pthread_tid`) and checked against `gettid`. Without
+        /// it an area cannot follow its thread to another carrier
+        /// ([`adopt`]), and threads stay on their first carrier.
+        tid: Option<usize>,
         /// Alignment of `tp`.
         align: usize,
         /// Bytes at the top of a stack slot the area takes.
@@ -250,6 +262,12 @@ mod imp {
         /// Bytes an area takes at the top of a stack slot (a page multiple).
         pub(crate) fn reserve(&self) -> usize {
             self.reserve
+        }
+
+        /// Whether an area can follow its thread to another carrier
+        /// ([`adopt`] knows where the kernel thread id is).
+        pub(crate) fn movable(&self) -> bool {
+            self.tid.is_some()
         }
     }
 
@@ -434,6 +452,15 @@ mod imp {
                 .filter(|&(list, prev)| list == head && prev == head)
                 .map(|_| head - tp)
         };
+        // glibc describes `struct pthread` for libthread_db: each field as
+        // `{ size in bits, count, offset }`. Trusted only if the field is
+        // 32 bits wide, inside the TCB, and holds this thread's id.
+        let tid = glibc_data::<[u32; 3]>(c"_thread_db_pthread_tid")
+            .filter(|&[bits, n, off]| bits == 32 && n == 1 && off as usize + 4 <= tcb)
+            .map(|[_, _, off]| off as usize)
+            // SAFETY: the offset lies inside this thread's own TCB (above);
+            // gettid has no preconditions.
+            .filter(|&off| unsafe { ((tp + off) as *const i32).read() == libc::gettid() });
         let align = static_align.clamp(64, 4096);
         // Static TLS below tp: glibc's whole static size is an upper bound
         // (it counts the TCB too) that includes the surplus.
@@ -455,6 +482,7 @@ mod imp {
             static_size,
             rseq,
             robust,
+            tid,
             align,
             reserve,
             fsgsbase,
@@ -506,7 +534,7 @@ mod imp {
             for i in 1..=len {
                 let v = cdtv.add(i).read().val;
                 let val = if statics.contains(&v) {
-                    v - carrier_tp + tp
+                    tp - (carrier_tp - v)
                 } else {
                     DTV_UNALLOCATED
                 };
@@ -603,6 +631,44 @@ mod imp {
             )
         };
         tp
+    }
+
+    /// Makes the area at `tp` the calling carrier's, if it was another's:
+    /// the thread it belongs to is about to run here after a handoff.
+    /// Refreshes what names the OS thread — the kernel thread id in the TCB
+    /// copy (mutex owners, `raise`, `pthread_kill(pthread_self())`) and the
+    /// carrier in the header (SIGSETXID's relay, `pthread_getattr_np`) —
+    /// and returns true; the caller re-seeds its own per-carrier
+    /// thread-locals ([`seed`]). Returns false, writing nothing, when the
+    /// area is already this carrier's: one load and a compare per mount.
+    ///
+    /// # Safety
+    ///
+    /// `tp` is an area made by [`init_area`] with this layout, whose thread
+    /// is not running (the caller is about to mount it); `l.movable()`.
+    pub(crate) unsafe fn adopt(l: &Layout, tp: usize) -> bool {
+        let carrier_tp = read_tp();
+        let area_off = carrier_tp - AREA.with(|a| a as *const Cell<*mut Header> as usize);
+        // SAFETY: `AREA`'s slot in the area's executable block holds the
+        // header written by `init_area` (static TLS offsets are the same in
+        // every area); the thread is not running, so nothing else writes it.
+        let h = unsafe { ((tp - area_off) as *const *mut Header).read() };
+        // SAFETY: the header lies in the area, which outlives its thread.
+        if unsafe { (*h).carrier_tp } == carrier_tp {
+            return false;
+        }
+        let Some(off) = l.tid else {
+            return false;
+        };
+        // SAFETY: as above; the tid offset was checked to lie inside the
+        // TCB, which the area copies whole. A signal handler that reads the
+        // TCB or the header runs only while the area is mounted, which it
+        // is not yet.
+        unsafe {
+            (*h).carrier_tp = carrier_tp;
+            ((tp + off) as *mut i32).write(libc::gettid());
+        }
+        true
     }
 
     /// Writes `value` into the area at `tp` where the calling OS thread
@@ -1065,6 +1131,7 @@ mod imp {
             assert!(l.libc_lo < l.libc_hi && l.libc_lo >= l.exe.off, "{l:?}");
             assert!(l.reserve() >= l.tcb + l.libc_hi + 64, "{l:?}");
             assert!(l.robust.is_some(), "{l:?}");
+            assert!(l.movable(), "{l:?}");
             assert_eq!(l.reserve() % crate::stack::page_size(), 0);
         }
     }
@@ -1078,6 +1145,9 @@ mod imp {
         pub(crate) fn reserve(&self) -> usize {
             match *self {}
         }
+        pub(crate) fn movable(&self) -> bool {
+            match *self {}
+        }
     }
     pub(crate) fn layout() -> Option<&'static Layout> {
         None
@@ -1086,6 +1156,9 @@ mod imp {
         match *l {}
     }
     pub(crate) unsafe fn release_area(_tp: usize) {}
+    pub(crate) unsafe fn adopt(l: &Layout, _tp: usize) -> bool {
+        match *l {}
+    }
     pub(crate) unsafe fn seed<T>(_tp: usize, _var: *const T, _value: T) {}
     pub(crate) unsafe fn run_on<R>(l: &Layout, _tp: usize, _f: impl FnOnce() -> R) -> R {
         match *l {}

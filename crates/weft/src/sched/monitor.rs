@@ -16,7 +16,10 @@ use std::time::{Duration, Instant};
 
 use super::shared::Shared;
 use super::slot::{CarrierSlot, Identity};
-use crate::thread::{NO_HOME, State};
+use crossbeam_deque::Steal;
+
+use super::slot::HELD;
+use crate::thread::State;
 
 /// The monitor thread's parking spot (Go's sysmon sleeps the same way when
 /// every P is idle).
@@ -52,9 +55,6 @@ struct Watch {
     /// (Monitor-side clocks keep `Instant::now` off the carriers' hot
     /// path.)
     since: Instant,
-    /// Switch count at which the carrier's inbox was last checked for
-    /// unstarted threads.
-    drained: u64,
     /// The monitor's previous look at the carrier.
     prev: Instant,
     /// The last look that saw the carrier on another switch or idle: the
@@ -124,7 +124,6 @@ impl Watcher {
             Watch {
                 last: u64::MAX,
                 since: now,
-                drained: u64::MAX,
                 prev: now,
                 began: now,
                 reported_hold: None,
@@ -192,26 +191,25 @@ fn watch_carrier(
     }
     watch.prev = now;
     watch.last = sw;
-    if in_blocking || w.stalled.is_set() {
-        // The owner cannot fire them. Bound threads still can run only
-        // there, but they are runnable the moment it is back; unbound ones
-        // (migration) run elsewhere at once.
-        if w.fire_timers_home(now, |t| shared.injector.push(t)) > 0 {
-            shared.notify_work();
-        }
-    }
     let held = now.saturating_duration_since(watch.since);
     if same && held >= shared.stall_threshold {
+        // Handoff first: the threads behind the hold run elsewhere from
+        // now on, whatever the events below cost.
+        if mark_held(w, sw) {
+            hand_off(shared, i, w);
+        }
         // The hold so far, from before it began: what the events report.
         let so_far = now.saturating_duration_since(watch.began);
         if let Some(id) = check_held(shared, i, w, sw, so_far, in_blocking) {
             watch.reported_hold = Some(id);
         }
-        // Once per stall (the carrier's switch count), not every tick: an
-        // inbox of bound threads is put back whole.
-        if watch.drained != sw && !w.inbox.is_empty() {
-            watch.drained = sw;
-            drain_unstarted(shared, w);
+    }
+    if in_blocking || w.stalled.is_set() || w.handing_off() {
+        // The owner cannot fire them. Threads that may move (and unbound
+        // ones) run elsewhere at once; those that stay are runnable the
+        // moment their carrier is back.
+        if w.fire_timers_home(now, |t| shared.injector.push(t)) > 0 {
+            shared.notify_work();
         }
     }
     if same && !shared.stealers[i].is_empty() {
@@ -296,24 +294,48 @@ fn count_stalled(shared: &Shared, w: &CarrierSlot, sw: u64, cpu: bool) {
     }
 }
 
-/// Threads placed on a stalled carrier that have not started yet
-/// (unbound, in its inbox) may still start anywhere: they go back to the
-/// injector. Bound ones stay.
-fn drain_unstarted(shared: &Shared, w: &CarrierSlot) {
-    let mut bound = Vec::new();
-    let mut moved = 0;
-    while let Some(t) = w.pop_home() {
-        if t.home.load(Ordering::Relaxed) == NO_HOME {
-            shared.injector.push(t);
-            moved += 1;
-        } else {
-            bound.push(t);
+/// Marks carrier `w`, seen on switch `sw` past the stall threshold, as
+/// held ([`HELD`]); returns false if the hold ended meanwhile.
+///
+/// The Dekker pair with `Carrier::unmount`: we raise the flag, then read
+/// `mounted` and `switches`; the carrier swaps `mounted` to null, then
+/// reads the flag (all SeqCst). If the thread left before we raised it, we
+/// see the carrier empty or on another switch and lower it ourselves; if
+/// after, the carrier sees it and lowers it. Both may: lowering is
+/// idempotent. So a flag is never left raised on a carrier that no thread
+/// holds, and the carrier's threads go back to waiting for it at most one
+/// switch after the hold ends.
+fn mark_held(w: &CarrierSlot, sw: u64) -> bool {
+    if w.handoff.load(Ordering::Relaxed) & HELD == 0 {
+        w.handoff.fetch_or(HELD, Ordering::SeqCst);
+    }
+    if w.mounted.load(Ordering::SeqCst).is_null() || w.switches.load(Ordering::SeqCst) != sw {
+        w.handoff.fetch_and(!HELD, Ordering::SeqCst);
+        return false;
+    }
+    true
+}
+
+/// Handoff (rule 1 in ARCHITECTURE.md, "Affinity and handoff"): the
+/// threads queued for held carrier `i` that need not wait for it go to the
+/// injector — its `next` slot and inbox (unstarted ones, and started ones
+/// that may move, which bind where they next run) and its stealable queue
+/// (where a busy carrier would not look). Every tick while the hold lasts:
+/// a waker that read the flag before we raised it may still have queued a
+/// thread here (rule 2).
+fn hand_off(shared: &Shared, i: usize, w: &CarrierSlot) {
+    let mut n = w.hand_off_queued(|t| shared.injector.push(t));
+    loop {
+        match shared.stealers[i].steal() {
+            Steal::Success(t) => {
+                shared.injector.push(t);
+                n += 1;
+            }
+            Steal::Empty => break,
+            Steal::Retry => {}
         }
     }
-    for t in bound {
-        w.push_home(t);
-    }
-    if moved > 0 {
+    if n > 0 {
         shared.notify_work();
     }
 }

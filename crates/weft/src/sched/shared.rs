@@ -40,9 +40,6 @@ pub(crate) struct Shared {
     /// New threads handed to another carrier at their first run
     /// (`Carrier::placement`).
     pub(crate) placed: AtomicUsize,
-    /// Started threads moved off a held carrier (handoff: `schedule`,
-    /// the monitor's `hand_off`).
-    pub(crate) moved: AtomicUsize,
     pub(super) monitor: Monitor,
     /// Carriers that always run (the runtime's parallelism).
     pub(super) core: usize,
@@ -132,7 +129,6 @@ impl Shared {
             started: AtomicUsize::new(0),
             steals: AtomicUsize::new(0),
             placed: AtomicUsize::new(0),
-            moved: AtomicUsize::new(0),
             monitor: Monitor {
                 thread: OnceLock::new(),
                 deep_sleep: AtomicBool::new(false),
@@ -193,6 +189,14 @@ impl Shared {
             .then(|| (w.tid.load(Ordering::Relaxed), sw))
     }
 
+    /// Started threads moved off a held carrier so far (handoff).
+    pub(crate) fn threads_moved(&self) -> usize {
+        self.carriers
+            .iter()
+            .map(|w| w.moved.load(Ordering::Relaxed))
+            .sum()
+    }
+
     /// Carriers blocked or stalled right now.
     pub(crate) fn blocked_carriers(&self) -> usize {
         self.blocked.get()
@@ -201,26 +205,36 @@ impl Shared {
     /// Makes `thread`, a thread that has run before, runnable again.
     ///
     /// A thread bound to a carrier (affinity, the default) goes back to that
-    /// carrier only: to its `next` slot when the waker runs there (it runs
-    /// as soon as the current thread suspends), to its inbox otherwise,
-    /// kicking the carrier if it sleeps. An unbound thread (a runtime that
-    /// allows migration) goes to the waker's `next` slot on one of this
-    /// runtime's carriers, to the injector from anywhere else.
+    /// carrier: to its `next` slot when the waker runs there (it runs as
+    /// soon as the current thread suspends), to its inbox otherwise,
+    /// kicking the carrier if it sleeps — unless that carrier hands its
+    /// threads off (held past the stall threshold, or a spare off duty) and
+    /// the thread may move: then it goes where an unbound thread goes. An
+    /// unbound thread (moved, or on a runtime that allows migration) goes
+    /// to the waker's `next` slot on one of this runtime's carriers that is
+    /// not held, to the injector from anywhere else.
     pub(crate) fn schedule(&self, thread: Arc<VThread>) {
         let home = thread.home.load(Ordering::Relaxed);
         let here = carrier().filter(|c| std::ptr::eq(Arc::as_ptr(&c.shared), self));
         if home != NO_HOME {
-            match here {
-                Some(c) if c.index == home as usize => c.push_woken(thread),
-                _ => {
-                    set_inner_state(&thread, State::Runnable);
-                    self.carriers[home as usize].push_home(thread);
+            let slot = &self.carriers[home as usize];
+            // Handoff rule 2 (ARCHITECTURE.md): a stale read of `handoff`
+            // queues the thread behind a carrier that has just been found
+            // held, where the monitor's next tick takes it.
+            if !slot.handing_off() || !slot.release(&thread) {
+                match here {
+                    Some(c) if c.index == home as usize => c.push_woken(thread),
+                    _ => {
+                        set_inner_state(&thread, State::Runnable);
+                        slot.push_home(thread);
+                    }
                 }
+                return;
             }
-            return;
         }
         if let Some(c) = here
             && !c.me().in_blocking.load(Ordering::Relaxed)
+            && !c.me().handing_off()
         {
             c.push_woken(thread);
             return;

@@ -13,7 +13,7 @@
 use crate::doorbell::Ring;
 use crate::unpoison::Unpoison;
 use std::sync::atomic::{
-    AtomicBool, AtomicI32, AtomicPtr, AtomicU64, AtomicUsize, Ordering, fence,
+    AtomicBool, AtomicI32, AtomicPtr, AtomicU8, AtomicU64, AtomicUsize, Ordering, fence,
 };
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Instant;
@@ -89,7 +89,22 @@ pub(super) struct CarrierSlot {
     pub(super) homed: AtomicUsize,
     /// `switches` value for which a blocked-with-waiters event was recorded.
     pub(super) reported_waiters: AtomicU64,
+    /// Why this carrier's threads that may move go elsewhere (handoff,
+    /// ARCHITECTURE.md "Affinity and handoff"): [`HELD`] and [`OFF_DUTY`].
+    /// Zero while the carrier serves its threads.
+    pub(super) handoff: AtomicU8,
+    /// Threads moved off this carrier by a handoff (metrics).
+    pub(super) moved: AtomicUsize,
 }
+
+/// [`CarrierSlot::handoff`]: one thread has held the carrier past the
+/// stall threshold. Set by the monitor, cleared by the carrier when that
+/// thread leaves it (`Carrier::unmount`): a Dekker pair of `handoff` and
+/// `mounted`, so a flag raised as the hold ends is lowered by one side.
+pub(super) const HELD: u8 = 1;
+/// [`CarrierSlot::handoff`]: a spare that went off duty; set and cleared by
+/// the spare itself (`Carrier::retire`).
+pub(super) const OFF_DUTY: u8 = 2;
 
 impl CarrierSlot {
     /// Makes a sleeping carrier look again, however it sleeps (see
@@ -137,6 +152,8 @@ impl CarrierSlot {
             sleeping: AtomicBool::new(false),
             homed: AtomicUsize::new(0),
             reported_waiters: AtomicU64::new(u64::MAX),
+            handoff: AtomicU8::new(0),
+            moved: AtomicUsize::new(0),
         }
     }
 
@@ -154,6 +171,49 @@ impl CarrierSlot {
         if self.sleeping.load(Ordering::SeqCst) {
             self.kick();
         }
+    }
+
+    /// Whether this carrier's threads that may move go elsewhere now.
+    pub(super) fn handing_off(&self) -> bool {
+        self.handoff.load(Ordering::Relaxed) != 0
+    }
+
+    /// Lets `thread`, bound to this carrier, go: if it may move
+    /// (`thread::may_move`), it is no longer homed here and binds where it
+    /// next runs; returns whether it went. The caller owns the thread (it
+    /// took it from a queue or from the park state machine), so no one
+    /// else reads or writes its home meanwhile.
+    pub(super) fn release(&self, thread: &VThread) -> bool {
+        if !crate::thread::may_move(thread) {
+            return false;
+        }
+        thread.home.store(NO_HOME, Ordering::Relaxed);
+        self.homed.fetch_sub(1, Ordering::Relaxed);
+        self.moved.fetch_add(1, Ordering::Relaxed);
+        true
+    }
+
+    /// Takes the threads queued for this carrier (its `next` slot and
+    /// inbox) that need not wait for it: those that never started (placed
+    /// here, still unbound) and those [`release`](Self::release) lets go.
+    /// Each goes to `elsewhere`; the rest stay in the inbox. Returns how
+    /// many went.
+    pub(super) fn hand_off_queued(&self, mut elsewhere: impl FnMut(Arc<VThread>)) -> usize {
+        let mut stay = Vec::new();
+        let mut n = 0;
+        let next = self.take_next();
+        for t in next.into_iter().chain(std::iter::from_fn(|| self.pop_home())) {
+            if t.home.load(Ordering::Relaxed) == NO_HOME || self.release(&t) {
+                elsewhere(t);
+                n += 1;
+            } else {
+                stay.push(t);
+            }
+        }
+        for t in stay {
+            self.inbox.push(t);
+        }
+        n
     }
 
     /// Takes the oldest runnable thread bound to this carrier.
@@ -266,15 +326,18 @@ impl CarrierSlot {
     }
 
     /// Fires due timers: bound threads go to this carrier's inbox (they run
-    /// only here), unbound ones to `unbound`. Returns how many went there.
+    /// only here), unbound ones to `unbound` — and so do bound ones that
+    /// may move while this carrier hands off its threads. Returns how many
+    /// went there.
     pub(super) fn fire_timers_home(
         &self,
         now: Instant,
         mut unbound: impl FnMut(Arc<VThread>),
     ) -> usize {
         let mut n = 0;
+        let handing_off = self.handing_off();
         self.fire_timers(now, |t| {
-            if t.home.load(Ordering::Relaxed) == NO_HOME {
+            if t.home.load(Ordering::Relaxed) == NO_HOME || (handing_off && self.release(&t)) {
                 unbound(t);
                 n += 1;
             } else {

@@ -74,7 +74,7 @@ impl Shared {
             threads_started: self.started.load(Ordering::Relaxed),
             steals: self.steals.load(Ordering::Relaxed),
             placed: self.placed.load(Ordering::Relaxed),
-            moved: self.moved.load(Ordering::Relaxed),
+            moved: self.threads_moved(),
             timers_pending: self
                 .carriers
                 .iter()

@@ -35,6 +35,8 @@ pub(super) fn suspend_unwinding(thread: &VThread) -> bool {
         return false;
     }
     c.suspended_unwinders.set(c.suspended_unwinders.get() + 1);
+    // The count is this carrier's: the thread stays (`thread::stay`).
+    thread.stays.store(true, Ordering::Relaxed);
     if thread.home.load(Ordering::Relaxed) == NO_HOME {
         thread.home.store(c.index as u32, Ordering::Relaxed);
         c.me().homed.fetch_add(1, Ordering::Relaxed);

@@ -22,6 +22,7 @@ use corosensei::CoroutineResult;
 use super::{Carrier, FINISHED_BATCH};
 use crate::park::AfterSwitch;
 
+use crate::sched::slot::HELD;
 use crate::sched::timers::TimerEntry;
 use crate::stack::TRIM_DEPTH;
 use crate::thread::{CoroSlot, Kind, NO_HOME, State, Suspend, VThread, set_inner_state};
@@ -37,10 +38,11 @@ impl Carrier {
         // one else touches its coroutine while it runs or until it is
         // published by `after_suspend`.
         let slot = unsafe { &mut *coro.get() };
-        let bind = matches!(slot, CoroSlot::Pending(..))
-            && !self.shared.migrate
-            && thread.home.load(Ordering::Relaxed) == NO_HOME;
-        if bind && let Some(to) = self.placement() {
+        // Unbound: a thread about to start, or one moved off a held
+        // carrier (handoff), which binds here.
+        let bind = !self.shared.migrate && thread.home.load(Ordering::Relaxed) == NO_HOME;
+        let starting = matches!(slot, CoroSlot::Pending(..));
+        if bind && starting && let Some(to) = self.placement() {
             self.hand_over(to, thread);
             return;
         }
@@ -49,7 +51,7 @@ impl Carrier {
             return;
         }
         if bind {
-            self.bind(&thread);
+            self.bind(&thread, starting);
         }
         let result = self.mount(&thread, slot);
         self.after_suspend(thread, slot, result);
@@ -80,10 +82,15 @@ impl Carrier {
         Ok(())
     }
 
-    /// Affinity: from now on `thread` runs on this carrier only.
-    fn bind(&self, thread: &VThread) {
+    /// Affinity: from now on `thread` runs on this carrier only, until a
+    /// handoff moves it. A thread about to start that has no thread-local
+    /// area it could take along (`thread::stay`) stays here for good.
+    fn bind(&self, thread: &VThread, starting: bool) {
         thread.home.store(self.index as u32, Ordering::Relaxed);
         self.me().homed.fetch_add(1, Ordering::Relaxed);
+        if starting && (thread.tls_tp.get() == 0 || !self.areas.is_some_and(|l| l.movable())) {
+            thread.stays.store(true, Ordering::Relaxed);
+        }
     }
 
     /// Mounts `thread`, resumes it (on its own thread-local area if it has
@@ -106,11 +113,18 @@ impl Carrier {
         let tp = thread.tls_tp.get();
         let result = match (slot, self.areas) {
             (CoroSlot::Running(c), Some(l)) if tp != 0 => {
-                // SAFETY: `tp` is the thread's area, made on this carrier by
-                // `make_area` (a started thread never changes carrier: areas
-                // are off on runtimes that allow migration); resuming touches
-                // no thread-local of the carrier.
-                unsafe { crate::tls::run_on(l, tp, || c.resume(())) }
+                // SAFETY: `tp` is the thread's area, made by `make_area` on
+                // this carrier or, for a thread moved here by a handoff, on
+                // another and adopted now, before the thread runs (areas
+                // are off on runtimes that allow migration, where a thread
+                // may move at any suspension); resuming touches no
+                // thread-local of the carrier.
+                unsafe {
+                    if crate::tls::adopt(l, tp) {
+                        self.seed_carrier(tp);
+                    }
+                    crate::tls::run_on(l, tp, || c.resume(()))
+                }
             }
             (CoroSlot::Running(c), _) => c.resume(()),
             _ => unreachable!("started by `prepare`"),
@@ -130,6 +144,13 @@ impl Carrier {
         // caller still holds it).
         while me.inspect.load(Ordering::SeqCst) {
             std::hint::spin_loop();
+        }
+        // The hold, if the monitor found one, is over: serve our threads
+        // again. After the `mounted` swap above (both SeqCst): a monitor
+        // raising `HELD` as the hold ends either is seen here or sees the
+        // carrier empty and lowers it itself (`monitor::mark_held`).
+        if me.handoff.load(Ordering::SeqCst) & HELD != 0 {
+            me.handoff.fetch_and(!HELD, Ordering::SeqCst);
         }
         if me.stalled.is_set() {
             // The monitor counted us as blocked while the thread held us.
@@ -204,18 +225,15 @@ impl Carrier {
     /// this area).
     fn make_area(&self, top: usize, stack_lo: usize, thread: &Arc<VThread>) -> usize {
         let l = self.areas.expect("areas are on");
-        // SAFETY: this carrier runs the thread for its whole life, and the
-        // `reserve()` bytes below `top` were kept out of its stack
-        // (`CoroSlot::get`). The seeded thread-locals are `const` Cells of
-        // this crate; the thread has not run yet. It starts "between
-        // stacks" (its body lowers the flag first thing; see `switching`).
+        // SAFETY: the `reserve()` bytes below `top` were kept out of the
+        // thread's stack (`CoroSlot::get`) and live as long as it; a
+        // carrier it moves to later adopts the area (`tls::adopt`). The
+        // seeded thread-locals are `const` Cells of this crate; the thread
+        // has not run yet. It starts "between stacks" (its body lowers the
+        // flag first thing; see `switching`).
         unsafe {
             let tp = crate::tls::init_area(l, top, stack_lo);
-            crate::tls::seed(
-                tp,
-                super::CARRIER.with(|c| c as *const _),
-                Cell::new(self as *const Carrier),
-            );
+            self.seed_carrier(tp);
             crate::tls::seed(tp, crate::switching::flag(), Cell::new(true));
             let (clock, now) = crate::clock::cell();
             crate::tls::seed(tp, clock, Cell::new(now));
@@ -226,6 +244,25 @@ impl Carrier {
             );
             tp
         }
+    }
+
+    /// Writes this carrier into the area at `tp` as the one it runs on
+    /// (what `carrier()` reads there).
+    ///
+    /// # Safety
+    ///
+    /// `tp` is an area made by `tls::init_area` whose thread is not running
+    /// and is about to run on this carrier.
+    unsafe fn seed_carrier(&self, tp: usize) {
+        // SAFETY: `CARRIER` is a `const` Cell of this crate (the caller
+        // gives the rest).
+        unsafe {
+            crate::tls::seed(
+                tp,
+                super::CARRIER.with(|c| c as *const _),
+                Cell::new(self as *const Carrier),
+            )
+        };
     }
 
     /// A thread that cannot get a stack ends without running: its body is

@@ -1,6 +1,7 @@
 //! A spare carrier going off duty ([`Carrier::retire`]): it takes no new
-//! work but keeps serving the threads bound to it (it ran them first: they
-//! can run nowhere else), and exits only once none is left and its
+//! work and hands off the threads bound to it that may move (they bind
+//! where they next run: queued ones now, parked ones when woken), keeps
+//! serving those that stay, and exits only once none is left and its
 //! keep-alive has passed. Unbound threads (a runtime that allows
 //! migration) are handed to the rest of the runtime.
 
@@ -8,6 +9,7 @@ use std::sync::atomic::Ordering;
 use std::time::Instant;
 
 use super::Carrier;
+use crate::sched::slot::OFF_DUTY;
 use crate::sched::timers::TimerEntry;
 use crate::thread::NO_HOME;
 use crate::unpoison::Unpoison;
@@ -23,15 +25,23 @@ impl Carrier {
     /// to duty (already counted active again by the caller of
     /// `compensate`), false if the keep-alive expired.
     ///
-    /// Off duty a spare takes no new work, but threads bound to it (it ran
-    /// them first) can run nowhere else: it keeps running them, firing
-    /// their timers, and sleeping in between, and its keep-alive only
-    /// starts counting once none is left. Unbound threads (a runtime that
+    /// Off duty a spare takes no new work. Threads bound to it that may
+    /// move are handed off ([`OFF_DUTY`]); those that stay can run nowhere
+    /// else: it keeps running them, firing their timers, and sleeping in
+    /// between, and its keep-alive only starts counting once none is left
+    /// (a parked thread that may move still counts until it is woken and
+    /// goes). Unbound threads (a runtime that
     /// allows migration) are handed over: timers to carrier 0, the `next`
     /// slot to the injector.
     pub(in crate::sched) fn retire(&self) -> bool {
         let shared = &*self.shared;
         let me = self.me();
+        // Off duty, the threads that may move go elsewhere too (handoff):
+        // woken ones and due sleepers as they come, queued ones now.
+        me.handoff.fetch_or(OFF_DUTY, Ordering::SeqCst);
+        if me.hand_off_queued(|t| shared.injector.push(t)) > 0 {
+            shared.notify_work();
+        }
         self.hand_over_unbound();
         me.spare_wake.store(false, Ordering::SeqCst);
         shared.active.fetch_sub(1, Ordering::SeqCst);
@@ -43,9 +53,16 @@ impl Carrier {
         loop {
             let seen = me.bell.seen();
             if me.spare_wake.swap(false, Ordering::SeqCst) {
+                me.handoff.fetch_and(!OFF_DUTY, Ordering::SeqCst);
                 return true;
             }
             if let Some(t) = self.find_home() {
+                // Queued by a waker that read the flag before we raised it.
+                if me.release(&t) {
+                    shared.injector.push(t);
+                    shared.notify_work();
+                    continue;
+                }
                 self.run(t);
                 deadline = Instant::now() + shared.spare_keepalive;
                 continue;
@@ -63,6 +80,7 @@ impl Carrier {
                 loop {
                     let seen = me.bell.seen();
                     if me.spare_wake.swap(false, Ordering::SeqCst) {
+                        me.handoff.fetch_and(!OFF_DUTY, Ordering::SeqCst);
                         return true;
                     }
                     me.wait_kick(seen, None);
