@@ -3,8 +3,9 @@
 //!
 //! A virtual thread unmounts only at weft's own blocking calls. File I/O,
 //! DNS, FFI and `std::sync` waits block the carrier's OS thread instead —
-//! and with it every other virtual thread bound to that carrier (a started
-//! thread runs on one carrier only; see the crate docs, "Affinity").
+//! and with it, until the monitor hands them off past the stall threshold,
+//! every other virtual thread homed on that carrier (see the crate docs,
+//! "Affinity and handoff").
 //! Wrapping such work in [`blocking`] hands it to a pool of OS threads
 //! while the calling virtual thread parks: its carrier runs the others
 //! meanwhile.

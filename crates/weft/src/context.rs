@@ -9,8 +9,8 @@
 //! request B tagged with request A's span. A [`SwitchHook`] takes a virtual
 //! thread's context off the OS thread when the thread unmounts (parks,
 //! sleeps, yields, waits for a lock or a socket) and puts it back when the
-//! thread mounts again (always on the same carrier: see the crate docs,
-//! "Affinity").
+//! thread mounts again (on its home carrier, or on another one after a
+//! handoff: see the crate docs, "Affinity and handoff").
 //!
 //! `tracing` spans are handled out of the box: a span entered on a virtual
 //! thread (`span.enter()`, `#[tracing::instrument]`) is current only while
@@ -69,7 +69,7 @@ pub trait SwitchHook: Sync + 'static {
     /// unmounts. Takes that thread's context off the OS thread and returns
     /// it (`None`: nothing to restore).
     fn unmount(&self) -> Option<Box<dyn Any>>;
-    /// Called on the same carrier just after that virtual thread mounts
+    /// Called on the carrier just after that virtual thread mounts
     /// again, with what [`SwitchHook::unmount`] returned.
     fn mount(&self, saved: Box<dyn Any>);
 }

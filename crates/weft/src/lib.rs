@@ -57,15 +57,37 @@
 //! what lets one handler run on a fixed OS thread pool or on virtual threads
 //! with one setting ([`Executor::fixed`] vs [`Executor::virtual_per_task`]).
 //!
-//! # Affinity: a started virtual thread stays on its carrier
+//! # Affinity and handoff: a started virtual thread stays home until home is held
 //!
-//! A virtual thread that has started running resumes only on the OS thread
-//! (carrier) where it started, for its whole life: after `sleep`, `park`,
-//! `yield_now`, every lock, channel, join, socket wait and `block_on`.
-//! Threads that have not started yet go to whichever carrier is free (that
-//! is where load is balanced: spawn bursts, accept loops). So what Rust and
-//! the C library tie to an OS thread stays correct on a virtual thread:
-//! the guards of OS-level locks, the kernel thread id, signal masks.
+//! A virtual thread that has started running resumes on the carrier (OS
+//! thread) where it started — after `sleep`, `park`, `yield_now`, every
+//! lock, channel, join, socket wait and `block_on` — so it finds its data
+//! in that carrier's caches. Threads that have not started yet go to
+//! whichever carrier is free (that is where load is balanced: spawn bursts,
+//! accept loops).
+//!
+//! A carrier *held* by one thread past `WEFT_STALL_THRESHOLD` (20 ms) — a
+//! CPU-bound computation, a call blocked in the kernel, a pinned wait —
+//! hands its other threads off: the monitor sees the hold, and from then
+//! on those threads run on other carriers (a spare comes in if every
+//! carrier is held), and new connections are still accepted. So one slow
+//! request does not stop a server. A thread that moved keeps everything a
+//! program can see of it: its thread-locals and their addresses,
+//! `std::thread::current()`, `pthread_self()`, C thread-locals, errno; only
+//! `gettid()` names the new OS thread. [`Runtime::threads_moved`] and the
+//! `weft_threads_moved_total` metric count moves.
+//!
+//! Some threads **stay** on their carrier for good, and wait for it when it
+//! is held: a thread that changed state the kernel keeps per OS thread
+//! through libc — `pthread_sigmask`, `sigprocmask`, `sched_setaffinity`,
+//! `pthread_setaffinity_np`, `pthread_setname_np`, `prctl`, `setns`,
+//! `unshare`, `capset`, `sched_setscheduler`, `sched_setparam`,
+//! `pthread_setschedparam`, `setpriority`, `sigaltstack` (Weft sees these
+//! calls and marks the thread) — or that called [`stay_on_carrier`] (Go's
+//! `runtime.LockOSThread`; use it before a raw `syscall` that sets such
+//! state); threads on a runtime with [`RuntimeBuilder::carrier_thread_locals`]
+//! (their thread-locals are the carrier's); and a thread that suspended
+//! while unwinding a panic.
 //!
 //! # Thread-locals: each virtual thread has its own
 //!
@@ -113,10 +135,12 @@
 //! lock. So a C library's lock never has two owners, and a second virtual
 //! thread of the carrier never blocks behind a parked owner.
 //!
-//! The rule affinity still brings: **do not hold an OS-level lock
-//! (`std::sync::Mutex`, `parking_lot`) across a weft blocking call.** The
-//! holder parks; another virtual thread of the same carrier that blocks on
-//! that lock blocks the carrier, and the holder can only resume there: a
+//! Holding an OS-level lock (`std::sync::Mutex`, `parking_lot`) across a
+//! weft blocking call is safe: the holder parks, and if another virtual
+//! thread of the same carrier blocks on that lock in the kernel, the
+//! carrier is held and the holder resumes on another one when the lock's
+//! owner is woken (the handoff). It costs the stall threshold, so prefer
+//! [`sync::Mutex`]. For a holder that *stays* (above), this is a
 //! deadlock (the "pinning" deadlock of Java's `synchronized`). The monitor
 //! detects a carrier blocked in the kernel while threads bound to it wait
 //! and records a [`BlockedWithWaiters`](events::EventKind::BlockedWithWaiters)
@@ -133,9 +157,11 @@
 //! [`blocking`]: it runs on an offload thread while the caller parks, so the
 //! carrier's other threads keep running.
 //!
-//! Migration of started threads is available as an `unsafe` opt-in,
-//! [`RuntimeBuilder::allow_migration`], whose caller promises that nothing
-//! tied to an OS thread lives across a blocking call.
+//! Migration of started threads at any suspension (not only off a held
+//! carrier) is available as an `unsafe` opt-in,
+//! [`RuntimeBuilder::allow_migration`], without thread-local areas; its
+//! caller promises that nothing tied to an OS thread lives across a
+//! blocking call.
 //!
 //! # Configuration
 //!
@@ -222,13 +248,11 @@
 //! kept, and the limits; `ureq`, `tungstenite`, `rustls` streams and the
 //! `redis` crate run on it unchanged (tested).
 //!
-//! **Without it**, a blocking call that is not Weft's holds the carrier —
-//! and, since a started virtual thread never leaves its carrier, every
-//! thread homed there waits behind it. A `std::net` client and the Weft
-//! server it talks to, homed on the same carrier, deadlock: spare carriers
-//! the monitor adds take only threads that have not started. The monitor
-//! reports such a stall within `WEFT_STALL_THRESHOLD`, with the blocking
-//! thread's stack and the threads waiting behind it; the cure is this
+//! **Without it**, a blocking call that is not Weft's holds the carrier
+//! for its whole length. After `WEFT_STALL_THRESHOLD` the monitor reports
+//! the stall, with the blocking thread's stack, and hands the carrier's
+//! other threads off (see "Affinity and handoff"), so they wait that long,
+//! not longer — threads that stay wait for the call. The cure is this
 //! feature, or Weft's own I/O ([`net`], [`sleep`], [`sync`]).
 
 #![warn(missing_docs)]

@@ -7,8 +7,9 @@
 //!   (`crossbeam_deque::Worker`), which others may steal half of: this is
 //!   where work is balanced;
 //! - an inbox of runnable threads *bound* to it (a started thread runs on
-//!   the carrier that first ran it, for its whole life): only this carrier
-//!   takes from it; anyone may push, kicking the carrier if it sleeps;
+//!   its home carrier, until a handoff moves it): only this carrier takes
+//!   from it — and the monitor, to hand its threads off while it is held;
+//!   anyone may push, kicking the carrier if it sleeps;
 //! - a LIFO `next` slot: a thread woken by the running thread goes there and
 //!   runs as soon as the current one suspends (hand-off latency of a
 //!   ping-pong is one switch, and the partner's data is still in cache);
@@ -16,24 +17,26 @@
 //!
 //! A global injector takes new threads from outside the runtime.
 //!
-//! Since a started thread never moves, populations are balanced once, at a
-//! thread's first run: a carrier about to start a thread while home to
-//! clearly more threads than another core carrier (one picked at random:
-//! the power of two choices) binds it to that carrier and hands it over
-//! instead (`Carrier::placement`). Stealing spreads the *work* of unstarted
-//! threads; placement spreads the *threads*, which matters once they live
-//! long (connections, sleepers): stealing alone left an accept loop's
-//! 1,000 threads all on its own carrier.
+//! Since a started thread moves only off a held carrier, populations are
+//! balanced at a thread's first run: a carrier about to start a thread
+//! while home to clearly more threads than another core carrier (one
+//! picked at random: the power of two choices) binds it to that carrier
+//! and hands it over instead (`Carrier::placement`). Stealing spreads the
+//! *work* of unstarted threads; placement spreads the *threads*, which
+//! matters once they live long (connections, sleepers): stealing alone
+//! left an accept loop's 1,000 threads all on its own carrier.
 //!
-//! Why affinity: a virtual thread's stack holds values Rust ties to an OS
-//! thread (thread-local references, `ThreadRng`, `Rc`s from thread-locals,
-//! std lock guards, LLVM's cached TLS addresses). Resuming it on another OS
-//! thread is undefined behaviour reachable from safe code; the `may` crate
-//! had to make its spawn `unsafe` for this. Go and Java migrate because
-//! their compilers control what a stack may hold; Rust's does not. Started
-//! threads therefore stay put; only a runtime built with the `unsafe`
-//! `RuntimeBuilder::allow_migration` leaves them unbound (`NO_HOME`), and
-//! then they flow through the stealable queues as before.
+//! Why affinity: a woken thread finds its stack and data in its carrier's
+//! caches, and a move must refresh what of the OS thread its thread-local
+//! area names (`tls::adopt`). Why handoff: a carrier held by one thread
+//! (CPU-bound, blocked in the kernel, pinned) would otherwise strand every
+//! thread homed there. A held carrier's threads that may move
+//! (`thread::may_move`: they have an area of their own and changed no
+//! kernel per-thread state) are released (`NO_HOME`) and bind where they
+//! next run; ARCHITECTURE.md, "Affinity and handoff", has the three rules
+//! and the soundness argument. A runtime built with the `unsafe`
+//! `RuntimeBuilder::allow_migration` leaves every thread unbound, and
+//! they flow through the stealable queues as before.
 //!
 //! # Invariants
 //!
@@ -42,7 +45,8 @@
 //!    whoever moves its park state out of PARKED owns it, see `park.rs`).
 //! 2. A bound thread is only ever queued on, or mounted by, its home
 //!    carrier: stealable queues and the injector hold unbound threads only,
-//!    and a `next` slot is stolen only on a runtime that allows migration.
+//!    and a `next` slot is stolen only on a runtime that allows migration
+//!    (or emptied by the monitor's handoff, which releases what it moves).
 //! 3. The `next` slot may win at most [`NEXT_STREAK_CAP`] times in a row;
 //!    then the slot's occupant goes to the back of the queue, so two threads
 //!    ping-ponging through it cannot starve the others. The inbox and the

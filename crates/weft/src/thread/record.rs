@@ -190,10 +190,12 @@ pub(crate) struct VThread {
     /// Depth of `weft::pinned` sections (touched only by the thread).
     pub(crate) pin_depth: Cell<u32>,
     /// Index of the carrier this thread is bound to ([`NO_HOME`] until its
-    /// first run, and for ever on a runtime that allows migration). Written
-    /// once, by the carrier that first runs the thread, before the thread
-    /// can suspend; read by whoever schedules the thread after a wake-up
-    /// (the park state machine's acquire/release hand-off orders the two).
+    /// first run, after a handoff released it until it runs again, and for
+    /// ever on a runtime that allows migration). Written by whoever owns
+    /// the thread — the carrier that runs it (binding), or the party that
+    /// took it from a queue or from the park state machine (a handoff's
+    /// release) — and read by whoever owns it next (the hand-offs'
+    /// acquire/release orders the two).
     pub(crate) home: AtomicU32,
     /// The thread suspended while its carrier's OS thread was unwinding a
     /// panic on its behalf (see `crate::thread::panicking`). Touched only
@@ -264,10 +266,14 @@ fn rare_cell(name: Option<Box<str>>) -> RareCell {
 unsafe impl Sync for VThread {}
 // SAFETY: the record moves between OS threads as a handle (wakers, join
 // handles, run queues). Its coroutine, which holds the thread's stack and so
-// values that may be tied to an OS thread, runs only on its home carrier
-// once started (`home`): by default nothing on the stack ever changes OS
-// thread. Only `RuntimeBuilder::allow_migration`, an `unsafe fn` whose
-// caller takes on that obligation, lets a started coroutine move.
+// values that may be tied to an OS thread, runs on one carrier at a time
+// (the run queues and the park state machine hand it over with
+// release/acquire). It changes OS thread only off a held carrier, and only
+// when everything it reaches through the thread pointer is its own (its
+// thread-local area, refreshed by `tls::adopt`) and it changed no kernel
+// per-thread state (`thread::may_move`); or on a runtime built with
+// `RuntimeBuilder::allow_migration`, an `unsafe fn` whose caller takes on
+// that obligation.
 unsafe impl Send for VThread {}
 
 impl VThread {
