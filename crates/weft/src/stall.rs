@@ -1,4 +1,5 @@
-//! The count of blocked carriers, and the monitor's stall marks on it.
+//! The count of blocked carriers, the monitor's stall marks on it, and
+//! its handoff mark ([`Handoff`]).
 //!
 //! A runtime counts the carriers that cannot run virtual threads right now:
 //! a carrier in a pinned wait counts itself ([`Blocked::enter`] /
@@ -24,9 +25,9 @@
 //! finds it in one preemption).
 
 #[cfg(loom)]
-use loom::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use loom::sync::atomic::{AtomicBool, AtomicU8, AtomicUsize, Ordering};
 #[cfg(not(loom))]
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU8, AtomicUsize, Ordering};
 
 /// A runtime's count of blocked carriers.
 #[derive(Debug, Default)]
@@ -87,5 +88,99 @@ impl Blocked {
             return true;
         }
         false
+    }
+}
+
+/// Why a carrier's threads that may move go elsewhere (the handoff of
+/// ARCHITECTURE.md, "Affinity and handoff"): held by one thread past the
+/// stall threshold (the monitor's mark), or a spare off duty (its own).
+/// Zero while the carrier serves its threads.
+///
+/// # The rule for the held mark
+///
+/// The monitor raises it, then checks that the hold it saw still lasts
+/// (the carrier's `mounted` pointer and switch count), and lowers it
+/// itself if not ([`Handoff::mark_held`]); the carrier empties `mounted`
+/// when a thread leaves it, then lowers the mark if raised
+/// ([`Handoff::hold_ended`]). All four accesses are SeqCst, so in their
+/// single total order either the carrier's load follows the monitor's
+/// raise (and lowers it) or the monitor's read of `mounted` follows the
+/// carrier's swap (and the monitor lowers it): a mark raised as the hold
+/// ends is seen by one side. Lowering twice is harmless.
+///
+/// Belt and braces, and what makes the pair checkable: at every look the
+/// monitor lowers a mark whose hold has ended ([`Handoff::heal`]). Loom
+/// models SeqCst accesses as acquire/release, under which the pair alone
+/// may leave the mark raised; `tests/loom_stall.rs` checks that no mark
+/// outlives the monitor's next look. A mark left raised costs moves, not
+/// correctness: a thread that may move runs on another carrier. We keep
+/// fences off this path: the carrier's side runs at every unmount.
+#[derive(Debug, Default)]
+pub struct Handoff(AtomicU8);
+
+const HELD: u8 = 1;
+const OFF_DUTY: u8 = 2;
+
+impl Handoff {
+    /// Serving its threads.
+    pub fn new() -> Handoff {
+        Handoff(AtomicU8::new(0))
+    }
+
+    /// Whether the carrier's threads that may move go elsewhere now. A
+    /// stale answer queues one thread behind the carrier, where the
+    /// monitor's next look finds it.
+    pub fn handing_off(&self) -> bool {
+        self.0.load(Ordering::Relaxed) != 0
+    }
+
+    /// Whether the monitor's held mark is raised.
+    pub fn is_held(&self) -> bool {
+        self.0.load(Ordering::SeqCst) & HELD != 0
+    }
+
+    /// The monitor saw one thread hold the carrier past the threshold:
+    /// raises the mark, then asks `still_held` (which reads the carrier's
+    /// `mounted` and switch count, SeqCst). False, with the mark lowered
+    /// again, if the hold has ended.
+    pub fn mark_held(&self, still_held: impl FnOnce() -> bool) -> bool {
+        if self.0.load(Ordering::Relaxed) & HELD == 0 {
+            self.0.fetch_or(HELD, Ordering::SeqCst);
+        }
+        if !still_held() {
+            self.0.fetch_and(!HELD, Ordering::SeqCst);
+            return false;
+        }
+        true
+    }
+
+    /// The monitor's look at a carrier it does not see held (any more):
+    /// lowers a mark left raised.
+    pub fn heal(&self) {
+        if self.is_held() {
+            self.0.fetch_and(!HELD, Ordering::SeqCst);
+        }
+    }
+
+    /// The carrier, after it emptied its `mounted` pointer (SeqCst): the
+    /// hold is over. One load when no mark was raised.
+    pub fn hold_ended(&self) {
+        if self.0.load(Ordering::SeqCst) & HELD != 0 {
+            self.0.fetch_and(!HELD, Ordering::SeqCst);
+        }
+    }
+
+    /// A spare goes off duty (`true`) or back on duty (`false`).
+    pub fn set_off_duty(&self, off: bool) {
+        if off {
+            self.0.fetch_or(OFF_DUTY, Ordering::SeqCst);
+        } else {
+            self.0.fetch_and(!OFF_DUTY, Ordering::SeqCst);
+        }
+    }
+
+    /// A carrier thread starts on this slot: serving.
+    pub fn reset(&self) {
+        self.0.store(0, Ordering::SeqCst);
     }
 }

@@ -75,3 +75,37 @@ fn a_pinned_wait_and_a_stall_mark_count_two_then_zero() {
         assert_eq!(blocked.get(), 0);
     });
 }
+
+/// The handoff mark (`weft::stall::Handoff`): the monitor marks a hold
+/// it saw while the carrier's thread leaves it. Whatever the interleaving,
+/// the mark does not outlive the monitor's next look at the carrier that
+/// no thread holds any more — else the carrier's threads would keep moving
+/// away from a carrier that serves. (Without that look loom finds a
+/// leftover mark: it models the SeqCst pair as acquire/release.)
+#[test]
+fn a_held_mark_is_never_left_on_an_empty_carrier() {
+    use loom::sync::atomic::{AtomicBool, Ordering};
+    use weft::stall::Handoff;
+    loom::model(|| {
+        let mark = Arc::new(Handoff::new());
+        let mounted = Arc::new(AtomicBool::new(true));
+        let monitor = {
+            let (mark, mounted) = (mark.clone(), mounted.clone());
+            loom::thread::spawn(move || mark.mark_held(|| mounted.load(Ordering::SeqCst)))
+        };
+        let carrier = {
+            let (mark, mounted) = (mark.clone(), mounted.clone());
+            loom::thread::spawn(move || {
+                mounted.store(false, Ordering::SeqCst);
+                mark.hold_ended();
+            })
+        };
+        monitor.join().unwrap();
+        carrier.join().unwrap();
+        // The monitor's next look: the carrier is empty.
+        if !mounted.load(Ordering::SeqCst) {
+            mark.heal();
+        }
+        assert!(!mark.is_held(), "held mark left on an empty carrier");
+    });
+}

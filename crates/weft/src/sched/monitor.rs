@@ -18,7 +18,6 @@ use super::shared::Shared;
 use super::slot::{CarrierSlot, Identity};
 use crossbeam_deque::Steal;
 
-use super::slot::HELD;
 use crate::thread::State;
 
 /// The monitor thread's parking spot (Go's sysmon sleeps the same way when
@@ -203,6 +202,10 @@ fn watch_carrier(
         if let Some(id) = check_held(shared, i, w, sw, so_far, in_blocking) {
             watch.reported_hold = Some(id);
         }
+    } else {
+        // Not held (any more): a mark left raised is lowered (the rule of
+        // `stall::Handoff`).
+        w.handoff.heal();
     }
     if in_blocking || w.stalled.is_set() || w.handing_off() {
         // The owner cannot fire them. Threads that may move (and unbound
@@ -295,25 +298,13 @@ fn count_stalled(shared: &Shared, w: &CarrierSlot, sw: u64, cpu: bool) {
 }
 
 /// Marks carrier `w`, seen on switch `sw` past the stall threshold, as
-/// held ([`HELD`]); returns false if the hold ended meanwhile.
-///
-/// The Dekker pair with `Carrier::unmount`: we raise the flag, then read
-/// `mounted` and `switches`; the carrier swaps `mounted` to null, then
-/// reads the flag (all SeqCst). If the thread left before we raised it, we
-/// see the carrier empty or on another switch and lower it ourselves; if
-/// after, the carrier sees it and lowers it. Both may: lowering is
-/// idempotent. So a flag is never left raised on a carrier that no thread
-/// holds, and the carrier's threads go back to waiting for it at most one
-/// switch after the hold ends.
+/// held; returns false if the hold ended meanwhile (the rule of
+/// `stall::Handoff`: the carrier empties `mounted` before it lowers the
+/// mark, we raise it before we read `mounted` and `switches`).
 fn mark_held(w: &CarrierSlot, sw: u64) -> bool {
-    if w.handoff.load(Ordering::Relaxed) & HELD == 0 {
-        w.handoff.fetch_or(HELD, Ordering::SeqCst);
-    }
-    if w.mounted.load(Ordering::SeqCst).is_null() || w.switches.load(Ordering::SeqCst) != sw {
-        w.handoff.fetch_and(!HELD, Ordering::SeqCst);
-        return false;
-    }
-    true
+    w.handoff.mark_held(|| {
+        !w.mounted.load(Ordering::SeqCst).is_null() && w.switches.load(Ordering::SeqCst) == sw
+    })
 }
 
 /// Handoff (rule 1 in ARCHITECTURE.md, "Affinity and handoff"): the

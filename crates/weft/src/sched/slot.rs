@@ -13,7 +13,7 @@
 use crate::doorbell::Ring;
 use crate::unpoison::Unpoison;
 use std::sync::atomic::{
-    AtomicBool, AtomicI32, AtomicPtr, AtomicU8, AtomicU64, AtomicUsize, Ordering, fence,
+    AtomicBool, AtomicI32, AtomicPtr, AtomicU64, AtomicUsize, Ordering, fence,
 };
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Instant;
@@ -90,21 +90,12 @@ pub(super) struct CarrierSlot {
     /// `switches` value for which a blocked-with-waiters event was recorded.
     pub(super) reported_waiters: AtomicU64,
     /// Why this carrier's threads that may move go elsewhere (handoff,
-    /// ARCHITECTURE.md "Affinity and handoff"): [`HELD`] and [`OFF_DUTY`].
-    /// Zero while the carrier serves its threads.
-    pub(super) handoff: AtomicU8,
+    /// ARCHITECTURE.md "Affinity and handoff"): held past the stall
+    /// threshold (the monitor's mark) or a spare off duty.
+    pub(super) handoff: crate::stall::Handoff,
     /// Threads moved off this carrier by a handoff (metrics).
     pub(super) moved: AtomicUsize,
 }
-
-/// [`CarrierSlot::handoff`]: one thread has held the carrier past the
-/// stall threshold. Set by the monitor, cleared by the carrier when that
-/// thread leaves it (`Carrier::unmount`): a Dekker pair of `handoff` and
-/// `mounted`, so a flag raised as the hold ends is lowered by one side.
-pub(super) const HELD: u8 = 1;
-/// [`CarrierSlot::handoff`]: a spare that went off duty; set and cleared by
-/// the spare itself (`Carrier::retire`).
-pub(super) const OFF_DUTY: u8 = 2;
 
 impl CarrierSlot {
     /// Makes a sleeping carrier look again, however it sleeps (see
@@ -152,7 +143,7 @@ impl CarrierSlot {
             sleeping: AtomicBool::new(false),
             homed: AtomicUsize::new(0),
             reported_waiters: AtomicU64::new(u64::MAX),
-            handoff: AtomicU8::new(0),
+            handoff: crate::stall::Handoff::new(),
             moved: AtomicUsize::new(0),
         }
     }
@@ -175,7 +166,7 @@ impl CarrierSlot {
 
     /// Whether this carrier's threads that may move go elsewhere now.
     pub(super) fn handing_off(&self) -> bool {
-        self.handoff.load(Ordering::Relaxed) != 0
+        self.handoff.handing_off()
     }
 
     /// Lets `thread`, bound to this carrier, go: if it may move

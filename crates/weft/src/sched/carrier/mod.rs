@@ -300,7 +300,7 @@ impl Carrier {
 pub(crate) fn run_carrier(shared: Arc<Shared>, index: usize, local: Worker<Arc<VThread>>) {
     let w = &shared.carriers[index];
     // A slot a spare left off duty starts serving again.
-    w.handoff.store(0, Ordering::SeqCst);
+    w.handoff.reset();
     let _ = w.os_thread.set(std::thread::current());
     // SAFETY: gettid has no preconditions.
     w.tid.store(unsafe { libc::gettid() }, Ordering::Relaxed);

@@ -22,7 +22,6 @@ use corosensei::CoroutineResult;
 use super::{Carrier, FINISHED_BATCH};
 use crate::park::AfterSwitch;
 
-use crate::sched::slot::HELD;
 use crate::sched::timers::TimerEntry;
 use crate::stack::TRIM_DEPTH;
 use crate::thread::{CoroSlot, Kind, NO_HOME, State, Suspend, VThread, set_inner_state};
@@ -146,12 +145,9 @@ impl Carrier {
             std::hint::spin_loop();
         }
         // The hold, if the monitor found one, is over: serve our threads
-        // again. After the `mounted` swap above (both SeqCst): a monitor
-        // raising `HELD` as the hold ends either is seen here or sees the
-        // carrier empty and lowers it itself (`monitor::mark_held`).
-        if me.handoff.load(Ordering::SeqCst) & HELD != 0 {
-            me.handoff.fetch_and(!HELD, Ordering::SeqCst);
-        }
+        // again. After the `mounted` swap above (the rule of
+        // `stall::Handoff`).
+        me.handoff.hold_ended();
         if me.stalled.is_set() {
             // The monitor counted us as blocked while the thread held us.
             self.shared.blocked.clear(&me.stalled);

@@ -9,7 +9,6 @@ use std::sync::atomic::Ordering;
 use std::time::Instant;
 
 use super::Carrier;
-use crate::sched::slot::OFF_DUTY;
 use crate::sched::timers::TimerEntry;
 use crate::thread::NO_HOME;
 use crate::unpoison::Unpoison;
@@ -26,7 +25,7 @@ impl Carrier {
     /// `compensate`), false if the keep-alive expired.
     ///
     /// Off duty a spare takes no new work. Threads bound to it that may
-    /// move are handed off ([`OFF_DUTY`]); those that stay can run nowhere
+    /// move are handed off (`stall::Handoff`); those that stay can run nowhere
     /// else: it keeps running them, firing their timers, and sleeping in
     /// between, and its keep-alive only starts counting once none is left
     /// (a parked thread that may move still counts until it is woken and
@@ -38,7 +37,7 @@ impl Carrier {
         let me = self.me();
         // Off duty, the threads that may move go elsewhere too (handoff):
         // woken ones and due sleepers as they come, queued ones now.
-        me.handoff.fetch_or(OFF_DUTY, Ordering::SeqCst);
+        me.handoff.set_off_duty(true);
         if me.hand_off_queued(|t| shared.injector.push(t)) > 0 {
             shared.notify_work();
         }
@@ -53,7 +52,7 @@ impl Carrier {
         loop {
             let seen = me.bell.seen();
             if me.spare_wake.swap(false, Ordering::SeqCst) {
-                me.handoff.fetch_and(!OFF_DUTY, Ordering::SeqCst);
+                me.handoff.set_off_duty(false);
                 return true;
             }
             if let Some(t) = self.find_home() {
@@ -80,7 +79,7 @@ impl Carrier {
                 loop {
                     let seen = me.bell.seen();
                     if me.spare_wake.swap(false, Ordering::SeqCst) {
-                        me.handoff.fetch_and(!OFF_DUTY, Ordering::SeqCst);
+                        me.handoff.set_off_duty(false);
                         return true;
                     }
                     me.wait_kick(seen, None);
