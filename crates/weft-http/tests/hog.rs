@@ -47,7 +47,7 @@ const LIGHT: usize = 200;
 
 /// Keep-alive connections opened (and used once) before any handler holds
 /// its carrier.
-const KEEP_ALIVE: usize = 8;
+const KEEP_ALIVE: usize = 10;
 
 /// What the held handlers share with the test.
 #[derive(Default)]
@@ -129,8 +129,8 @@ enum Mode {
     Platform,
 }
 
-/// A server of `mode` with `/hello`, `/cpu` and `/std-sleep`, and its
-/// runtime.
+/// A server of `mode` with `/hello`, `/cpu`, `/std-sleep` and `/tid` (the
+/// kernel's id of the OS thread that runs the handler), and its runtime.
 fn serve(mode: Mode, hogs: &Arc<Hogs>) -> (ServerHandle, weft::Runtime) {
     let mut b = weft::Runtime::builder().stall_threshold(STALL_THRESHOLD);
     if let Mode::Virtual(Some(n)) = mode {
@@ -145,7 +145,11 @@ fn serve(mode: Mode, hogs: &Arc<Hogs>) -> (ServerHandle, weft::Runtime) {
     let router = Router::new()
         .get("/hello", |_: &mut Request<'_>| "Hello, World!")
         .get("/cpu", move |_: &mut Request<'_>| cpu.cpu())
-        .get("/std-sleep", move |_: &mut Request<'_>| sleep.std_sleep());
+        .get("/std-sleep", move |_: &mut Request<'_>| sleep.std_sleep())
+        // SAFETY: gettid has no preconditions.
+        .get("/tid", |_: &mut Request<'_>| {
+            unsafe { libc::gettid() }.to_string()
+        });
     (common::start(config, router), rt)
 }
 
@@ -172,8 +176,15 @@ fn hello(raw: &mut Raw, what: &str) {
 /// thread returns the response's status and body once the handler is
 /// released.
 fn hold(addr: SocketAddr, path: &'static str) -> std::thread::JoinHandle<(u16, String)> {
+    hold_on(connect(addr, FAIL_AFTER), path)
+}
+
+/// [`hold`] on the connection `raw`.
+fn hold_on(mut raw: Raw, path: &'static str) -> std::thread::JoinHandle<(u16, String)> {
+    raw.s
+        .set_read_timeout(Some(HOG_DEADLINE + FAIL_AFTER))
+        .unwrap();
     std::thread::spawn(move || {
-        let mut raw = connect(addr, HOG_DEADLINE + FAIL_AFTER);
         raw.send(&get(path));
         let r = raw.response();
         (r.status, r.text().to_owned())
@@ -266,20 +277,43 @@ fn one_cpu_bound_request_in_platform_mode_strands_no_connection() {
     one_cpu_hog(Mode::Platform);
 }
 
-/// As many CPU-bound requests as carriers (two): the second begins while
-/// the first still spins (the first sees it begin), and [`LIGHT`]
-/// `/hello`s are all answered before they are released.
+/// Two keep-alive connections of `kept` whose threads ran their last
+/// request on the same OS thread (by `/tid`), taken out of it: of
+/// [`KEEP_ALIVE`] connections on two carriers, two share one. Without
+/// such a pair (more carriers than connections), the first two.
+fn same_carrier_pair(kept: &mut Vec<Raw>) -> (Raw, Raw) {
+    let tids: Vec<String> = kept
+        .iter_mut()
+        .map(|raw| {
+            raw.send(&get("/tid"));
+            raw.response().text().to_owned()
+        })
+        .collect();
+    let (i, j) = (0..tids.len())
+        .flat_map(|i| (i + 1..tids.len()).map(move |j| (i, j)))
+        .find(|&(i, j)| tids[i] == tids[j])
+        .unwrap_or((0, 1));
+    let second = kept.remove(j);
+    (kept.remove(i), second)
+}
+
+/// As many CPU-bound requests as carriers (two), sent over two keep-alive
+/// connections whose threads are homed on one carrier: the second begins
+/// while the first still spins (the first sees it begin; before the
+/// handoff it waited for the first's carrier), and [`LIGHT`] `/hello`s
+/// are all answered before they are released.
 fn two_cpu_hogs(mode: Mode) {
     let hogs = Arc::new(Hogs::default());
     let _release = Release(hogs.clone());
     let (server, _rt) = serve(mode, &hogs);
     let addr = server.local_addr();
     let mut kept = keep_alive(addr);
-    let mut held = vec![hold(addr, "/cpu")];
+    let (first, second) = same_carrier_pair(&mut kept);
+    let mut held = vec![hold_on(first, "/cpu")];
     wait_for("the first CPU-bound handler never began", || {
         hogs.started.load(Ordering::SeqCst) == 1
     });
-    held.push(hold(addr, "/cpu"));
+    held.push(hold_on(second, "/cpu"));
     wait_for(
         "the second CPU-bound handler did not begin while the first spun",
         || hogs.saw_second.load(Ordering::SeqCst),
