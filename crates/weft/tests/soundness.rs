@@ -460,26 +460,21 @@ fn a_failed_poller_start_is_retried() {
     );
 }
 
-/// The pinning deadlock, detected: thread A holds a `std::sync::Mutex`
-/// across a weft sleep; thread B of the same carrier then blocks the
-/// carrier on that lock (here with a bounded `try_lock` loop, so the test
-/// ends). A's timer fires while B holds the carrier: the monitor records a
-/// blocked-with-waiters event naming the carrier and A.
-#[test]
-fn a_carrier_blocked_while_its_threads_wait_is_reported() {
-    let rt = Runtime::builder()
-        .parallelism(1)
-        .stall_threshold(Duration::from_millis(10))
-        .build()
-        .unwrap();
-    let before = weft::events::counters().blocked_with_waiters;
+/// The pinning deadlock: thread A holds a `std::sync::Mutex` across a
+/// weft sleep; thread B of the same carrier then blocks the carrier on
+/// that lock (here with a bounded `try_lock` loop, so the test ends).
+/// Returns whether B got the lock, and A's handle.
+fn pinning_deadlock(rt: &Runtime, a_stays: bool) -> (bool, weft::JoinHandle<()>) {
     let lock = Arc::new(std::sync::Mutex::new(0u32));
     let held = Arc::new(AtomicBool::new(false));
     let a = {
         let (lock, held) = (lock.clone(), held.clone());
         weft::Builder::new()
             .name("holder-A")
-            .spawn_on(&rt, move || {
+            .spawn_on(rt, move || {
+                if a_stays {
+                    weft::stay_on_carrier();
+                }
                 let mut g = lock.lock().unwrap();
                 held.store(true, Ordering::SeqCst);
                 weft::sleep(Duration::from_millis(50)).unwrap();
@@ -504,10 +499,39 @@ fn a_carrier_blocked_while_its_threads_wait_is_reported() {
             false
         })
     };
-    assert!(
-        !join_within("B", LIMIT, b).unwrap(),
-        "A cannot run while B holds the carrier"
-    );
+    (join_within("B", LIMIT, b).unwrap(), a)
+}
+
+/// The pinning deadlock, resolved: B holds the carrier past the stall
+/// threshold, so the carrier hands A off when A's timer fires; A runs on a
+/// spare, releases the lock, and B gets it.
+#[test]
+fn a_lock_holder_parked_behind_a_blocked_carrier_moves_and_releases() {
+    let rt = Runtime::builder()
+        .parallelism(1)
+        .stall_threshold(Duration::from_millis(10))
+        .build()
+        .unwrap();
+    let (b_got_it, a) = pinning_deadlock(&rt, false);
+    assert!(b_got_it, "A never released the lock: it was not handed off");
+    join_within("A", LIMIT, a).unwrap();
+    assert!(rt.threads_moved() >= 1);
+}
+
+/// The pinning deadlock, detected, for a holder that stays on its carrier
+/// (`weft::stay_on_carrier`): A's timer fires while B holds the carrier, A
+/// cannot move, and the monitor records a blocked-with-waiters event
+/// naming the carrier and A.
+#[test]
+fn a_carrier_blocked_while_its_threads_wait_is_reported() {
+    let rt = Runtime::builder()
+        .parallelism(1)
+        .stall_threshold(Duration::from_millis(10))
+        .build()
+        .unwrap();
+    let before = weft::events::counters().blocked_with_waiters;
+    let (b_got_it, a) = pinning_deadlock(&rt, true);
+    assert!(!b_got_it, "A cannot run while B holds the carrier");
     join_within("A", LIMIT, a).unwrap();
     assert!(weft::events::counters().blocked_with_waiters > before);
     let ev = weft::events::recent()
