@@ -136,22 +136,22 @@
 //! thread of the carrier never blocks behind a parked owner.
 //!
 //! Holding an OS-level lock (`std::sync::Mutex`, `parking_lot`) across a
-//! weft blocking call is safe: the holder parks, and if another virtual
-//! thread of the same carrier blocks on that lock in the kernel, the
-//! carrier is held and the holder resumes on another one when the lock's
-//! owner is woken (the handoff). It costs the stall threshold, so prefer
-//! [`sync::Mutex`]. For a holder that *stays* (above), this is a
-//! deadlock (the "pinning" deadlock of Java's `synchronized`). The monitor
-//! detects a carrier blocked in the kernel while threads bound to it wait
-//! and records a [`BlockedWithWaiters`](events::EventKind::BlockedWithWaiters)
-//! event naming the carrier, the blocking call and the waiting threads
-//! (`WEFT_TRACE_PINNED=short` prints it). Use [`sync::Mutex`], which parks
-//! only the virtual thread — or turn on the `transparent` feature: then a
-//! wait in `std::sync` (`Mutex`, `RwLock`, `Condvar`, `Once`),
+//! weft blocking call no longer deadlocks: the holder parks, and if
+//! another virtual thread of the same carrier blocks on that lock in the
+//! kernel, the carrier is held, and the holder, once woken, resumes on
+//! another carrier and releases the lock (the handoff). It costs the stall
+//! threshold each time, so prefer [`sync::Mutex`], which parks only the
+//! virtual thread — or turn on the `transparent` feature: then a wait in
+//! `std::sync` (`Mutex`, `RwLock`, `Condvar`, `Once`),
 //! `std::thread::park`, std `mpsc`, `crossbeam-channel` or `parking_lot`
 //! parks the virtual thread too (each has its own std parker: see
-//! "Thread-locals"), and the rule is lifted, as JDK 24 lifted pinning for
-//! `synchronized`.
+//! "Thread-locals"), as JDK 24 lifted pinning for `synchronized`. For a
+//! holder that *stays* (above) it is still a deadlock (the "pinning"
+//! deadlock of Java's `synchronized`): the monitor detects a carrier
+//! blocked in the kernel while threads that stay there wait, and records a
+//! [`BlockedWithWaiters`](events::EventKind::BlockedWithWaiters) event
+//! naming the carrier, the blocking call and the waiting threads
+//! (`WEFT_TRACE_PINNED=short` prints it).
 //!
 //! Work that blocks the OS thread — file I/O, DNS, FFI — goes through
 //! [`blocking`]: it runs on an offload thread while the caller parks, so the
