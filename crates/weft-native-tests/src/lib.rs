@@ -1,5 +1,9 @@
-//! The C and C++ test libraries of `tests/identity.rs` (built by
-//! `build.rs`), and what the tests share.
+//! The C and C++ test libraries of `tests/identity.rs` and
+//! `tests/migration.rs` (built by `build.rs`), and what the tests share.
+
+use std::cell::UnsafeCell;
+use std::sync::Arc;
+use std::time::Duration;
 
 unsafe extern "C" {
     /// Increments the C library's `static __thread long` and returns it.
@@ -36,4 +40,65 @@ pub fn errno() -> i32 {
 pub fn set_errno(v: i32) {
     // SAFETY: as above.
     unsafe { *libc::__errno_location() = v }
+}
+
+/// The calling OS thread's kernel id (on a virtual thread: its carrier's).
+pub fn gettid() -> i32 {
+    // SAFETY: gettid has no preconditions.
+    unsafe { libc::gettid() }
+}
+
+/// How long a test waits for something that takes milliseconds before it
+/// calls it stuck: minutes, so that a loaded machine never trips it.
+pub const STUCK: Duration = Duration::from_secs(120);
+
+/// Waits for `f` on an OS thread; fails the test when it has not returned
+/// after [`STUCK`] (a deadlock: the work itself takes milliseconds).
+pub fn within_watchdog<T: Send + 'static>(what: &str, f: impl FnOnce() -> T + Send + 'static) -> T {
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = tx.send(f());
+    });
+    rx.recv_timeout(STUCK)
+        .unwrap_or_else(|_| panic!("{what}: no progress for {STUCK:?}: deadlocked"))
+}
+
+/// A pthread mutex of the given type, shared by a test's threads.
+pub struct CMutex(UnsafeCell<libc::pthread_mutex_t>);
+// SAFETY: a pthread mutex is made to be shared between threads.
+unsafe impl Sync for CMutex {}
+
+impl CMutex {
+    /// A mutex of type `kind` (`PTHREAD_MUTEX_RECURSIVE`, …).
+    pub fn new(kind: libc::c_int) -> Arc<CMutex> {
+        let m = Arc::new(CMutex(UnsafeCell::new(libc::PTHREAD_MUTEX_INITIALIZER)));
+        // SAFETY: attr is initialised before use and destroyed after; the
+        // mutex is initialised once, before it is shared.
+        unsafe {
+            let mut attr: libc::pthread_mutexattr_t = std::mem::zeroed();
+            libc::pthread_mutexattr_init(&mut attr);
+            libc::pthread_mutexattr_settype(&mut attr, kind);
+            assert_eq!(libc::pthread_mutex_init(m.0.get(), &attr), 0);
+            libc::pthread_mutexattr_destroy(&mut attr);
+        }
+        m
+    }
+
+    /// `pthread_mutex_lock`.
+    pub fn lock(&self) -> i32 {
+        // SAFETY: an initialised mutex.
+        unsafe { libc::pthread_mutex_lock(self.0.get()) }
+    }
+
+    /// `pthread_mutex_trylock`.
+    pub fn trylock(&self) -> i32 {
+        // SAFETY: as above.
+        unsafe { libc::pthread_mutex_trylock(self.0.get()) }
+    }
+
+    /// `pthread_mutex_unlock`.
+    pub fn unlock(&self) -> i32 {
+        // SAFETY: as above.
+        unsafe { libc::pthread_mutex_unlock(self.0.get()) }
+    }
 }

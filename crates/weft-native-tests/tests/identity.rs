@@ -7,7 +7,6 @@
 //! be what the other sees. None asserts a time: a hang is caught by a
 //! watchdog that only fires when nothing has finished for minutes.
 
-use std::cell::UnsafeCell;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::time::Duration;
@@ -23,18 +22,6 @@ fn one_carrier(carrier_locals: bool) -> Runtime {
         b
     };
     b.build().unwrap()
-}
-
-/// Waits for `f` on an OS thread; fails the test when it has not returned
-/// after `STUCK` (a deadlock: the work itself takes milliseconds).
-fn within_watchdog<T: Send + 'static>(what: &str, f: impl FnOnce() -> T + Send + 'static) -> T {
-    const STUCK: Duration = Duration::from_secs(120);
-    let (tx, rx) = std::sync::mpsc::channel();
-    std::thread::spawn(move || {
-        let _ = tx.send(f());
-    });
-    rx.recv_timeout(STUCK)
-        .unwrap_or_else(|_| panic!("{what}: no progress for {STUCK:?}: deadlocked"))
 }
 
 /// Parks the calling virtual thread until `flag` is set (yields meanwhile,
@@ -241,39 +228,6 @@ fn sched_getcpu_follows_the_carrier() {
 }
 
 // ----------------------------------------------------------- rows 4 and 5
-
-/// A pthread mutex of the given type, shared by the test's threads.
-struct CMutex(UnsafeCell<libc::pthread_mutex_t>);
-// SAFETY: a pthread mutex is made to be shared between threads.
-unsafe impl Sync for CMutex {}
-
-impl CMutex {
-    fn new(kind: libc::c_int) -> Arc<CMutex> {
-        let m = Arc::new(CMutex(UnsafeCell::new(libc::PTHREAD_MUTEX_INITIALIZER)));
-        // SAFETY: attr is initialised before use and destroyed after; the
-        // mutex is initialised once, before it is shared.
-        unsafe {
-            let mut attr: libc::pthread_mutexattr_t = std::mem::zeroed();
-            libc::pthread_mutexattr_init(&mut attr);
-            libc::pthread_mutexattr_settype(&mut attr, kind);
-            assert_eq!(libc::pthread_mutex_init(m.0.get(), &attr), 0);
-            libc::pthread_mutexattr_destroy(&mut attr);
-        }
-        m
-    }
-    fn lock(&self) -> i32 {
-        // SAFETY: an initialised mutex.
-        unsafe { libc::pthread_mutex_lock(self.0.get()) }
-    }
-    fn trylock(&self) -> i32 {
-        // SAFETY: as above.
-        unsafe { libc::pthread_mutex_trylock(self.0.get()) }
-    }
-    fn unlock(&self) -> i32 {
-        // SAFETY: as above.
-        unsafe { libc::pthread_mutex_unlock(self.0.get()) }
-    }
-}
 
 /// Row 4: a recursive C mutex held across a park by one virtual thread;
 /// a second thread of the same carrier tries it. Before: both were inside
