@@ -23,7 +23,7 @@ use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU8, AtomicUsize, Ordering};
 use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant, SystemTime};
 
-use common::{gettid, join_within, wait_until};
+use common::{areas_supported, gettid, join_within, wait_until};
 use weft::events::EventKind;
 use weft::{JoinHandle, Runtime, State};
 
@@ -31,16 +31,6 @@ const LIMIT: Duration = Duration::from_secs(120);
 
 /// Moves each soundness test makes its thread do, at least.
 const MOVES: usize = 60;
-
-/// Threads move only with thread-local areas of their own (x86_64 with
-/// glibc, and not turned off for the whole process).
-fn areas_supported() -> bool {
-    cfg!(all(
-        target_os = "linux",
-        target_arch = "x86_64",
-        target_env = "gnu"
-    )) && std::env::var_os("WEFT_THREAD_LOCALS").is_none()
-}
 
 /// How a hog holds its carrier.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

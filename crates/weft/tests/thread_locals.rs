@@ -15,7 +15,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
-use common::join_within;
+use common::{areas_supported, join_within};
 
 const LIMIT: Duration = Duration::from_secs(60);
 
@@ -25,16 +25,6 @@ fn runtime(carriers: usize) -> weft::Runtime {
         .max_pool_size(carriers)
         .build()
         .unwrap()
-}
-
-/// Areas exist only on x86_64 with glibc (elsewhere threads share their
-/// carrier's thread-locals, as documented).
-fn areas_supported() -> bool {
-    cfg!(all(
-        target_os = "linux",
-        target_arch = "x86_64",
-        target_env = "gnu"
-    )) && std::env::var_os("WEFT_THREAD_LOCALS").is_none()
 }
 
 std::thread_local! {

@@ -13,6 +13,18 @@ pub fn gettid() -> i32 {
     unsafe { libc::gettid() }
 }
 
+/// Whether virtual threads get thread-local areas of their own (x86_64
+/// with glibc, unless `WEFT_THREAD_LOCALS` turns them off for the whole
+/// process); elsewhere they share their carrier's thread-locals, as
+/// documented, and never move off a held carrier.
+pub fn areas_supported() -> bool {
+    cfg!(all(
+        target_os = "linux",
+        target_arch = "x86_64",
+        target_env = "gnu"
+    )) && std::env::var_os("WEFT_THREAD_LOCALS").is_none()
+}
+
 /// Polls `cond` until it holds, failing the test after `limit`.
 pub fn wait_until(what: &str, limit: Duration, mut cond: impl FnMut() -> bool) {
     let t0 = Instant::now();
