@@ -22,7 +22,13 @@ use weft_native_tests::*;
 /// One core carrier, spares up to four, and a short stall threshold, so
 /// that a spinning thread holds its carrier within milliseconds.
 fn runtime() -> Runtime {
+    runtime_named("weft-carrier")
+}
+
+/// [`runtime`], its carriers named `name`.
+fn runtime_named(name: &str) -> Runtime {
     Runtime::builder()
+        .name(name)
         .parallelism(1)
         .max_pool_size(4)
         .stall_threshold(Duration::from_millis(2))
@@ -645,13 +651,13 @@ fn call(name: &str, other: i32) -> Result<(), String> {
 /// stay_on_carrier`, through Weft's definition of the libc function):
 /// while a hog holds the carrier, it never changes OS thread, whether it
 /// yields or sleeps; the threads that made one of the [`MOVES`] calls
-/// beside it all move, and `threads_moved` counts only their moves.
-/// The hog lets go once every one of those has moved: by then each
-/// staying thread, queued or sleeping beside them, was passed over too.
+/// beside it all move, and `threads_moved` counts them. The hog lets go
+/// once every one of those has moved: by then each staying thread, queued
+/// or sleeping beside them, was passed over too.
 #[test]
 fn a_thread_that_changes_per_os_thread_state_stays() {
     let other = gettid();
-    let rt = runtime();
+    let rt = runtime_named("stays");
     let moved_before = rt.threads_moved();
     let ready = Arc::new(AtomicUsize::new(0));
     let over = Arc::new(AtomicBool::new(false));
@@ -659,7 +665,6 @@ fn a_thread_that_changes_per_os_thread_state_stays() {
     // each thread that moved (when it first saw a new one).
     let homes = Arc::new(Mutex::new(Vec::new()));
     let moved_from = Arc::new(Mutex::new(Vec::new()));
-    let changes = Arc::new(AtomicUsize::new(0));
     let mut threads = Vec::new();
     for how in [Wait::Yield, Wait::Sleep] {
         for (stays, name) in STAYS
@@ -667,12 +672,11 @@ fn a_thread_that_changes_per_os_thread_state_stays() {
             .map(|n| (true, n))
             .chain(MOVES.iter().map(|n| (false, n)))
         {
-            let (ready, over, homes, moved_from, changes) = (
+            let (ready, over, homes, moved_from) = (
                 ready.clone(),
                 over.clone(),
                 homes.clone(),
                 moved_from.clone(),
-                changes.clone(),
             );
             threads.push((
                 *name,
@@ -692,7 +696,6 @@ fn a_thread_that_changes_per_os_thread_state_stays() {
                                 moved_from.lock().unwrap().push(first);
                             }
                             seen.push(now);
-                            changes.fetch_add(1, Ordering::Release);
                         }
                         // Past the hog's own deadlines, so that it reports.
                         if t0.elapsed() > 3 * STUCK {
@@ -711,19 +714,10 @@ fn a_thread_that_changes_per_os_thread_state_stays() {
     );
     // The hog must hold a carrier home to threads of both kinds (in a
     // quiet run, all of them are on the one core carrier). It lets go once
-    // every thread that may move has left it, and `threads_moved` has
-    // settled at the OS-thread changes seen (a thread moved and not yet
-    // run elsewhere is counted and not seen; a staying thread counted
-    // would never be seen: it cannot run while the carrier is held).
+    // every thread that may move has left it.
     let t0 = Instant::now();
     let held = loop {
-        let (homes, over, moved_from, changes, rt2) = (
-            homes.clone(),
-            over.clone(),
-            moved_from.clone(),
-            changes.clone(),
-            rt.clone(),
-        );
+        let (homes, over, moved_from) = (homes.clone(), over.clone(), moved_from.clone());
         let hog = rt.spawn(move || {
             let me = gettid();
             let (movers, stayers) = {
@@ -740,16 +734,8 @@ fn a_thread_that_changes_per_os_thread_state_stays() {
                 let m = moved_from.lock().unwrap();
                 m.iter().filter(|&&t| t == me).count() == movers
             });
-            let settled = all_moved
-                && spin_until(|| {
-                    rt2.threads_moved() - moved_before == changes.load(Ordering::Acquire)
-                });
-            let counts = (
-                rt2.threads_moved() - moved_before,
-                changes.load(Ordering::Acquire),
-            );
             over.store(true, Ordering::Release);
-            Some((all_moved, settled, movers, stayers, counts))
+            Some((all_moved, movers))
         });
         match hog.join().unwrap() {
             Some(r) => break r,
@@ -757,7 +743,7 @@ fn a_thread_that_changes_per_os_thread_state_stays() {
         }
     };
     over.store(true, Ordering::Release);
-    let (all_moved, settled, movers, stayers, (moved, changes)) = held;
+    let (all_moved, movers) = held;
     let mut failures = Vec::new();
     for (name, how, h) in threads {
         match h.join().unwrap() {
@@ -774,10 +760,14 @@ fn a_thread_that_changes_per_os_thread_state_stays() {
         "only some of the {movers} threads that may move left the held carrier: {:?}",
         moved_from.lock().unwrap()
     );
+    // Each of those was counted; a thread that stays never is, but a
+    // count can also come from a carrier that only looked held (descheduled
+    // past the threshold on a busy machine: its threads are handed off and
+    // may run on it again), so the count has no upper bound here.
+    let moved = rt.threads_moved() - moved_before;
     assert!(
-        settled,
-        "threads_moved grew by {moved} while the threads that may move changed OS thread \
-         {changes} times ({movers} of them and {stayers} staying threads on the held carrier)"
+        moved >= movers,
+        "threads_moved grew by {moved}; {movers} threads left the held carrier"
     );
 }
 
