@@ -4,10 +4,10 @@
 //! # Why
 //!
 //! A virtual thread with a thread-local area of its own may move to
-//! another carrier when its home is held (ARCHITECTURE.md, "Affinity"):
-//! its thread-locals, `pthread_self()`, C `__thread` variables and errno
-//! are in the area, and the carrier refreshes glibc's view (the kernel
-//! thread id in the area's TCB) at each mount. What the kernel keeps in
+//! another carrier when its home is held (ARCHITECTURE.md, "Affinity and
+//! handoff"): its thread-locals, `pthread_self()`, C `__thread` variables
+//! and errno are in the area, and the carrier refreshes glibc's view (the
+//! kernel thread id in the area's TCB) at each mount. What the kernel keeps in
 //! the OS thread's `task_struct` cannot be carried: a signal mask, an
 //! alternate signal stack, CPU affinity, a name, namespaces, credentials
 //! and capabilities, a scheduling policy, priority or nice value, and the
@@ -41,7 +41,9 @@
 //!   [`stay_on_carrier`] itself.
 //! - Not affected: calls on an OS thread, Weft's carriers included (a
 //!   carrier runs its own code with no virtual thread mounted): they see
-//!   no virtual thread and go straight to glibc's.
+//!   no virtual thread and go straight to glibc's. On a runtime with
+//!   carrier thread-locals every thread stays anyway; the mark changes
+//!   nothing there.
 //!
 //! # Cost
 //!
