@@ -48,6 +48,21 @@ pub fn gettid() -> i32 {
     unsafe { libc::gettid() }
 }
 
+/// The stack glibc reports for the calling thread
+/// (`pthread_getattr_np(pthread_self())`), as (low end, size).
+pub fn own_stack() -> (usize, usize) {
+    // SAFETY: attr is initialised by pthread_getattr_np before use and
+    // destroyed after.
+    unsafe {
+        let mut attr: libc::pthread_attr_t = std::mem::zeroed();
+        assert_eq!(libc::pthread_getattr_np(libc::pthread_self(), &mut attr), 0);
+        let (mut addr, mut size) = (std::ptr::null_mut(), 0usize);
+        assert_eq!(libc::pthread_attr_getstack(&attr, &mut addr, &mut size), 0);
+        libc::pthread_attr_destroy(&mut attr);
+        (addr as usize, size)
+    }
+}
+
 /// How long a test waits for something that takes milliseconds before it
 /// calls it stuck: minutes, so that a loaded machine never trips it.
 pub const STUCK: Duration = Duration::from_secs(120);

@@ -425,20 +425,8 @@ fn pthread_getattr_np_describes_the_virtual_threads_stack() {
     let (lo, size, local) = rt
         .spawn(|| {
             let local = 0u8;
-            // SAFETY: attr is initialised by pthread_getattr_np before use
-            // and destroyed after.
-            unsafe {
-                let mut attr: libc::pthread_attr_t = std::mem::zeroed();
-                assert_eq!(libc::pthread_getattr_np(libc::pthread_self(), &mut attr), 0);
-                let (mut addr, mut size) = (std::ptr::null_mut(), 0usize);
-                assert_eq!(libc::pthread_attr_getstack(&attr, &mut addr, &mut size), 0);
-                libc::pthread_attr_destroy(&mut attr);
-                (
-                    addr as usize,
-                    size,
-                    std::hint::black_box(&local) as *const u8 as usize,
-                )
-            }
+            let (lo, size) = own_stack();
+            (lo, size, std::hint::black_box(&local) as *const u8 as usize)
         })
         .join()
         .unwrap();

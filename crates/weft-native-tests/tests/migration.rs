@@ -234,20 +234,6 @@ fn signal_lands_on(send: impl FnOnce() -> c_int) -> Result<i32, String> {
     Ok(HANDLER_TID.load(Ordering::Relaxed))
 }
 
-/// The stack glibc reports for the calling thread, as (low, size).
-fn own_stack() -> (usize, usize) {
-    // SAFETY: attr is initialised by pthread_getattr_np before use and
-    // destroyed after.
-    unsafe {
-        let mut attr: libc::pthread_attr_t = std::mem::zeroed();
-        assert_eq!(libc::pthread_getattr_np(libc::pthread_self(), &mut attr), 0);
-        let (mut addr, mut size) = (std::ptr::null_mut(), 0usize);
-        assert_eq!(libc::pthread_attr_getstack(&attr, &mut addr, &mut size), 0);
-        libc::pthread_attr_destroy(&mut attr);
-        (addr as usize, size)
-    }
-}
-
 // ------------------------------------------------------------ many moves
 
 const ROUNDS: usize = 12;
