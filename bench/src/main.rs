@@ -38,6 +38,13 @@
 //! second, half as long, opens a new connection per request and reports
 //! full handshakes / s and their p99, each as a row of its own.
 //!
+//! The hog rows (`hog-1`, `hog-2`; issue #39, full runs only) start the
+//! `http-server` and load `/hello` while one or two `GET /cpu` requests
+//! compute for 4 s on the server (`worker::spin`, the same hash loop in Go
+//! and Java), with new connections made meanwhile (`client::hogged`), and
+//! report the slowest CPU-bound request's response time beside the rate
+//! and p99.
+//!
 //! Results go to `target/weft-bench/`: `results.json`, `report.md` and one
 //! SVG chart per workload.
 

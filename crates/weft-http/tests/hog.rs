@@ -146,8 +146,8 @@ fn serve(mode: Mode, hogs: &Arc<Hogs>) -> (ServerHandle, weft::Runtime) {
         .get("/hello", |_: &mut Request<'_>| "Hello, World!")
         .get("/cpu", move |_: &mut Request<'_>| cpu.cpu())
         .get("/std-sleep", move |_: &mut Request<'_>| sleep.std_sleep())
-        // SAFETY: gettid has no preconditions.
         .get("/tid", |_: &mut Request<'_>| {
+            // SAFETY: gettid has no preconditions.
             unsafe { libc::gettid() }.to_string()
         });
     (common::start(config, router), rt)
@@ -240,26 +240,32 @@ fn release(hogs: &Hogs, held: Vec<std::thread::JoinHandle<(u16, String)>>, answe
     assert!(!hogs.expired.load(Ordering::SeqCst));
 }
 
-/// One CPU-bound request; [`LIGHT`] `/hello`s over fresh and over earlier
-/// keep-alive connections are all answered before it is released.
-fn one_cpu_hog(mode: Mode) {
+/// One held handler (`GET path`, which answers `answer…` once released):
+/// [`LIGHT`] `/hello`s over fresh and over earlier keep-alive connections
+/// are all answered before it is released.
+fn one_hog(mode: Mode, path: &'static str, answer: &str, what: &str) {
     let hogs = Arc::new(Hogs::default());
     let _release = Release(hogs.clone());
     let (server, rt) = serve(mode, &hogs);
     let addr = server.local_addr();
     let mut kept = keep_alive(addr);
-    let held = vec![hold(addr, "/cpu")];
-    wait_for("the CPU-bound handler never began", || {
+    let held = vec![hold(addr, path)];
+    wait_for(&format!("{what}: the handler never began"), || {
         hogs.started.load(Ordering::SeqCst) == 1
     });
-    light_load(addr, &mut kept, &format!("{mode:?}, one CPU-bound request"));
+    light_load(addr, &mut kept, &format!("{mode:?}, {what}"));
     if let Mode::Virtual(Some(1)) = mode {
-        // One carrier: the keep-alive connections' threads were started
-        // on it, and were answered: they moved to another.
-        assert!(rt.threads_moved() > 0, "{mode:?}");
+        // One carrier: the keep-alive connections' threads and the
+        // acceptor were started on it, and were answered: they moved.
+        assert!(rt.threads_moved() > 0, "{mode:?}, {what}");
     }
-    release(&hogs, held, "spun");
+    release(&hogs, held, answer);
     server.shutdown(Duration::from_secs(10));
+}
+
+/// One CPU-bound request (see [`one_hog`]).
+fn one_cpu_hog(mode: Mode) {
+    one_hog(mode, "/cpu", "spun", "one CPU-bound request");
 }
 
 #[test]
@@ -337,29 +343,16 @@ fn two_cpu_bound_requests_in_platform_mode_run_at_once_and_strand_no_connection(
     two_cpu_hogs(Mode::Platform);
 }
 
-/// A handler blocked in `std::thread::sleep` on the only carrier: new
-/// connections are still accepted and served (the acceptor, started on
-/// that carrier, moved), and the keep-alive ones too.
+/// A handler blocked in `std::thread::sleep` (see [`one_hog`]): on the
+/// only carrier, new connections are still accepted and served (the
+/// acceptor, started on that carrier, moved), and the keep-alive ones too.
 fn std_sleep_hog(mode: Mode) {
-    let hogs = Arc::new(Hogs::default());
-    let _release = Release(hogs.clone());
-    let (server, rt) = serve(mode, &hogs);
-    let addr = server.local_addr();
-    let mut kept = keep_alive(addr);
-    let held = vec![hold(addr, "/std-sleep")];
-    wait_for("the sleeping handler never began", || {
-        hogs.started.load(Ordering::SeqCst) == 1
-    });
-    light_load(
-        addr,
-        &mut kept,
-        &format!("{mode:?}, a handler in std::thread::sleep"),
+    one_hog(
+        mode,
+        "/std-sleep",
+        "slept",
+        "a handler in std::thread::sleep",
     );
-    if let Mode::Virtual(Some(1)) = mode {
-        assert!(rt.threads_moved() > 0, "{mode:?}");
-    }
-    release(&hogs, held, "slept");
-    server.shutdown(Duration::from_secs(10));
 }
 
 #[test]
