@@ -1,4 +1,9 @@
 //! Park/unpark ping-pong on one carrier, for profiling.
+//!
+//! `cargo run --profile ci -p weft --example pingpong [ROUND_TRIPS]`
+//! (default 5,000,000; a small count such as 100,000 suits
+//! `valgrind --tool=callgrind`, which counts instructions whatever the
+//! machine's load).
 use std::sync::Arc;
 use std::sync::OnceLock;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -6,7 +11,16 @@ use std::time::Instant;
 
 fn main() {
     let rt = weft::Runtime::builder().parallelism(1).build().unwrap();
-    let n: u64 = 5_000_000;
+    let n: u64 = match std::env::args().nth(1) {
+        None => 5_000_000,
+        Some(a) => match a.parse() {
+            Ok(n) if n > 0 => n,
+            _ => {
+                eprintln!("usage: pingpong [ROUND_TRIPS > 0], got {a:?}");
+                std::process::exit(2);
+            }
+        },
+    };
     let turn = Arc::new(AtomicU64::new(0));
     let pinger: Arc<OnceLock<weft::Thread>> = Arc::new(OnceLock::new());
     let (t2, p2) = (turn.clone(), pinger.clone());

@@ -121,6 +121,7 @@ pub(crate) struct Saved([Option<Box<dyn Any>>; MAX_HOOKS]);
 ///
 /// A switch cannot be unwound halfway (the thread is already marked as
 /// parking): a hook that panics aborts the process with a message.
+#[inline]
 pub(crate) fn unmount() -> Saved {
     let mut saved = Saved(Default::default());
     for (i, h) in hooks().iter().enumerate().rev() {
@@ -130,6 +131,7 @@ pub(crate) fn unmount() -> Saved {
 }
 
 /// Runs every hook's `mount` that has something to restore, in order.
+#[inline]
 pub(crate) fn mount(saved: Saved) {
     let hooks = hooks();
     for (i, s) in saved.0.into_iter().enumerate() {

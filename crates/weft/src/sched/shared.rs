@@ -221,7 +221,7 @@ impl Shared {
             // Handoff rule 2 (ARCHITECTURE.md): a stale read of `handoff`
             // queues the thread behind a carrier that has just been found
             // held, where the monitor's next tick takes it.
-            if !slot.handing_off() || !slot.release(&thread) {
+            if !(slot.handing_off() && slot.release(&thread)) {
                 match here {
                     Some(c) if c.index == home as usize => c.push_woken(thread),
                     _ => {

@@ -52,7 +52,10 @@ impl Carrier {
         if bind {
             self.bind(&thread, starting);
         }
-        let result = self.mount(&thread, slot);
+        // A started thread that binds here was moved by a handoff: its area
+        // may name another carrier.
+        let moved = bind && !starting;
+        let result = self.mount(&thread, slot, moved);
         self.after_suspend(thread, slot, result);
     }
 
@@ -93,8 +96,14 @@ impl Carrier {
     }
 
     /// Mounts `thread`, resumes it (on its own thread-local area if it has
-    /// one) until it suspends or returns, and unmounts it.
-    fn mount(&self, thread: &Arc<VThread>, slot: &mut CoroSlot) -> CoroutineResult<Suspend, ()> {
+    /// one, adopted first if the thread `moved` here) until it suspends or
+    /// returns, and unmounts it.
+    fn mount(
+        &self,
+        thread: &Arc<VThread>,
+        slot: &mut CoroSlot,
+        moved: bool,
+    ) -> CoroutineResult<Suspend, ()> {
         let me = self.me();
         set_inner_state(thread, State::Running);
         crate::thread::set_mounted(Arc::as_ptr(thread));
@@ -119,7 +128,7 @@ impl Carrier {
                 // may move at any suspension); resuming touches no
                 // thread-local of the carrier.
                 unsafe {
-                    if crate::tls::adopt(l, tp) {
+                    if moved && crate::tls::adopt(l, tp) {
                         self.seed_carrier(tp);
                     }
                     crate::tls::run_on(l, tp, || c.resume(()))
