@@ -180,8 +180,9 @@ impl Wait {
 /// on its carrier until one holds it (another carrier may take a hog
 /// first) and waits (`how`) until the thread runs on another OS thread.
 /// `errno` is set to `tag` before each wait. Returns the OS thread it left
-/// and the last hog (holding that carrier if [`Hog::holds`]).
-fn move_off(how: Wait, tag: i32) -> (i32, Hog) {
+/// and the last hog (holding that carrier if [`Hog::holds`]); an error
+/// after [`STUCK`].
+fn move_off(how: Wait, tag: i32) -> Result<(i32, Hog), String> {
     let before = gettid();
     let waiter = || (how == Wait::Park).then(weft::current);
     let t0 = Instant::now();
@@ -190,9 +191,11 @@ fn move_off(how: Wait, tag: i32) -> (i32, Hog) {
         set_errno(tag);
         how.wait();
         if gettid() != before {
-            return (before, hog);
+            return Ok((before, hog));
         }
-        assert!(t0.elapsed() < STUCK, "never moved off {before} ({how:?})");
+        if t0.elapsed() > STUCK {
+            return Err(format!("never moved off {before} ({how:?})"));
+        }
         if hog.missed() {
             hog = Hog::spawn(before, waiter());
         }
@@ -280,7 +283,13 @@ fn a_thread_moved_many_times_keeps_its_c_identity() {
         for round in 1..=ROUNDS {
             let how = [Wait::Yield, Wait::Sleep, Wait::Park][round % 3];
             let tag = 1000 + round as i32;
-            let (before, hog) = move_off(how, tag);
+            let (before, hog) = match move_off(how, tag) {
+                Ok(moved) => moved,
+                Err(e) => {
+                    check!(round, false, "{e}");
+                    break;
+                }
+            };
             let now = gettid();
             tids.push(now);
             check!(round, errno() == tag, "errno {} after the move ({how:?})", errno());
@@ -386,7 +395,7 @@ fn setuid_returns_while_a_moved_thread_computes() {
     let stop = Arc::new(AtomicBool::new(false));
     let (c1, s1) = (computing.clone(), stop.clone());
     let mover = rt.spawn(move || {
-        let (before, hog) = move_off(Wait::Yield, 0);
+        let (before, hog) = move_off(Wait::Yield, 0).unwrap();
         c1.store(true, Ordering::Release);
         let returned = spin_until(|| s1.load(Ordering::Acquire));
         drop(hog);
@@ -645,83 +654,70 @@ fn a_thread_that_changes_per_os_thread_state_stays() {
     let other = gettid();
     let rt = runtime_named("stays");
     let moved_before = rt.threads_moved();
+    let kinds: Vec<(&str, bool, Wait)> = [Wait::Yield, Wait::Sleep]
+        .into_iter()
+        .flat_map(|how| {
+            let stay = STAYS.iter().map(move |&n| (n, true, how));
+            stay.chain(MOVES.iter().map(move |&n| (n, false, how)))
+        })
+        .collect();
     let ready = Arc::new(AtomicUsize::new(0));
     let over = Arc::new(AtomicBool::new(false));
-    // (stays, first OS thread) of each thread, and the first OS thread of
-    // each thread that moved (when it first saw a new one).
-    let homes = Arc::new(Mutex::new(Vec::new()));
-    let moved_from = Arc::new(Mutex::new(Vec::new()));
-    let mut threads = Vec::new();
-    for how in [Wait::Yield, Wait::Sleep] {
-        for (stays, name) in STAYS
-            .iter()
-            .map(|n| (true, n))
-            .chain(MOVES.iter().map(|n| (false, n)))
-        {
-            let (ready, over, homes, moved_from) = (
-                ready.clone(),
-                over.clone(),
-                homes.clone(),
-                moved_from.clone(),
-            );
-            threads.push((
-                *name,
-                how,
-                rt.spawn(move || {
-                    call(name, other)?;
-                    let first = gettid();
-                    homes.lock().unwrap().push((stays, first));
-                    ready.fetch_add(1, Ordering::Release);
-                    let mut seen = vec![first];
-                    let t0 = Instant::now();
-                    while !over.load(Ordering::Acquire) {
-                        how.wait();
-                        let now = gettid();
-                        if now != *seen.last().unwrap() {
-                            if seen.len() == 1 {
-                                moved_from.lock().unwrap().push(first);
-                            }
-                            seen.push(now);
-                        }
-                        // Past the hog's own deadlines, so that it reports.
-                        if t0.elapsed() > 3 * STUCK {
-                            return Err("the hog never let go".to_string());
-                        }
+    // The OS thread each thread ran on when it last looked (0: not yet).
+    let on: Arc<Vec<AtomicI32>> = Arc::new(kinds.iter().map(|_| AtomicI32::new(0)).collect());
+    let threads: Vec<_> = kinds
+        .iter()
+        .enumerate()
+        .map(|(i, &(name, _, how))| {
+            let (ready, over, on) = (ready.clone(), over.clone(), on.clone());
+            rt.spawn(move || {
+                call(name, other)?;
+                let mut seen = vec![gettid()];
+                on[i].store(seen[0], Ordering::Release);
+                ready.fetch_add(1, Ordering::Release);
+                let t0 = Instant::now();
+                while !over.load(Ordering::Acquire) {
+                    how.wait();
+                    let now = gettid();
+                    on[i].store(now, Ordering::Release);
+                    if now != *seen.last().unwrap() {
+                        seen.push(now);
                     }
-                    Ok(seen)
-                }),
-            ));
-        }
-    }
-    let total = threads.len();
+                    // Past the hog's own deadline, so that it reports.
+                    if t0.elapsed() > 3 * STUCK {
+                        return Err("the hog never let go".to_string());
+                    }
+                }
+                Ok(seen)
+            })
+        })
+        .collect();
     assert!(
-        spin_until(|| ready.load(Ordering::Acquire) == total),
+        spin_until(|| ready.load(Ordering::Acquire) == kinds.len()),
         "the threads never all started"
     );
-    // The hog must hold a carrier home to threads of both kinds (in a
-    // quiet run, all of them are on the one core carrier). It lets go once
-    // every thread that may move has left it.
+    // The hog holds a carrier home to threads of both kinds (in a quiet
+    // run, all of them are on the one core carrier); while it runs there
+    // none of them runs there. It lets go once every thread that may move
+    // and was there has left: by then each staying thread, queued or
+    // sleeping beside them, was passed over as well.
+    let stays: Arc<Vec<bool>> = Arc::new(kinds.iter().map(|k| k.1).collect());
     let t0 = Instant::now();
-    let held = loop {
-        let (homes, over, moved_from) = (homes.clone(), over.clone(), moved_from.clone());
+    let (all_left, here) = loop {
+        let (over, on, stays) = (over.clone(), on.clone(), stays.clone());
         let hog = rt.spawn(move || {
             let me = gettid();
-            let (movers, stayers) = {
-                let h = homes.lock().unwrap();
-                (
-                    h.iter().filter(|&&(s, t)| !s && t == me).count(),
-                    h.iter().filter(|&&(s, t)| s && t == me).count(),
-                )
-            };
-            if movers == 0 || stayers == 0 {
+            let here: Vec<usize> = (0..on.len())
+                .filter(|&i| on[i].load(Ordering::Acquire) == me)
+                .collect();
+            let movers: Vec<usize> = here.iter().copied().filter(|&i| !stays[i]).collect();
+            if movers.is_empty() || movers.len() == here.len() {
                 return None;
             }
-            let all_moved = spin_until(|| {
-                let m = moved_from.lock().unwrap();
-                m.iter().filter(|&&t| t == me).count() == movers
-            });
+            let all_left =
+                spin_until(|| movers.iter().all(|&i| on[i].load(Ordering::Acquire) != me));
             over.store(true, Ordering::Release);
-            Some((all_moved, movers))
+            Some((all_left, here))
         });
         match hog.join().unwrap() {
             Some(r) => break r,
@@ -729,22 +725,21 @@ fn a_thread_that_changes_per_os_thread_state_stays() {
         }
     };
     over.store(true, Ordering::Release);
-    let (all_moved, movers) = held;
     let mut failures = Vec::new();
-    for (name, how, h) in threads {
+    for (&(name, stays, how), h) in kinds.iter().zip(threads) {
         match h.join().unwrap() {
             Err(e) => failures.push(format!("{name} ({how:?}): {e}")),
-            Ok(seen) if STAYS.contains(&name) && seen.len() > 1 => {
+            Ok(seen) if stays && seen.len() > 1 => {
                 failures.push(format!("{name} ({how:?}) moved: OS threads {seen:?}"))
             }
             Ok(_) => {}
         }
     }
     assert!(failures.is_empty(), "{failures:#?}");
+    let movers = here.iter().filter(|&&i| !kinds[i].1).count();
     assert!(
-        all_moved,
-        "only some of the {movers} threads that may move left the held carrier: {:?}",
-        moved_from.lock().unwrap()
+        all_left,
+        "only some of the {movers} threads that may move left the held carrier"
     );
     // Each of those was counted; a thread that stays never is, but a
     // count can also come from a carrier that only looked held (descheduled
