@@ -131,8 +131,9 @@ fn quick_run_of_every_experiment() {
 
     // E7: four drivers; the in-process ones report events. The platform
     // and weft-lock drivers serve; the std-lock driver on virtual threads
-    // either serves or hits the pinning deadlock (affinity), and then says
-    // so; with `transparent` (its own process) it serves, std's waits
+    // serves (a holder parked behind its blocked carrier is handed off and
+    // releases the lock) or, were a holder to stay on its carrier, hits the
+    // pinning deadlock and says so; with `transparent` (its own process) it serves, std's waits
     // parking the virtual threads.
     let e7 = rows(results, Experiment::E7);
     assert_eq!(e7.len(), 4);
