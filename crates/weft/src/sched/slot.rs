@@ -193,7 +193,10 @@ impl CarrierSlot {
         let mut stay = Vec::new();
         let mut n = 0;
         let next = self.take_next();
-        for t in next.into_iter().chain(std::iter::from_fn(|| self.pop_home())) {
+        for t in next
+            .into_iter()
+            .chain(std::iter::from_fn(|| self.pop_home()))
+        {
             if t.home.load(Ordering::Relaxed) == NO_HOME || self.release(&t) {
                 elsewhere(t);
                 n += 1;

@@ -41,7 +41,10 @@ impl Carrier {
         // carrier (handoff), which binds here.
         let bind = !self.shared.migrate && thread.home.load(Ordering::Relaxed) == NO_HOME;
         let starting = matches!(slot, CoroSlot::Pending(..));
-        if bind && starting && let Some(to) = self.placement() {
+        if bind
+            && starting
+            && let Some(to) = self.placement()
+        {
             self.hand_over(to, thread);
             return;
         }

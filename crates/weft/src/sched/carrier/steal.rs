@@ -56,8 +56,7 @@ impl Carrier {
             (self.next_rand() % core as u64) as usize
         };
         let slot = &self.shared.carriers[to];
-        if slot.stalled.is_set() || slot.in_blocking.load(Ordering::Relaxed) || slot.handing_off()
-        {
+        if slot.stalled.is_set() || slot.in_blocking.load(Ordering::Relaxed) || slot.handing_off() {
             return None;
         }
         let theirs = slot.homed.load(Ordering::Relaxed);
