@@ -93,7 +93,10 @@ pub(super) struct CarrierSlot {
     /// ARCHITECTURE.md "Affinity and handoff"): held past the stall
     /// threshold (the monitor's mark) or a spare off duty.
     pub(super) handoff: crate::stall::Handoff,
-    /// Threads moved off this carrier by a handoff (metrics).
+    /// Threads a handoff moved onto this carrier from another (metrics):
+    /// counted when such a thread first mounts here, so a released thread
+    /// that lands back where it was (a carrier descheduled past the
+    /// threshold looks held) is not a move.
     pub(super) moved: AtomicUsize,
 }
 
@@ -180,7 +183,6 @@ impl CarrierSlot {
         }
         thread.home.store(NO_HOME, Ordering::Relaxed);
         self.homed.fetch_sub(1, Ordering::Relaxed);
-        self.moved.fetch_add(1, Ordering::Relaxed);
         true
     }
 

@@ -31,7 +31,8 @@
 //! - `native.rs`: C locks (`pthread_mutex_lock`, …) counted in
 //!   `pin_depth`: a thread that holds one keeps its carrier.
 //! - `stay.rs`: threads that never change OS thread
-//!   ([`stay_on_carrier`], and what marks a thread so).
+//!   ([`stay_on_carrier`], and what marks a thread so); `os_state.rs`:
+//!   the libc calls that change kernel per-OS-thread state, which mark it.
 //! - `pinned.rs`: the park that holds the carrier (`weft::pinned`).
 //! - `park.rs`: `park`, `sleep`, `yield_now`, the switch to the carrier.
 //! - `join.rs`: the join packet and [`JoinHandle`].

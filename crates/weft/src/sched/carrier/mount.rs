@@ -133,6 +133,7 @@ impl Carrier {
                 unsafe {
                     if moved && crate::tls::adopt(l, tp) {
                         self.seed_carrier(tp);
+                        me.moved.fetch_add(1, Ordering::Relaxed);
                     }
                     crate::tls::run_on(l, tp, || c.resume(()))
                 }
