@@ -1,5 +1,6 @@
 //! Builds the C and C++ test libraries with the system compiler (`cc`,
-//! `c++`, or `$CC`/`$CXX`): two linked at start-up, one for `dlopen`.
+//! `c++`, or `$CC`/`$CXX`): two linked at start-up, two for `dlopen` (one
+//! with dynamic TLS, one with initial-exec TLS).
 
 use std::path::Path;
 use std::process::Command;
@@ -24,6 +25,17 @@ fn main() {
     build(&cc, "c/tls_counter.c", &out, "weft_ctls", &[]);
     build(&cxx, "c/cxx_tls.cpp", &out, "weft_cxxtls", &[]);
     build(&cc, "c/dyn_tls.c", &out, "weft_dyntls", &[]);
+    build(
+        &cc,
+        "c/ie_tls.c",
+        &out,
+        "weft_ietls",
+        &["-ftls-model=initial-exec"],
+    );
+    println!(
+        "cargo:rustc-env=WEFT_IE_TLS_LIB={}",
+        out.join("libweft_ietls.so").display()
+    );
     println!("cargo:rerun-if-env-changed=CC");
     println!("cargo:rerun-if-env-changed=CXX");
     println!("cargo:rustc-link-search=native={}", out.display());

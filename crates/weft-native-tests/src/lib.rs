@@ -30,6 +30,11 @@ unsafe extern "C" {
 /// The path of the library for `dlopen` (its thread-locals are dynamic TLS).
 pub const DYN_TLS_LIB: &str = env!("WEFT_DYN_TLS_LIB");
 
+/// The path of a library for `dlopen` whose thread-locals are
+/// initial-exec (glibc places them in static TLS); its constructor sets its
+/// `weft_ie_value` (5 in the template) to 11 on the loading thread.
+pub const IE_TLS_LIB: &str = env!("WEFT_IE_TLS_LIB");
+
 /// The calling thread's `errno`.
 pub fn errno() -> i32 {
     // SAFETY: __errno_location has no preconditions.

@@ -282,7 +282,14 @@ mod imp {
                 if std::env::var_os("WEFT_THREAD_LOCALS").is_some_and(|v| v == "carrier") {
                     return None;
                 }
-                let l = discover()?;
+                // Before the modules are listed: a `dlopen` that finds
+                // this flag down when it has loaded its modules finished
+                // before the listing (see `dlopen`).
+                AREAS_FIXED.store(true, Ordering::SeqCst);
+                let Some(l) = discover() else {
+                    AREAS_FIXED.store(false, Ordering::SeqCst);
+                    return None;
+                };
                 install_setxid_relay(l.fsgsbase);
                 Some(l)
             })
@@ -323,12 +330,16 @@ mod imp {
         }
     }
 
-    struct Found {
-        tp: usize,
-        static_size: usize,
-        /// Every module with a block in static TLS, in load order (the
-        /// executable first).
-        blocks: Vec<Block>,
+    /// A loaded module with thread-locals, as `dl_iterate_phdr` lists it.
+    struct Module {
+        /// glibc's TLS module id (the module's `dtv` slot).
+        modid: usize,
+        /// Its file name (empty for the executable).
+        name: std::ffi::CString,
+        /// Its `PT_TLS` image, `filesz` bytes of `memsz`.
+        image: usize,
+        filesz: usize,
+        memsz: usize,
     }
 
     unsafe extern "C" fn each_module(
@@ -337,9 +348,9 @@ mod imp {
         data: *mut c_void,
     ) -> c_int {
         // SAFETY: glibc passes a valid info for the duration of the call, and
-        // `data` is the `Found` that `discover` passed in.
-        let (info, found) = unsafe { (&*info, &mut *data.cast::<Found>()) };
-        if info.dlpi_tls_modid == 0 || info.dlpi_tls_data.is_null() {
+        // `data` is the `Vec` that `modules` passed in.
+        let (info, found) = unsafe { (&*info, &mut *data.cast::<Vec<Module>>()) };
+        if info.dlpi_tls_modid == 0 {
             return 0;
         }
         // SAFETY: dlpi_phdr points at dlpi_phnum program headers.
@@ -347,17 +358,92 @@ mod imp {
         let Some(tls) = phdrs.iter().find(|p| p.p_type == libc::PT_TLS) else {
             return 0;
         };
-        let data = info.dlpi_tls_data as usize;
-        if data >= found.tp || found.tp - data > found.static_size {
-            return 0; // dynamic TLS (not in the static block)
-        }
-        found.blocks.push(Block {
-            off: found.tp - data,
+        let name = if info.dlpi_name.is_null() {
+            std::ffi::CString::default()
+        } else {
+            // SAFETY: glibc's NUL-terminated name of the module.
+            unsafe { std::ffi::CStr::from_ptr(info.dlpi_name) }.to_owned()
+        };
+        found.push(Module {
+            modid: info.dlpi_tls_modid,
+            name,
             image: info.dlpi_addr as usize + tls.p_vaddr as usize,
             filesz: tls.p_filesz as usize,
             memsz: tls.p_memsz as usize,
         });
         0
+    }
+
+    /// Every loaded module with thread-locals, in load order (the
+    /// executable first).
+    fn modules() -> Vec<Module> {
+        let mut found = Vec::new();
+        // SAFETY: the callback matches dl_iterate_phdr's contract and only
+        // reads what glibc passes it.
+        unsafe { libc::dl_iterate_phdr(Some(each_module), (&raw mut found).cast()) };
+        found
+    }
+
+    /// glibc's `tls_index`, the argument of `__tls_get_addr`.
+    #[repr(C)]
+    struct TlsIndex {
+        module: usize,
+        offset: usize,
+    }
+
+    unsafe extern "C" {
+        /// glibc's (the dynamic linker's) general-dynamic TLS access.
+        fn __tls_get_addr(ti: *const TlsIndex) -> *mut c_void;
+    }
+
+    /// glibc's static TLS size and alignment (`_dl_get_tls_static_info`):
+    /// every static block of a thread lies in `[tp - size, tp)`. Zeroes if
+    /// glibc does not say.
+    fn static_tls_info() -> (usize, usize) {
+        static INFO: std::sync::OnceLock<(usize, usize)> = std::sync::OnceLock::new();
+        *INFO.get_or_init(|| {
+            // SAFETY: dlsym with a NUL-terminated name; the function has
+            // this signature in every glibc that exports it.
+            let info: Option<unsafe extern "C" fn(*mut usize, *mut usize)> = unsafe {
+                let p = libc::dlsym(libc::RTLD_DEFAULT, c"_dl_get_tls_static_info".as_ptr());
+                (!p.is_null()).then(|| std::mem::transmute::<*mut c_void, _>(p))
+            };
+            let (mut size, mut align) = (0usize, 0usize);
+            if let Some(info) = info {
+                // SAFETY: writes two usizes.
+                unsafe { info(&mut size, &mut align) };
+            }
+            (size, align)
+        })
+    }
+
+    fn static_tls_size() -> usize {
+        static_tls_info().0
+    }
+
+    fn static_tls_align() -> usize {
+        static_tls_info().1
+    }
+
+    /// Where module `modid`'s block lies in the calling thread's static
+    /// TLS, as an offset below its thread pointer; `None` for a block of
+    /// dynamic TLS. Asks glibc for the calling thread's block
+    /// (`__tls_get_addr`, which brings the thread's `dtv` up to date and
+    /// makes a dynamic block if the thread had none yet: a module loaded
+    /// since the thread's `dtv` was last updated is seen too). Never
+    /// called inside `dl_iterate_phdr` (glibc's locks).
+    fn static_off(modid: usize) -> Option<usize> {
+        let ti = TlsIndex {
+            module: modid,
+            offset: 0,
+        };
+        // SAFETY: `modid` is a loaded module's TLS id (just listed by
+        // `modules`; a module unloaded meanwhile by another thread is
+        // glibc's undefined case for any access to its thread-locals,
+        // which the callers do not make: they compare the address only).
+        let a = unsafe { __tls_get_addr(&ti) } as usize;
+        let tp = read_tp();
+        (a != 0 && a < tp && tp - a <= static_tls_size()).then(|| tp - a)
     }
 
     /// Looks up a data symbol of glibc's (`__rseq_offset`, …).
@@ -370,15 +456,10 @@ mod imp {
     }
 
     fn discover() -> Option<Layout> {
-        // SAFETY: dlsym with a NUL-terminated name; the function has this
-        // signature in every glibc that exports it.
-        let info: Option<unsafe extern "C" fn(*mut usize, *mut usize)> = unsafe {
-            let p = libc::dlsym(libc::RTLD_DEFAULT, c"_dl_get_tls_static_info".as_ptr());
-            (!p.is_null()).then(|| std::mem::transmute::<*mut c_void, _>(p))
-        };
-        let (mut static_size, mut static_align) = (0usize, 0usize);
-        // SAFETY: writes two usizes.
-        unsafe { info?(&mut static_size, &mut static_align) };
+        let static_size = static_tls_size();
+        if static_size == 0 {
+            return None;
+        }
         let tp = read_tp();
         // The TCB's size: glibc puts it at the very top of a thread's stack
         // mapping, so on a glibc-made thread it runs from tp to that top.
@@ -398,15 +479,18 @@ mod imp {
             addr as usize + size
         };
         let tcb = top.checked_sub(tp)?;
-        let mut found = Found {
-            tp,
-            static_size,
-            blocks: Vec::new(),
-        };
-        // SAFETY: the callback matches dl_iterate_phdr's contract and only
-        // reads what glibc passes it.
-        unsafe { libc::dl_iterate_phdr(Some(each_module), (&raw mut found).cast()) };
-        let mut blocks = found.blocks.into_iter();
+        let blocks: Vec<Block> = modules()
+            .into_iter()
+            .filter_map(|m| {
+                Some(Block {
+                    off: static_off(m.modid)?,
+                    image: m.image,
+                    filesz: m.filesz,
+                    memsz: m.memsz,
+                })
+            })
+            .collect();
+        let mut blocks = blocks.into_iter();
         // The first module is the executable.
         let exe = blocks.next()?;
         // Weft's own thread-locals must live in that block (Weft linked
@@ -461,16 +545,22 @@ mod imp {
             // SAFETY: the offset lies inside this thread's own TCB (above);
             // gettid has no preconditions.
             .filter(|&off| unsafe { ((tp + off) as *const i32).read() == libc::gettid() });
-        let align = static_align.clamp(64, 4096);
-        // Static TLS below tp: glibc's whole static size is an upper bound
-        // (it counts the TCB too) that includes the surplus.
+        // The TCB's alignment: glibc's static TLS alignment, at least a
+        // cache line; a page at most (slot tops are page-aligned).
+        let align = static_tls_align().clamp(64, 4096);
+        // Static TLS below tp that the area holds: down to the lowest
+        // block of the modules loaded so far, not glibc's surplus below
+        // them (see "The layout" in the module docs: a module loaded later
+        // into the surplus is refused, `dlopen`).
         let below = others
             .iter()
             .chain([&exe, &libc])
             .map(|b| b.off)
-            .fold(static_size, usize::max);
-        let page = crate::stack::page_size();
-        let reserve = (HEADER + tcb + align + below).next_multiple_of(page);
+            .max()?
+            .next_multiple_of(16);
+        // Slot tops are page-aligned, so the thread pointer lies the same
+        // distance below every slot top (`init_area`).
+        let reserve = (HEADER + tcb).next_multiple_of(align) + below;
         // SAFETY: getauxval has no preconditions.
         let fsgsbase = unsafe { libc::getauxval(libc::AT_HWCAP2) } & 2 != 0;
         Some(Layout {
@@ -577,7 +667,10 @@ mod imp {
     /// thread, unused by its stack, for as long as the thread lives. The
     /// area is released with [`release_area`] when the thread has ended.
     pub(crate) unsafe fn init_area(l: &Layout, slot_top: usize, stack_lo: usize) -> usize {
+        debug_assert_eq!(slot_top % crate::stack::page_size(), 0);
         let header = slot_top - HEADER;
+        // `slot_top - tp` is the same for every page-aligned slot top, so
+        // `reserve` holds header, TCB and static blocks whatever the slot.
         let tp = (header - l.tcb) & !(l.align - 1);
         let carrier_tp = read_tp();
         // SAFETY: all writes stay inside [slot_top - reserve, slot_top)
@@ -1109,6 +1202,197 @@ mod imp {
         }
     }
 
+    // -----------------------------------------------------------------
+    // `dlopen` and `dlmopen`: no module placed in static TLS after the
+    // area layout was fixed. glibc keeps a surplus of static TLS for
+    // modules loaded later whose thread-locals are initial-exec (reached
+    // `%fs`-relative, at `tp - offset`), and places such a module's block
+    // there — below the blocks of the modules loaded at start-up, which
+    // is where an area's stack starts. So a load that places a block
+    // there after areas exist is undone: the handle is closed and the load
+    // fails, naming the library and the cure.
+
+    /// Set (SeqCst) before the area layout lists the modules, and left set
+    /// when areas are on. A load that finds it down after glibc's `dlopen`
+    /// returned finished before that listing (glibc's list lock orders
+    /// the two), so the layout holds its blocks; one that finds it up
+    /// checks what it placed.
+    static AREAS_FIXED: AtomicBool = AtomicBool::new(false);
+
+    static REAL_DLOPEN: AtomicPtr<c_void> = AtomicPtr::new(std::ptr::null_mut());
+    static REAL_DLMOPEN: AtomicPtr<c_void> = AtomicPtr::new(std::ptr::null_mut());
+    static REAL_DLCLOSE: AtomicPtr<c_void> = AtomicPtr::new(std::ptr::null_mut());
+
+    type DlOpen = unsafe extern "C" fn(*const libc::c_char, c_int) -> *mut c_void;
+    type DlMOpen = unsafe extern "C" fn(libc::Lmid_t, *const libc::c_char, c_int) -> *mut c_void;
+    type DlClose = unsafe extern "C" fn(*mut c_void) -> c_int;
+
+    /// The deepest static block of the loaded modules (its offset below
+    /// the thread pointer; 0 for none).
+    fn deepest_static() -> usize {
+        modules()
+            .iter()
+            .filter_map(|m| static_off(m.modid))
+            .max()
+            .unwrap_or(0)
+    }
+
+    /// Runs `f` with the thread pointer on the carrier's own TCB when the
+    /// caller is a virtual thread with an area (else just runs it), pinned
+    /// meanwhile. For glibc's `dlopen`: the constructors of the modules it
+    /// loads run inside it, and glibc initialises a block it places in
+    /// static TLS only in its own threads — a constructor that wrote its
+    /// initial-exec thread-local on an area would write into the thread's
+    /// stack. On the carrier's TCB that block is initialised and the
+    /// carrier's own. libc's block is handed over both ways (as `run_on`
+    /// mirrors it), so `dlerror` and errno are the thread's. Pinned (a
+    /// `weft::pinned` section): every wait inside holds the carrier, so
+    /// the thread is never unmounted with the thread pointer switched —
+    /// nor while glibc holds its loader lock.
+    fn on_carrier<R>(f: impl FnOnce() -> R) -> R {
+        let h = AREA.with(Cell::get);
+        let (false, Some(Some(l))) = (h.is_null(), LAYOUT.get()) else {
+            return f();
+        };
+        let t = crate::thread::current_virtual();
+        if let Some(t) = t {
+            t.pin_depth.set(t.pin_depth.get() + 1);
+        }
+        // SAFETY: the header is the running thread's, naming the carrier
+        // that runs it (refreshed by `adopt` after a handoff), whose TCB
+        // is complete and alive while it runs us; pinned, the thread stays
+        // mounted on it until the area is put back.
+        let r = unsafe { switched(l, (*h).carrier_tp, f) };
+        if let Some(t) = t {
+            t.pin_depth.set(t.pin_depth.get() - 1);
+        }
+        r
+    }
+
+    /// Runs `f` with the thread pointer on `carrier_tp`, handing libc's
+    /// block over both ways. As [`run_on`], `#[inline(never)]` and touching
+    /// no thread-local itself, so no thread-local address is computed under
+    /// one thread pointer and used under the other.
+    ///
+    /// # Safety
+    ///
+    /// Called on an area mounted on the carrier whose TCB is `carrier_tp`,
+    /// which stays mounted until `f` returns.
+    #[inline(never)]
+    unsafe fn switched<R>(l: &Layout, carrier_tp: usize, f: impl FnOnce() -> R) -> R {
+        let tp = read_tp();
+        let len = l.libc_hi - l.libc_lo;
+        // SAFETY: both have libc's block at the same offset; the carrier's
+        // TCB is complete (caller).
+        unsafe {
+            std::ptr::copy_nonoverlapping(
+                (tp - l.libc_hi) as *const u8,
+                (carrier_tp - l.libc_hi) as *mut u8,
+                len,
+            );
+            set_tp(carrier_tp, l.fsgsbase);
+        }
+        let r = f();
+        // SAFETY: as above, the other way round; the area is complete.
+        unsafe {
+            set_tp(tp, l.fsgsbase);
+            std::ptr::copy_nonoverlapping(
+                (carrier_tp - l.libc_hi) as *const u8,
+                (tp - l.libc_hi) as *mut u8,
+                len,
+            );
+        }
+        r
+    }
+
+    /// Runs glibc's `load`, then undoes it if it placed a block in static
+    /// TLS below what areas hold (see above).
+    fn checked_load(load: impl FnOnce() -> *mut c_void) -> *mut c_void {
+        on_carrier(|| load_and_check(load))
+    }
+
+    /// [`checked_load`]'s work, on the carrier's TCB. Not inlined into
+    /// [`switched`]: the thread-locals it touches (`eprintln!`'s) are
+    /// reached after the switch.
+    #[inline(never)]
+    fn load_and_check(load: impl FnOnce() -> *mut c_void) -> *mut c_void {
+        let before = deepest_static();
+        let handle = load();
+        if handle.is_null() || !AREAS_FIXED.load(Ordering::SeqCst) {
+            return handle;
+        }
+        let late: Vec<Module> = modules()
+            .into_iter()
+            .filter(|m| static_off(m.modid).is_some_and(|off| off > before))
+            .collect();
+        if late.is_empty() {
+            return handle;
+        }
+        refuse(handle, &late)
+    }
+
+    /// Closes `handle` and fails the load: on stderr and in `dlerror`.
+    #[cold]
+    fn refuse(handle: *mut c_void, late: &[Module]) -> *mut c_void {
+        let names: Vec<_> = late.iter().map(|m| m.name.to_string_lossy()).collect();
+        // SAFETY: glibc's function of this signature, closing the handle
+        // glibc's `dlopen` just returned.
+        unsafe {
+            let close: DlClose = std::mem::transmute(real(&REAL_DLCLOSE, c"dlclose"));
+            close(handle);
+        }
+        let msg = format!(
+            "weft: refused to load {}: its thread-locals are initial-exec, and glibc placed \
+             them in static TLS below a virtual thread's thread-local area, where its stack \
+             lies; run with WEFT_THREAD_LOCALS=carrier to load it",
+            names.join(", ")
+        );
+        eprintln!("{msg}");
+        // glibc has no call that sets `dlerror`'s message; a failed load of
+        // a file named by the message does (`RTLD_NOLOAD`: nothing is ever
+        // loaded), with glibc's "cannot open shared object file" after it.
+        let msg = std::ffi::CString::new(msg.replace('\0', "")).unwrap_or_default();
+        // SAFETY: glibc's function of this signature, NUL-terminated name.
+        unsafe {
+            let open: DlOpen = std::mem::transmute(real(&REAL_DLOPEN, c"dlopen"));
+            open(msg.as_ptr(), libc::RTLD_LAZY | libc::RTLD_NOLOAD);
+        }
+        std::ptr::null_mut()
+    }
+
+    /// `dlopen`: glibc's, refused when it would place a module's
+    /// thread-locals where an area's stack lies (see above). glibc sees
+    /// this function as the caller: a relative name is searched with the
+    /// executable's run path, not the calling library's.
+    ///
+    /// # Safety
+    ///
+    /// As glibc's.
+    #[unsafe(no_mangle)]
+    pub unsafe extern "C" fn dlopen(file: *const libc::c_char, mode: c_int) -> *mut c_void {
+        // SAFETY: glibc's function of this signature.
+        let open: DlOpen = unsafe { std::mem::transmute(real(&REAL_DLOPEN, c"dlopen")) };
+        // SAFETY: forwarded unchanged.
+        checked_load(|| unsafe { open(file, mode) })
+    }
+
+    /// `dlmopen`: as [`dlopen`], into namespace `lmid`.
+    ///
+    /// # Safety
+    ///
+    /// As glibc's.
+    #[unsafe(no_mangle)]
+    pub unsafe extern "C" fn dlmopen(
+        lmid: libc::Lmid_t,
+        file: *const libc::c_char,
+        mode: c_int,
+    ) -> *mut c_void {
+        // SAFETY: glibc's function of this signature.
+        let open: DlMOpen = unsafe { std::mem::transmute(real(&REAL_DLMOPEN, c"dlmopen")) };
+        // SAFETY: forwarded unchanged.
+        checked_load(|| unsafe { open(lmid, file, mode) })
+    }
+
     #[cfg(test)]
     mod tests {
         /// On a glibc-made thread the layout is found and self-consistent:
@@ -1134,7 +1418,18 @@ mod imp {
             assert!(l.reserve() >= l.tcb + l.libc_hi + 64, "{l:?}");
             assert!(l.robust.is_some(), "{l:?}");
             assert!(l.movable(), "{l:?}");
-            assert_eq!(l.reserve() % crate::stack::page_size(), 0);
+            assert_eq!(l.reserve() % 16, 0, "the stack starts 16-byte aligned");
+            let lowest = l
+                .others
+                .iter()
+                .chain([&l.exe])
+                .map(|b| b.off)
+                .max()
+                .unwrap();
+            assert!(
+                l.reserve() < l.tcb + lowest.max(l.libc_hi) + 64 + l.align + 16,
+                "{l:?}"
+            );
         }
     }
 }

@@ -125,13 +125,19 @@ impl CoroSlot {
             let CoroSlot::Pending(_, body) = std::mem::replace(self, CoroSlot::Empty) else {
                 unreachable!()
             };
+            // A thread starts with errno 0, as glibc's do: libc's block,
+            // errno's home, is the carrier's (mirrored), and still holds
+            // what the carrier's previous thread left there.
+            let start = move |y: &corosensei::Yielder<(), Suspend>, ()| {
+                // SAFETY: __errno_location has no preconditions.
+                unsafe { *libc::__errno_location() = 0 };
+                body.run(y)
+            };
             // SAFETY: `body`'s true lifetime was erased in `spawn_unchecked`,
             // whose caller guarantees the borrows outlive the thread;
             // corosensei's extra requirement (run to completion or drop
             // before the borrows end) holds because joining waits for it.
-            *self = CoroSlot::Running(unsafe {
-                Coro::with_stack_unchecked(stack, move |y, ()| body.run(y))
-            });
+            *self = CoroSlot::Running(unsafe { Coro::with_stack_unchecked(stack, start) });
         }
         match self {
             CoroSlot::Running(c) => Ok((c, area_top)),
