@@ -25,6 +25,22 @@ fn rss_pte() -> (u64, u64) {
     (field("VmRSS:"), field("VmPTE:"))
 }
 
+/// The calling thread's thread pointer (`pthread_self()`) and the stack
+/// glibc reports for it (Weft answers for a virtual thread).
+fn own_geometry() -> (usize, usize, usize) {
+    // SAFETY: attr is initialised by pthread_getattr_np before use and
+    // destroyed after; pthread_self has no preconditions.
+    unsafe {
+        let mut attr: libc::pthread_attr_t = std::mem::zeroed();
+        assert_eq!(libc::pthread_getattr_np(libc::pthread_self(), &mut attr), 0);
+        let (mut addr, mut size) = (std::ptr::null_mut(), 0usize);
+        assert_eq!(libc::pthread_attr_getstack(&attr, &mut addr, &mut size), 0);
+        libc::pthread_attr_destroy(&mut attr);
+        let lo = addr as usize;
+        (libc::pthread_self() as usize, lo, lo + size)
+    }
+}
+
 fn main() {
     let ns: Vec<usize> = std::env::args()
         .skip(1)
@@ -40,6 +56,20 @@ fn main() {
     println!(
         "{:>9} {:>12} {:>12} {:>12} {:>14}",
         "N", "RSS KiB/th", "PTE KiB/th", "sum KiB/th", "spawn+park ms"
+    );
+    // Where a virtual thread's thread-local area and its stack lie: with
+    // an area (x86_64 glibc) the thread pointer is `pthread_self()`, and
+    // the stack's top is right below the area's static blocks, in the
+    // slot's top page.
+    let (tp, lo, hi) = rt.spawn(own_geometry).join().unwrap();
+    let page = 4096;
+    println!(
+        "thread pointer at page offset {} (slot top {:#x}); stack [{lo:#x}, {hi:#x}): \
+         its top {} bytes below the thread pointer, {} pages below the slot top",
+        tp % page,
+        tp.next_multiple_of(page),
+        tp.saturating_sub(hi),
+        (tp.next_multiple_of(page) - hi) / page,
     );
     for n in ns {
         // Warm the runtime (carriers, pools) so the baseline includes them.

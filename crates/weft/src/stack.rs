@@ -31,14 +31,16 @@
 //!
 //! # Slot size: what a parked thread costs
 //!
-//! A thread parked in `weft::park` has touched one page of its stack (the
-//! top one: the body's frames and the switch into the carrier fit in 4 KiB)
-//! — and, above it, the first page of its thread-local area (`tls.rs`),
-//! which the top of the slot holds when the thread has one (the default
-//! on x86_64 glibc): 8.39 KiB RSS + 0.51 KiB page tables = 8.90 KiB per
-//! parked thread at 1M, against 4.90 KiB with
-//! `WEFT_THREAD_LOCALS=carrier` (the same example, 2026-11-25, two runs
-//! each). The table below predates areas.
+//! A thread parked in `weft::park` has touched one page: the slot's top
+//! one, which holds its thread-local area (`tls.rs`: header, TCB, static
+//! blocks, 2,896 bytes in `parked_memory`) and, right below the area, the
+//! top of its stack (the body's frames and the switch into the carrier fit
+//! in the 1,200 bytes left). 4.68 KiB RSS + 0.51 KiB page tables = 5.19
+//! KiB per parked thread at 1M, against 4.90 KiB with
+//! `WEFT_THREAD_LOCALS=carrier`: the difference is the area's `dtv` in
+//! the heap (2026-11-27, two runs each, load ≈ 3; 9.20 KiB while the area
+//! kept glibc's static-TLS surplus between it and the stack: two pages).
+//! The table below predates areas.
 //! What the slot size changes is the *page tables*: the kernel spends one
 //! 4 KiB page-table page per 2 MiB of address space that has a touched page
 //! (and the guard marker counts as touched), so a slot of S bytes costs
@@ -545,6 +547,8 @@ impl Stack {
     /// thread's thread-local area); false, and nothing kept, when the stack
     /// would be left with less than [`MIN_STACK_LEFT`].
     pub(crate) fn reserve_top(&mut self, bytes: usize) -> bool {
+        // The stack's top must stay 16-byte aligned (the SysV ABI).
+        debug_assert_eq!(bytes % 16, 0);
         if self.base_addr() - self.limit_addr() < bytes + MIN_STACK_LEFT {
             return false;
         }

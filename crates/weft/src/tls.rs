@@ -35,6 +35,7 @@
 //!   ... stack ... | static TLS blocks | TCB (struct pthread) | header |
 //!                 ^ tp - below        ^ tp (thread pointer)
 //!                 | ... libc, other DSOs | executable |
+//!   |<------------------ one page (the top one) ----------------------->|
 //! ```
 //!
 //! glibc keeps its thread control block at the thread pointer and every
@@ -73,13 +74,29 @@
 //!   areas (nothing lends its addresses). 144 bytes for glibc 2.36. Its
 //!   one per-thread value, errno, is saved across every switch
 //!   (`thread::suspend`).
-//! - the **rest of static TLS** (glibc's surplus, where a module `dlopen`ed
-//!   later with initial-exec TLS is placed) is reserved but not touched, so
-//!   such a module stays inside memory of the thread's own. glibc
-//!   initialises that module's block only in OS threads, so on a virtual
-//!   thread it holds whatever the area's memory held (zero on a fresh
-//!   stack): such modules are not supported on virtual threads (loading
-//!   one takes `unsafe` code: `dlopen`).
+//! - the **rest of static TLS** — glibc's *surplus*, below the blocks of
+//!   the modules loaded at start-up, where glibc places the block of a
+//!   module `dlopen`ed later whose thread-locals are initial-exec — is not
+//!   in the area: the stack starts right below the lowest block the area
+//!   holds (`tp - below`, 16-byte aligned), so that the area and the top
+//!   of the stack share one page (see "What the area costs"). Such a
+//!   module loaded *after* areas exist would have its block inside every
+//!   virtual thread's stack; so Weft defines `dlopen` and `dlmopen`
+//!   (glibc's, then a check) and refuses that load: it closes the handle,
+//!   returns null, and says why on stderr and in `dlerror` (the library,
+//!   and the cure: `WEFT_THREAD_LOCALS=carrier`). The check asks glibc
+//!   where each loaded module's block lies for the calling thread
+//!   (`__tls_get_addr`): a static block deeper than any before the call
+//!   was placed by it. The load itself runs on the carrier's own TCB when
+//!   called from a virtual thread (`on_carrier`, pinned), because the new
+//!   modules' constructors run inside it, and one that wrote its
+//!   initial-exec thread-local on the area would write into the caller's
+//!   stack before the check could refuse. A module loaded before the
+//!   layout is fixed is one of the area's blocks (the layout lists what is
+//!   loaded then; the `AREAS_FIXED` handshake orders a concurrent load
+//!   either before that listing or under the check). A library with
+//!   dynamic TLS (`-fPIC`, general-dynamic: the usual case) loads as
+//!   before: its blocks are made per thread in the heap.
 //! - a small **header** above the TCB holds what the thread registered to
 //!   run when it ends: Rust's thread-local destructors (`__cxa_thread_atexit_impl`,
 //!   which std calls for each `thread_local!` with a `Drop`) and pthread
@@ -89,22 +106,26 @@
 //!   destructors run (newest first, until none is left), then its key
 //!   destructors — glibc's order at `pthread_exit` — before `join` returns.
 //!
-//! What the area costs: its first page (header, TCB, the executable's and
-//! libc's blocks: ~3 KiB) is touched when the thread first runs, so a
-//! parked thread holds one page more than without; the surplus below it
-//! stays untouched address space. Mount and unmount each add the mirror
-//! copy and a `wrfsbase` (5 ns on the 2-core VM these were measured on);
-//! a spawn adds the other modules' template copies and the `dtv`'s
-//! `malloc`/`free`. Measured 2026-11-25 (before the own `dtv`; see
-//! ARCHITECTURE.md's costs for the change), areas against
-//! `WEFT_THREAD_LOCALS=carrier`, the same binaries back to back (medians;
-//! `weft-bench --only spawn,pingpong --runtimes weft --runs 5`, quiet
-//! machine, load 0.8; the 100k-sleep row from `--only sleep-100k --runs 3`
-//! on a busy one):
+//! What the area costs: header (64 bytes), TCB (2,304 bytes for glibc
+//! 2.36), the executable's, libc's and the other start-up modules' blocks
+//! (a few hundred bytes for a Rust program), and right below them the top
+//! of the stack: a thread parked in `weft::park` touches that one page
+//! only — the same one page a thread without an area touches (its stack's
+//! top) — plus its `dtv` in the heap (304 bytes with malloc's header for
+//! a program whose TLS modules are the executable and libc: the carrier's
+//! length, 2 slots and glibc's 14 spare ones). Mount
+//! and unmount each add the mirror copy and a `wrfsbase` (5 ns on the
+//! 2-core VM these were measured on); a spawn adds the other modules'
+//! template copies and the `dtv`'s `malloc`/`free`. Measured 2026-11-25
+//! (before the shared page and the own `dtv`; see ARCHITECTURE.md's costs
+//! for both), areas against `WEFT_THREAD_LOCALS=carrier`, the same
+//! binaries back to back (medians; `weft-bench --only spawn,pingpong
+//! --runtimes weft --runs 5`, quiet machine, load 0.8; the 100k-sleep row
+//! from `--only sleep-100k --runs 3` on a busy one):
 //!
 //! | | areas | shared |
 //! |---|---|---|
-//! | parked thread, 1M (`cargo run --release -p weft --example parked_memory -- 1000000`) | 8.90 KiB | 4.90 KiB |
+//! | parked thread, 1M (`cargo run --release -p weft --example parked_memory -- 1000000`) | 8.90 KiB (5.2 since the shared page) | 4.90 KiB |
 //! | ping-pong round trip | 187 ns (185–189) | 188 ns (186–199) |
 //! | spawn + join | 730 ns (689–845) | 691 ns (579–788) |
 //! | spawn + join from `main` | 578 ns (562–776) | 679 ns (564–741) |
@@ -140,6 +161,21 @@
 //! - `pthread_getattr_np(pthread_self())` is answered with the virtual
 //!   thread's own stack; for another virtual thread's handle it gives the
 //!   carrier's attributes as glibc sees them.
+//! - A library with initial-exec thread-locals `dlopen`ed after areas
+//!   exist is refused (see "The layout"). glibc sees Weft's `dlopen` as
+//!   the caller, so a relative name is searched with the executable's
+//!   run path rather than the calling library's, and a `dlopen` from a
+//!   library loaded into another namespace loads into the base one. Loads
+//!   glibc makes itself (NSS modules, `iconv` converters) do not go
+//!   through `dlopen` and are not checked: none of glibc 2.36's has
+//!   thread-locals of its own (the initial-exec accesses of `libresolv`
+//!   and `libnss_compat` are to libc's block, which every area holds). A refused module marked `RTLD_NODELETE`
+//!   stays loaded (its handle is closed and never returned).
+//! - The `dtv` keeps the carrier's length (glibc's surplus slots
+//!   included) rather than the loaded modules' count: glibc reads a
+//!   `dtv`'s slots unchecked whenever its generation is current, and only
+//!   the length of a glibc-made `dtv` is known to cover every module of
+//!   that generation.
 
 use std::cell::Cell;
 
