@@ -819,7 +819,9 @@ mod imp {
     }
 
     /// Runs `f` (the resume of a virtual thread) with the thread pointer
-    /// on the area `tp`, and puts the carrier's back after.
+    /// on the area `tp`, and puts the carrier's back after; libc's block is
+    /// handed to `tp` before and back after. Also the other way round: on
+    /// a mounted area, `tp` the carrier's own TCB (`on_carrier`).
     ///
     /// `#[inline(never)]` and touching no thread-local itself: the compiler
     /// cannot cache a thread-local address across the two switches here.
@@ -827,7 +829,9 @@ mod imp {
     /// # Safety
     ///
     /// `tp` is an area made on this carrier by [`init_area`] for the thread
-    /// `f` resumes; `f` touches no thread-local of the carrier.
+    /// `f` resumes, or the carrier's own TCB while the calling thread's
+    /// area is mounted on it (and stays so until `f` returns); `f` touches
+    /// no thread-local of the calling side.
     #[inline(never)]
     pub(crate) unsafe fn run_on<R>(l: &Layout, tp: usize, f: impl FnOnce() -> R) -> R {
         let carrier_tp = read_tp();
@@ -1297,46 +1301,11 @@ mod imp {
         // SAFETY: the header is the running thread's, naming the carrier
         // that runs it (refreshed by `adopt` after a handoff), whose TCB
         // is complete and alive while it runs us; pinned, the thread stays
-        // mounted on it until the area is put back.
-        let r = unsafe { switched(l, (*h).carrier_tp, f) };
+        // mounted on it until the area is put back. `f` is
+        // `load_and_check`, not inlined.
+        let r = unsafe { run_on(l, (*h).carrier_tp, f) };
         if let Some(t) = t {
             t.pin_depth.set(t.pin_depth.get() - 1);
-        }
-        r
-    }
-
-    /// Runs `f` with the thread pointer on `carrier_tp`, handing libc's
-    /// block over both ways. As [`run_on`], `#[inline(never)]` and touching
-    /// no thread-local itself, so no thread-local address is computed under
-    /// one thread pointer and used under the other.
-    ///
-    /// # Safety
-    ///
-    /// Called on an area mounted on the carrier whose TCB is `carrier_tp`,
-    /// which stays mounted until `f` returns.
-    #[inline(never)]
-    unsafe fn switched<R>(l: &Layout, carrier_tp: usize, f: impl FnOnce() -> R) -> R {
-        let tp = read_tp();
-        let len = l.libc_hi - l.libc_lo;
-        // SAFETY: both have libc's block at the same offset; the carrier's
-        // TCB is complete (caller).
-        unsafe {
-            std::ptr::copy_nonoverlapping(
-                (tp - l.libc_hi) as *const u8,
-                (carrier_tp - l.libc_hi) as *mut u8,
-                len,
-            );
-            set_tp(carrier_tp, l.fsgsbase);
-        }
-        let r = f();
-        // SAFETY: as above, the other way round; the area is complete.
-        unsafe {
-            set_tp(tp, l.fsgsbase);
-            std::ptr::copy_nonoverlapping(
-                (carrier_tp - l.libc_hi) as *const u8,
-                (tp - l.libc_hi) as *mut u8,
-                len,
-            );
         }
         r
     }
@@ -1344,11 +1313,14 @@ mod imp {
     /// Runs glibc's `load`, then undoes it if it placed a block in static
     /// TLS below what areas hold (see above).
     fn checked_load(load: impl FnOnce() -> *mut c_void) -> *mut c_void {
+        if matches!(LAYOUT.get(), Some(None)) {
+            return load(); // no areas in this process, ever
+        }
         on_carrier(|| load_and_check(load))
     }
 
     /// [`checked_load`]'s work, on the carrier's TCB. Not inlined into
-    /// [`switched`]: the thread-locals it touches (`eprintln!`'s) are
+    /// [`run_on`]: the thread-locals it touches (`eprintln!`'s) are
     /// reached after the switch.
     #[inline(never)]
     fn load_and_check(load: impl FnOnce() -> *mut c_void) -> *mut c_void {
