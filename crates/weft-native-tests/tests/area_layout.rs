@@ -50,7 +50,9 @@ fn dlopen(path: &str) -> Result<*mut libc::c_void, String> {
 /// the library's constructor included — with a message naming the library
 /// and `WEFT_THREAD_LOCALS=carrier`. A library with dynamic TLS still
 /// loads, from a virtual thread too. Before: the load succeeded, and a
-/// virtual thread read its stack's contents as the library's variable.
+/// virtual thread read its stack's contents as the library's variable;
+/// and with the check but the load run on the area, the constructor wrote
+/// the top of the caller's stack (the `top` words below).
 #[test]
 fn an_initial_exec_library_loaded_after_areas_exist_is_refused() {
     if !areas_supported() {
@@ -68,9 +70,22 @@ fn an_initial_exec_library_loaded_after_areas_exist_is_refused() {
 
     let (refused, frame_ok, dyn_value) = rt
         .spawn(|| {
+            // The top of the stack, right below the area: where glibc
+            // places the library's initial-exec block (`tp - offset`),
+            // which its constructor writes. The words belong to the
+            // thread's outermost frames, suspended in calls: nothing else
+            // changes them while `dlopen` runs (pinned, it never switches).
+            let (lo, size) = own_stack();
+            let top = || {
+                // SAFETY: 128 bytes of the calling thread's own mapped
+                // stack, read as plain words.
+                unsafe { std::ptr::read_volatile((lo + size - 128) as *const [u64; 16]) }
+            };
             let frame = std::hint::black_box([0x5au8; 2048]);
+            let before = top();
             let refused = dlopen(IE_TLS_LIB).err();
-            let frame_ok = std::hint::black_box(frame).iter().all(|&b| b == 0x5a);
+            let frame_ok =
+                top() == before && std::hint::black_box(frame).iter().all(|&b| b == 0x5a);
             let h = dlopen(DYN_TLS_LIB).expect("a library with dynamic TLS loads");
             // SAFETY: the test library's function of this signature; the
             // handle is kept for the process's life.
