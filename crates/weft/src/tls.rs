@@ -169,8 +169,13 @@
 //!   glibc makes itself (NSS modules, `iconv` converters) do not go
 //!   through `dlopen` and are not checked: none of glibc 2.36's has
 //!   thread-locals of its own (the initial-exec accesses of `libresolv`
-//!   and `libnss_compat` are to libc's block, which every area holds). A refused module marked `RTLD_NODELETE`
-//!   stays loaded (its handle is closed and never returned).
+//!   and `libnss_compat` are to libc's block, which every area holds). A
+//!   refused module marked `RTLD_NODELETE` stays loaded (its handle is
+//!   closed and never returned). Called on a virtual thread, `dlopen` runs
+//!   on the carrier's TCB: the constructors of the modules it loads see
+//!   the carrier's thread-locals (a `thread_local` a C++ constructor makes
+//!   is the carrier's), while `weft::current()` is still the
+//!   virtual thread.
 //! - The `dtv` keeps the carrier's length (glibc's surplus slots
 //!   included) rather than the loaded modules' count: glibc reads a
 //!   `dtv`'s slots unchecked whenever its generation is current, and only
