@@ -588,16 +588,35 @@ impl Simulation {
     /// Whether the carrier's OS thread sleeps in the kernel (state `S` or
     /// `D` in Linux's `stat`) rather than runs or waits for a CPU (`R`):
     /// told by its state, not its CPU time, which a loaded machine cuts.
+    ///
+    /// A few looks, a millisecond apart, and asleep if any says so: a
+    /// thread asleep in a system call runs for a moment whenever a signal
+    /// reaches it (another test's sampler in the same process read `R`
+    /// once, for an `accept` that had used no CPU in 2 s), while a thread
+    /// that computes is never seen asleep.
     fn carrier_asleep(&self) -> Option<bool> {
         let tid = self.carrier_tid.load(Ordering::Relaxed);
-        let text = std::fs::read_to_string(format!("/proc/self/task/{tid}/stat")).ok()?;
-        // `pid (comm) state …`; the name may hold spaces and parentheses.
-        let state = text
-            .get(text.rfind(')')? + 1..)?
-            .trim_start()
-            .chars()
-            .next()?;
-        Some(matches!(state, 'S' | 'D'))
+        let mut seen = None;
+        for look in 0..3 {
+            if look > 0 {
+                std::thread::sleep(Duration::from_millis(1));
+            }
+            let Ok(text) = std::fs::read_to_string(format!("/proc/self/task/{tid}/stat")) else {
+                continue;
+            };
+            // `pid (comm) state …`; the name may hold spaces and parentheses.
+            let state = text
+                .rfind(')')
+                .and_then(|at| text.get(at + 1..))
+                .and_then(|rest| rest.trim_start().chars().next());
+            if let Some(state) = state {
+                if matches!(state, 'S' | 'D') {
+                    return Some(true);
+                }
+                seen = Some(false);
+            }
+        }
+        seen
     }
 
     /// Moves the carrier of a stuck run to `SCHED_IDLE` (see
