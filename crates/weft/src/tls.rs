@@ -198,7 +198,7 @@ pub(crate) fn isolated() -> bool {
     !AREA.with(Cell::get).is_null()
 }
 
-pub(crate) use imp::{Layout, adopt, layout, release_area, run_dtors, run_on, seed};
+pub(crate) use imp::{Layout, adopt, layout, release_area, run_dtors, run_on, seed, set_pin};
 
 /// Per-area bookkeeping, above the TCB copy.
 #[repr(C)]
@@ -1299,20 +1299,33 @@ mod imp {
         let (false, Some(Some(l))) = (h.is_null(), LAYOUT.get()) else {
             return f();
         };
-        let t = crate::thread::current_virtual();
-        if let Some(t) = t {
-            t.pin_depth.set(t.pin_depth.get() + 1);
+        let pin = PIN.load(Ordering::Acquire);
+        if pin == 0 {
+            return f(); // unreachable: set before the first area was made
         }
+        // SAFETY: stored by `set_pin` from a function of this type.
+        let pin = unsafe { std::mem::transmute::<usize, fn(bool)>(pin) };
+        pin(true);
         // SAFETY: the header is the running thread's, naming the carrier
         // that runs it (refreshed by `adopt` after a handoff), whose TCB
         // is complete and alive while it runs us; pinned, the thread stays
         // mounted on it until the area is put back. `f` is
         // `load_and_check`, not inlined.
         let r = unsafe { run_on(l, (*h).carrier_tp, f) };
-        if let Some(t) = t {
-            t.pin_depth.set(t.pin_depth.get() - 1);
-        }
+        pin(false);
         r
+    }
+
+    /// How [`on_carrier`] pins the calling virtual thread and unpins it
+    /// (`fn(true)`, `fn(false)`): given by the scheduler before it makes
+    /// an area (`set_pin`), as the thread's record is in a layer above
+    /// this one.
+    static PIN: AtomicUsize = AtomicUsize::new(0);
+
+    /// Sets how [`on_carrier`] pins and unpins the calling virtual thread;
+    /// called before an area is made (so before any thread runs on one).
+    pub(crate) fn set_pin(pin: fn(bool)) {
+        PIN.store(pin as usize, Ordering::Release);
     }
 
     /// Runs glibc's `load`, then undoes it if it placed a block in static
@@ -1474,6 +1487,7 @@ mod imp {
         match *l {}
     }
     pub(crate) fn run_dtors() {}
+    pub(crate) fn set_pin(_pin: fn(bool)) {}
 }
 
 pub(crate) use imp::init_area;

@@ -234,6 +234,7 @@ impl Carrier {
     /// this area).
     fn make_area(&self, top: usize, stack_lo: usize, thread: &Arc<VThread>) -> usize {
         let l = self.areas.expect("areas are on");
+        crate::tls::set_pin(pin_mounted);
         // SAFETY: the `reserve()` bytes below `top` were kept out of the
         // thread's stack (`CoroSlot::get`) and live as long as it; a
         // carrier it moves to later adopts the area (`tls::adopt`). The
@@ -314,5 +315,16 @@ impl Carrier {
             AfterSwitch::Parked => std::mem::forget(thread),
             AfterSwitch::Reschedule => self.push_next(thread),
         }
+    }
+}
+
+/// Pins (`true`) or unpins the calling virtual thread, as a `weft::pinned`
+/// section does: for `tls`'s `dlopen`, which runs glibc's load on the
+/// carrier's TCB and must not be unmounted meanwhile (`tls::set_pin`).
+fn pin_mounted(on: bool) {
+    if let Some(t) = crate::thread::current_virtual() {
+        let d = t.pin_depth.get();
+        t.pin_depth
+            .set(if on { d + 1 } else { d.saturating_sub(1) });
     }
 }
