@@ -94,8 +94,12 @@ fn a_checkout_fails_at_once_with_the_last_connection_error() {
             "{e}"
         );
     }
+    // Nothing is held or waiting. The pool keeps trying in the background,
+    // so an attempt may be in flight (`creating`, counted in `total`): it
+    // was, once, in a run beside a loaded machine.
     let m = pool.metrics();
-    assert_eq!((m.total, m.active, m.pending), (0, 0, 0), "{m:?}");
+    assert_eq!((m.active, m.idle, m.pending), (0, 0, 0), "{m:?}");
+    assert_eq!(m.total, m.creating, "{m:?}");
 }
 
 #[test]
