@@ -331,6 +331,11 @@ pub(crate) fn run_carrier(shared: Arc<Shared>, index: usize, local: Worker<Arc<V
             false => None,
         },
     };
+    if carrier.areas.is_some() {
+        // Before this carrier makes its first area: how `tls`'s `dlopen`
+        // pins a virtual thread (once per carrier, not per spawn).
+        crate::tls::set_pin(mount::pin_mounted);
+    }
     if carrier.polls {
         crate::netpoll::carrier_joined();
     }

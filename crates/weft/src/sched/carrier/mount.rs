@@ -234,7 +234,6 @@ impl Carrier {
     /// this area).
     fn make_area(&self, top: usize, stack_lo: usize, thread: &Arc<VThread>) -> usize {
         let l = self.areas.expect("areas are on");
-        crate::tls::set_pin(pin_mounted);
         // SAFETY: the `reserve()` bytes below `top` were kept out of the
         // thread's stack (`CoroSlot::get`) and live as long as it; a
         // carrier it moves to later adopts the area (`tls::adopt`). The
@@ -320,8 +319,9 @@ impl Carrier {
 
 /// Pins (`true`) or unpins the calling virtual thread, as a `weft::pinned`
 /// section does: for `tls`'s `dlopen`, which runs glibc's load on the
-/// carrier's TCB and must not be unmounted meanwhile (`tls::set_pin`).
-fn pin_mounted(on: bool) {
+/// carrier's TCB and must not be unmounted meanwhile (`tls::set_pin`, set
+/// by every carrier that makes areas before it makes one).
+pub(super) fn pin_mounted(on: bool) {
     if let Some(t) = crate::thread::current_virtual() {
         let d = t.pin_depth.get();
         t.pin_depth
