@@ -334,7 +334,7 @@ pub(crate) fn run_carrier(shared: Arc<Shared>, index: usize, local: Worker<Arc<V
     if carrier.areas.is_some() {
         // Before this carrier makes its first area: how `tls`'s `dlopen`
         // pins a virtual thread (once per carrier, not per spawn).
-        crate::tls::set_pin(mount::pin_mounted);
+        crate::tls::set_pin(pin_mounted);
     }
     if carrier.polls {
         crate::netpoll::carrier_joined();
@@ -366,5 +366,17 @@ pub(crate) fn run_carrier(shared: Arc<Shared>, index: usize, local: Worker<Arc<V
     if index >= carrier.shared.core {
         let Carrier { shared, local, .. } = carrier;
         shared.return_slot(index, local);
+    }
+}
+
+/// Pins (`true`) or unpins the calling virtual thread, as a `weft::pinned`
+/// section does: for `tls`'s `dlopen`, which runs glibc's load on the
+/// carrier's TCB and must not be unmounted meanwhile (`tls::set_pin`, set
+/// by every carrier that makes areas before it makes one).
+fn pin_mounted(on: bool) {
+    if let Some(t) = crate::thread::current_virtual() {
+        let d = t.pin_depth.get();
+        t.pin_depth
+            .set(if on { d + 1 } else { d.saturating_sub(1) });
     }
 }

@@ -316,15 +316,3 @@ impl Carrier {
         }
     }
 }
-
-/// Pins (`true`) or unpins the calling virtual thread, as a `weft::pinned`
-/// section does: for `tls`'s `dlopen`, which runs glibc's load on the
-/// carrier's TCB and must not be unmounted meanwhile (`tls::set_pin`, set
-/// by every carrier that makes areas before it makes one).
-pub(super) fn pin_mounted(on: bool) {
-    if let Some(t) = crate::thread::current_virtual() {
-        let d = t.pin_depth.get();
-        t.pin_depth
-            .set(if on { d + 1 } else { d.saturating_sub(1) });
-    }
-}
