@@ -176,7 +176,7 @@
 //! |---|---|---|
 //! | `WEFT_PARALLELISM` | carrier threads running virtual threads at once | number of CPUs |
 //! | `WEFT_MAX_POOL_SIZE` | upper bound on carriers, counting spares that replace blocked ones | 256 |
-//! | `WEFT_STACK_SIZE` | reserved stack per virtual thread, bytes or with a `k`/`m`/`g` suffix | 256 KiB |
+//! | `WEFT_STACK_SIZE` | reserved stack per virtual thread, bytes or with a `k`/`m`/`g` suffix | 128 KiB |
 //! | `WEFT_THREAD_LOCALS` | `carrier`: virtual threads share their carrier's thread-locals (see "Thread-locals") | each has its own |
 //! | `WEFT_STALL_THRESHOLD` | how long one virtual thread may hold a carrier before the monitor reports a stall (`20ms`, `500us`, `1s`) | 20 ms |
 //! | `WEFT_MAX_BLOCKING_THREADS` | OS threads that run [`blocking`] closures | 512 |
@@ -189,12 +189,13 @@
 //!
 //! # Stacks
 //!
-//! Each virtual thread reserves `WEFT_STACK_SIZE` (256 KiB by default) of
-//! address space, committed page by page as it is used: a sleeping thread
-//! costs about one page of stack, plus its share of a page-table page (one
-//! per 2 MiB of reserved slots: 0.5 KiB per thread at 256 KiB, 2 KiB at
-//! 1 MiB). Code that recurses deeply (more than a couple of hundred KiB of
-//! frames) asks for more with [`Builder::stack_size`] or `WEFT_STACK_SIZE`
+//! Each virtual thread reserves `WEFT_STACK_SIZE` (128 KiB by default, as
+//! musl gives its threads) of address space, committed page by page as it
+//! is used: a sleeping thread costs one page, which it shares with its
+//! thread-local area, plus its share of a page-table page (one per 2 MiB
+//! of reserved slots: 0.25 KiB per thread at 128 KiB, 2 KiB at 1 MiB).
+//! Code that recurses deeply (more than about a hundred KiB of frames;
+//! debug builds use several times the stack of release ones) asks for more with [`Builder::stack_size`] or `WEFT_STACK_SIZE`
 //! (std's threads default to 2 MiB, Java's to 1 MiB). Guard pages are
 //! installed with `MADV_GUARD_INSTALL` (Linux ≥ 6.13), so a million threads fit under the
 //! default `vm.max_map_count`; older kernels fall back to `mprotect` (two

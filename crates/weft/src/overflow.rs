@@ -4,8 +4,8 @@
 //! page at the bottom of its slot (see `stack.rs`). Our SIGSEGV/SIGBUS
 //! handler runs on the carrier's alternate signal stack, recognises a
 //! guard-page address, prints
-//! `virtual thread '<name>' (#id) has overflowed its stack (<size>)` and
-//! aborts, like std does for OS threads. Any other fault is handed to the
+//! `virtual thread '<name>' (#id) has overflowed its stack (<size>)` with
+//! the two ways to a bigger stack, and aborts, like std does for OS threads. Any other fault is handed to the
 //! handler that was installed before ours (std's own, or the default).
 
 use std::sync::Once;
@@ -91,7 +91,10 @@ fn report_overflow(size: usize) {
     };
     write_stderr(fmt_u64(n, &mut buf));
     write_stderr(unit);
-    write_stderr(b")\nfatal runtime error: stack overflow, aborting\n");
+    write_stderr(
+        b"); give it more with WEFT_STACK_SIZE or weft::Builder::stack_size\n\
+          fatal runtime error: stack overflow, aborting\n",
+    );
 }
 
 fn chain(sig: libc::c_int, info: *mut libc::siginfo_t, ctx: *mut libc::c_void) {

@@ -14,17 +14,19 @@ use crate::stack::{Stack, StackPool};
 use crate::thread::JoinHandle;
 use crate::thread::{Schedule, VThread};
 
-/// Default reserved stack per virtual thread: 256 KiB.
+/// Default reserved stack per virtual thread: 128 KiB (musl's default for
+/// its threads).
 ///
 /// Chosen by measurement (the crate docs, "Stacks", and `stack.rs`): a
 /// parked thread costs one page of stack either way, but page tables cost
 /// one 4 KiB page per 2 MiB of reserved slots that hold a live thread, so
 /// 1 MiB slots added 2 KiB per parked thread and made a million spawns
-/// twice as slow (zeroing the page-table pages). Deep recursion needs
+/// twice as slow (zeroing the page-table pages); 128 KiB costs a quarter
+/// KiB, 256 KiB half a KiB. Deep recursion needs
 /// [`Builder::stack_size`](crate::Builder::stack_size),
 /// [`RuntimeBuilder::stack_size`] or `WEFT_STACK_SIZE`; an overflow is
 /// detected exactly and aborts with a message naming the thread.
-pub const DEFAULT_STACK_SIZE: usize = 256 << 10;
+pub const DEFAULT_STACK_SIZE: usize = 128 << 10;
 /// Default bound on carriers, counting spares that compensate for blocked
 /// ones (the JDK's `jdk.virtualThreadScheduler.maxPoolSize` default).
 pub const DEFAULT_MAX_POOL_SIZE: usize = 256;
@@ -180,7 +182,7 @@ impl RuntimeBuilder {
     }
 
     /// Default reserved stack size of this runtime's virtual threads
-    /// (default [`DEFAULT_STACK_SIZE`], 256 KiB; committed lazily).
+    /// (default [`DEFAULT_STACK_SIZE`], 128 KiB; committed lazily).
     pub fn stack_size(mut self, bytes: usize) -> Self {
         self.stack_size = Some(bytes);
         self

@@ -111,9 +111,8 @@
 //! (a few hundred bytes for a Rust program), and right below them the top
 //! of the stack: a thread parked in `weft::park` touches that one page
 //! only — the same one page a thread without an area touches (its stack's
-//! top) — plus its `dtv` in the heap (304 bytes with malloc's header for
-//! a program whose TLS modules are the executable and libc: the carrier's
-//! length, 2 slots and glibc's 14 spare ones). Mount
+//! top) — plus its `dtv` in the heap (80 bytes with malloc's header for
+//! a program whose TLS modules are the executable and libc). Mount
 //! and unmount each add the mirror copy and a `wrfsbase` (5 ns on the
 //! 2-core VM these were measured on); a spawn adds the other modules'
 //! template copies and the `dtv`'s `malloc`/`free`. Measured 2026-11-25
@@ -176,11 +175,17 @@
 //!   the carrier's thread-locals (a `thread_local` a C++ constructor makes
 //!   is the carrier's), while `weft::current()` is still the
 //!   virtual thread.
-//! - The `dtv` keeps the carrier's length (glibc's surplus slots
-//!   included) rather than the loaded modules' count: glibc reads a
-//!   `dtv`'s slots unchecked whenever its generation is current, and only
-//!   the length of a glibc-made `dtv` is known to cover every module of
-//!   that generation.
+//! - The `dtv` holds the slots the carrier's uses, up to its last
+//!   non-zero one, without glibc's 14 spare slots: glibc reads a `dtv`'s
+//!   slots unchecked whenever its generation is current, and every module
+//!   of the carrier `dtv`'s generation has a non-zero slot in it (glibc
+//!   fills them when it makes or updates a `dtv`, `_dl_allocate_tls_init`
+//!   and `_dl_update_slotinfo`), so none lies past the copy's length; a
+//!   module of a later generation sends `__tls_get_addr` through glibc's
+//!   update, which grows the `dtv` (`realloc`: it is `malloc`ed) before
+//!   it writes a slot past the end. 80 bytes with malloc's header for a
+//!   program whose modules with thread-locals are the executable and
+//!   libc, 304 with the spare slots.
 
 use std::cell::Cell;
 
@@ -634,8 +639,35 @@ mod imp {
     /// first `__tls_get_addr` for the module.
     const DTV_UNALLOCATED: usize = usize::MAX;
 
+    /// How many module slots of the `dtv` at `dtv` are in use: the last
+    /// one glibc ever set. glibc fills the slot of every module of the
+    /// `dtv`'s generation when it makes or updates the `dtv` (a block's
+    /// address, or `TLS_DTV_UNALLOCATED` until first use), and leaves the
+    /// spare slots past them zero (`calloc`, and `_dl_resize_dtv` clears
+    /// what it adds); a slot whose module was unloaded keeps its last
+    /// value. So every module of that generation has its slot at or below
+    /// the last non-zero one.
+    ///
+    /// # Safety
+    ///
+    /// `dtv` is slot 0 of a glibc thread's `dtv`, not changed meanwhile
+    /// (the calling thread's own).
+    unsafe fn used_len(dtv: *const DtvSlot) -> usize {
+        // SAFETY: slots -1..=len of a glibc dtv are readable (caller).
+        unsafe {
+            let len = dtv.sub(1).read().val;
+            (1..=len)
+                .rev()
+                .find(|&i| dtv.add(i).read().val != 0)
+                .unwrap_or(0)
+        }
+    }
+
     /// A `dtv` for the area at `tp`, made from the carrier's: the same
-    /// length and generation; a module whose carrier block is in static
+    /// generation, and the slots the carrier's uses (not glibc's 14 spare
+    /// ones: see [`used_len`] for why no module of that generation lies
+    /// past them, and a later generation sends glibc through its update,
+    /// which grows the `dtv` first); a module whose carrier block is in static
     /// TLS gets the area's block at the same offset, any other (a
     /// `dlopen`ed module's, made on first use) is left for glibc to make
     /// afresh for this thread. Allocated with `malloc`: glibc `realloc`s a
@@ -650,7 +682,7 @@ mod imp {
         // slot 0 of its dtv, slot -1 holding the slot count.
         unsafe {
             let cdtv = ((carrier_tp + 8) as *const *const DtvSlot).read();
-            let len = cdtv.sub(1).read().val;
+            let len = used_len(cdtv);
             let raw = libc::calloc(len + 2, size_of::<DtvSlot>()).cast::<DtvSlot>();
             if raw.is_null() {
                 std::alloc::handle_alloc_error(std::alloc::Layout::new::<DtvSlot>());
