@@ -22,8 +22,8 @@
 //! at a tenth of their size, in every language (Java's JIT needs it most).
 
 use std::io::{Read, Write};
-use std::sync::Arc;
-use std::sync::atomic::{AtomicU8, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU8, AtomicU64, Ordering};
+use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
 /// The Rust runtimes a worker can run on.
@@ -54,6 +54,9 @@ pub fn run(rt: Rt, workload: &str, args: &[String]) -> Result<(), String> {
         a.parse()
             .map_err(|e| format!("{workload}: argument {} ({a:?}): {e}", i + 1))
     };
+    // Figures beside the main one, as `,"name":value` (the park workload's
+    // time until all are parked).
+    let mut extra = String::new();
     let (value, unit) = match workload {
         "spawn" | "spawn-main" => {
             let (n, from) = (arg(0)?, From::of(workload));
@@ -74,6 +77,11 @@ pub fn run(rt: Rt, workload: &str, args: &[String]) -> Result<(), String> {
             let d = Duration::from_millis(arg(1)?);
             let took = sleep(rt, arg(0)?, d, From::of(workload));
             (took.as_secs_f64() * 1e3, "ms")
+        }
+        "park" => {
+            let (kib, until) = park(rt, arg(0)?)?;
+            extra = format!(",\"parked_ms\":{:.3}", until.as_secs_f64() * 1e3);
+            (kib, "KiB")
         }
         "mutex" => {
             let (t, ops) = (arg(0)?, arg(1)?);
@@ -99,7 +107,7 @@ pub fn run(rt: Rt, workload: &str, args: &[String]) -> Result<(), String> {
     };
     let hwm = crate::proc::vm_hwm_kib("self").unwrap_or(0);
     println!(
-        "{{\"workload\":\"{workload}\",\"value\":{value:.3},\"unit\":\"{unit}\",\"hwm_kib\":{hwm}}}"
+        "{{\"workload\":\"{workload}\",\"value\":{value:.3},\"unit\":\"{unit}\",\"hwm_kib\":{hwm}{extra}}}"
     );
     Ok(())
 }
@@ -513,6 +521,204 @@ fn sleep(rt: Rt, n: u64, d: Duration, from: From) -> Duration {
             || run::<StdThreads>(n, d),
         ),
     }
+}
+
+// ---------------------------------------------------------------------------
+// park: N threads spawned from main, each blocked until released
+// ---------------------------------------------------------------------------
+
+/// How long `park` waits after the last thread has counted itself before it
+/// reads the process's memory. Each thread counts itself right before it
+/// blocks, so when the count is complete the last few may still be on
+/// their way to blocking: a few instructions, unless the OS has not run
+/// their carrier or worker yet. The Go and Java workers wait as long.
+const SETTLE: Duration = Duration::from_millis(200);
+
+/// `VmRSS` + `VmPTE` of this process in KiB, from one read of
+/// `/proc/self/status`: resident memory and the page tables that map it,
+/// both of which a parked thread's pages cost.
+fn resident_kib() -> Result<u64, String> {
+    let s = std::fs::read_to_string("/proc/self/status")
+        .map_err(|e| format!("park: cannot read /proc/self/status: {e}"))?;
+    let field = |key: &str| {
+        s.lines()
+            .find_map(|l| l.strip_prefix(key))
+            .and_then(|v| v.split_whitespace().next())
+            .and_then(|v| v.parse::<u64>().ok())
+            .ok_or_else(|| format!("park: no {key} in /proc/self/status"))
+    };
+    Ok(field("VmRSS:")? + field("VmPTE:")?)
+}
+
+/// Counts the threads of a `park` run as each reaches its blocking point,
+/// and notes when the last one did.
+struct Arrivals {
+    n: u64,
+    arrived: AtomicU64,
+    all_at: OnceLock<Instant>,
+}
+
+impl Arrivals {
+    fn new(n: u64) -> Arrivals {
+        Arrivals {
+            n,
+            arrived: AtomicU64::new(0),
+            all_at: OnceLock::new(),
+        }
+    }
+
+    /// Counts the calling thread; true for the `n`th, which has noted the
+    /// time in `all_at`.
+    fn arrive(&self) -> bool {
+        // Relaxed: the counter's own modification order makes exactly one
+        // caller the `n`th, and the `OnceLock` publishes the time it notes.
+        let last = self.arrived.fetch_add(1, Ordering::Relaxed) + 1 == self.n;
+        if last {
+            let _ = self.all_at.set(Instant::now());
+        }
+        last
+    }
+}
+
+/// One `park` run.
+struct ParkRun {
+    /// From the first spawn until the last thread counted itself.
+    until: Duration,
+    /// `resident_kib` before the first spawn, and [`SETTLE`] after the
+    /// last thread counted itself.
+    before_kib: u64,
+    after_kib: u64,
+}
+
+/// `park`: `n` threads spawned from this (main) thread, each counting
+/// itself and then blocking until released; once all have counted and
+/// [`SETTLE`] has passed, the growth of `VmRSS` + `VmPTE` per thread (KiB)
+/// and the time until all had counted. Then they are released and joined
+/// (not timed). The handles kept to join them are part of the memory. A
+/// first run of one thread through the same path starts what the runtime
+/// starts lazily (carriers, workers) before the baseline is read.
+fn park(rt: Rt, n: u64) -> Result<(f64, Duration), String> {
+    if n == 0 {
+        return Err("park: at least one thread".into());
+    }
+    let r = match rt {
+        Rt::TokioMt | Rt::TokioCt => tokio_rt(rt).block_on(async move {
+            park_tasks(1).await?;
+            park_tasks(n).await
+        })?,
+        Rt::Weft => {
+            park_blocking::<WeftThreads>(1)?;
+            park_blocking::<WeftThreads>(n)?
+        }
+        Rt::Std => {
+            park_blocking::<StdThreads>(1)?;
+            park_blocking::<StdThreads>(n)?
+        }
+    };
+    let kib = r.after_kib.saturating_sub(r.before_kib) as f64 / n as f64;
+    Ok((kib, r.until))
+}
+
+/// A `park` run of `B`'s threads (Weft: spawned from `fn main`), each
+/// parked until a flag is set; this OS thread waits with `std`'s park.
+fn park_blocking<B: Blocking>(n: u64) -> Result<ParkRun, String> {
+    struct Gate {
+        arrivals: Arrivals,
+        released: AtomicBool,
+        main: std::thread::Thread,
+    }
+    let gate = Arc::new(Gate {
+        arrivals: Arrivals::new(n),
+        released: AtomicBool::new(false),
+        main: std::thread::current(),
+    });
+    let before_kib = resident_kib()?;
+    let t0 = Instant::now();
+    let hs: Vec<_> = (0..n)
+        .map(|_| {
+            let g = gate.clone();
+            B::spawn(move || {
+                if g.arrivals.arrive() {
+                    g.main.unpark();
+                }
+                // An unpark that comes before the park is kept as its
+                // token: the flag's store below is never missed.
+                while !g.released.load(Ordering::Acquire) {
+                    B::park();
+                }
+            })
+        })
+        .collect();
+    let all_at = loop {
+        match gate.arrivals.all_at.get() {
+            Some(&t) => break t,
+            None => std::thread::park(),
+        }
+    };
+    std::thread::sleep(SETTLE);
+    let after_kib = resident_kib();
+    gate.released.store(true, Ordering::Release);
+    for h in &hs {
+        B::unpark(&B::thread_of(h));
+    }
+    for h in hs {
+        B::join(h);
+    }
+    Ok(ParkRun {
+        until: all_at - t0,
+        before_kib,
+        after_kib: after_kib?,
+    })
+}
+
+/// A `park` run of Tokio tasks spawned from the `block_on` future, each
+/// waiting on a semaphore of no permits that is closed on release (a
+/// closed semaphore fails every waiter, present and future, so none can
+/// miss it).
+async fn park_tasks(n: u64) -> Result<ParkRun, String> {
+    use tokio::sync::{Notify, Semaphore};
+    struct Gate {
+        arrivals: Arrivals,
+        all: Notify,
+        release: Semaphore,
+    }
+    let gate = Arc::new(Gate {
+        arrivals: Arrivals::new(n),
+        all: Notify::new(),
+        release: Semaphore::new(0),
+    });
+    let before_kib = resident_kib()?;
+    let t0 = Instant::now();
+    let hs: Vec<_> = (0..n)
+        .map(|_| {
+            let g = gate.clone();
+            tokio::spawn(async move {
+                if g.arrivals.arrive() {
+                    g.all.notify_one();
+                }
+                let _ = g.release.acquire().await;
+            })
+        })
+        .collect();
+    // `notify_one` before this future waits leaves a permit that the next
+    // `notified()` takes: the last arrival is never missed.
+    let all_at = loop {
+        match gate.arrivals.all_at.get() {
+            Some(&t) => break t,
+            None => gate.all.notified().await,
+        }
+    };
+    tokio::time::sleep(SETTLE).await;
+    let after_kib = resident_kib();
+    gate.release.close();
+    for h in hs {
+        h.await.map_err(|e| format!("park: a task failed: {e}"))?;
+    }
+    Ok(ParkRun {
+        until: all_at - t0,
+        before_kib,
+        after_kib: after_kib?,
+    })
 }
 
 // ---------------------------------------------------------------------------
