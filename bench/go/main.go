@@ -21,6 +21,7 @@
 //	spawn <n>                          start n empty goroutines, wait for all (ns/op)
 //	pingpong <n>                       n round trips over two unbuffered channels (ns/op)
 //	sleep <n> <ms>                     n goroutines each sleep ms milliseconds (ms)
+//	park <n>                           n goroutines blocked at once: KiB per goroutine, and parked_ms
 //	mutex <threads> <ops>              contended sync.Mutex counter increments (ns/op)
 //	channel <producers> <msgs> <cap>   many producers, one consumer, one channel (msg/s)
 //	echo-server                        TCP echo server on 127.0.0.1, kernel-chosen port
@@ -43,6 +44,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -55,24 +57,41 @@ type result struct {
 	// orchestrator cannot use wait4's ru_maxrss, which keeps the parent's
 	// high-water mark across fork+exec.
 	HwmKiB uint64 `json:"hwm_kib"`
+	// ParkedMs is the park workload's second figure: the time until all
+	// goroutines are blocked.
+	ParkedMs *float64 `json:"parked_ms,omitempty"`
 }
 
 // peakRSSKiB reads VmHWM from /proc/self/status (0 if unavailable).
 func peakRSSKiB() uint64 {
+	v, _ := statusKiB("VmHWM:")
+	return v
+}
+
+// statusKiB returns the sum of the given fields of one read of
+// /proc/self/status (in KiB), and whether every one was there.
+func statusKiB(keys ...string) (uint64, bool) {
 	data, err := os.ReadFile("/proc/self/status")
 	if err != nil {
-		return 0
+		return 0, false
 	}
+	var sum uint64
+	found := 0
 	for _, line := range strings.Split(string(data), "\n") {
-		if rest, ok := strings.CutPrefix(line, "VmHWM:"); ok {
-			fields := strings.Fields(rest)
-			if len(fields) > 0 {
-				v, _ := strconv.ParseUint(fields[0], 10, 64)
-				return v
+		for _, key := range keys {
+			if rest, ok := strings.CutPrefix(line, key); ok {
+				fields := strings.Fields(rest)
+				if len(fields) > 0 {
+					v, err := strconv.ParseUint(fields[0], 10, 64)
+					if err == nil {
+						sum += v
+						found++
+					}
+				}
 			}
 		}
 	}
-	return 0
+	return sum, found == len(keys)
 }
 
 const usage = `usage: gobench <workload> <args...>
@@ -80,6 +99,7 @@ workloads:
   spawn <n>
   pingpong <n>
   sleep <n> <ms>
+  park <n>
   mutex <threads> <ops>
   channel <producers> <msgs> <cap>
   echo-server
@@ -106,6 +126,11 @@ func main() {
 		n := parseInt("n", args[0], 1)
 		ms := parseInt("ms", args[1], 0)
 		report(name, runSleep(n, ms), "ms")
+	case "park":
+		expectArgs(name, args, "<n>")
+		n := parseInt("n", args[0], 1)
+		kib, ms := runPark(n)
+		reportWith(result{Workload: name, Value: kib, Unit: "KiB", ParkedMs: &ms})
 	case "mutex":
 		expectArgs(name, args, "<threads>", "<ops>")
 		threads := parseInt("threads", args[0], 1)
@@ -163,7 +188,14 @@ func parseInt(what, s string, min int) int {
 
 // report prints the single JSON result line to stdout.
 func report(workload string, value float64, unit string) {
-	line, err := json.Marshal(result{Workload: workload, Value: value, Unit: unit, HwmKiB: peakRSSKiB()})
+	reportWith(result{Workload: workload, Value: value, Unit: unit})
+}
+
+// reportWith prints r, with this process's peak RSS, as the single JSON
+// result line.
+func reportWith(r result) {
+	r.HwmKiB = peakRSSKiB()
+	line, err := json.Marshal(r)
 	if err != nil {
 		fail("encoding result: " + err.Error())
 	}
@@ -253,6 +285,77 @@ func runSleep(n, ms int) float64 {
 	elapsed := time.Since(start)
 
 	return float64(elapsed.Nanoseconds()) / 1e6
+}
+
+// ---------------------------------------------------------------------------
+// 3b. park: n goroutines started from the main goroutine, each counting
+// itself and then blocked on a channel until main closes it. Reports the
+// growth of VmRSS + VmPTE per goroutine (KiB), read settle after the last
+// one counted itself, and the time from the first go statement until the
+// last one counted itself. A first run of one goroutine before the baseline
+// starts what that path starts lazily; no collection is forced (one could
+// hand memory back to the OS while the run is measured).
+// ---------------------------------------------------------------------------
+
+// settle is how long park waits after the last goroutine counted itself,
+// so that the last few have reached their channel receive (the Rust and
+// Java workers wait as long).
+const settle = 200 * time.Millisecond
+
+// parkGate is what the goroutines of one park run share.
+type parkGate struct {
+	n       int64
+	arrived atomic.Int64
+	// allAt receives the time the last goroutine counted itself.
+	allAt   chan time.Time
+	release chan struct{}
+	wg      sync.WaitGroup
+}
+
+func runPark(n int) (kibPerGoroutine, parkedMs float64) {
+	parkOnce(1)
+	until, before, after := parkOnce(n)
+	var growth uint64
+	if after > before {
+		growth = after - before
+	}
+	return float64(growth) / float64(n), float64(until.Nanoseconds()) / 1e6
+}
+
+// parkOnce runs n blocked goroutines; it returns the time until all had
+// counted themselves and VmRSS + VmPTE before and after.
+func parkOnce(n int) (time.Duration, uint64, uint64) {
+	g := &parkGate{n: int64(n), allAt: make(chan time.Time, 1), release: make(chan struct{})}
+	g.wg.Add(n)
+	before := residentKiB()
+	start := time.Now()
+	for i := 0; i < n; i++ {
+		go parked(g)
+	}
+	all := <-g.allAt
+	time.Sleep(settle)
+	after := residentKiB()
+	close(g.release)
+	g.wg.Wait()
+	return all.Sub(start), before, after
+}
+
+func parked(g *parkGate) {
+	if g.arrived.Add(1) == g.n {
+		g.allAt <- time.Now()
+	}
+	<-g.release
+	g.wg.Done()
+}
+
+// residentKiB is VmRSS + VmPTE: resident memory and the page tables that
+// map it.
+func residentKiB() uint64 {
+	v, ok := statusKiB("VmRSS:", "VmPTE:")
+	if !ok {
+		fail("park: no VmRSS or VmPTE in /proc/self/status")
+	}
+	return v
 }
 
 // ---------------------------------------------------------------------------

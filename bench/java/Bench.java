@@ -14,6 +14,7 @@
  *   spawn <n>                          start n empty virtual threads, join all    -> ns/op
  *   pingpong <n>                       n park/unpark round trips, two threads      -> ns/op
  *   sleep <n> <ms>                     n virtual threads sleep ms, join all        -> ms (wall)
+ *   park <n>                           n virtual threads parked at once            -> KiB/thread, parked_ms
  *   mutex <threads> <ops>              threads x ops increments under one lock     -> ns/op
  *   channel <producers> <msgs> <cap>   producers -> bounded queue -> one consumer  -> msg/s
  *   echo-server                        TCP echo server, one virtual thread/conn    (until killed)
@@ -22,7 +23,8 @@
  *
  * Output contract: a measuring workload prints exactly one JSON line to stdout,
  *   {"workload":"<name>","value":<double>,"unit":"<unit>","hwm_kib":<peak RSS>}
- * and exits 0 (hwm_kib: this process's VmHWM at the end of the run). The
+ * and exits 0 (hwm_kib: this process's VmHWM at the end of the run; park adds
+ * "parked_ms":<double>, the time until all its threads are parked). The
  * servers print exactly "ready <port>" and then serve until SIGTERM (their
  * peak RSS is read by the orchestrator from /proc). Wrong arguments or a
  * failed verification: message on stderr, exit 1. Nothing else is ever
@@ -68,6 +70,8 @@ import java.util.concurrent.BlockingQueue;
 import java.util.concurrent.CountDownLatch;
 import java.util.concurrent.Executors;
 import java.util.concurrent.SynchronousQueue;
+import java.util.concurrent.atomic.AtomicBoolean;
+import java.util.concurrent.atomic.AtomicInteger;
 import java.util.concurrent.atomic.AtomicLong;
 import java.util.concurrent.locks.LockSupport;
 import java.util.concurrent.locks.ReentrantLock;
@@ -87,6 +91,7 @@ public final class Bench {
               spawn <n>
               pingpong <n>
               sleep <n> <ms>
+              park <n>
               mutex <threads> <ops>
               channel <producers> <msgs> <cap>      (cap 0 = SynchronousQueue)
               echo-server
@@ -111,6 +116,10 @@ public final class Bench {
                 case "sleep", "sleep-main" -> {
                     expectArgs(args, 2);
                     report(workload, sleep(parseCount(args[1], "n"), parseNonNegative(args[2], "ms")), "ms");
+                }
+                case "park" -> {
+                    expectArgs(args, 1);
+                    park(parseCount(args[1], "n"));
                 }
                 case "mutex" -> {
                     expectArgs(args, 2);
@@ -254,6 +263,88 @@ public final class Bench {
         }
         long elapsed = System.nanoTime() - start;
         return elapsed / 1e6;
+    }
+
+    // ---------------------------------------------------------------------------------------
+    // 3b. park: n virtual threads started from the main thread, each counting itself and then
+    //     parked (LockSupport.park in a loop on a flag) until main releases them. Reports the
+    //     growth of VmRSS + VmPTE per thread in KiB, read SETTLE_MS after the last one counted
+    //     itself (the heap's growth is in it: parked virtual threads' stacks live in the heap),
+    //     and the time from the first start until the last one counted itself. A first run of
+    //     one thread before the baseline starts the scheduler's carriers. No System.gc(): G1
+    //     hands memory back to the OS concurrently after it, while the run is measured (at
+    //     1,000 threads the growth read 0). Not warmed up further: a larger warm-up would
+    //     leave heap touched that the measured run then reuses.
+    // ---------------------------------------------------------------------------------------
+
+    /** How long park waits after the last thread counted itself (as the Rust and Go workers). */
+    private static final long SETTLE_MS = 200;
+
+    private static void park(int n) throws InterruptedException {
+        parkOnce(1);
+        long[] r = parkOnce(n);
+        double kib = Math.max(0, r[2] - r[1]) / (double) n;
+        String parkedMs = new BigDecimal(Double.toString(r[0] / 1e6)).toPlainString();
+        report("park", kib, "KiB", ",\"parked_ms\":" + parkedMs);
+    }
+
+    /**
+     * Returns the nanoseconds until all n threads had counted themselves, and VmRSS + VmPTE
+     * (KiB) before the first start and SETTLE_MS after the last count.
+     */
+    private static long[] parkOnce(int n) throws InterruptedException {
+        AtomicInteger arrived = new AtomicInteger();
+        AtomicBoolean released = new AtomicBoolean();
+        CountDownLatch allParked = new CountDownLatch(1);
+        long[] allAt = new long[1]; // written by the last thread before countDown()
+        Runnable parked = () -> {
+            if (arrived.incrementAndGet() == n) {
+                allAt[0] = System.nanoTime();
+                allParked.countDown();
+            }
+            // An unpark before the park is kept as its permit: the release is never missed.
+            while (!released.get()) {
+                LockSupport.park();
+            }
+        };
+        Thread.Builder builder = Thread.ofVirtual();
+        Thread[] threads = new Thread[n];
+        long before = residentKib();
+        long start = System.nanoTime();
+        for (int i = 0; i < n; i++) {
+            threads[i] = builder.start(parked);
+        }
+        allParked.await();
+        Thread.sleep(SETTLE_MS);
+        long after = residentKib();
+        released.set(true);
+        for (Thread t : threads) {
+            LockSupport.unpark(t);
+        }
+        for (Thread t : threads) {
+            t.join();
+        }
+        return new long[] {allAt[0] - start, before, after};
+    }
+
+    /** VmRSS + VmPTE from one read of /proc/self/status, in KiB: memory and its page tables. */
+    private static long residentKib() {
+        long sum = 0;
+        int found = 0;
+        try {
+            for (String line : Files.readAllLines(Path.of("/proc/self/status"))) {
+                if (line.startsWith("VmRSS:") || line.startsWith("VmPTE:")) {
+                    sum += Long.parseLong(line.substring(6).trim().split("\\s+")[0]);
+                    found++;
+                }
+            }
+        } catch (IOException | RuntimeException e) {
+            fail("park: cannot read /proc/self/status: " + e);
+        }
+        if (found != 2) {
+            fail("park: no VmRSS or VmPTE in /proc/self/status");
+        }
+        return sum;
     }
 
     // ---------------------------------------------------------------------------------------
@@ -600,6 +691,11 @@ public final class Bench {
 
     /** Prints the single result line as JSON and flushes. */
     private static void report(String workload, double value, String unit) {
+        report(workload, value, unit, "");
+    }
+
+    /** The result line with {@code extra} (further {@code ,"name":value} pairs) at its end. */
+    private static void report(String workload, double value, String unit, String extra) {
         if (!Double.isFinite(value)) {
             fail(workload + ": measured value is not finite: " + value);
         }
@@ -608,7 +704,7 @@ public final class Bench {
         String number = new BigDecimal(Double.toString(value)).toPlainString();
         PrintStream out = System.out;
         out.println("{\"workload\":\"" + workload + "\",\"value\":" + number + ",\"unit\":\"" + unit
-                + "\",\"hwm_kib\":" + peakRssKib() + "}");
+                + "\",\"hwm_kib\":" + peakRssKib() + extra + "}");
         out.flush();
     }
 

@@ -38,6 +38,12 @@
 //! second, half as long, opens a new connection per request and reports
 //! full handshakes / s and their p99, each as a row of its own.
 //!
+//! The park rows (`park-100k`, and `park-1m` in full runs; issue #40)
+//! spawn N threads from the main thread that each block until released,
+//! and report two figures from one run: the memory per parked thread
+//! (growth of `VmRSS` + `VmPTE` over N, read by the worker itself) and the
+//! time until all are parked (`worker::park` and its Go and Java twins).
+//!
 //! The hog rows (`hog-1`, `hog-2`; issue #39, full runs only) start the
 //! `http-server` and load `/hello` while one or two `GET /cpu` requests
 //! compute for 4 s on the server (`worker::spin`, the same hash loop in Go
@@ -189,6 +195,7 @@ fn plan(quick: bool, runs: Option<usize>) -> Vec<Spec> {
     v.extend(spawn_rows(&z));
     v.extend(handoff_rows(&z));
     v.extend(sleep_rows(&z));
+    v.extend(park_rows(&z));
     v.extend(echo_rows(&z));
     v.extend(http_rows(&z));
     v.extend(hog_rows(&z));
@@ -222,6 +229,16 @@ impl Sizing {
             srv_warmup,
             srv_window,
             map_count: max_map_count(),
+        }
+    }
+
+    /// The sizes of the fan-out rows (sleepers, parked threads): 100k, and
+    /// 1M in a full suite.
+    fn fan_out_sizes(&self) -> &'static [u64] {
+        if self.quick {
+            &[100_000]
+        } else {
+            &[100_000, 1_000_000]
         }
     }
 
@@ -387,11 +404,7 @@ fn handoff_rows(z: &Sizing) -> Vec<Spec> {
 /// N × sleep(1 s): 100k (and 1M in a full suite), spawned from a virtual
 /// thread, then from main.
 fn sleep_rows(z: &Sizing) -> Vec<Spec> {
-    let sizes: &[u64] = if z.quick {
-        &[100_000]
-    } else {
-        &[100_000, 1_000_000]
-    };
+    let sizes = z.fan_out_sizes();
     let mut v: Vec<Spec> = sizes.iter().map(|&n| sleepers(z, n)).collect();
     for &n in sizes {
         let mut s = sleepers(z, n);
@@ -428,6 +441,29 @@ fn sleepers(z: &Sizing, n: u64) -> Spec {
         s.overrides.push(("std", cap));
     }
     s
+}
+
+/// N threads parked at once, spawned from main (issue #40): 100k, and 1M
+/// in a full suite. Two figures per cell from one run: the memory a parked
+/// thread costs, and the time until all are parked (`Run::parked_ms`).
+fn park_rows(z: &Sizing) -> Vec<Spec> {
+    let what = "spawn N threads from the main thread (Weft: fn main; Tokio: the block_on future; Go: the main goroutine; Java: the main thread); each counts itself and blocks until released (Weft, std and Java: park in a loop on a flag; Tokio: a semaphore of no permits, closed on release; Go: receive from a channel, closed on release). Memory per thread: the growth of VmRSS + VmPTE (/proc/self/status, read inside the worker 200 ms after the last one counted itself) over N, in KiB; the baseline is read after one thread went the same way, so what the runtime starts lazily is in it; the handles kept to join the threads count, and Java's heap growth does (parked virtual threads' stacks live there). Time until all are parked: the first spawn until the last thread counted itself. Then all are released and joined, untimed";
+    z.fan_out_sizes()
+        .iter()
+        .map(|&n| {
+            let (id, title) = if n >= 1_000_000 {
+                ("park-1m", "1M threads parked, from main")
+            } else {
+                ("park-100k", "100k threads parked, from main")
+            };
+            let mut s = z.own(id, title, what, Unit::KiBPerThread, vec![n]);
+            s.runs = z.other_runs;
+            if let Some(cap) = z.std_thread_cap(n) {
+                s.overrides.push(("std", cap));
+            }
+            s
+        })
+        .collect()
 }
 
 /// TCP echo with 100 and 10,000 connections.
@@ -712,12 +748,9 @@ fn run_once(
             let m = proc::measure(launcher, spec.worker, args, limit)?;
             Ok(Run {
                 value: m.value,
-                p99_ms: None,
                 rss_kib: m.rss_kib,
-                errors: 0,
-                handshakes_per_sec: None,
-                handshake_p99_ms: None,
-                slowest_ms: None,
+                parked_ms: m.parked_ms,
+                ..Run::default()
             })
         }
         Drive::Echo { conns } => {
@@ -731,9 +764,7 @@ fn run_once(
                 p99_ms: Some(load.p99_ms),
                 rss_kib: rss,
                 errors: load.errors,
-                handshakes_per_sec: None,
-                handshake_p99_ms: None,
-                slowest_ms: None,
+                ..Run::default()
             })
         }
         Drive::Http {
@@ -751,9 +782,7 @@ fn run_once(
                 p99_ms: Some(load.p99_ms),
                 rss_kib: rss,
                 errors: load.errors,
-                handshakes_per_sec: None,
-                handshake_p99_ms: None,
-                slowest_ms: None,
+                ..Run::default()
             })
         }
         Drive::Http {
@@ -788,7 +817,7 @@ fn run_once(
                 errors: load.errors + hs.errors,
                 handshakes_per_sec: Some(hs.rate),
                 handshake_p99_ms: Some(hs.p99_ms),
-                slowest_ms: None,
+                ..Run::default()
             })
         }
         Drive::Hog { hogs, conns } => {
@@ -803,9 +832,8 @@ fn run_once(
                 p99_ms: load.p99_ms,
                 rss_kib: rss,
                 errors: load.errors,
-                handshakes_per_sec: None,
-                handshake_p99_ms: None,
                 slowest_ms: Some(load.slowest_ms),
+                ..Run::default()
             })
         }
     }
@@ -1109,8 +1137,11 @@ fn cell(spec: &Spec, column: &Column) -> Cell {
 /// A run's figures on the progress line.
 fn run_line(spec: &Spec, r: &Run) -> String {
     format!(
-        "{}{}{}  rss {}{}",
+        "{}{}{}{}  rss {}{}",
         spec.unit.format(r.value),
+        r.parked_ms
+            .map(|p| format!("  all parked in {}", Unit::Ms.format(p)))
+            .unwrap_or_default(),
         r.p99_ms
             .map(|p| format!("  p99 {}", Unit::Ms.format(p)))
             .unwrap_or_default(),
@@ -1261,6 +1292,7 @@ mod tests {
                     "channel",
                     "sleep",
                     "sleep-main",
+                    "park",
                 ];
                 assert!(known.contains(&s.worker), "{}: {}", s.id, s.worker);
             }

@@ -25,6 +25,9 @@ pub struct Measured {
     pub value: f64,
     /// Peak RSS in KiB.
     pub rss_kib: u64,
+    /// The `park` workload's second figure: ms until all threads are
+    /// parked (`"parked_ms"`).
+    pub parked_ms: Option<f64>,
 }
 
 /// Runs a result-printing workload to completion.
@@ -46,7 +49,11 @@ pub fn measure(
         .as_u64()
         .filter(|&k| k > 0)
         .unwrap_or(exit.max_rss_kib);
-    Ok(Measured { value, rss_kib })
+    Ok(Measured {
+        value,
+        rss_kib,
+        parked_ms: v["parked_ms"].as_f64(),
+    })
 }
 
 /// A server worker, listening.

@@ -22,6 +22,8 @@ pub enum Unit {
     Ms,
     /// Operations per second (higher is better), with the unit's name.
     PerSec(&'static str),
+    /// Resident memory per thread, KiB (lower is better).
+    KiBPerThread,
 }
 
 impl Unit {
@@ -37,12 +39,14 @@ impl Unit {
             Unit::PerSec(u) if v >= 1e6 => format!("{:.2} M {u}", v / 1e6),
             Unit::PerSec(u) if v >= 1e3 => format!("{:.1} k {u}", v / 1e3),
             Unit::PerSec(u) => format!("{v:.0} {u}"),
+            Unit::KiBPerThread if v >= 1024.0 => format!("{:.2} MiB", v / 1024.0),
+            Unit::KiBPerThread => format!("{v:.2} KiB"),
         }
     }
 }
 
 /// One measured run.
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Default, Serialize)]
 pub struct Run {
     /// The figure, in the workload's unit.
     pub value: f64,
@@ -60,6 +64,9 @@ pub struct Run {
     /// Workloads beside CPU-bound requests: the slowest one's response
     /// time (ms).
     pub slowest_ms: Option<f64>,
+    /// Parked-thread workloads: from the first spawn until the last thread
+    /// had counted itself, right before it blocked (ms).
+    pub parked_ms: Option<f64>,
 }
 
 /// One workload on one column.
@@ -92,6 +99,7 @@ impl Cell {
                 Metric::Handshakes => r.handshakes_per_sec,
                 Metric::HandshakeP99 => r.handshake_p99_ms,
                 Metric::Slowest => r.slowest_ms,
+                Metric::Parked => r.parked_ms,
             })
             .collect();
         median(&v)
@@ -294,6 +302,8 @@ pub enum Metric {
     HandshakeP99,
     /// Response time of the slowest CPU-bound request.
     Slowest,
+    /// Time until all threads are parked.
+    Parked,
 }
 
 /// The unit of TLS handshake rates.
@@ -310,6 +320,7 @@ impl Metric {
                 Metric::Handshakes => r.handshakes_per_sec.is_some(),
                 Metric::HandshakeP99 => r.handshake_p99_ms.is_some(),
                 Metric::Slowest => r.slowest_ms.is_some(),
+                Metric::Parked => r.parked_ms.is_some(),
             })
         })
     }
@@ -318,7 +329,9 @@ impl Metric {
     fn format(self, w: &WorkloadResult, v: f64) -> String {
         match self {
             Metric::Value => w.unit.format(v),
-            Metric::P99 | Metric::HandshakeP99 | Metric::Slowest => Unit::Ms.format(v),
+            Metric::P99 | Metric::HandshakeP99 | Metric::Slowest | Metric::Parked => {
+                Unit::Ms.format(v)
+            }
             Metric::Rss => format_kib(v as u64),
             Metric::Handshakes => HANDSHAKES.format(v),
         }
@@ -355,7 +368,12 @@ impl Report {
                     metric: Metric::Rss,
                 });
             }
-            for metric in [Metric::Handshakes, Metric::HandshakeP99, Metric::Slowest] {
+            for metric in [
+                Metric::Handshakes,
+                Metric::HandshakeP99,
+                Metric::Slowest,
+                Metric::Parked,
+            ] {
                 if metric.present(w) {
                     rows.push(Row {
                         workload: i,
@@ -380,7 +398,10 @@ impl Report {
     fn row_label(&self, row: &Row) -> String {
         let w = &self.workloads[row.workload];
         match row.metric {
-            Metric::Value => w.title.clone(),
+            Metric::Value => match w.unit {
+                Unit::KiBPerThread => format!("{} — memory per thread", w.title),
+                _ => w.title.clone(),
+            },
             Metric::P99 => format!("{} — p99", w.title),
             Metric::Rss => format!("{} — peak RSS", w.title),
             Metric::Handshakes => {
@@ -388,6 +409,7 @@ impl Report {
             }
             Metric::HandshakeP99 => format!("{} — TLS handshake p99", w.title),
             Metric::Slowest => format!("{} — slowest CPU-bound request", w.title),
+            Metric::Parked => format!("{} — time until all are parked", w.title),
         }
     }
 
@@ -396,7 +418,11 @@ impl Report {
         match row.metric {
             Metric::Value => w.ideal.map(|v| w.unit.format(v)),
             Metric::P99 => w.ideal_p99_ms.map(|v| Unit::Ms.format(v)),
-            Metric::Rss | Metric::Handshakes | Metric::HandshakeP99 | Metric::Slowest => None,
+            Metric::Rss
+            | Metric::Handshakes
+            | Metric::HandshakeP99
+            | Metric::Slowest
+            | Metric::Parked => None,
         }
         .unwrap_or_default()
     }
@@ -439,7 +465,7 @@ pub fn text_table(rep: &Report, rows: &[Row]) -> String {
     let mut out = table.text();
     let _ = writeln!(
         out,
-        "\nmedians of {}; (×r) = r times Weft's figure; lower is better for ns, ms and RSS, higher for /s",
+        "\nmedians of {}; (×r) = r times Weft's figure; lower is better for ns, ms, KiB and RSS, higher for /s",
         runs_phrase(rep)
     );
     for c in &rep.columns {
@@ -504,7 +530,7 @@ pub fn markdown(rep: &Report, rows: &[Row]) -> String {
     let _ = writeln!(
         out,
         "Generated by `{}` on {} ({}); the suite took {:.0} s. Medians of {}; \
-         (×r) = r times Weft's figure (lower is better for ns, ms and RSS, higher for /s). \
+         (×r) = r times Weft's figure (lower is better for ns, ms, KiB and RSS, higher for /s). \
          Charts and every run: `target/weft-bench/`.\n",
         rep.command,
         rep.machine.date,
@@ -577,6 +603,7 @@ pub fn svg(w: &WorkloadResult, columns: &[ColumnSummary]) -> String {
             Unit::Ns => "ns per operation (lower is better)".into(),
             Unit::Ms => "wall time, ms (lower is better)".into(),
             Unit::PerSec(u) => format!("{u} (higher is better)"),
+            Unit::KiBPerThread => "memory per thread, KiB (lower is better)".into(),
         },
         Metric::Value,
         w.ideal,
@@ -604,6 +631,13 @@ pub fn svg(w: &WorkloadResult, columns: &[ColumnSummary]) -> String {
         panels.push((
             "the CPU-bound request's response time, ms (slowest of the run)".into(),
             Metric::Slowest,
+            None,
+        ));
+    }
+    if Metric::Parked.present(w) {
+        panels.push((
+            "time until all are parked, ms (lower is better)".into(),
+            Metric::Parked,
             None,
         ));
     }
@@ -640,12 +674,8 @@ mod tests {
     fn run(v: f64) -> Run {
         Run {
             value: v,
-            p99_ms: None,
             rss_kib: 1024,
-            errors: 0,
-            handshakes_per_sec: None,
-            handshake_p99_ms: None,
-            slowest_ms: None,
+            ..Run::default()
         }
     }
 
@@ -657,6 +687,70 @@ mod tests {
         assert_eq!(Unit::PerSec("msg/s").format(30_200_000.0), "30.20 M msg/s");
         assert_eq!(format_kib(2 * 1024 * 1024), "2.00 GiB");
         assert_eq!(thousands(1_234_567), "1,234,567");
+    }
+
+    #[test]
+    fn a_parked_row_shows_memory_per_thread_and_the_time_until_all_are_parked() {
+        let cols: Vec<ColumnSummary> = ["weft", "go"]
+            .iter()
+            .map(|id| ColumnSummary {
+                id: id.to_string(),
+                label: id.to_string(),
+                version: String::new(),
+                skipped: None,
+            })
+            .collect();
+        let parked = |kib: f64, ms: f64| Run {
+            value: kib,
+            rss_kib: 1024,
+            parked_ms: Some(ms),
+            ..Run::default()
+        };
+        let cell = |c: &str, runs: Vec<Run>| Cell {
+            column: c.into(),
+            args: vec![100_000],
+            runs,
+            skipped: None,
+            error: None,
+        };
+        let rep = Report {
+            command: "x".into(),
+            invoked_as: "x".into(),
+            quick: true,
+            machine: Machine::probe().finish(),
+            duration_secs: 1.0,
+            columns: cols.clone(),
+            workloads: vec![WorkloadResult {
+                id: "park-100k".into(),
+                title: "100k threads parked, from main".into(),
+                what: "w".into(),
+                unit: Unit::KiBPerThread,
+                ideal: None,
+                ideal_p99_ms: None,
+                rss_row: false,
+                cells: vec![
+                    cell("weft", vec![parked(8.0, 900.0), parked(9.0, 1100.0)]),
+                    cell("go", vec![parked(2.5, 250.0)]),
+                ],
+            }],
+        };
+        let rows = rep.rows();
+        assert_eq!(rows.len(), 2);
+        let md = markdown(&rep, &rows);
+        assert!(
+            md.contains(
+                "| 100k threads parked, from main — memory per thread |  | **8.50 KiB** | 2.50 KiB (×0.29) |"
+            ),
+            "{md}"
+        );
+        assert!(
+            md.contains(
+                "| 100k threads parked, from main — time until all are parked |  | **1,000 ms** | 250 ms (×0.25) |"
+            ),
+            "{md}"
+        );
+        let chart = svg(&rep.workloads[0], &cols);
+        assert!(chart.contains("time until all are parked") && chart.contains("250 ms"));
     }
 
     #[test]
