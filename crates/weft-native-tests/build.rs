@@ -1,5 +1,5 @@
 //! Builds the C and C++ test libraries with the system compiler (`cc`,
-//! `c++`, or `$CC`/`$CXX`): two linked at start-up, two for `dlopen` (one
+//! `c++`, or `$CC`/`$CXX`): two linked at start-up, three for `dlopen` (two
 //! with dynamic TLS, one with initial-exec TLS).
 
 use std::path::Path;
@@ -25,6 +25,9 @@ fn main() {
     build(&cc, "c/tls_counter.c", &out, "weft_ctls", &[]);
     build(&cxx, "c/cxx_tls.cpp", &out, "weft_cxxtls", &[]);
     build(&cc, "c/dyn_tls.c", &out, "weft_dyntls", &[]);
+    // The same library under another name, loaded by one test only: its
+    // module id is new when that test loads it.
+    build(&cc, "c/dyn_tls.c", &out, "weft_dyntls_late", &[]);
     build(
         &cc,
         "c/ie_tls.c",
@@ -45,5 +48,9 @@ fn main() {
     println!(
         "cargo:rustc-env=WEFT_DYN_TLS_LIB={}",
         out.join("libweft_dyntls.so").display()
+    );
+    println!(
+        "cargo:rustc-env=WEFT_DYN_TLS_LATE_LIB={}",
+        out.join("libweft_dyntls_late.so").display()
     );
 }

@@ -30,6 +30,10 @@ unsafe extern "C" {
 /// The path of the library for `dlopen` (its thread-locals are dynamic TLS).
 pub const DYN_TLS_LIB: &str = env!("WEFT_DYN_TLS_LIB");
 
+/// The same library as [`DYN_TLS_LIB`] under another name, for the one
+/// test that needs a module loaded after its threads started.
+pub const DYN_TLS_LATE_LIB: &str = env!("WEFT_DYN_TLS_LATE_LIB");
+
 /// The path of a library for `dlopen` whose thread-locals are
 /// initial-exec (glibc places them in static TLS); its constructor sets its
 /// `weft_ie_value` (5 in the template) to 11 on the loading thread.

@@ -107,6 +107,58 @@ fn an_initial_exec_library_loaded_after_areas_exist_is_refused() {
     assert_eq!(dyn_value, 7);
 }
 
+/// An area's `dtv` has the slots of the modules loaded when it was made,
+/// none spare: a library loaded while threads already run (a module id
+/// past the end of theirs) makes glibc grow each thread's `dtv` at its
+/// first use of the library's thread-locals, and each thread gets its own
+/// block from the template. The threads park before the load and use the
+/// library after, each from its own stack.
+#[test]
+fn a_library_loaded_while_threads_run_gets_a_slot_in_their_dtv() {
+    let rt = one_carrier();
+    let lib = std::sync::Arc::new(std::sync::OnceLock::<usize>::new());
+    // weft's barrier: the threads wait without holding the one carrier.
+    let (started, loaded) = (
+        std::sync::Arc::new(weft::sync::Barrier::new(5)),
+        std::sync::Arc::new(weft::sync::Barrier::new(5)),
+    );
+    let handles: Vec<_> = (0..4i64)
+        .map(|i| {
+            let (lib, started, loaded) = (lib.clone(), started.clone(), loaded.clone());
+            rt.spawn(move || {
+                started.wait();
+                loaded.wait();
+                let h = *lib.get().unwrap();
+                // SAFETY: the test library's functions of these
+                // signatures; the handle is kept for the process's life.
+                let (get, set) = unsafe {
+                    let get = libc::dlsym(h as *mut libc::c_void, c"weft_dyn_get".as_ptr());
+                    let set = libc::dlsym(h as *mut libc::c_void, c"weft_dyn_set".as_ptr());
+                    assert!(!get.is_null() && !set.is_null());
+                    (
+                        std::mem::transmute::<*mut libc::c_void, extern "C" fn() -> libc::c_long>(
+                            get,
+                        ),
+                        std::mem::transmute::<*mut libc::c_void, extern "C" fn(libc::c_long)>(set),
+                    )
+                };
+                let first = get();
+                set(100 + i);
+                weft::yield_now();
+                (first, get())
+            })
+        })
+        .collect();
+    // Every thread has its area (and its dtv) before the load.
+    started.wait();
+    let h = dlopen(DYN_TLS_LATE_LIB).expect("a library with dynamic TLS loads");
+    lib.set(h as usize).unwrap();
+    loaded.wait();
+    for (i, t) in handles.into_iter().enumerate() {
+        assert_eq!(t.join().unwrap(), (7, 100 + i as i64), "thread {i}");
+    }
+}
+
 /// A C library's `__thread` variables (a static one, reached through
 /// `__tls_get_addr`, and a global one starting at 100) start from the
 /// template in a thread that takes a slot another thread used and left:
