@@ -1,22 +1,22 @@
 //! Spawning: [`Builder`] and [`spawn`].
 //!
-//! Spawning creates the thread's record (`thread/record.rs`) and its
-//! [`Spawned`] — the body and the join packet in one allocation — puts it
-//! in the record's coroutine slot (the stack is taken at first run),
-//! registers the thread (`thread/registry.rs`) and hands it to its
-//! runtime's scheduler. It sits above the runtime: it needs one to spawn
-//! onto.
+//! Spawning creates the thread's record (`thread/record.rs`), puts the
+//! body in it — in the record's payload when the closure fits there, the
+//! usual case, so that the record is the one allocation of a spawn; else
+//! in a box of its own, freed when the thread starts — with its [`Start`]
+//! in the coroutine slot (the stack is taken at first run), registers the
+//! thread (`thread/registry.rs`) and hands it to its runtime's scheduler.
+//! The thread's result goes to the same record (`thread/join.rs`). It sits
+//! above the runtime: it needs one to spawn onto.
 
-use std::cell::UnsafeCell;
 use std::io;
+use std::marker::PhantomData;
 use std::panic::{AssertUnwindSafe, catch_unwind};
-use std::sync::Arc;
 
 use crate::runtime::Runtime;
-use crate::thread::Suspend;
 use crate::thread::{
-    Body, CoroSlot, JoinHandle, Joinable, Kind, Packet, Start, State, Thread, current_virtual,
-    set_inner_state,
+    Body, CoroSlot, JoinHandle, Kind, Start, State, Suspend, Thread, VThread, complete,
+    current_virtual, payload_fits, payload_put, payload_take, set_inner_state,
 };
 
 /// Configures a new virtual thread: name, stack size, runtime.
@@ -119,28 +119,9 @@ impl Builder {
             }
         };
         let thread = Thread::new_virtual(self.name, rt.keep_alive(), self.container);
-        // A large body is boxed apart: its bytes are freed when the thread
-        // starts instead of staying in the `Spawned` until the join.
-        let (start, joinable) = if size_of::<F>() > INLINE_BODY_MAX {
-            spawned(Box::new(f))
-        } else {
-            spawned(f)
-        };
-        // SAFETY: lifetime erasure only (the layouts are identical). The
-        // caller guarantees that everything `f` borrows outlives the
-        // thread, and the body is run or dropped before the packet
-        // completes (`Spawned`), so after `join` returns nothing of `'a` is
-        // touched again; see `CoroSlot::get` for the coroutine's side.
-        let (start, joinable) = unsafe {
-            (
-                std::mem::transmute::<Arc<dyn Start + 'a>, Arc<dyn Start>>(start),
-                std::mem::transmute::<Arc<dyn Joinable<T> + 'a>, Arc<dyn Joinable<T>>>(joinable),
-            )
-        };
-        if let Kind::Virtual { coro: slot, .. } = &thread.inner.kind {
-            // SAFETY: the thread is not yet visible to any carrier.
-            unsafe { *slot.get() = CoroSlot::Pending(stack, Body::new(start)) };
-        }
+        // SAFETY: the caller guarantees that everything `f` borrows
+        // outlives the thread (see `install`).
+        unsafe { install::<F, T>(&thread.inner, stack, f) };
         thread.set_state(State::Started);
         if let Some(sim) = crate::sched::simulation() {
             // What a simulation keeps per thread (its host) is inherited.
@@ -149,7 +130,7 @@ impl Builder {
         }
         crate::thread::registry::register(&thread.inner);
         rt.spawn_thread(thread.inner.clone());
-        Ok(JoinHandle::new(joinable, thread))
+        Ok(JoinHandle::new(thread))
     }
 }
 
@@ -183,196 +164,267 @@ where
         .unwrap_or_else(|e| panic!("weft::spawn failed: {e}"))
 }
 
-/// Bodies (closures with what they capture) up to this size live inside
-/// their [`Spawned`]; larger ones get a box of their own, freed when the
-/// thread starts. A body is moved onto the thread's stack when it starts, so
-/// an inline body's bytes sit unused in the allocation until the join: a few
-/// words for the usual closure (handles, `Arc`s, a `Vec`), but a closure
-/// that captures a buffer by value would keep that buffer's size twice.
-const INLINE_BODY_MAX: usize = 64;
-
-/// The [`Spawned`] of `f`, as the record and the join handle hold it.
-fn spawned<'a, F, T>(f: F) -> (Arc<dyn Start + 'a>, Arc<dyn Joinable<T> + 'a>)
+/// Puts `f` in the new virtual thread `inner`: in its payload when it
+/// fits there, else in a box; its [`Start`] and `stack` (if one was
+/// reserved) in the coroutine slot.
+///
+/// # Safety
+/// `inner` is a new virtual thread's record, not yet visible to anyone
+/// else, with an empty coroutine slot. Everything `f` borrows outlives the
+/// thread: its true lifetime is erased here, and the body is run or
+/// dropped before the thread's join completes, so after `join` returns
+/// nothing of `'a` is touched again (see `CoroSlot::get` for the
+/// coroutine's side).
+unsafe fn install<'a, F, T>(inner: &VThread, stack: Option<crate::stack::Stack>, f: F)
 where
     F: FnOnce() -> T + Send + 'a,
     T: Send + 'a,
 {
-    let spawned = Arc::new(Spawned {
-        packet: Packet::new(),
-        body: UnsafeCell::new(Some(f)),
-    });
-    (spawned.clone(), spawned)
-}
-
-/// A spawned virtual thread's body and its join packet, in one allocation.
-///
-/// The record's coroutine slot holds it as a [`Start`] until the first run,
-/// the [`JoinHandle`] as a [`Joinable`]. One allocation instead of a boxed
-/// body beside the packet: half the allocator traffic per spawn, and the
-/// carrier that starts the thread frees nothing the spawner allocated
-/// (glibc's arena lock was the contended part of spawning: a free from
-/// another thread takes the allocating thread's arena lock).
-///
-/// Field protocol: `body` is touched only through the thread's one
-/// [`Body`], which either runs it (first run, on the thread's carrier) or
-/// abandons it (dropped unrun), exactly once; `packet` follows its own
-/// protocol (`thread/join.rs`). The body is gone — run or dropped — before
-/// the packet completes, so a joiner never outlives a live body.
-struct Spawned<F, T> {
-    packet: Packet<T>,
-    body: UnsafeCell<Option<F>>,
-}
-
-impl<F, T> Drop for Spawned<F, T> {
-    /// A panic nobody joined fails a simulation (`crate::sim`): it goes
-    /// unseen otherwise.
-    fn drop(&mut self) {
-        if let Some(payload) = self.packet.unjoined_panic()
-            && let Some(sim) = crate::sched::simulation()
-        {
-            sim.panic_lost(payload);
-        }
+    let start: Box<dyn Start + 'a> = if payload_fits::<F>() {
+        // SAFETY: the record is new and ours (caller): its payload is empty.
+        unsafe { payload_put(&mut *inner.payload.get(), f) };
+        Box::new(InRecord::<F, T>(PhantomData))
+    } else {
+        Box::new(Boxed::<F, T>(f, PhantomData))
+    };
+    // SAFETY: lifetime erasure only (the layouts are identical); the
+    // caller guarantees the borrows outlive the thread.
+    let start = unsafe { std::mem::transmute::<Box<dyn Start + 'a>, Box<dyn Start>>(start) };
+    if let Kind::Virtual { coro: slot, .. } = &inner.kind {
+        // SAFETY: the thread is not yet visible to any carrier (caller).
+        unsafe { *slot.get() = CoroSlot::Pending(stack, Body::new(start)) };
     }
 }
 
-// SAFETY: `body` is taken exactly once, by one thread (field protocol
-// above), and `F: Send` lets it move there; `packet` is `Sync` for `T: Send`.
-unsafe impl<F: Send, T: Send> Sync for Spawned<F, T> {}
+/// The [`Start`] of a body kept in its record's payload until it starts
+/// (a zero-sized value: its box allocates nothing).
+///
+/// Field protocol of the payload, until the first run: written at spawn
+/// (`install`), before the thread is visible; moved out exactly once,
+/// by the thread's one [`Body`] — by `run` on the thread's first run, or by
+/// `discard` on whoever owns the thread unrun.
+struct InRecord<F, T>(PhantomData<fn(F) -> T>);
 
-impl<F: Send, T: Send> Joinable<T> for Spawned<F, T> {
-    fn packet(&self) -> &Packet<T> {
-        &self.packet
-    }
-}
+/// The [`Start`] of a body too large for its record's payload: in a box of
+/// its own, freed as the thread starts (the body moves onto its stack).
+struct Boxed<F, T>(F, PhantomData<fn() -> T>);
 
-impl<F, T> Start for Spawned<F, T>
+impl<F, T> Start for InRecord<F, T>
 where
     F: FnOnce() -> T + Send,
     T: Send,
 {
-    fn run(self: Arc<Self>, y: &corosensei::Yielder<(), Suspend>) {
-        // On our own stack now (raised by the carrier's `resume`).
-        crate::switching::set_switching(false);
-        let me = current_virtual().expect("weft: coroutine started off its carrier");
-        me.yielder.set(y as *const _);
-        // SAFETY: the one `Body` runs the body once (field protocol).
-        let f = unsafe { (*self.body.get()).take() }.expect("weft: thread body run twice");
-        let r = catch_unwind(AssertUnwindSafe(f));
-        if let Err(payload) = &r
-            && let Some(sim) = crate::sched::simulation()
-        {
-            sim.thread_panicked(me, &**payload);
-        }
-        // What follows runs user `Drop`s too (`local!` values; the result or
-        // panic payload of a detached thread, dropped with our share of the
-        // allocation). A panic there must not unwind into the carrier: abort with
-        // a message, as std does for a panicking thread-local destructor or
-        // thread result.
-        let finish = catch_unwind(AssertUnwindSafe(move || {
-            // Drop weft::local! values while still on this thread.
-            // SAFETY: locals are only touched by the running thread.
-            unsafe { (*me.locals.get()).clear() };
-            // Then its `thread_local!` values and pthread key values, as an
-            // OS thread's at its exit (on a thread-local area of its own).
-            crate::tls::run_dtors();
-            if let Kind::Virtual { sched, .. } = &me.kind {
-                sched.finished();
-            }
-            // Before the joiner can return: it may look at our state.
-            set_inner_state(me, State::Terminated);
-            self.packet.complete(r);
-            drop(self);
-        }));
-        if finish.is_err() {
-            crate::thread::abort_after_drop_panic(me);
-        }
-        // Back to the carrier's stack as this returns.
-        crate::switching::set_switching(true);
+    fn run(self: Box<Self>, y: &corosensei::Yielder<(), Suspend>) {
+        let me = enter(y);
+        // SAFETY: `install` put an `F` in the payload, and the one `Body`
+        // takes it once (field protocol); we run on the thread, which its
+        // carrier owns.
+        let f = unsafe { payload_take::<F>(&mut *me.payload.get()) };
+        run_body(me, f);
     }
 
-    fn abandon(self: Arc<Self>) {
-        let why = crate::thread::take_never_ran_reason();
-        // SAFETY: the one `Body` abandons the body once, unrun (field protocol).
-        let body = unsafe { (*self.body.get()).take() };
-        // The body goes before the packet completes (a scoped joiner may
-        // end its borrows then), and the packet completes even if a `Drop`
-        // in the body panics, so that `join` cannot wait for ever.
-        let dropped = catch_unwind(AssertUnwindSafe(move || drop(body)));
-        self.packet.complete(Err(Box::new(why)));
-        if let Err(p) = dropped {
-            std::panic::resume_unwind(p);
-        }
+    fn discard(self: Box<Self>, me: &VThread) {
+        // SAFETY: as in `run`; the caller owns the unrun thread.
+        drop(unsafe { payload_take::<F>(&mut *me.payload.get()) });
     }
+}
+
+impl<F, T> Start for Boxed<F, T>
+where
+    F: FnOnce() -> T + Send,
+    T: Send,
+{
+    fn run(self: Box<Self>, y: &corosensei::Yielder<(), Suspend>) {
+        let me = enter(y);
+        let Boxed(f, _) = *self;
+        run_body(me, f);
+    }
+
+    fn discard(self: Box<Self>, _: &VThread) {
+        drop(self);
+    }
+}
+
+/// The first thing a thread runs, on its own stack: the record it is,
+/// with its yielder set.
+fn enter(y: &corosensei::Yielder<(), Suspend>) -> &'static VThread {
+    // On our own stack now (raised by the carrier's `resume`).
+    crate::switching::set_switching(false);
+    let me = current_virtual().expect("weft: coroutine started off its carrier");
+    me.yielder.set(y as *const _);
+    me
+}
+
+/// Runs the body `f` of the thread `me` and ends the thread: its locals,
+/// its result to its join.
+fn run_body<F, T>(me: &'static VThread, f: F)
+where
+    F: FnOnce() -> T,
+{
+    let r = catch_unwind(AssertUnwindSafe(f));
+    if let Err(payload) = &r
+        && let Some(sim) = crate::sched::simulation()
+    {
+        sim.thread_panicked(me, &**payload);
+    }
+    // What follows runs user `Drop`s too (`local!` values; the result or
+    // panic payload of a detached thread). A panic there must not unwind
+    // into the carrier: abort with a message, as std does for a panicking
+    // thread-local destructor or thread result.
+    let finish = catch_unwind(AssertUnwindSafe(move || {
+        // Drop weft::local! values while still on this thread.
+        // SAFETY: locals are only touched by the running thread.
+        unsafe { (*me.locals.get()).clear() };
+        // Then its `thread_local!` values and pthread key values, as an
+        // OS thread's at its exit (on a thread-local area of its own).
+        crate::tls::run_dtors();
+        if let Kind::Virtual { sched, .. } = &me.kind {
+            sched.finished();
+        }
+        // Before the joiner can return: it may look at our state.
+        set_inner_state(me, State::Terminated);
+        complete(me, r);
+    }));
+    if finish.is_err() {
+        crate::thread::abort_after_drop_panic(me);
+    }
+    // Back to the carrier's stack as this returns.
+    crate::switching::set_switching(true);
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicUsize, Ordering};
 
-    /// Sets its flag when dropped; panics then if asked to.
-    struct OnDrop(Arc<AtomicBool>, bool);
+    /// Counts its drops; panics when dropped if asked to.
+    struct OnDrop(Arc<AtomicUsize>, bool);
 
     impl Drop for OnDrop {
         fn drop(&mut self) {
-            self.0.store(true, Ordering::SeqCst);
+            self.0.fetch_add(1, Ordering::SeqCst);
             if self.1 {
                 panic!("drop of the body panicked");
             }
         }
     }
 
-    /// A `Spawned` whose body holds an `OnDrop`: its `Body` and its joinable end.
-    fn spawned_on_drop(panics: bool) -> (Body, Arc<dyn Joinable<u32>>, Arc<AtomicBool>) {
-        let dropped = Arc::new(AtomicBool::new(false));
-        let guard = OnDrop(dropped.clone(), panics);
-        let spawned = Arc::new(Spawned {
-            packet: Packet::new(),
-            body: UnsafeCell::new(Some(move || {
-                let _guard = &guard;
-                7
-            })),
-        });
-        (Body::new(spawned.clone()), spawned, dropped)
+    /// A new, unstarted record on the default runtime with `f` installed.
+    fn unstarted<F, T>(f: F) -> Thread
+    where
+        F: FnOnce() -> T + Send + 'static,
+        T: Send + 'static,
+    {
+        let rt = crate::runtime::default_runtime().unwrap();
+        let thread = Thread::new_virtual(None, rt.keep_alive(), 0);
+        // SAFETY: a new record; `f` is 'static.
+        unsafe { install::<F, T>(&thread.inner, None, f) };
+        thread
     }
 
+    /// The body in the record's payload, or in a box: both run, and both
+    /// are dropped when their record is dropped unrun.
     #[test]
-    fn large_bodies_run_and_fail_unrun_like_small_ones() {
-        let big = [3u8; 4 * INLINE_BODY_MAX];
+    fn bodies_in_the_record_and_boxed_run_or_drop_with_their_record() {
+        let big = [3u8; 64];
         let small = 5u8;
         let b = crate::spawn(move || big.iter().map(|&x| u32::from(x)).sum::<u32>());
         let s = crate::spawn(move || u32::from(small));
-        assert_eq!(b.join().unwrap(), 3 * 4 * INLINE_BODY_MAX as u32);
+        assert_eq!(b.join().unwrap(), 3 * 64);
         assert_eq!(s.join().unwrap(), 5);
-        // A large body dropped unrun completes its join too.
-        let (body, joinable) = spawned(Box::new(move || big.len()));
-        drop(Body::new(body));
-        assert!(joinable.packet().wait().is_err());
+        let drops = Arc::new(AtomicUsize::new(0));
+        let (d1, d2) = (OnDrop(drops.clone(), false), OnDrop(drops.clone(), false));
+        assert!(payload_fits::<OnDrop>() && !payload_fits::<(OnDrop, [u8; 64])>());
+        drop(unstarted(move || drop(d1)));
+        drop(unstarted(move || drop((d2, big))));
+        assert_eq!(drops.load(Ordering::SeqCst), 2);
+    }
+
+    /// What `Carrier::fail_start` does to a thread it cannot start.
+    fn fail_start(thread: &Thread) {
+        if let Kind::Virtual { coro, .. } = &thread.inner.kind {
+            // SAFETY: the thread is ours: never handed to a scheduler.
+            if let CoroSlot::Pending(_, body) = unsafe { &mut *coro.get() } {
+                body.discard(&thread.inner);
+            }
+        }
+        crate::thread::complete_unrun(&thread.inner, "no stack: test".into());
     }
 
     #[test]
-    fn a_body_dropped_unrun_drops_the_closure_and_fails_the_join_with_the_reason() {
-        let (body, joinable, dropped) = spawned_on_drop(false);
-        assert!(!joinable.packet().is_done());
-        crate::thread::set_never_ran_reason("no stack: test".into());
-        drop(body);
-        assert!(dropped.load(Ordering::SeqCst));
-        let err = joinable.packet().wait().unwrap_err();
+    fn a_body_discarded_unrun_drops_the_closure_and_fails_the_join_with_the_reason() {
+        let drops = Arc::new(AtomicUsize::new(0));
+        let guard = OnDrop(drops.clone(), false);
+        let thread = unstarted(move || {
+            let _guard = &guard;
+            7u32
+        });
+        let handle = JoinHandle::<u32>::new(thread.clone());
+        assert!(!handle.is_finished());
+        fail_start(&thread);
+        assert_eq!(drops.load(Ordering::SeqCst), 1);
+        assert!(handle.is_finished());
+        let err = handle.join().unwrap_err();
         assert_eq!(err.downcast_ref::<String>().unwrap(), "no stack: test");
+        drop(thread);
+        assert_eq!(drops.load(Ordering::SeqCst), 1, "dropped once");
     }
 
     #[test]
-    fn a_panicking_drop_of_an_unrun_body_still_completes_the_join() {
-        let (body, joinable, dropped) = spawned_on_drop(true);
-        let r = catch_unwind(AssertUnwindSafe(move || drop(body)));
-        assert!(r.is_err(), "the drop's panic reaches the dropper");
-        assert!(dropped.load(Ordering::SeqCst));
-        assert!(joinable.packet().is_done());
-        let err = joinable.packet().wait().unwrap_err();
-        assert!(
-            err.downcast_ref::<String>()
-                .unwrap()
-                .contains("before it ran")
-        );
+    fn a_panicking_drop_of_a_discarded_body_reaches_the_caller() {
+        let drops = Arc::new(AtomicUsize::new(0));
+        let guard = OnDrop(drops.clone(), true);
+        let thread = unstarted(move || {
+            let _guard = &guard;
+        });
+        let r = catch_unwind(AssertUnwindSafe(|| fail_start(&thread)));
+        assert!(r.is_err(), "the drop's panic reaches the caller");
+        assert_eq!(drops.load(Ordering::SeqCst), 1);
+    }
+
+    /// A result is dropped exactly once, by whichever side lets go last:
+    /// the joiner, the thread (handle dropped before it finished) or the
+    /// handle (dropped after) — inline in the payload or boxed.
+    #[test]
+    fn a_result_is_dropped_once_whoever_lets_go_last() {
+        fn check<R: Send + 'static>(make: fn(OnDrop) -> R) {
+            let drops = Arc::new(AtomicUsize::new(0));
+            let count = || drops.load(Ordering::SeqCst);
+            // Joined: the joiner owns it.
+            let d = OnDrop(drops.clone(), false);
+            let r = crate::spawn(move || make(d)).join().unwrap();
+            assert_eq!(count(), 0);
+            drop(r);
+            assert_eq!(count(), 1);
+            // Detached before it finishes: the thread drops it.
+            let gate = Arc::new(AtomicUsize::new(0));
+            let (g, d) = (gate.clone(), OnDrop(drops.clone(), false));
+            let h = crate::spawn(move || {
+                while g.load(Ordering::SeqCst) == 0 {
+                    crate::park();
+                }
+                make(d)
+            });
+            let t = h.thread().clone();
+            drop(h);
+            gate.store(1, Ordering::SeqCst);
+            t.unpark();
+            while count() < 2 {
+                std::thread::yield_now();
+            }
+            // Detached after it finished: the handle drops it.
+            let d = OnDrop(drops.clone(), false);
+            let h = crate::spawn(move || make(d));
+            while !h.is_finished() {
+                std::thread::yield_now();
+            }
+            assert_eq!(count(), 2);
+            drop(h);
+            assert_eq!(count(), 3);
+        }
+        assert!(payload_fits::<OnDrop>() && !payload_fits::<(OnDrop, [u64; 4])>());
+        check(|d| d);
+        check(|d| (d, [7u64; 4]));
     }
 }

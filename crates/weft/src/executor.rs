@@ -13,7 +13,7 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
 
 use crate::runtime::Runtime;
-use crate::thread::{JoinHandle, Packet, State, Thread};
+use crate::thread::{JoinHandle, State, Thread};
 
 type Job = Box<dyn FnOnce() + Send + 'static>;
 
@@ -194,13 +194,12 @@ impl Executor {
             }
             Kind::Fixed(pool) => {
                 let thread = crate::thread::new_os_task(None);
-                let packet: Arc<Packet<T>> = Arc::new(Packet::new());
-                let (t2, p2) = (thread.clone(), packet.clone());
+                let t2 = thread.clone();
                 let job: Job = Box::new(move || {
                     let r =
                         crate::thread::run_as_os_task(&t2, || catch_unwind(AssertUnwindSafe(f)));
                     t2.set_state(State::Terminated);
-                    p2.complete(r);
+                    crate::thread::complete(&t2.inner, r);
                     drop(done);
                 });
                 let mut q = pool.queue.lock().unpoison();
@@ -210,7 +209,7 @@ impl Executor {
                 q.jobs.push_back(job);
                 drop(q);
                 pool.available.notify_one();
-                Ok(JoinHandle::new(packet, thread))
+                Ok(JoinHandle::new(thread))
             }
         }
     }

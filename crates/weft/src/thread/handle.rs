@@ -36,7 +36,7 @@ impl Thread {
             name,
             Kind::Virtual {
                 sched,
-                coro: UnsafeCell::new(CoroSlot::Empty),
+                coro: UnsafeCell::new(CoroSlot::EMPTY),
             },
             container,
         )

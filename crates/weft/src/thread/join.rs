@@ -1,168 +1,215 @@
-//! Joining: the result slot a thread shares with its [`JoinHandle`].
+//! Joining: the join slot in a thread's record, and [`JoinHandle`].
 //!
-//! A [`Packet`] is written once by the finishing thread (or, with an error,
-//! by whoever drops its body unrun: `record::Body`) and read once by the
-//! joiner; its state byte hands `result` and `joiner` from one side to the
-//! other (see the SAFETY comments).
+//! A thread's outcome lives in its record (`VThread::join_state`,
+//! `joiner`, `payload`), not in an allocation of its own: a parked thread
+//! keeps one allocation, and its handle is one pointer.
+//!
+//! # Protocol
+//!
+//! `join_state` is the only hand-off. The finishing thread (or a carrier
+//! that could not start it, or a fixed executor's worker) writes `payload`
+//! once and then swaps in DONE (release): a joiner that sees DONE (acquire)
+//! may read it. The one joiner writes `joiner` before its release CAS
+//! RUNNING → WAITING; a finisher whose swap returns WAITING (acquire) takes
+//! it and unparks it. A handle dropped unjoined swaps in DETACHED: if the
+//! thread was done, the handle owns the result and drops it; if not, the
+//! finisher's swap returns DETACHED and the finisher drops it. So a result
+//! is dropped exactly once, by the joiner, the handle or the finisher, each
+//! of which knows its type; the record, which does not, never holds one
+//! when it is freed.
+//!
+//! # Payload
+//!
+//! Two words, holding first the body and then the result. Before the
+//! thread starts they hold its closure when the closure fits (at most two
+//! words, word-aligned: the usual closure of a handle or two); the thread
+//! moves it out at its first run (`builder.rs`), and from then until it
+//! finishes they are unused. Then they hold the result: the value itself
+//! when it fits, else a box of it (one allocation at the end of the
+//! thread, for large results only); a panic's payload (a `Box<dyn Any>`,
+//! two words) always fits. The state says which of the two it is.
 
-use std::cell::UnsafeCell;
 use std::fmt;
-use std::sync::Arc;
-use std::sync::atomic::{AtomicU8, Ordering};
+use std::marker::PhantomData;
+use std::mem::MaybeUninit;
+use std::sync::atomic::Ordering;
 
+use super::record::Payload;
 use super::*;
 
-std::thread_local! {
-    /// Why the body being dropped on this OS thread never ran (set by the
-    /// carrier just before it drops a thread it could not start).
-    static NEVER_RAN: std::cell::RefCell<Option<String>> = const { std::cell::RefCell::new(None) };
+const RUNNING: u8 = 0;
+const WAITING: u8 = 1;
+/// Done, `payload` holds the value.
+const DONE_OK: u8 = 2;
+/// Done, `payload` holds the panic's payload (or why the thread never ran).
+const DONE_ERR: u8 = 3;
+/// The handle was dropped unjoined.
+const DETACHED: u8 = 4;
+
+/// Whether a `X` is stored in [`VThread::payload`] itself.
+pub(crate) const fn payload_fits<X>() -> bool {
+    size_of::<X>() <= size_of::<Payload>() && align_of::<X>() <= align_of::<Payload>()
 }
 
-/// Records why the next body dropped on this OS thread never ran.
-pub(crate) fn set_never_ran_reason(why: String) {
-    NEVER_RAN.with(|w| *w.borrow_mut() = Some(why));
+/// Writes `x` into `payload`, which must be empty (panics if an `X` does
+/// not fit: a constant, checked at compile time in practice).
+///
+/// # Safety
+/// The caller owns `payload` (the protocol above) and it holds nothing
+/// that needs dropping.
+pub(crate) unsafe fn payload_put<X>(payload: &mut MaybeUninit<Payload>, x: X) {
+    assert!(payload_fits::<X>(), "weft: payload too large");
+    // SAFETY: `X` fits in the two words, size and alignment (caller).
+    unsafe { payload.as_mut_ptr().cast::<X>().write(x) }
 }
 
-/// Why the body being dropped unrun on this OS thread never ran (see
-/// [`set_never_ran_reason`]; a generic reason if none was recorded).
-pub(crate) fn take_never_ran_reason() -> String {
-    NEVER_RAN
-        .with(|w| w.borrow_mut().take())
-        .unwrap_or_else(|| "weft: the virtual thread was dropped before it ran".into())
+/// Moves the `X` out of `payload`, leaving it empty.
+///
+/// # Safety
+/// `payload` holds an `X` written by [`payload_put`], owned by the caller.
+pub(crate) unsafe fn payload_take<X>(payload: &mut MaybeUninit<Payload>) -> X {
+    // SAFETY: an `X` was written there and is moved out once (caller).
+    unsafe { payload.as_mut_ptr().cast::<X>().read() }
 }
 
-/// What a [`JoinHandle`] holds: a thread's [`Packet`], on its own (an
-/// executor's OS-thread task) or inside the one allocation that also
-/// carries a virtual thread's body until it starts (the spawn layer's
-/// `Spawned`).
-pub(crate) trait Joinable<T>: Send + Sync {
-    fn packet(&self) -> &Packet<T>;
+/// The thread's payload cell.
+///
+/// # Safety
+/// The caller owns the payload by the protocol above, and no other
+/// reference to it is live.
+#[allow(clippy::mut_from_ref)]
+unsafe fn payload(inner: &VThread) -> &mut MaybeUninit<Payload> {
+    // SAFETY: exclusive by the protocol (caller).
+    unsafe { &mut *inner.payload.get() }
 }
 
-impl<T: Send> Joinable<T> for Packet<T> {
-    fn packet(&self) -> &Packet<T> {
-        self
-    }
-}
-
-/// Result slot shared by a thread and its `JoinHandle`.
-pub(crate) struct Packet<T> {
-    /// 0 = running, 1 = a joiner is registered, 2 = done.
-    pub(super) state: AtomicU8,
-    pub(super) result: UnsafeCell<Option<std::thread::Result<T>>>,
-    pub(super) joiner: UnsafeCell<Option<Thread>>,
-}
-
-pub(super) const P_RUNNING: u8 = 0;
-pub(super) const P_WAITING: u8 = 1;
-pub(super) const P_DONE: u8 = 2;
-
-// SAFETY: `result` is written once by the finishing thread before it
-// publishes P_DONE (release) and read only by the joiner after observing
-// P_DONE (acquire). `joiner` is written by the joiner before publishing
-// P_WAITING and read by the finisher only after observing P_WAITING.
-unsafe impl<T: Send> Sync for Packet<T> {}
-// SAFETY: as above; T: Send is required to move the result across threads.
-unsafe impl<T: Send> Send for Packet<T> {}
-
-impl<T> Packet<T> {
-    pub(crate) fn new() -> Packet<T> {
-        Packet {
-            state: AtomicU8::new(P_RUNNING),
-            result: UnsafeCell::new(None),
-            joiner: UnsafeCell::new(None),
-        }
-    }
-
-    /// Stores the result and wakes the joiner. Called exactly once.
-    pub(crate) fn complete(&self, r: std::thread::Result<T>) {
-        // SAFETY: only the finishing thread writes `result`, once, before
-        // publishing P_DONE; nobody reads it before P_DONE.
-        unsafe { *self.result.get() = Some(r) };
-        if self.state.swap(P_DONE, Ordering::AcqRel) == P_WAITING {
+/// Stores the thread's result and wakes its joiner, or drops the result
+/// if the handle is gone. Called once per thread, by the thread as it
+/// finishes (or by whoever gives up on running it); a panic in the
+/// result's `Drop` reaches the caller.
+pub(crate) fn complete<T>(inner: &VThread, r: std::thread::Result<T>) {
+    let done = match r {
+        // SAFETY: nobody reads `payload` before DONE, and the body has
+        // been moved out of it (or never was in it): it is ours and empty.
+        Ok(v) => unsafe {
+            if payload_fits::<T>() {
+                payload_put(payload(inner), v);
+            } else {
+                payload_put(payload(inner), Box::new(v));
+            }
+            DONE_OK
+        },
+        // SAFETY: as above; a `Box<dyn Any + Send>` is two words.
+        Err(e) => unsafe {
+            payload_put(payload(inner), e);
+            DONE_ERR
+        },
+    };
+    match inner.join_state.swap(done, Ordering::AcqRel) {
+        WAITING => {
             // SAFETY: the joiner wrote `joiner` before its release CAS to
-            // P_WAITING, which our AcqRel swap observed; it no longer touches it.
-            if let Some(t) = unsafe { (*self.joiner.get()).take() } {
-                t.unpark();
+            // WAITING, which our AcqRel swap observed; it no longer touches it.
+            if let Some(t) = unsafe { (*inner.joiner.get()).take() } {
+                Thread { inner: t }.unpark();
             }
         }
+        // SAFETY: the handle is gone: the result we just stored is ours
+        // again (the handle read DETACHED's predecessor, not DONE, so it
+        // did not touch it).
+        DETACHED => unsafe { drop_result::<T>(inner, done) },
+        _ => {}
     }
+}
 
-    /// The panic payload of a finished thread that nobody joined, if any
-    /// (for whoever drops the last reference to the packet).
-    pub(crate) fn unjoined_panic(&mut self) -> Option<&(dyn std::any::Any + Send)> {
-        match self.result.get_mut() {
-            Some(Err(p)) => Some(&**p),
-            _ => None,
+/// Ends the join of a thread that will never run: its `join` returns
+/// `Err(why)`.
+pub(crate) fn complete_unrun(inner: &VThread, why: String) {
+    // An error's payload is the same whatever the result type.
+    complete::<()>(inner, Err(Box::new(why)));
+}
+
+/// Drops the result in `payload`, of a thread that nobody will join (a
+/// panic nobody saw fails a simulation, `crate::sim`).
+///
+/// # Safety
+/// `payload` holds a result stored by [`complete`] with state `done`, and
+/// the caller owns it.
+unsafe fn drop_result<T>(inner: &VThread, done: u8) {
+    // SAFETY: owned by the caller; `done` says what it holds.
+    let r = unsafe { take_result::<T>(inner, done) };
+    if let Err(payload) = &r
+        && let Some(sim) = crate::sched::simulation()
+    {
+        sim.panic_lost(&**payload);
+    }
+    drop(r);
+}
+
+/// Moves the result out of `payload`.
+///
+/// # Safety
+/// As [`drop_result`].
+unsafe fn take_result<T>(inner: &VThread, done: u8) -> std::thread::Result<T> {
+    // SAFETY: `complete` stored, with this `done`, a `T` (inline when it
+    // fits, else boxed) or a panic's payload; the caller owns it.
+    unsafe {
+        let p = payload(inner);
+        if done == DONE_ERR {
+            Err(payload_take::<Box<dyn std::any::Any + Send>>(p))
+        } else if payload_fits::<T>() {
+            Ok(payload_take::<T>(p))
+        } else {
+            Ok(*payload_take::<Box<T>>(p))
         }
-    }
-
-    pub(crate) fn is_done(&self) -> bool {
-        self.state.load(Ordering::Acquire) == P_DONE
-    }
-
-    /// Waits for the result. Called at most once.
-    pub(crate) fn wait(&self) -> std::thread::Result<T> {
-        if !self.is_done() {
-            // SAFETY: only the single joiner writes `joiner`, before
-            // publishing P_WAITING; the finisher reads it only after that.
-            unsafe { *self.joiner.get() = Some(current()) };
-            if self
-                .state
-                .compare_exchange(P_RUNNING, P_WAITING, Ordering::AcqRel, Ordering::Acquire)
-                .is_ok()
-            {
-                while !self.is_done() {
-                    // Join is not interruptible (like std); an interrupt
-                    // must not turn this into a spin, so we clear-and-restore.
-                    let was = take_interrupt();
-                    park_deadline(None);
-                    if was {
-                        current().interrupt_flag_restore();
-                    }
-                }
-            }
-        }
-        // SAFETY: P_DONE observed with acquire; the finisher wrote `result`
-        // before its release and never touches it again.
-        unsafe { (*self.result.get()).take() }.expect("weft: join result taken twice")
     }
 }
 
 /// An owned permission to join a thread (virtual or an executor's OS
 /// thread). Dropping it detaches the thread.
 pub struct JoinHandle<T> {
-    /// Dropped by hand in `Drop` (see there); never moved out. Its true
-    /// lifetime may be shorter than `'static` (scoped threads: erased in
-    /// `Builder::spawn_unchecked`, whose caller joins in time).
-    pub(crate) packet: std::mem::ManuallyDrop<Arc<dyn Joinable<T>>>,
-    pub(crate) thread: Thread,
+    thread: Thread,
+    /// The result type. It may hold borrows shorter than `'static`
+    /// (erased in `Builder::spawn_unchecked`, whose caller joins in time).
+    _result: PhantomData<T>,
 }
 
+// SAFETY: a shared handle gives no access to the result (only `thread`
+// and `is_finished`); the result moves only with the owned handle, and
+// spawning requires `T: Send`.
+unsafe impl<T: Send> Sync for JoinHandle<T> {}
+
 impl<T> JoinHandle<T> {
-    pub(crate) fn new(packet: Arc<dyn Joinable<T>>, thread: Thread) -> JoinHandle<T> {
+    /// The handle of `thread`, whose result is a `T` (the caller's
+    /// promise: it completes the thread's join with a `T`, and makes no
+    /// other handle).
+    pub(crate) fn new(thread: Thread) -> JoinHandle<T> {
         JoinHandle {
-            packet: std::mem::ManuallyDrop::new(packet),
             thread,
+            _result: PhantomData,
         }
     }
 }
 
 impl<T> Drop for JoinHandle<T> {
-    /// Whichever side lets go of the packet last drops an unjoined result:
-    /// the finishing thread does so inside its own guard, and here the
-    /// handle does. A result whose `Drop` panics must not unwind out of a
-    /// detach (the dropper would see a panic that is not its own, and
-    /// which side drops last is a race): abort with the thread's name, as
-    /// the finishing side does and as std does ("thread result panicked
-    /// on drop").
+    /// Whichever side lets go last drops an unjoined result: the finishing
+    /// thread (in `complete`, inside its own guard), or the handle here.
+    /// A result whose `Drop` panics must not unwind out of a detach (the
+    /// dropper would see a panic that is not its own, and which side drops
+    /// last is a race): abort with the thread's name, as the finishing
+    /// side does and as std does ("thread result panicked on drop").
     fn drop(&mut self) {
-        // SAFETY: `packet` is taken exactly once, here, and never used
-        // after (the struct is being dropped).
-        let packet = unsafe { std::mem::ManuallyDrop::take(&mut self.packet) };
-        let dropped = std::panic::catch_unwind(std::panic::AssertUnwindSafe(move || drop(packet)));
-        if dropped.is_err() {
-            super::abort_after_drop_panic(&self.thread.inner);
+        let inner = &*self.thread.inner;
+        let prev = inner.join_state.swap(DETACHED, Ordering::AcqRel);
+        if prev == DONE_OK || prev == DONE_ERR {
+            // SAFETY: DONE observed with acquire: the result is stored and,
+            // with the finisher gone and no joiner (`join` consumes the
+            // handle), ours.
+            let dropped = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| unsafe {
+                drop_result::<T>(inner, prev)
+            }));
+            if dropped.is_err() {
+                super::abort_after_drop_panic(inner);
+            }
         }
     }
 }
@@ -171,8 +218,16 @@ impl<T> JoinHandle<T> {
     /// Waits for the thread to finish. `Err` carries the panic payload if it
     /// panicked. Not interruptible, like `std::thread::JoinHandle::join`.
     pub fn join(self) -> std::thread::Result<T> {
-        let id = self.thread.id().as_u64().get();
-        with_blocker(Blocker::Join(id), || self.packet.packet().wait())
+        // Joined, the handle detaches nothing: its `Drop` does not run.
+        let this = std::mem::ManuallyDrop::new(self);
+        // SAFETY: `thread` is read once and `this` never used again.
+        let Thread { inner } = unsafe { std::ptr::read(&this.thread) };
+        let id = inner.id.0.get();
+        let done = with_blocker(Blocker::Join(id), || wait(&inner));
+        // SAFETY: DONE observed with acquire (`wait`); the finisher
+        // stored the result before and never touches it again, and the
+        // handle, consumed, was the only other owner.
+        unsafe { take_result::<T>(&inner, done) }
     }
 
     /// The thread's handle.
@@ -182,7 +237,46 @@ impl<T> JoinHandle<T> {
 
     /// Whether the thread has finished running its closure.
     pub fn is_finished(&self) -> bool {
-        self.packet.packet().is_done()
+        matches!(
+            self.thread.inner.join_state.load(Ordering::Acquire),
+            DONE_OK | DONE_ERR
+        )
+    }
+}
+
+/// Waits until `inner` is done (the caller is its one joiner) and returns
+/// the DONE state.
+fn wait(inner: &VThread) -> u8 {
+    let done = |s: u8| (s == DONE_OK || s == DONE_ERR).then_some(s);
+    if let Some(s) = done(inner.join_state.load(Ordering::Acquire)) {
+        return s;
+    }
+    // SAFETY: only the single joiner writes `joiner`, before publishing
+    // WAITING; the finisher reads it only after that.
+    unsafe { *inner.joiner.get() = Some(current().inner) };
+    match inner
+        .join_state
+        .compare_exchange(RUNNING, WAITING, Ordering::AcqRel, Ordering::Acquire)
+    {
+        Ok(_) => loop {
+            if let Some(s) = done(inner.join_state.load(Ordering::Acquire)) {
+                return s;
+            }
+            // Join is not interruptible (like std); an interrupt must not
+            // turn this into a spin, so we clear-and-restore.
+            let was = take_interrupt();
+            park_deadline(None);
+            if was {
+                current().interrupt_flag_restore();
+            }
+        },
+        Err(s) => {
+            // Finished meanwhile: the finisher never saw WAITING, so the
+            // joiner we wrote is still ours to drop.
+            // SAFETY: as above: the finisher does not read it.
+            drop(unsafe { (*inner.joiner.get()).take() });
+            done(s).expect("weft: a thread joined twice")
+        }
     }
 }
 

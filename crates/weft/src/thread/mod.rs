@@ -35,7 +35,8 @@
 //!   the libc calls that change kernel per-OS-thread state, which mark it.
 //! - `pinned.rs`: the park that holds the carrier (`weft::pinned`).
 //! - `park.rs`: `park`, `sleep`, `yield_now`, the switch to the carrier.
-//! - `join.rs`: the join packet and [`JoinHandle`].
+//! - `join.rs`: the join slot (a thread's result, in its record) and
+//!   [`JoinHandle`].
 //!
 //! Nothing here names the scheduler: the record holds an
 //! `Arc<dyn Schedule>`, the carrier says which record it runs through
@@ -72,7 +73,7 @@ pub use handle::Thread;
 pub use id::ThreadId;
 pub use join::JoinHandle;
 pub(crate) use join::{
-    Joinable, Packet, panic_message, set_never_ran_reason, take_never_ran_reason,
+    complete, complete_unrun, panic_message, payload_fits, payload_put, payload_take,
 };
 pub(crate) use park::{borrow_parked, park_deadline};
 pub use park::{panicking, park, park_timeout, sleep, sleep_until, yield_now};

@@ -19,6 +19,7 @@
 
 use std::cell::{Cell, UnsafeCell};
 use std::io;
+use std::mem::MaybeUninit;
 use std::sync::atomic::{AtomicBool, AtomicU8, AtomicU32, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, OnceLock};
 
@@ -33,43 +34,41 @@ use crate::park::ParkState;
 /// it mounted (exclusive by the scheduling protocol).
 pub(crate) type Coro = corosensei::Coroutine<(), Suspend, (), crate::stack::Stack>;
 
-/// How a spawned thread starts: implemented by the spawn layer's `Spawned`
-/// (the body and its join packet in one allocation, `builder.rs`),
-/// type-erased here so that the record does not depend on the layer above
-/// it.
-pub(crate) trait Start: Send + Sync {
+/// How a spawned thread starts: implemented by the spawn layer
+/// (`builder.rs`), type-erased here so that the record does not depend on
+/// the layer above it. The closure itself lives in the record's `payload`
+/// when it fits there (no allocation of its own) or in the box that
+/// implements this trait.
+pub(crate) trait Start: Send {
     /// Runs the body on the calling virtual thread (its first run, on its
-    /// own stack) and completes its join packet.
-    fn run(self: Arc<Self>, y: &corosensei::Yielder<(), Suspend>);
-    /// Drops the body without running it and completes the join packet
-    /// with an error (see [`Body`]).
-    fn abandon(self: Arc<Self>);
+    /// own stack) and completes its join.
+    fn run(self: Box<Self>, y: &corosensei::Yielder<(), Suspend>);
+    /// Drops the body of `me` without running it (its join is the
+    /// caller's business: see [`Body`]).
+    fn discard(self: Box<Self>, me: &VThread);
 }
 
 /// A spawned thread's body until its first run.
 ///
-/// Exactly one of [`Body::run`] and dropping it happens: dropped unrun (no
-/// stack could be had at first run, or the runtime went away first), it
-/// abandons the body, so that `join` returns `Err` instead of waiting for
-/// ever. Its lifetime is erased (`'static` here): see `CoroSlot::get`.
-pub(crate) struct Body(Option<Arc<dyn Start>>);
+/// Exactly one of [`Start::run`] and [`Start::discard`] happens: the
+/// carrier that first runs the thread runs it; one that cannot (no stack)
+/// discards it and completes the join with an error (`Carrier::fail_start`),
+/// and a record dropped with its body unrun (the runtime went away first:
+/// no handle is left, or the record would be alive) discards it in
+/// `VThread`'s `Drop`. Dropping a `Body` otherwise leaks the closure (a
+/// body kept in `payload` cannot be found from here), never frees it
+/// twice. Its lifetime is erased (`'static` here): see `CoroSlot::get`.
+pub(crate) struct Body(Option<Box<dyn Start>>);
 
 impl Body {
-    pub(crate) fn new(start: Arc<dyn Start>) -> Body {
+    pub(crate) fn new(start: Box<dyn Start>) -> Body {
         Body(Some(start))
     }
 
-    fn run(mut self, y: &corosensei::Yielder<(), Suspend>) {
+    /// Discards the body of `me`, if it has one (see [`Body`]).
+    pub(crate) fn discard(&mut self, me: &VThread) {
         if let Some(s) = self.0.take() {
-            s.run(y);
-        }
-    }
-}
-
-impl Drop for Body {
-    fn drop(&mut self) {
-        if let Some(s) = self.0.take() {
-            s.abandon();
+            s.discard(me);
         }
     }
 }
@@ -89,16 +88,27 @@ impl Drop for Body {
 /// spawning promises a slot (`StackPool::promise`). Should taking the slot
 /// fail anyway (the kernel refusing a guard page), the thread ends without
 /// running and `join` returns `Err` with the reason (see [`Body`]).
+///
+/// Two variants, not three: a finished slot (or one not yet set up) is
+/// `Pending` with neither stack nor body ([`CoroSlot::EMPTY`]), so that the
+/// enum needs no tag word beside the coroutine's (8 bytes of every record).
 pub(crate) enum CoroSlot {
-    /// Finished (or not yet set up).
-    Empty,
-    /// Spawned, never run; `None`: take a default-size stack at first run.
+    /// Spawned, never run (`None`: take a default-size stack at first
+    /// run); without a body, finished or not yet set up.
     Pending(Option<crate::stack::Stack>, Body),
     /// Started.
     Running(Coro),
 }
 
 impl CoroSlot {
+    /// A finished slot, or one not yet set up.
+    pub(crate) const EMPTY: CoroSlot = CoroSlot::Pending(None, Body(None));
+
+    /// Whether the thread has a body that has not run yet.
+    pub(crate) fn is_unstarted(&self) -> bool {
+        matches!(self, CoroSlot::Pending(_, Body(Some(_))))
+    }
+
     /// The coroutine, building it on first use with the reserved stack or,
     /// if none was reserved, one from `alloc`. On error the slot is left
     /// `Pending`.
@@ -114,7 +124,11 @@ impl CoroSlot {
         area: usize,
     ) -> io::Result<(&mut Coro, Option<(usize, usize)>)> {
         let mut area_top = None;
-        if let CoroSlot::Pending(stack, _) = self {
+        if let CoroSlot::Pending(stack, body) = self {
+            assert!(
+                body.0.is_some(),
+                "weft: runnable thread without a coroutine"
+            );
             let mut stack = match stack.take() {
                 Some(s) => s,
                 None => alloc()?,
@@ -122,7 +136,8 @@ impl CoroSlot {
             if area > 0 && stack.reserve_top(area) {
                 area_top = Some((stack.base_addr(), stack.limit_addr()));
             }
-            let CoroSlot::Pending(_, body) = std::mem::replace(self, CoroSlot::Empty) else {
+            let CoroSlot::Pending(_, Body(Some(body))) = std::mem::replace(self, CoroSlot::EMPTY)
+            else {
                 unreachable!()
             };
             // A thread starts with errno 0, as glibc's do: libc's block,
@@ -228,6 +243,31 @@ pub(crate) struct VThread {
     /// A thread dump's request to record this thread's stack (an
     /// `Arc<CaptureJob>` as a raw pointer), or null.
     pub(crate) capture_job: std::sync::atomic::AtomicPtr<()>,
+    /// The join slot's state (`join.rs`): running, a joiner waits, done
+    /// (with a value or a panic), or the handle is gone. It hands
+    /// `joiner` and `payload` from one side to the other.
+    pub(crate) join_state: AtomicU8,
+    /// The thread waiting in `join` (`join.rs`).
+    pub(crate) joiner: UnsafeCell<Option<Arc<VThread>>>,
+    /// The body, before the thread starts, when it fits; the result, once
+    /// it has finished (`join.rs`, "Payload"). Spawning a thread whose
+    /// closure fits allocates nothing but the record.
+    pub(crate) payload: UnsafeCell<MaybeUninit<Payload>>,
+}
+
+/// What [`VThread::payload`] holds: two words.
+pub(crate) type Payload = [usize; 2];
+
+impl Drop for VThread {
+    /// A body that never ran is dropped with its record (see [`Body`]).
+    fn drop(&mut self) {
+        if let Kind::Virtual { coro, .. } = &mut self.kind
+            && let CoroSlot::Pending(_, body) = coro.get_mut()
+        {
+            let mut body = std::mem::replace(body, Body(None));
+            body.discard(self);
+        }
+    }
 }
 
 /// A record's rarely used fields, in a box of their own that only threads
@@ -267,8 +307,10 @@ fn rare_cell(name: Option<Box<str>>) -> RareCell {
 
 // SAFETY: the non-Sync fields (`coro`, `yielder`, `locals`, `pin_depth`,
 // `unwinding`) are only touched by the thread itself or the one carrier that
-// owns it at that moment, as documented on each field; everything else is
-// atomic or immutable.
+// owns it at that moment, as documented on each field; `joiner` and
+// `payload` are handed between the spawner, the thread, its joiner and its
+// handle by `join_state` (`join.rs`); everything else is atomic or
+// immutable.
 unsafe impl Sync for VThread {}
 // SAFETY: the record moves between OS threads as a handle (wakers, join
 // handles, run queues). Its coroutine, which holds the thread's stack and so
@@ -307,6 +349,9 @@ impl VThread {
             reg_key: AtomicUsize::new(0),
             container,
             capture_job: std::sync::atomic::AtomicPtr::new(std::ptr::null_mut()),
+            join_state: AtomicU8::new(0),
+            joiner: UnsafeCell::new(None),
+            payload: UnsafeCell::new(MaybeUninit::uninit()),
         }
     }
 
@@ -384,7 +429,7 @@ mod tests {
     #[test]
     fn the_record_stays_small() {
         assert!(
-            size_of::<VThread>() <= 240,
+            size_of::<VThread>() <= 256,
             "VThread is {} bytes",
             size_of::<VThread>()
         );

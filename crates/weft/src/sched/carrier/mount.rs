@@ -40,7 +40,7 @@ impl Carrier {
         // Unbound: a thread about to start, or one moved off a held
         // carrier (handoff), which binds here.
         let bind = !self.shared.migrate && thread.home.load(Ordering::Relaxed) == NO_HOME;
-        let starting = matches!(slot, CoroSlot::Pending(..));
+        let starting = slot.is_unstarted();
         if bind
             && starting
             && let Some(to) = self.placement()
@@ -201,7 +201,7 @@ impl Carrier {
         if thread.home.load(Ordering::Relaxed) != NO_HOME {
             self.me().homed.fetch_sub(1, Ordering::Relaxed);
         }
-        let CoroSlot::Running(coro) = std::mem::replace(slot, CoroSlot::Empty) else {
+        let CoroSlot::Running(coro) = std::mem::replace(slot, CoroSlot::EMPTY) else {
             unreachable!("finished thread without a coroutine")
         };
         let stack = coro.into_stack();
@@ -275,7 +275,7 @@ impl Carrier {
     }
 
     /// A thread that cannot get a stack ends without running: its body is
-    /// dropped, which completes its join packet with `Err(why)`.
+    /// dropped, and its join completed with `Err(why)`.
     #[cold]
     pub(in crate::sched) fn fail_start(
         &self,
@@ -294,14 +294,19 @@ impl Carrier {
             self.me().homed.fetch_sub(1, Ordering::Relaxed);
         }
         crate::thread::registry::unregister(thread);
-        crate::thread::set_never_ran_reason(why);
         // Dropping the body runs user `Drop`s: never unwind into the carrier.
+        // The body goes before the join completes (a scoped joiner may end
+        // its borrows then).
         let dropped = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-            *slot = CoroSlot::Empty;
+            if let CoroSlot::Pending(_, body) = slot {
+                body.discard(thread);
+            }
+            *slot = CoroSlot::EMPTY;
         }));
         if dropped.is_err() {
             crate::thread::abort_after_drop_panic(thread);
         }
+        crate::thread::complete_unrun(thread, why);
         self.shared.live.fetch_sub(1, Ordering::Relaxed);
     }
 
