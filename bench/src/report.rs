@@ -689,73 +689,9 @@ mod tests {
         assert_eq!(thousands(1_234_567), "1,234,567");
     }
 
-    #[test]
-    fn a_parked_row_shows_memory_per_thread_and_the_time_until_all_are_parked() {
-        let cols: Vec<ColumnSummary> = ["weft", "go"]
-            .iter()
-            .map(|id| ColumnSummary {
-                id: id.to_string(),
-                label: id.to_string(),
-                version: String::new(),
-                skipped: None,
-            })
-            .collect();
-        let parked = |kib: f64, ms: f64| Run {
-            value: kib,
-            rss_kib: 1024,
-            parked_ms: Some(ms),
-            ..Run::default()
-        };
-        let cell = |c: &str, runs: Vec<Run>| Cell {
-            column: c.into(),
-            args: vec![100_000],
-            runs,
-            skipped: None,
-            error: None,
-        };
-        let rep = Report {
-            command: "x".into(),
-            invoked_as: "x".into(),
-            quick: true,
-            machine: Machine::probe().finish(),
-            duration_secs: 1.0,
-            columns: cols.clone(),
-            workloads: vec![WorkloadResult {
-                id: "park-100k".into(),
-                title: "100k threads parked, from main".into(),
-                what: "w".into(),
-                unit: Unit::KiBPerThread,
-                ideal: None,
-                ideal_p99_ms: None,
-                rss_row: false,
-                cells: vec![
-                    cell("weft", vec![parked(8.0, 900.0), parked(9.0, 1100.0)]),
-                    cell("go", vec![parked(2.5, 250.0)]),
-                ],
-            }],
-        };
-        let rows = rep.rows();
-        assert_eq!(rows.len(), 2);
-        let md = markdown(&rep, &rows);
-        assert!(
-            md.contains(
-                "| 100k threads parked, from main — memory per thread |  | **8.50 KiB** | 2.50 KiB (×0.29) |"
-            ),
-            "{md}"
-        );
-        assert!(
-            md.contains(
-                "| 100k threads parked, from main — time until all are parked |  | **1,000 ms** | 250 ms (×0.25) |"
-            ),
-            "{md}"
-        );
-        let chart = svg(&rep.workloads[0], &cols);
-        assert!(chart.contains("time until all are parked") && chart.contains("250 ms"));
-    }
-
-    #[test]
-    fn ratios_table_and_docs_splice() {
-        let cols: Vec<ColumnSummary> = ["weft", "go"]
+    /// A report of one workload on a Weft and a Go column, with these runs.
+    fn weft_and_go(w: WorkloadResult, weft: Vec<Run>, go: Vec<Run>) -> Report {
+        let columns: Vec<ColumnSummary> = ["weft", "go"]
             .iter()
             .map(|id| ColumnSummary {
                 id: id.to_string(),
@@ -771,27 +707,82 @@ mod tests {
             skipped: None,
             error: None,
         };
-        let rep = Report {
+        Report {
             command: "x".into(),
             invoked_as: "x".into(),
             quick: true,
             machine: Machine::probe().finish(),
             duration_secs: 1.0,
-            columns: cols.clone(),
+            columns,
             workloads: vec![WorkloadResult {
-                id: "spawn".into(),
-                title: "spawn + join".into(),
-                what: "w".into(),
-                unit: Unit::Ns,
-                ideal: None,
-                ideal_p99_ms: None,
-                rss_row: true,
-                cells: vec![
-                    cell("weft", vec![run(100.0), run(300.0), run(200.0)]),
-                    cell("go", vec![run(400.0)]),
-                ],
+                cells: vec![cell("weft", weft), cell("go", go)],
+                ..w
             }],
+        }
+    }
+
+    /// A workload of `unit` without figures.
+    fn workload(id: &str, title: &str, unit: Unit) -> WorkloadResult {
+        WorkloadResult {
+            id: id.into(),
+            title: title.into(),
+            what: "w".into(),
+            unit,
+            ideal: None,
+            ideal_p99_ms: None,
+            rss_row: false,
+            cells: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn a_parked_row_shows_memory_per_thread_and_the_time_until_all_are_parked() {
+        let parked = |kib: f64, ms: f64| Run {
+            value: kib,
+            rss_kib: 1024,
+            parked_ms: Some(ms),
+            ..Run::default()
         };
+        let w = workload(
+            "park-100k",
+            "100k threads parked, from main",
+            Unit::KiBPerThread,
+        );
+        let rep = weft_and_go(
+            w,
+            vec![parked(8.0, 900.0), parked(9.0, 1100.0)],
+            vec![parked(2.5, 250.0)],
+        );
+        let rows = rep.rows();
+        assert_eq!(rows.len(), 2);
+        let md = markdown(&rep, &rows);
+        assert!(
+            md.contains(
+                "| 100k threads parked, from main — memory per thread |  | **8.50 KiB** | 2.50 KiB (×0.29) |"
+            ),
+            "{md}"
+        );
+        assert!(
+            md.contains(
+                "| 100k threads parked, from main — time until all are parked |  | **1,000 ms** | 250 ms (×0.25) |"
+            ),
+            "{md}"
+        );
+        let chart = svg(&rep.workloads[0], &rep.columns);
+        assert!(chart.contains("time until all are parked") && chart.contains("250 ms"));
+    }
+
+    #[test]
+    fn ratios_table_and_docs_splice() {
+        let w = WorkloadResult {
+            rss_row: true,
+            ..workload("spawn", "spawn + join", Unit::Ns)
+        };
+        let rep = weft_and_go(
+            w,
+            vec![run(100.0), run(300.0), run(200.0)],
+            vec![run(400.0)],
+        );
         let rows = rep.rows();
         assert_eq!(rows.len(), 2);
         let t = text_table(&rep, &rows);
@@ -809,7 +800,7 @@ mod tests {
             "a\n<!-- weft-bench:begin -->\nNEW\n<!-- weft-bench:end -->\nb\n"
         );
         assert!(splice_docs("no markers", "x").is_err());
-        let chart = svg(&rep.workloads[0], &cols);
+        let chart = svg(&rep.workloads[0], &rep.columns);
         assert!(chart.starts_with("<svg") && chart.contains("400 ns"));
     }
 }

@@ -132,18 +132,24 @@ fn bad_arguments_are_clear_errors() {
         .unwrap();
     assert!(!o.status.success());
     assert!(String::from_utf8_lossy(&o.stderr).contains("unknown runtime \"erlang\""));
-    let o = Command::new(env!("CARGO_BIN_EXE_weft-bench"))
-        .args(["worker", "weft", "spawn"])
-        .output()
-        .unwrap();
-    assert_eq!(o.status.code(), Some(1));
-    assert!(String::from_utf8_lossy(&o.stderr).contains("missing argument"));
-    let o = Command::new(env!("CARGO_BIN_EXE_weft-bench"))
-        .args(["worker", "weft", "spawn", "many"])
-        .output()
-        .unwrap();
-    assert_eq!(o.status.code(), Some(1));
-    assert!(String::from_utf8_lossy(&o.stderr).contains("argument 1 (\"many\")"));
+    // A missing or malformed number, and a park of no threads (it would
+    // wait for the last of none forever), exit with a message.
+    for (args, says) in [
+        (&["spawn"][..], "missing argument"),
+        (&["spawn", "many"], "argument 1 (\"many\")"),
+        (&["park", "0"], "at least one thread"),
+    ] {
+        let o = Command::new(env!("CARGO_BIN_EXE_weft-bench"))
+            .args(["worker", "weft"])
+            .args(args)
+            .output()
+            .unwrap();
+        assert_eq!(o.status.code(), Some(1), "{args:?}");
+        assert!(
+            String::from_utf8_lossy(&o.stderr).contains(says),
+            "{args:?}"
+        );
+    }
     // An https server with unreadable certificate files says so and exits
     // (it never prints `ready`).
     for rt in ["weft", "tokio-mt", "std"] {
@@ -197,13 +203,6 @@ fn park_workers_print_memory_per_thread_and_time_until_parked() {
             Command::new(env!("CARGO_BIN_EXE_weft-bench")).args(["worker", rt, "park", TINY_PARK]),
         );
     }
-    // No threads to wait for is a clear error, not a hang.
-    let o = Command::new(env!("CARGO_BIN_EXE_weft-bench"))
-        .args(["worker", "weft", "park", "0"])
-        .output()
-        .unwrap();
-    assert_eq!(o.status.code(), Some(1));
-    assert!(String::from_utf8_lossy(&o.stderr).contains("at least one thread"));
 }
 
 /// The Go and Java `park` workers, where their toolchains are installed
