@@ -13,7 +13,8 @@
 //!
 //! `hwm_kib` is the process's own peak RSS (`VmHWM`) at the end: `wait4`'s
 //! `ru_maxrss` cannot be used, because Linux carries the parent's
-//! high-water mark across fork+exec into the child's.
+//! high-water mark across fork+exec into the child's. The `park` workload
+//! adds a second figure, `"parked_ms"` (its `value` is KiB per thread).
 //!
 //! Servers (`echo-server`, `http-server`) instead print `ready <port>` once
 //! they listen on `127.0.0.1:<port>` and serve until killed.
