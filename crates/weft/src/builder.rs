@@ -273,8 +273,10 @@ where
     // thread-local destructor or thread result.
     let finish = catch_unwind(AssertUnwindSafe(move || {
         // Drop weft::local! values while still on this thread.
-        // SAFETY: locals are only touched by the running thread.
-        unsafe { (*me.locals.get()).clear() };
+        if let Some(rare) = me.rare.get() {
+            // SAFETY: locals are only touched by the running thread.
+            unsafe { (*rare.locals.get()).clear() };
+        }
         // Then its `thread_local!` values and pthread key values, as an
         // OS thread's at its exit (on a thread-local area of its own).
         crate::tls::run_dtors();

@@ -458,7 +458,7 @@ fn entries(
                 activity: seen.activity,
                 owns: Vec::new(),
                 stack: frames.get(stack as usize).cloned().unwrap_or_default(),
-                container: t.container,
+                container: t.container(),
             }
         })
         .collect()

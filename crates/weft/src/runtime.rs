@@ -72,6 +72,10 @@ impl Schedule for Handle {
         Schedule::hold_carrier(&*self.shared)
     }
 
+    fn unjoined_panic(&self, payload: &(dyn std::any::Any + Send)) {
+        Schedule::unjoined_panic(&*self.shared, payload)
+    }
+
     fn as_any(&self) -> &dyn std::any::Any {
         &*self.shared
     }

@@ -35,6 +35,12 @@ impl Schedule for Shared {
         enter_blocking().map(|g| Box::new(g) as Box<dyn Send>)
     }
 
+    fn unjoined_panic(&self, payload: &(dyn std::any::Any + Send)) {
+        if let Some(sim) = super::simulation() {
+            sim.panic_lost(payload);
+        }
+    }
+
     fn as_any(&self) -> &dyn std::any::Any {
         self
     }

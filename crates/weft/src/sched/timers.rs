@@ -40,7 +40,7 @@ use crate::thread::VThread;
 pub(crate) struct TimerEntry {
     pub(crate) deadline: Instant,
     /// The thread's `timer_seq` when it parked.
-    pub(crate) seq: u64,
+    pub(crate) seq: u32,
     /// Held weakly: a thread owns its runtime, and a strong entry would keep
     /// a private runtime whose threads have all ended alive until the last
     /// deadline passed. A parked thread is kept alive by its park (the
@@ -163,7 +163,7 @@ mod tests {
     use super::*;
     use std::time::Duration;
 
-    fn entry(base: Instant, ms: u64, seq: u64) -> TimerEntry {
+    fn entry(base: Instant, ms: u64, seq: u32) -> TimerEntry {
         TimerEntry {
             deadline: base + Duration::from_millis(ms),
             seq,
@@ -187,7 +187,7 @@ mod tests {
         let mut q = TimerQueue::default();
         let mut reference: Vec<u64> = Vec::new();
         let mut clock = 0u64;
-        for seq in 0..20_000u64 {
+        for seq in 0..20_000u32 {
             let r = next();
             // 80 % in order (the lane), 20 % earlier than the last (the heap).
             let ms = if r % 5 == 0 {
@@ -224,10 +224,10 @@ mod tests {
     fn retain_take_all_and_extend_keep_every_entry() {
         let base = Instant::now();
         let mut q = TimerQueue::default();
-        q.extend([5, 1, 7, 7, 3, 9].map(|ms| entry(base, ms, ms)));
+        q.extend([5, 1, 7, 7, 3, 9].map(|ms| entry(base, ms, ms as u32)));
         q.retain(|e| e.seq != 7);
         assert_eq!(q.len(), 4);
-        let mut all: Vec<u64> = q.take_all().into_iter().map(|e| e.seq).collect();
+        let mut all: Vec<u32> = q.take_all().into_iter().map(|e| e.seq).collect();
         all.sort_unstable();
         assert_eq!(all, [1, 3, 5, 9]);
         assert_eq!(q.len(), 0);

@@ -168,14 +168,15 @@ impl Blocker {
 ///
 /// It also keeps when its thread began to wait (`since`), for the "waiting
 /// for 12 s" of dumps, as Go's `[chan receive, 12 minutes]`: one word more
-/// per thread (the cell is 56 bytes of the record, was 48), and one read
+/// per thread (the cell is 40 bytes of the record: three words of
+/// blocker, the sequence and `since`), and one read
 /// of the kernel's coarse monotonic clock per wait (a few nanoseconds, no
 /// system call: the vDSO reads a value the timer tick updates, so its
 /// resolution is the tick, 1–4 ms).
 #[derive(Default)]
 pub(crate) struct BlockerCell {
     pub(super) seq: AtomicU64,
-    pub(super) w: [AtomicU64; 5],
+    pub(super) w: [AtomicU64; WORDS],
     /// When the current blocker was set, in ns of [`coarse_now_ns`]; 0
     /// while none is.
     since: AtomicU64,
@@ -231,7 +232,7 @@ impl BlockerCell {
                 std::hint::spin_loop();
                 continue;
             }
-            let words: [u64; 5] = std::array::from_fn(|i| self.w[i].load(Ordering::Relaxed));
+            let words: [u64; WORDS] = std::array::from_fn(|i| self.w[i].load(Ordering::Relaxed));
             std::sync::atomic::fence(Ordering::Acquire);
             if self.seq.load(Ordering::Relaxed) == s1 {
                 return decode(words);
@@ -252,49 +253,110 @@ pub(super) fn words_str(ptr: u64, len: u64) -> &'static str {
     }
 }
 
-pub(super) fn encode(b: &Blocker) -> [u64; 5] {
+/// Words of a [`BlockerCell`]: a tag word (variant in bits 0–7, a small
+/// field in bits 8–15, a descriptor in bits 32–63) and two payload words.
+/// Every variant fits without loss.
+const WORDS: usize = 3;
+
+/// The tag word of variant `tag` with small field `small` and descriptor `fd`.
+fn tag(tag: u64, small: u64, fd: i32) -> u64 {
+    tag | small << 8 | u64::from(fd as u32) << 32
+}
+
+pub(super) fn encode(b: &Blocker) -> [u64; WORDS] {
     match *b {
-        Blocker::None => [0; 5],
-        Blocker::Sleep(t) => [1, crate::clock::ns_of(t), 0, 0, 0],
-        Blocker::Park => [2, 0, 0, 0, 0],
-        Blocker::Io { fd, read } => [3, fd as u32 as u64, read as u64, 0, 0],
-        Blocker::Lock { kind, addr, owner } => [4, kind as u64, 0, addr as u64, owner.unwrap_or(0)],
-        Blocker::Channel { recv } => [5, recv as u64, 0, 0, 0],
-        Blocker::Join(id) => [6, id, 0, 0, 0],
+        Blocker::None => [0; WORDS],
+        Blocker::Sleep(t) => [1, crate::clock::ns_of(t), 0],
+        Blocker::Park => [2, 0, 0],
+        Blocker::Io { fd, read } => [tag(3, read as u64, fd), 0, 0],
+        Blocker::Lock { kind, addr, owner } => {
+            [tag(4, kind as u64, 0), addr as u64, owner.unwrap_or(0)]
+        }
+        Blocker::Channel { recv } => [tag(5, recv as u64, 0), 0, 0],
+        Blocker::Join(id) => [6, id, 0],
         Blocker::Other(s) => {
             let (p, l) = str_words(s);
-            [7, p, l, 0, 0]
+            [7, p, l]
         }
         Blocker::Call { call, fd } => {
             let (p, l) = str_words(call);
-            [8, p, l, fd as u32 as u64, 0]
+            [tag(8, 0, fd), p, l]
         }
     }
 }
 
-pub(super) fn decode(w: [u64; 5]) -> Blocker {
-    match w[0] {
+pub(super) fn decode(w: [u64; WORDS]) -> Blocker {
+    let small = (w[0] >> 8) & 0xff;
+    let fd = (w[0] >> 32) as u32 as i32;
+    match w[0] & 0xff {
         1 => Blocker::Sleep(crate::clock::instant_of(w[1])),
         2 => Blocker::Park,
         3 => Blocker::Io {
-            fd: w[1] as u32 as i32,
-            read: w[2] != 0,
+            fd,
+            read: small != 0,
         },
         4 => Blocker::Lock {
             kind: SyncKind::ALL
-                .get(w[1] as usize)
+                .get(small as usize)
                 .copied()
                 .unwrap_or(SyncKind::Mutex),
-            addr: w[3] as usize,
-            owner: (w[4] != 0).then_some(w[4]),
+            addr: w[1] as usize,
+            owner: (w[2] != 0).then_some(w[2]),
         },
-        5 => Blocker::Channel { recv: w[1] != 0 },
+        5 => Blocker::Channel { recv: small != 0 },
         6 => Blocker::Join(w[1]),
         7 => Blocker::Other(words_str(w[1], w[2])),
         8 => Blocker::Call {
             call: words_str(w[1], w[2]),
-            fd: w[3] as u32 as i32,
+            fd,
         },
         _ => Blocker::None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Three words hold every variant without loss, extremes included.
+    #[test]
+    fn every_blocker_survives_the_cell() {
+        let cases = [
+            Blocker::None,
+            Blocker::Park,
+            Blocker::Io { fd: -1, read: true },
+            Blocker::Io {
+                fd: i32::MAX,
+                read: false,
+            },
+            Blocker::Lock {
+                kind: SyncKind::CountDownLatch,
+                addr: usize::MAX,
+                owner: Some(u64::MAX),
+            },
+            Blocker::Lock {
+                kind: SyncKind::RwLock,
+                addr: 8,
+                owner: None,
+            },
+            Blocker::Channel { recv: true },
+            Blocker::Join(u64::MAX),
+            Blocker::Other("weft::blocking"),
+            Blocker::Call {
+                call: "recv",
+                fd: i32::MIN,
+            },
+            Blocker::Call { call: "", fd: 0 },
+        ];
+        let cell = BlockerCell::default();
+        for b in cases {
+            cell.set(b.clone());
+            assert_eq!(cell.get(), b);
+        }
+        // A deadline goes through the runtime's clock (`clock::ns_of`),
+        // which keeps it to its own resolution.
+        cell.set(Blocker::Sleep(std::time::Instant::now()));
+        assert!(matches!(cell.get(), Blocker::Sleep(_)));
+        assert_eq!(size_of::<BlockerCell>(), 40);
     }
 }

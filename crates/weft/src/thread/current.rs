@@ -196,7 +196,7 @@ pub(crate) fn with_blocker<R>(b: Blocker, f: impl FnOnce() -> R) -> R {
 /// The calling thread's locals (its own thread only touches them).
 pub(crate) fn current_locals() -> *mut Locals {
     match current_virtual() {
-        Some(inner) => inner.locals.get(),
+        Some(inner) => inner.rare.get_or_init(Box::default).locals.get(),
         None => OS_LOCALS.with(|l| l.get()),
     }
 }

@@ -129,7 +129,7 @@ pub(crate) fn complete_unrun(inner: &VThread, why: String) {
 }
 
 /// Drops the result in `payload`, of a thread that nobody will join (a
-/// panic nobody saw fails a simulation, `crate::sim`).
+/// panic nobody saw fails a simulation: `Schedule::unjoined_panic`).
 ///
 /// # Safety
 /// `payload` holds a result stored by [`complete`] with state `done`, and
@@ -138,9 +138,9 @@ unsafe fn drop_result<T>(inner: &VThread, done: u8) {
     // SAFETY: owned by the caller; `done` says what it holds.
     let r = unsafe { take_result::<T>(inner, done) };
     if let Err(payload) = &r
-        && let Some(sim) = crate::sched::simulation()
+        && let Some(sched) = inner.scheduler()
     {
-        sim.panic_lost(&**payload);
+        sched.unjoined_panic(&**payload);
     }
     drop(r);
 }

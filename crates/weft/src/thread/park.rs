@@ -132,9 +132,7 @@ fn park_deadline_after(deadline: Option<Instant>, now: Option<Instant>) {
 pub(crate) fn suspend(inner: &VThread, s: Suspend) {
     let marker = 0u8;
     let sp = &marker as *const u8 as usize;
-    if sp < inner.low_sp.load(Ordering::Relaxed) {
-        inner.low_sp.store(sp, Ordering::Relaxed);
-    }
+    inner.note_sp(sp);
     // Per-OS-thread context (tracing spans, registered hooks) leaves the
     // carrier with us and comes back when we do.
     let context = crate::context::unmount();
@@ -280,5 +278,44 @@ pub fn yield_now() {
             suspend(inner, Suspend::Yield);
         }
         _ => std::thread::yield_now(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `timer_seq` is 32 bits: timed parks keep working as it wraps, with
+    /// stale timers (parks ended early by an unpark) pending across the
+    /// wrap. Were a timer's sequence and the thread's compared wrongly,
+    /// a sleep here would never end.
+    #[test]
+    fn timed_parks_work_across_the_timer_sequence_wrap() {
+        let h = crate::spawn(|| {
+            let me = current_virtual().expect("a virtual thread");
+            me.timer_seq.store(u32::MAX - 3, Ordering::Relaxed);
+            let mut seqs = Vec::new();
+            for _ in 0..8 {
+                // Ended early by another thread: leaves a stale timer.
+                let t = current();
+                let waker = crate::spawn(move || {
+                    while t.state() != State::Parked {
+                        yield_now();
+                    }
+                    t.unpark();
+                });
+                park_timeout(Duration::from_secs(3600));
+                waker.join().unwrap();
+                // Ended by its own timer.
+                sleep(Duration::from_millis(1)).unwrap();
+                seqs.push(me.timer_seq.load(Ordering::Relaxed));
+            }
+            seqs
+        });
+        let seqs = h.join().unwrap();
+        assert!(
+            seqs.windows(2).any(|w| w[1] < w[0]),
+            "the sequence wrapped: {seqs:?}"
+        );
     }
 }

@@ -20,7 +20,7 @@
 use std::cell::{Cell, UnsafeCell};
 use std::io;
 use std::mem::MaybeUninit;
-use std::sync::atomic::{AtomicBool, AtomicU8, AtomicU32, AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU8, AtomicU32, Ordering};
 use std::sync::{Arc, OnceLock};
 
 use super::blocker::{Blocker, BlockerCell};
@@ -193,18 +193,26 @@ pub(crate) struct VThread {
     pub(crate) park: ParkState,
     pub(super) interrupted: AtomicBool,
     /// Bumped whenever a timed park ends, so a stale timer cannot unpark a
-    /// later park (it still may: that is a spurious wakeup, which is allowed).
-    pub(crate) timer_seq: AtomicU64,
+    /// later park. It still may: after 2^32 timed parks of this thread the
+    /// sequence wraps, and a timer left from 2^32 parks ago (ended early,
+    /// not yet due nor compacted away) matches again. That is a spurious
+    /// wakeup, which `park` allows and every caller of a timed park
+    /// (`sleep`, the `weft::sync` waits) loops on; 32 bits instead of 64
+    /// keep the record 8 bytes smaller with `reg_key`.
+    pub(crate) timer_seq: AtomicU32,
     /// Yielder of the coroutine (set once when it starts).
     pub(crate) yielder: Cell<*const corosensei::Yielder<(), Suspend>>,
-    /// Lowest stack address seen at a suspension point (for trimming).
-    pub(crate) low_sp: AtomicUsize,
+    /// The low 32 bits of the lowest stack address seen at a suspension
+    /// point, 0 before the first (for trimming: `Carrier::finish`). A
+    /// stack is at most 1 GiB, so any two of its addresses differ by less
+    /// than 2^31 and 32 bits compare them ([`VThread::note_sp`]), and its
+    /// base and these bits give the depth ([`VThread::stack_depth`]).
+    /// Written by the thread itself, read by the carrier it finished on.
+    pub(crate) low_sp: AtomicU32,
     /// The thread pointer of the thread's own thread-local area (`tls.rs`),
     /// or 0 (none: it shares its carrier's). Set by the carrier that first
     /// runs the thread, read by that carrier on every mount.
     pub(crate) tls_tp: Cell<usize>,
-    /// `weft::local!` storage.
-    pub(crate) locals: UnsafeCell<Locals>,
     /// What the thread is blocked on, for dumps (set around waits by the
     /// primitive that parks).
     pub(crate) blocker: BlockerCell,
@@ -236,10 +244,12 @@ pub(crate) struct VThread {
     /// Set while the thread waits on its carrier's OS thread (pinned); the
     /// OS thread to unpark is in `rare.pinned_waiter`.
     pub(crate) pinned_waiting: AtomicBool,
-    /// Slot in the dump registry.
-    pub(crate) reg_key: AtomicUsize,
-    /// Dump container (0 = root; an executor or a scope otherwise).
-    pub(crate) container: u64,
+    /// Slot in the dump registry (an index into one shard's vector: 32
+    /// bits are four billion live threads per shard).
+    pub(crate) reg_key: AtomicU32,
+    /// Dump container (0 = root; an executor or a scope otherwise): the
+    /// registry's ids are 32 bits (`registry::new_container`).
+    container: u32,
     /// A thread dump's request to record this thread's stack (an
     /// `Arc<CaptureJob>` as a raw pointer), or null.
     pub(crate) capture_job: std::sync::atomic::AtomicPtr<()>,
@@ -271,10 +281,10 @@ impl Drop for VThread {
 }
 
 /// A record's rarely used fields, in a box of their own that only threads
-/// using one of them pay for: 8 bytes in every record instead of 64 (a
-/// named thread allocates it at spawn, the first `set_activity` or pinned
-/// wait on an unnamed one). Multiplied by a million records it is memory
-/// and first-touched pages.
+/// using one of them pay for: 8 bytes in every record instead of 88 (a
+/// named thread allocates it at spawn, the first `set_activity`, pinned
+/// wait or `local!` use on an unnamed one). Multiplied by a million
+/// records it is memory and first-touched pages.
 #[derive(Default)]
 pub(crate) struct Rare {
     /// The thread's name; set only when the record is created.
@@ -286,7 +296,17 @@ pub(crate) struct Rare {
     /// The OS thread to unpark while the thread waits pinned
     /// (`VThread::pinned_waiting`).
     pub(crate) pinned_waiter: std::sync::Mutex<Option<std::thread::Thread>>,
+    /// `weft::local!` storage. Touched only by the thread itself (and
+    /// cleared by it as it finishes).
+    pub(crate) locals: UnsafeCell<Locals>,
 }
+
+// SAFETY: `locals`, the one field that is neither `Sync` nor `Send`, is
+// touched only by its own thread, wherever that runs (as `VThread`'s
+// thread-owned fields); the rest are `Sync` and `Send`.
+unsafe impl Sync for Rare {}
+// SAFETY: as above.
+unsafe impl Send for Rare {}
 
 /// Where a record keeps its [`Rare`] fields: empty until first needed, then
 /// installed once (lock-free: racing first uses allocate, one box wins) and
@@ -334,11 +354,10 @@ impl VThread {
             state: AtomicU8::new(State::New as u8),
             park: ParkState::new(),
             interrupted: AtomicBool::new(false),
-            timer_seq: AtomicU64::new(0),
+            timer_seq: AtomicU32::new(0),
             yielder: Cell::new(std::ptr::null()),
-            low_sp: AtomicUsize::new(usize::MAX),
+            low_sp: AtomicU32::new(0),
             tls_tp: Cell::new(0),
-            locals: UnsafeCell::new(Locals::default()),
             blocker: BlockerCell::default(),
             pin_depth: Cell::new(0),
             home: AtomicU32::new(NO_HOME),
@@ -346,12 +365,36 @@ impl VThread {
             stays: AtomicBool::new(false),
             dump_borrowed: AtomicBool::new(false),
             pinned_waiting: AtomicBool::new(false),
-            reg_key: AtomicUsize::new(0),
-            container,
+            reg_key: AtomicU32::new(0),
+            container: u32::try_from(container).expect("weft: container ids are 32 bits"),
             capture_job: std::sync::atomic::AtomicPtr::new(std::ptr::null_mut()),
             join_state: AtomicU8::new(0),
             joiner: UnsafeCell::new(None),
             payload: UnsafeCell::new(MaybeUninit::uninit()),
+        }
+    }
+
+    /// The thread's dump container (0 = root).
+    pub(crate) fn container(&self) -> u64 {
+        u64::from(self.container)
+    }
+
+    /// Notes the stack pointer `sp` of a suspension (see `low_sp`).
+    pub(crate) fn note_sp(&self, sp: usize) {
+        let sp = sp as u32;
+        let low = self.low_sp.load(Ordering::Relaxed);
+        // Lower by less than 2^31 (the same stack): below the lowest yet.
+        if low == 0 || (low.wrapping_sub(sp) as i32) > 0 {
+            self.low_sp.store(sp, Ordering::Relaxed);
+        }
+    }
+
+    /// How deep below `base`, its stack's top, the thread's stack went at
+    /// its suspensions (0 if it never suspended).
+    pub(crate) fn stack_depth(&self, base: usize) -> usize {
+        match self.low_sp.load(Ordering::Relaxed) {
+            0 => 0,
+            low => (base as u32).wrapping_sub(low) as usize,
         }
     }
 
@@ -423,13 +466,39 @@ mod tests {
         assert_eq!(named.get().unwrap().name.as_deref(), Some("n"));
     }
 
-    /// Every parked thread carries one record: it stays small (240 bytes
-    /// on x86-64 when this was written: 280 before `Rare`, 224 after it,
-    /// then 16 more for the thread-local area's pointer and stack reserve).
+    /// Every parked thread carries one record, its only allocation: it
+    /// stays small. 200 bytes on x86-64 when this was written (280 before
+    /// `Rare`, 240 with the thread-local area's pointer; then the join slot
+    /// and the body's payload moved in, +32, and the blocker's words, the
+    /// coroutine slot's tag, `timer_seq`, `reg_key`, `low_sp` and
+    /// `container` shrank and the `local!` vector moved to `Rare`, -72):
+    /// with `Arc`'s two counts 216 bytes, a 224-byte malloc chunk (glibc
+    /// adds 8 and rounds up to 16). The next chunk down needs 184.
+    /// `low_sp` keeps 32 bits: depths still come out right when the stack
+    /// straddles a 4 GiB boundary.
+    #[test]
+    fn the_lowest_stack_pointer_survives_32_bits() {
+        let t = VThread::new(None, Kind::Os(OnceLock::new()), 0);
+        let base = (5usize << 32) + 0x1000;
+        assert_eq!(t.stack_depth(base), 0, "never suspended");
+        for sp in [
+            base - 0x800,
+            base - 0x2000,
+            base - 0x1800,
+            base - 0x1_0000,
+            base - 0x40,
+        ] {
+            t.note_sp(sp);
+        }
+        assert_eq!(t.stack_depth(base), 0x1_0000);
+        t.note_sp(base - (1 << 30));
+        assert_eq!(t.stack_depth(base), 1 << 30);
+    }
+
     #[test]
     fn the_record_stays_small() {
         assert!(
-            size_of::<VThread>() <= 256,
+            size_of::<VThread>() <= 200,
             "VThread is {} bytes",
             size_of::<VThread>()
         );

@@ -14,7 +14,7 @@
 //! (a thread's container is fixed at spawn, `VThread::container`).
 
 use crate::unpoison::Unpoison;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
 
 use super::{Thread, VThread};
@@ -51,13 +51,14 @@ pub(crate) fn register(inner: &Arc<VThread>) {
             sh.slots.len() - 1
         }
     };
+    let key = u32::try_from(key).expect("weft: over 2^32 threads in one registry shard");
     inner.reg_key.store(key, Ordering::Relaxed);
 }
 
 /// Removes a finished thread (while its carrier still holds it).
 pub(crate) fn unregister(inner: &VThread) {
     let mut sh = REGISTRY[shard_of(inner)].lock().unpoison();
-    let k = inner.reg_key.load(Ordering::Relaxed);
+    let k = inner.reg_key.load(Ordering::Relaxed) as usize;
     if sh.slots.get(k) == Some(&(inner as *const VThread as usize)) {
         sh.slots[k] = 0;
         sh.free.push(k);
@@ -77,7 +78,7 @@ pub(crate) fn unregister_batch(batch: &mut Vec<Arc<VThread>>) {
         let n = rest.iter().take_while(|t| shard_of(t) == s).count();
         let mut sh = REGISTRY[s].lock().unpoison();
         for inner in &rest[..n] {
-            let k = inner.reg_key.load(Ordering::Relaxed);
+            let k = inner.reg_key.load(Ordering::Relaxed) as usize;
             if sh.slots.get(k) == Some(&(Arc::as_ptr(inner) as usize)) {
                 sh.slots[k] = 0;
                 sh.free.push(k);
@@ -121,12 +122,23 @@ pub(crate) fn for_each_thread(mut f: impl FnMut(&VThread)) {
 /// Id of the root container.
 pub(crate) const ROOT: u64 = 0;
 
-static NEXT_CONTAINER: AtomicU64 = AtomicU64::new(1);
+/// The last container id handed out. Ids are 32 bits (a record keeps its
+/// container in 4 bytes) and wrap, skipping [`ROOT`]: two containers share
+/// an id only if both are alive 2^32 containers apart, and then a dump
+/// groups their threads together; nothing else reads the id.
+static LAST_CONTAINER: AtomicU32 = AtomicU32::new(0);
 static CONTAINERS: Mutex<Vec<(u64, String, u64)>> = Mutex::new(Vec::new());
 
 /// Registers a container (an executor or a scope) and returns its id.
 pub(crate) fn new_container(kind: &str, parent: u64) -> u64 {
-    let id = NEXT_CONTAINER.fetch_add(1, Ordering::Relaxed);
+    let mut id = ROOT;
+    while id == ROOT {
+        id = u64::from(
+            LAST_CONTAINER
+                .fetch_add(1, Ordering::Relaxed)
+                .wrapping_add(1),
+        );
+    }
     CONTAINERS
         .lock()
         .unpoison()

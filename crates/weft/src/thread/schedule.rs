@@ -84,6 +84,11 @@ pub(crate) trait Schedule: Send + Sync + 'static {
     /// the returned guard is dropped (on the same carrier). `None` when not
     /// called on a carrier.
     fn hold_carrier(&self) -> Option<Box<dyn Send>>;
+    /// A panic of one of this runtime's threads is being dropped unjoined
+    /// (its handle was dropped), on the calling OS thread: a simulation
+    /// running on it fails (`crate::sim`), as a panic nobody saw goes
+    /// unseen otherwise.
+    fn unjoined_panic(&self, payload: &(dyn std::any::Any + Send));
 
     /// The scheduler's state (`sched::Shared`) as `Any`: how the scheduler
     /// finds its own type behind a record (`sched`'s

@@ -212,8 +212,7 @@ impl Carrier {
             // holds the area, goes back to the cache only below.
             unsafe { crate::tls::release_area(tp) };
         }
-        let low_sp = thread.low_sp.load(Ordering::Relaxed);
-        let deep = stack.base_addr().saturating_sub(low_sp) > TRIM_DEPTH;
+        let deep = thread.stack_depth(stack.base_addr()) > TRIM_DEPTH;
         self.recycle_stack(stack, deep);
         // `live` was decremented by the thread itself, before it
         // completed its join packet (`Schedule::finished`).
