@@ -222,8 +222,12 @@ impl<T> JoinHandle<T> {
         let this = std::mem::ManuallyDrop::new(self);
         // SAFETY: `thread` is read once and `this` never used again.
         let Thread { inner } = unsafe { std::ptr::read(&this.thread) };
-        let id = inner.id.0.get();
-        let done = with_blocker(Blocker::Join(id), || wait(&inner));
+        // A thread already done is joined without recording a blocker
+        // (two writes of the blocker's seqlock and a clock read saved).
+        let done = match done_state(inner.join_state.load(Ordering::Acquire)) {
+            Some(s) => s,
+            None => with_blocker(Blocker::Join(inner.id.0.get()), || wait(&inner)),
+        };
         // SAFETY: DONE observed with acquire (`wait`); the finisher
         // stored the result before and never touches it again, and the
         // handle, consumed, was the only other owner.
@@ -237,20 +241,18 @@ impl<T> JoinHandle<T> {
 
     /// Whether the thread has finished running its closure.
     pub fn is_finished(&self) -> bool {
-        matches!(
-            self.thread.inner.join_state.load(Ordering::Acquire),
-            DONE_OK | DONE_ERR
-        )
+        done_state(self.thread.inner.join_state.load(Ordering::Acquire)).is_some()
     }
 }
 
-/// Waits until `inner` is done (the caller is its one joiner) and returns
-/// the DONE state.
+/// `s` if it is a DONE state.
+fn done_state(s: u8) -> Option<u8> {
+    (s == DONE_OK || s == DONE_ERR).then_some(s)
+}
+
+/// Waits until `inner`, found not done, is done (the caller is its one
+/// joiner) and returns the DONE state.
 fn wait(inner: &VThread) -> u8 {
-    let done = |s: u8| (s == DONE_OK || s == DONE_ERR).then_some(s);
-    if let Some(s) = done(inner.join_state.load(Ordering::Acquire)) {
-        return s;
-    }
     // SAFETY: only the single joiner writes `joiner`, before publishing
     // WAITING; the finisher reads it only after that.
     unsafe { *inner.joiner.get() = Some(current().inner) };
@@ -259,7 +261,7 @@ fn wait(inner: &VThread) -> u8 {
         .compare_exchange(RUNNING, WAITING, Ordering::AcqRel, Ordering::Acquire)
     {
         Ok(_) => loop {
-            if let Some(s) = done(inner.join_state.load(Ordering::Acquire)) {
+            if let Some(s) = done_state(inner.join_state.load(Ordering::Acquire)) {
                 return s;
             }
             // Join is not interruptible (like std); an interrupt must not
@@ -275,7 +277,7 @@ fn wait(inner: &VThread) -> u8 {
             // joiner we wrote is still ours to drop.
             // SAFETY: as above: the finisher does not read it.
             drop(unsafe { (*inner.joiner.get()).take() });
-            done(s).expect("weft: a thread joined twice")
+            done_state(s).expect("weft: a thread joined twice")
         }
     }
 }
