@@ -2,7 +2,8 @@
 //!
 //! Starts N virtual threads that each park until released, waits until all
 //! have parked, and reports the growth of `VmRSS` and `VmPTE` (from
-//! `/proc/self/status`) per thread, then releases and joins them.
+//! `/proc/self/status`) per thread — and of that, the bytes of malloc's
+//! heap in use — then releases and joins them.
 //!
 //! ```text
 //! cargo run --release -p weft --example parked_memory -- 100000 1000000
@@ -23,6 +24,13 @@ fn rss_pte() -> (u64, u64) {
             .unwrap_or(0)
     };
     (field("VmRSS:"), field("VmPTE:"))
+}
+
+/// Bytes of glibc's heap in use (`mallinfo2().uordblks`: allocated
+/// chunks, malloc's headers included), all arenas.
+fn heap_in_use() -> u64 {
+    // SAFETY: mallinfo2 has no preconditions.
+    unsafe { libc::mallinfo2() }.uordblks as u64
 }
 
 /// The calling thread's thread pointer (`pthread_self()`) and the stack
@@ -54,8 +62,8 @@ fn main() {
         rt.stack_size() / 1024
     );
     println!(
-        "{:>9} {:>12} {:>12} {:>12} {:>14}",
-        "N", "RSS KiB/th", "PTE KiB/th", "sum KiB/th", "spawn+park ms"
+        "{:>9} {:>12} {:>12} {:>12} {:>14} {:>12}",
+        "N", "RSS KiB/th", "PTE KiB/th", "sum KiB/th", "spawn+park ms", "heap B/th"
     );
     // Where a virtual thread's thread-local area and its stack lie: with
     // an area (x86_64 glibc) the thread pointer is `pthread_self()`, and
@@ -75,6 +83,7 @@ fn main() {
         // Warm the runtime (carriers, pools) so the baseline includes them.
         rt.spawn(|| {}).join().unwrap();
         let (rss0, pte0) = rss_pte();
+        let heap0 = heap_in_use();
         let parked = Arc::new(AtomicUsize::new(0));
         let release = Arc::new(AtomicBool::new(false));
         let t0 = std::time::Instant::now();
@@ -96,9 +105,13 @@ fn main() {
         std::thread::sleep(std::time::Duration::from_millis(200));
         let ms = t0.elapsed().as_secs_f64() * 1e3;
         let (rss1, pte1) = rss_pte();
+        let heap = heap_in_use().saturating_sub(heap0) as f64 / n as f64;
         let per = |a: u64, b: u64| (b.saturating_sub(a)) as f64 / n as f64;
         let (r, p) = (per(rss0, rss1), per(pte0, pte1));
-        println!("{n:>9} {r:>12.2} {p:>12.2} {:>12.2} {ms:>14.0}", r + p);
+        println!(
+            "{n:>9} {r:>12.2} {p:>12.2} {:>12.2} {ms:>14.0} {heap:>12.0}",
+            r + p
+        );
         release.store(true, Ordering::SeqCst);
         for h in &handles {
             h.thread().unpark();
