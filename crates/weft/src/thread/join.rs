@@ -173,12 +173,15 @@ pub struct JoinHandle<T> {
     _result: PhantomData<T>,
 }
 
-// SAFETY: a shared handle gives no access to the result (only `thread`
-// and `is_finished`); the result moves only with the owned handle, and
-// spawning requires `T: Send`.
-unsafe impl<T: Send> Sync for JoinHandle<T> {}
+// SAFETY: as std's `JoinHandle`, for every `T`: a handle is made only by
+// `JoinHandle::new`, which requires `T: Send`, so the result may move with
+// it; and a shared handle gives no access to the result (only `thread`
+// and `is_finished`).
+unsafe impl<T> Send for JoinHandle<T> {}
+// SAFETY: as above.
+unsafe impl<T> Sync for JoinHandle<T> {}
 
-impl<T> JoinHandle<T> {
+impl<T: Send> JoinHandle<T> {
     /// The handle of `thread`, whose result is a `T` (the caller's
     /// promise: it completes the thread's join with a `T`, and makes no
     /// other handle).
