@@ -159,8 +159,8 @@ impl Shared {
         self.sim.as_ref().is_some_and(|s| s.running())
     }
 
-    /// Called by a finishing thread just before it completes its join
-    /// packet, so that whoever joins it never still counts it live.
+    /// Called by a finishing thread just before it completes its join, so
+    /// that whoever joins it never still counts it live.
     pub(crate) fn thread_finished(&self) {
         self.live.fetch_sub(1, Ordering::Relaxed);
     }

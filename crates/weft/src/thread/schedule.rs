@@ -59,7 +59,7 @@ pub(crate) trait Schedule: Send + Sync + 'static {
     fn schedule(&self, thread: Arc<VThread>);
 
     /// The calling virtual thread's body returned: it no longer counts as
-    /// live. Called just before it completes its join packet, so that
+    /// live. Called just before it completes its join (`join.rs`), so that
     /// whoever joins it never still counts it.
     fn finished(&self);
 

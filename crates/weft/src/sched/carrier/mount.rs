@@ -215,7 +215,7 @@ impl Carrier {
         let deep = thread.stack_depth(stack.base_addr()) > TRIM_DEPTH;
         self.recycle_stack(stack, deep);
         // `live` was decremented by the thread itself, before it
-        // completed its join packet (`Schedule::finished`).
+        // completed its join (`Schedule::finished`).
         let mut finished = self.finished.borrow_mut();
         finished.push(thread);
         if finished.len() >= FINISHED_BATCH {
