@@ -1,0 +1,54 @@
+//! N virtual threads that each sleep, spawned from `main`: when spawning
+//! ended, when the last was joined, and the page faults and CPU time on
+//! the way (the phases behind weft-bench's `sleep-*-main` rows).
+//!
+//! ```text
+//! cargo run --release -p weft --example sleepers -- 1000000 1000
+//! ```
+
+use std::time::{Duration, Instant};
+
+fn usage() -> (f64, f64, i64) {
+    // SAFETY: getrusage writes the struct it is given.
+    let r = unsafe {
+        let mut r: libc::rusage = std::mem::zeroed();
+        libc::getrusage(libc::RUSAGE_SELF, &mut r);
+        r
+    };
+    let s = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 / 1e6;
+    (s(r.ru_utime), s(r.ru_stime), r.ru_minflt)
+}
+
+fn main() {
+    let mut args = std::env::args()
+        .skip(1)
+        .map(|a| a.parse::<u64>().expect("a number"));
+    let n = args.next().unwrap_or(100_000);
+    let ms = args.next().unwrap_or(1000);
+    let d = Duration::from_millis(ms);
+    weft::spawn(|| ()).join().unwrap();
+    let (u0, s0, f0) = usage();
+    let t0 = Instant::now();
+    let handles: Vec<_> = (0..n)
+        .map(|_| weft::spawn(move || weft::sleep(d).unwrap()))
+        .collect();
+    let spawned = t0.elapsed();
+    let (u1, s1, f1) = usage();
+    for h in handles {
+        h.join().unwrap();
+    }
+    let joined = t0.elapsed();
+    let (u2, s2, f2) = usage();
+    println!(
+        "{n} x sleep({ms} ms): spawned in {:.0} ms (cpu user {:.2} s sys {:.2} s, {} faults), \
+         all joined at {:.0} ms (cpu user {:.2} s sys {:.2} s, {} faults)",
+        spawned.as_secs_f64() * 1e3,
+        u1 - u0,
+        s1 - s0,
+        f1 - f0,
+        joined.as_secs_f64() * 1e3,
+        u2 - u1,
+        s2 - s1,
+        f2 - f1
+    );
+}
