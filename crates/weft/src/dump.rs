@@ -333,7 +333,7 @@ pub(crate) fn in_running_simulation(t: &VThread) -> bool {
 /// the request if `t` woke up on its own meanwhile.
 fn request_capture(job: &Arc<CaptureJob>, t: &Arc<VThread>) {
     let raw = Arc::into_raw(job.clone()) as *mut CaptureJob as *mut ();
-    if t.capture_job
+    if t.capture_slot()
         .compare_exchange(
             std::ptr::null_mut(),
             raw,
@@ -350,7 +350,7 @@ fn request_capture(job: &Arc<CaptureJob>, t: &Arc<VThread>) {
     if !borrow_parked(t) {
         // It woke up on its own: it will see the job at its next park, or
         // never. Withdraw the request if it is still there.
-        let p = t.capture_job.swap(std::ptr::null_mut(), Ordering::AcqRel);
+        let p = t.take_capture_job();
         if !p.is_null() {
             // SAFETY: we took back the count we published.
             drop(unsafe { Arc::from_raw(p as *const CaptureJob) });

@@ -3,7 +3,7 @@
 //!
 //! Where a dump cannot unwind a parked thread's stack from outside (it
 //! does on x86-64 Linux: `dump/parked.rs`; this is the fallback), it leaves
-//! a [`CaptureJob`] in the thread's record (`VThread::capture_job`, a raw
+//! a [`CaptureJob`] in the thread's record (`Rare::capture_job`, a raw
 //! `Arc` published with a CAS) and borrows the thread (`borrow_parked`);
 //! the thread resumes inside `park`, calls [`capture_here`], which records
 //! the return addresses (no symbol lookup on that path) and counts the job
@@ -29,9 +29,7 @@ const MAX_FRAMES: usize = 64;
 
 /// Called by a thread that resumed inside `park` with a capture request.
 pub(crate) fn capture_here(inner: &VThread) {
-    let p = inner
-        .capture_job
-        .swap(std::ptr::null_mut(), Ordering::AcqRel);
+    let p = inner.take_capture_job();
     if p.is_null() {
         return;
     }

@@ -88,7 +88,7 @@ fn park_deadline_after(deadline: Option<Instant>, now: Option<Instant>) {
                 if !inner.dump_borrowed.load(Ordering::Acquire) {
                     // A dump may still have left a request we did not
                     // serve; answer it so the dump does not wait for us.
-                    if !inner.capture_job.load(Ordering::Acquire).is_null() {
+                    if inner.capture_requested() {
                         super::capture::capture_here(inner);
                     }
                     break;

@@ -250,9 +250,6 @@ pub(crate) struct VThread {
     /// Dump container (0 = root; an executor or a scope otherwise): the
     /// registry's ids are 32 bits (`registry::new_container`).
     container: u32,
-    /// A thread dump's request to record this thread's stack (an
-    /// `Arc<CaptureJob>` as a raw pointer), or null.
-    pub(crate) capture_job: std::sync::atomic::AtomicPtr<()>,
     /// The join slot's state (`join.rs`): running, a joiner waits, done
     /// (with a value or a panic), or the handle is gone. It hands
     /// `joiner` and `payload` from one side to the other.
@@ -281,9 +278,10 @@ impl Drop for VThread {
 }
 
 /// A record's rarely used fields, in a box of their own that only threads
-/// using one of them pay for: 8 bytes in every record instead of 88 (a
+/// using one of them pay for: 8 bytes in every record instead of 96 (a
 /// named thread allocates it at spawn, the first `set_activity`, pinned
-/// wait or `local!` use on an unnamed one). Multiplied by a million
+/// wait or `local!` use on an unnamed one, or a dump's request to record
+/// its stack). Multiplied by a million
 /// records it is memory and first-touched pages.
 #[derive(Default)]
 pub(crate) struct Rare {
@@ -299,6 +297,10 @@ pub(crate) struct Rare {
     /// `weft::local!` storage. Touched only by the thread itself (and
     /// cleared by it as it finishes).
     pub(crate) locals: UnsafeCell<Locals>,
+    /// A thread dump's request to record this thread's stack (an
+    /// `Arc<CaptureJob>` as a raw pointer), or null: the fallback of a dump
+    /// that cannot read a parked stack in place (`thread/capture.rs`).
+    pub(crate) capture_job: std::sync::atomic::AtomicPtr<()>,
 }
 
 // SAFETY: `locals`, the one field that is neither `Sync` nor `Send`, is
@@ -367,11 +369,32 @@ impl VThread {
             pinned_waiting: AtomicBool::new(false),
             reg_key: AtomicU32::new(0),
             container: u32::try_from(container).expect("weft: container ids are 32 bits"),
-            capture_job: std::sync::atomic::AtomicPtr::new(std::ptr::null_mut()),
             join_state: AtomicU8::new(0),
             joiner: UnsafeCell::new(None),
             payload: UnsafeCell::new(MaybeUninit::uninit()),
         }
+    }
+
+    /// Where a dump leaves its request to record this thread's stack
+    /// (`Rare::capture_job`), made on first use.
+    pub(crate) fn capture_slot(&self) -> &std::sync::atomic::AtomicPtr<()> {
+        &self.rare.get_or_init(Box::default).capture_job
+    }
+
+    /// Takes a dump's request to record this thread's stack (null: none).
+    /// A request is published after the box that holds it (`OnceBox`'s
+    /// release), so a thread that finds no box has no request.
+    pub(crate) fn take_capture_job(&self) -> *mut () {
+        self.rare.get().map_or(std::ptr::null_mut(), |r| {
+            r.capture_job.swap(std::ptr::null_mut(), Ordering::AcqRel)
+        })
+    }
+
+    /// Whether a dump's request to record this thread's stack is waiting.
+    pub(crate) fn capture_requested(&self) -> bool {
+        self.rare
+            .get()
+            .is_some_and(|r| !r.capture_job.load(Ordering::Acquire).is_null())
     }
 
     /// The thread's dump container (0 = root).
@@ -466,14 +489,6 @@ mod tests {
         assert_eq!(named.get().unwrap().name.as_deref(), Some("n"));
     }
 
-    /// Every parked thread carries one record, its only allocation: it
-    /// stays small. 200 bytes on x86-64 when this was written (280 before
-    /// `Rare`, 240 with the thread-local area's pointer; then the join slot
-    /// and the body's payload moved in, +32, and the blocker's words, the
-    /// coroutine slot's tag, `timer_seq`, `reg_key`, `low_sp` and
-    /// `container` shrank and the `local!` vector moved to `Rare`, -72):
-    /// with `Arc`'s two counts 216 bytes, a 224-byte malloc chunk (glibc
-    /// adds 8 and rounds up to 16). The next chunk down needs 184.
     /// `low_sp` keeps 32 bits: depths still come out right when the stack
     /// straddles a 4 GiB boundary.
     #[test]
@@ -495,10 +510,19 @@ mod tests {
         assert_eq!(t.stack_depth(base), 1 << 30);
     }
 
+    /// Every parked thread carries one record, its only allocation: it
+    /// stays small. 192 bytes on x86-64 when this was written (280 before
+    /// `Rare`, 240 with the thread-local area's pointer; then the join slot
+    /// and the body's payload moved in, +32, and the blocker's words, the
+    /// coroutine slot's tag, `timer_seq`, `reg_key`, `low_sp` and
+    /// `container` shrank and the `local!` vector and the dump's capture
+    /// request moved to `Rare`, -80): with `Arc`'s two counts 208 bytes, a
+    /// 224-byte malloc chunk (glibc adds 8 and rounds up to 16). The next
+    /// chunk down, 208, needs 184.
     #[test]
     fn the_record_stays_small() {
         assert!(
-            size_of::<VThread>() <= 200,
+            size_of::<VThread>() <= 192,
             "VThread is {} bytes",
             size_of::<VThread>()
         );
