@@ -81,8 +81,11 @@ impl Builder {
         F: FnOnce() -> T + Send + 'static,
         T: Send + 'static,
     {
-        let rt = crate::runtime::for_spawn()?;
-        self.spawn_on(&rt, f)
+        // `runtime::for_spawn`, borrowing the default runtime.
+        match crate::runtime::current() {
+            Some(rt) => self.spawn_on(&rt, f),
+            None => self.spawn_on(crate::runtime::default_runtime_ref()?, f),
+        }
     }
 
     /// Spawns a virtual thread on `rt`.

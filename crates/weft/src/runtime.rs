@@ -503,10 +503,17 @@ pub(crate) fn for_spawn() -> io::Result<Runtime> {
 /// and configured by `WEFT_PARALLELISM`, `WEFT_MAX_POOL_SIZE` and
 /// `WEFT_STACK_SIZE`. A bad value is an error naming the variable.
 pub fn default_runtime() -> io::Result<Runtime> {
+    default_runtime_ref().cloned()
+}
+
+/// The default runtime, borrowed: spawning from an OS thread touches no
+/// reference count of it (its count is shared with every live thread's
+/// record, on the carriers).
+pub(crate) fn default_runtime_ref() -> io::Result<&'static Runtime> {
     // A failed start is not remembered: the next call tries again (after a
     // transient error, or once the variable is fixed).
     static DEFAULT: OnceCell<Runtime> = OnceCell::new();
-    DEFAULT.get_or_try_init(build_default).cloned()
+    DEFAULT.get_or_try_init(build_default)
 }
 
 fn build_default() -> io::Result<Runtime> {
