@@ -32,15 +32,33 @@
 //! # Slot size: what a parked thread costs
 //!
 //! A thread parked in `weft::park` has touched one page: the slot's top
-//! one, which holds its thread-local area (`tls.rs`: header, TCB, static
-//! blocks, 2,896 bytes in `parked_memory`) and, right below the area, the
-//! top of its stack (the body's frames and the switch into the carrier fit
-//! in the 1,200 bytes left). 4.68 KiB RSS + 0.51 KiB page tables = 5.19
-//! KiB per parked thread at 1M, against 4.90 KiB with
-//! `WEFT_THREAD_LOCALS=carrier`: the difference is the area's `dtv` in
-//! the heap (2026-11-27, two runs each, load ≈ 3; 9.20 KiB while the area
-//! kept glibc's static-TLS surplus between it and the stack: two pages).
-//! The table below predates areas.
+//! one, which holds its thread-local area (`tls.rs`) and, right below the
+//! area, the top of its stack. Where the 4,096 bytes go in
+//! `parked_memory` (x86_64, glibc 2.36, a Rust program whose modules with
+//! thread-locals are the executable and libc): the area's header and
+//! alignment 128, glibc's TCB 2,304, the static blocks 416, and the 1,248
+//! bytes left are the top of the stack, where the thread's frames and the
+//! switch into the carrier fit. Outside the page a parked thread keeps:
+//!
+//! | what | bytes | why that many |
+//! |---|---|---|
+//! | the slot's top page | 4,096 | area + stack top; a page is the kernel's unit |
+//! | its page-table share | 256 | one 4 KiB page-table page per 2 MiB holding touched pages: 16 slots of 128 KiB |
+//! | the record (`VThread`, in an `Arc`) | 224 | 192 + the `Arc`'s two counts; malloc adds 8 and rounds to 16 |
+//! | the area's `dtv` | 80 | two header slots and one per module with thread-locals, 16 bytes each; malloc's header |
+//! | the `JoinHandle` and the registry's share | ~16 | one pointer each, in the caller's vector and the registry's |
+//! | **sum** | **4,672 = 4.56 KiB** | measured 4.59 KiB (`VmRSS` + `VmPTE` growth; malloc's heap grew 304 B per thread) |
+//!
+//! With `WEFT_THREAD_LOCALS=carrier` there is no `dtv`: 4.51 KiB. That is
+//! the floor for a stack that never moves: the page, the record, and the
+//! page tables a fixed-address stack of this size needs. Below it lie
+//! only smaller slots (96 KiB: 0.19 KiB of page tables), a `dtv` glibc
+//! does not `realloc` (it must be `malloc`ed: glibc grows it in place when
+//! a module is loaded) or a record that gives up fields (see
+//! `thread/record.rs` for what each one holds). Go's 2.7 KiB is a 2 KiB
+//! stack that grows by copying; Java's 0.8 KiB is frames copied to the
+//! heap: both need a compiler that knows every pointer into the stack.
+//!
 //! What the slot size changes is the *page tables*: the kernel spends one
 //! 4 KiB page-table page per 2 MiB of address space that has a touched page
 //! (and the guard marker counts as touched), so a slot of S bytes costs
@@ -48,27 +66,31 @@
 //! page-table page is zeroed when the slot is first used. Measured with
 //! `cargo run --release -p weft --example parked_memory -- 1000000`
 //! (`VmRSS` and `VmPTE` growth per parked thread, `WEFT_STACK_SIZE` set
-//! per row; 2 cores, two runs each, load ≈ 1.5):
+//! per row; 2 cores; the first four rows 2026-11-23 before thread-local
+//! areas, the last two 2026-11-27 05:42 UTC with them, two runs each, load
+//! 0.2–0.9; time includes a 200 ms settle):
 //!
 //! | slot (`WEFT_STACK_SIZE`) | RSS | page tables | sum | spawn + park 1M |
 //! |---|---|---|---|---|
-//! | 1 MiB (the old default) | 4.46 KiB | 2.01 KiB | 6.47 KiB | 5.1–7.0 s |
+//! | 1 MiB | 4.46 KiB | 2.01 KiB | 6.47 KiB | 5.1–7.0 s |
 //! | 512 KiB | 4.46 KiB | 1.01 KiB | 5.47 KiB | 3.2 s |
-//! | **256 KiB (default)** | 4.46 KiB | 0.51 KiB | 4.96 KiB | 2.8–3.1 s |
+//! | 256 KiB | 4.46 KiB | 0.51 KiB | 4.96 KiB | 2.8–3.1 s |
 //! | 128 KiB | 4.46 KiB | 0.26 KiB | 4.72 KiB | 2.9–3.1 s |
+//! | 256 KiB, areas | 4.33 KiB | 0.51 KiB | 4.84 KiB | 3.3–3.4 s |
+//! | **128 KiB, areas (default)** | 4.33 KiB | 0.26 KiB | **4.59 KiB** | 2.9–3.3 s |
 //!
 //! A profile of the 1 MiB row (`perf record -g`) spends 56 % of the time in
 //! the kernel's `clear_page`: 32 % zeroing first-touched stack pages, 24 %
-//! zeroing page-table pages allocated by the guard install. 256 KiB keeps
-//! room for real recursion (std's own threads default to 2 MiB, Java's to
-//! 1 MiB) while taking most of the gain; below it the time no longer moves
-//! and the memory saved is a quarter KiB per halving. What RSS holds beyond
-//! the stack page is the thread's heap share: its record (`VThread`, 224
-//! bytes since its rarely used fields moved into a box of their own), its
-//! task (body and join packet, one allocation) and its `JoinHandle`: 0.37
-//! KiB in all at 1M threads (4.37 KiB RSS + 0.51 KiB page tables = 4.88
-//! KiB, the 256 KiB row measured again alone, twice, on 2026-11-23; it
-//! was 4.94 with the same example before those two changes).
+//! zeroing page-table pages allocated by the guard install. At 128 KiB
+//! the spawn-and-park phase of a million threads is 80 % kernel: 59 %
+//! page faults (a first touch costs 2.6–3.6 µs on this VM, of which the
+//! zeroing is a fifth), 17 % installing guards, 20 % Weft and libc. A
+//! batch of `MADV_POPULATE_WRITE` through `process_madvise` instead of the
+//! faults saved nothing measurable (a C program, 100k pages, alternating).
+//! 128 KiB is musl's default for its threads: room for ordinary recursion
+//! (the HTTP, PostgreSQL and TLS suites run on it), with an exact overflow
+//! report naming `WEFT_STACK_SIZE` and `Builder::stack_size` for the rest
+//! (std's own threads default to 2 MiB, Java's to 1 MiB).
 //!
 //! # Promises
 //!
@@ -95,8 +117,8 @@ use corosensei::stack::{Stack as CoroStack, StackPointer};
 /// `MADV_GUARD_INSTALL` (Linux 6.13+); not yet in every libc release.
 const MADV_GUARD_INSTALL: libc::c_int = 102;
 
-/// Address space reserved per chunk mapping: 1 GiB, about 4,000 default
-/// (256 KiB) stacks; a million threads need ~250 mappings, far below 65530.
+/// Address space reserved per chunk mapping: 1 GiB, about 8,000 default
+/// (128 KiB) stacks; a million threads need ~125 mappings, far below 65530.
 /// Chunks are sized in bytes, not slots: a pool of 1 GiB stacks reserves
 /// one slot per chunk, not a thousand (a terabyte).
 const CHUNK_BYTES: usize = 1 << 30;
