@@ -124,7 +124,7 @@
 //!
 //! | | areas | shared |
 //! |---|---|---|
-//! | parked thread, 1M (`cargo run --release -p weft --example parked_memory -- 1000000`) | 8.90 KiB (5.2 since the shared page) | 4.90 KiB |
+//! | parked thread, 1M (`cargo run --release -p weft --example parked_memory -- 1000000`) | 8.90 KiB (5.2 since the shared page, 4.59 with 128 KiB slots, the trimmed `dtv` and a smaller record: `stack.rs`) | 4.90 KiB (4.51) |
 //! | ping-pong round trip | 187 ns (185–189) | 188 ns (186–199) |
 //! | spawn + join | 730 ns (689–845) | 691 ns (579–788) |
 //! | spawn + join from `main` | 578 ns (562–776) | 679 ns (564–741) |
