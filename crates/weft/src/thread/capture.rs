@@ -28,6 +28,12 @@ pub(crate) struct CaptureJob {
 const MAX_FRAMES: usize = 64;
 
 /// Called by a thread that resumed inside `park` with a capture request.
+///
+/// Cold and never inlined: its frame (a backtrace buffer) would otherwise
+/// join `park`'s, which every parked thread keeps on its stack — in the
+/// page it shares with its thread-local area (`stack.rs`, "Slot size").
+#[cold]
+#[inline(never)]
 pub(crate) fn capture_here(inner: &VThread) {
     let p = inner.take_capture_job();
     if p.is_null() {

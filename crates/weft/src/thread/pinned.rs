@@ -19,6 +19,11 @@ use super::*;
 
 /// A park that holds the carrier: waits on the carrier's OS thread until
 /// the permit arrives, the deadline passes, or an interrupt.
+///
+/// Never inlined: its frame would otherwise join `park`'s, which every
+/// parked thread keeps on its stack (`capture_here` says why that counts).
+#[cold]
+#[inline(never)]
 pub(crate) fn pinned_park(inner: &VThread, deadline: Option<Instant>) {
     if inner.park.try_consume() {
         return;
