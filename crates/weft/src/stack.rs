@@ -38,7 +38,13 @@
 //! thread-locals are the executable and libc): the area's header and
 //! alignment 128, glibc's TCB 2,304, the static blocks 416, and the 1,248
 //! bytes left are the top of the stack, where the thread's frames and the
-//! switch into the carrier fit. Outside the page a parked thread keeps:
+//! switch into the carrier fit: a thread that parks deeper holds a second
+//! page (8.6 KiB in all), so what every parked thread has on its stack —
+//! `park`, `suspend`, the start of its body — is kept small, and the rare
+//! paths of `park` (a dump's stack capture, a pinned park) are never
+//! inlined into it (in a release build they made its frame 360 bytes and
+//! `weft-bench`'s park row 8.58 KiB). Outside the page a parked thread
+//! keeps:
 //!
 //! | what | bytes | why that many |
 //! |---|---|---|
