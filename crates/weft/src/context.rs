@@ -114,8 +114,12 @@ pub fn add_switch_hook(hook: &'static dyn SwitchHook) -> std::io::Result<()> {
     Ok(())
 }
 
-/// What the hooks took off the OS thread at one unmount.
-pub(crate) struct Saved([Option<Box<dyn Any>>; MAX_HOOKS]);
+/// What the hooks took off the OS thread at one unmount: nothing (one
+/// word) unless a hook saved something. A parked thread keeps this on its
+/// stack, in the page it shares with its thread-local area (`stack.rs`,
+/// "Slot size"), so the usual case — no hook has anything to carry — costs
+/// neither the 128 bytes of a slot per hook nor their drop.
+pub(crate) struct Saved(Option<Box<[Option<Box<dyn Any>>; MAX_HOOKS]>>);
 
 /// Runs every hook's `unmount`, last registered first.
 ///
@@ -123,18 +127,21 @@ pub(crate) struct Saved([Option<Box<dyn Any>>; MAX_HOOKS]);
 /// parking): a hook that panics aborts the process with a message.
 #[inline]
 pub(crate) fn unmount() -> Saved {
-    let mut saved = Saved(Default::default());
+    let mut saved: Option<Box<[Option<Box<dyn Any>>; MAX_HOOKS]>> = None;
     for (i, h) in hooks().iter().enumerate().rev() {
-        saved.0[i] = no_unwind(|| h.unmount());
+        if let Some(s) = no_unwind(|| h.unmount()) {
+            saved.get_or_insert_with(Default::default)[i] = Some(s);
+        }
     }
-    saved
+    Saved(saved)
 }
 
 /// Runs every hook's `mount` that has something to restore, in order.
 #[inline]
 pub(crate) fn mount(saved: Saved) {
+    let Some(all) = saved.0 else { return };
     let hooks = hooks();
-    for (i, s) in saved.0.into_iter().enumerate() {
+    for (i, s) in all.into_iter().enumerate() {
         if let (Some(s), Some(h)) = (s, hooks.get(i)) {
             no_unwind(|| h.mount(s));
         }
