@@ -119,7 +119,10 @@ pub fn add_switch_hook(hook: &'static dyn SwitchHook) -> std::io::Result<()> {
 /// stack, in the page it shares with its thread-local area (`stack.rs`,
 /// "Slot size"), so the usual case — no hook has anything to carry — costs
 /// neither the 128 bytes of a slot per hook nor their drop.
-pub(crate) struct Saved(Option<Box<[Option<Box<dyn Any>>; MAX_HOOKS]>>);
+pub(crate) struct Saved(Option<Box<PerHook>>);
+
+/// One slot per hook: what its `unmount` returned.
+type PerHook = [Option<Box<dyn Any>>; MAX_HOOKS];
 
 /// Runs every hook's `unmount`, last registered first.
 ///
@@ -127,7 +130,7 @@ pub(crate) struct Saved(Option<Box<[Option<Box<dyn Any>>; MAX_HOOKS]>>);
 /// parking): a hook that panics aborts the process with a message.
 #[inline]
 pub(crate) fn unmount() -> Saved {
-    let mut saved: Option<Box<[Option<Box<dyn Any>>; MAX_HOOKS]>> = None;
+    let mut saved: Option<Box<PerHook>> = None;
     for (i, h) in hooks().iter().enumerate().rev() {
         if let Some(s) = no_unwind(|| h.unmount()) {
             saved.get_or_insert_with(Default::default)[i] = Some(s);
