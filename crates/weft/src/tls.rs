@@ -1507,14 +1507,29 @@ mod imp {
     pub(crate) fn layout() -> Option<&'static Layout> {
         None
     }
+    /// # Safety
+    ///
+    /// As the x86_64 glibc version's (never called: no `Layout` exists here).
     pub(crate) unsafe fn init_area(l: &Layout, _slot_top: usize, _stack_lo: usize) -> usize {
         match *l {}
     }
+    /// # Safety
+    ///
+    /// As the x86_64 glibc version's (never called: no `Layout` exists here).
     pub(crate) unsafe fn release_area(_tp: usize) {}
+    /// # Safety
+    ///
+    /// As the x86_64 glibc version's (never called: no `Layout` exists here).
     pub(crate) unsafe fn adopt(l: &Layout, _tp: usize) -> bool {
         match *l {}
     }
+    /// # Safety
+    ///
+    /// As the x86_64 glibc version's (never called: no `Layout` exists here).
     pub(crate) unsafe fn seed<T>(_tp: usize, _var: *const T, _value: T) {}
+    /// # Safety
+    ///
+    /// As the x86_64 glibc version's (never called: no `Layout` exists here).
     pub(crate) unsafe fn run_on<R>(l: &Layout, _tp: usize, _f: impl FnOnce() -> R) -> R {
         match *l {}
     }
