@@ -107,6 +107,46 @@ fn an_initial_exec_library_loaded_after_areas_exist_is_refused() {
     assert_eq!(dyn_value, 7);
 }
 
+/// `weft_dyn_get` and `weft_dyn_set` of the dynamic-TLS test library
+/// loaded at `h` (a handle kept for the process's life).
+fn dyn_fns(h: usize) -> (extern "C" fn() -> libc::c_long, extern "C" fn(libc::c_long)) {
+    // SAFETY: the test library's functions of these signatures; the
+    // handle stays open.
+    unsafe {
+        let get = libc::dlsym(h as *mut libc::c_void, c"weft_dyn_get".as_ptr());
+        let set = libc::dlsym(h as *mut libc::c_void, c"weft_dyn_set".as_ptr());
+        assert!(!get.is_null() && !set.is_null());
+        (
+            std::mem::transmute::<*mut libc::c_void, extern "C" fn() -> libc::c_long>(get),
+            std::mem::transmute::<*mut libc::c_void, extern "C" fn(libc::c_long)>(set),
+        )
+    }
+}
+
+/// A carrier keeps the `dtv` of an area whose thread ended for the next
+/// area it makes: the next thread still gets a block of its own for a
+/// `dlopen`ed library's thread-locals, from the template, nothing of the
+/// previous thread's (whose block was freed with its area). Threads one
+/// after another on one carrier, each changing the value.
+#[test]
+fn a_spare_dtv_starts_a_dlopened_librarys_thread_locals_afresh() {
+    let rt = one_carrier();
+    let h = dlopen(DYN_TLS_LIB).expect("a library with dynamic TLS loads") as usize;
+    for round in 0..32 {
+        let (first, after) = rt
+            .spawn(move || {
+                let (get, set) = dyn_fns(h);
+                let first = get();
+                set(1_000 + round);
+                weft::yield_now();
+                (first, get())
+            })
+            .join()
+            .unwrap();
+        assert_eq!((first, after), (7, 1_000 + round), "round {round}");
+    }
+}
+
 /// An area's `dtv` has the slots of the modules loaded when it was made,
 /// none spare: a library loaded while threads already run (a module id
 /// past the end of theirs) makes glibc grow each thread's `dtv` at its
@@ -128,20 +168,7 @@ fn a_library_loaded_while_threads_run_gets_a_slot_in_their_dtv() {
             rt.spawn(move || {
                 started.wait();
                 loaded.wait();
-                let h = *lib.get().unwrap();
-                // SAFETY: the test library's functions of these
-                // signatures; the handle is kept for the process's life.
-                let (get, set) = unsafe {
-                    let get = libc::dlsym(h as *mut libc::c_void, c"weft_dyn_get".as_ptr());
-                    let set = libc::dlsym(h as *mut libc::c_void, c"weft_dyn_set".as_ptr());
-                    assert!(!get.is_null() && !set.is_null());
-                    (
-                        std::mem::transmute::<*mut libc::c_void, extern "C" fn() -> libc::c_long>(
-                            get,
-                        ),
-                        std::mem::transmute::<*mut libc::c_void, extern "C" fn(libc::c_long)>(set),
-                    )
-                };
+                let (get, set) = dyn_fns(*lib.get().unwrap());
                 let first = get();
                 set(100 + i);
                 weft::yield_now();

@@ -164,6 +164,10 @@ pub(crate) struct StackPool {
     slot_size: usize,
     /// Slots per chunk mapping (`CHUNK_BYTES / slot_size`, at least one).
     slots_per_chunk: usize,
+    /// Bytes kept at the top of a slot for a thread-local area by the
+    /// stacks that keep them ([`Stack::reserve_top`]): 0 until the first
+    /// does, then the same for all (the process's area layout).
+    top_reserve: AtomicUsize,
     inner: Mutex<PoolInner>,
     /// Live slots handed out and not returned (for metrics and dumps).
     live: AtomicUsize,
@@ -201,6 +205,7 @@ impl StackPool {
             stack_size,
             slot_size,
             slots_per_chunk: (CHUNK_BYTES / slot_size).max(1),
+            top_reserve: AtomicUsize::new(0),
             inner: Mutex::new(PoolInner {
                 hot: Vec::new(),
                 cold: Vec::new(),
@@ -282,9 +287,8 @@ impl StackPool {
         };
         self.live.fetch_add(1, Ordering::Relaxed);
         Ok(Stack {
-            slot,
+            top: slot + self.slot_size,
             pool: self,
-            top_reserve: 0,
         })
     }
 
@@ -313,9 +317,8 @@ impl StackPool {
     pub(crate) fn adopt(&'static self, slot: usize) -> Stack {
         self.live.fetch_add(1, Ordering::Relaxed);
         Stack {
-            slot,
+            top: slot + self.slot_size,
             pool: self,
-            top_reserve: 0,
         }
     }
 
@@ -552,35 +555,67 @@ pub fn guard_pages_in_place() -> bool {
 pub(crate) const MIN_STACK_LEFT: usize = 16 * 1024;
 
 /// A stack slot in use by one coroutine.
+///
+/// Two words, as every started thread's record holds one (inside its
+/// coroutine): the stack's base — the slot's top, or below it when the top
+/// of the slot is kept out of the stack for a thread-local area — and the
+/// pool. The base is read on every resume, so it is stored as it is read;
+/// its low bit (free: the base is 16-byte aligned) says whether a reserve
+/// was kept, and how many bytes such a reserve keeps is the pool's
+/// ([`StackPool::top_reserve`]: every area of a process has one layout).
 pub(crate) struct Stack {
-    slot: usize,
+    top: usize,
     pool: &'static StackPool,
-    /// Bytes at the top of the slot kept out of the stack: the thread's
-    /// thread-local area (`tls.rs`), when it has one.
-    top_reserve: usize,
 }
 
+/// [`Stack::top`]'s low bit: the pool's `top_reserve` bytes at the top of
+/// the slot are not the stack's.
+const RESERVED: usize = 1;
+
 impl Stack {
-    /// Address of the lowest usable byte (just above the guard page).
-    pub(crate) fn limit_addr(&self) -> usize {
-        self.slot + page_size()
+    /// The stack's base: one past its highest usable byte.
+    fn stack_base(&self) -> usize {
+        self.top & !RESERVED
     }
 
-    /// One past the highest usable byte.
+    /// One past the highest byte of the slot (the slot's top).
     pub(crate) fn base_addr(&self) -> usize {
-        self.slot + self.pool.slot_size
+        if self.top & RESERVED != 0 {
+            self.stack_base() + self.pool.top_reserve.load(Ordering::Relaxed)
+        } else {
+            self.top
+        }
+    }
+
+    /// The slot's lowest address (its guard page).
+    fn slot_addr(&self) -> usize {
+        self.base_addr() - self.pool.slot_size
+    }
+
+    /// Address of the lowest usable byte (just above the guard page).
+    pub(crate) fn limit_addr(&self) -> usize {
+        self.slot_addr() + page_size()
     }
 
     /// Keeps the top `bytes` of the slot out of the stack (for the
     /// thread's thread-local area); false, and nothing kept, when the stack
-    /// would be left with less than [`MIN_STACK_LEFT`].
+    /// would be left with less than [`MIN_STACK_LEFT`], or when the pool
+    /// already keeps another size at the top of its stacks (never: a
+    /// process has one area layout).
     pub(crate) fn reserve_top(&mut self, bytes: usize) -> bool {
         // The stack's top must stay 16-byte aligned (the SysV ABI).
         debug_assert_eq!(bytes % 16, 0);
+        debug_assert_eq!(self.top & RESERVED, 0, "one reserve per stack");
         if self.base_addr() - self.limit_addr() < bytes + MIN_STACK_LEFT {
             return false;
         }
-        self.top_reserve = bytes;
+        let kept = &self.pool.top_reserve;
+        match kept.compare_exchange(0, bytes, Ordering::Relaxed, Ordering::Relaxed) {
+            Ok(_) => {}
+            Err(k) if k == bytes => {}
+            Err(_) => return false,
+        }
+        self.top = (self.top - bytes) | RESERVED;
         true
     }
 
@@ -591,7 +626,7 @@ impl Stack {
 
     /// Unwraps the raw slot (for a carrier-local cache of the same pool).
     pub(crate) fn into_slot(self) -> usize {
-        let s = self.slot;
+        let s = self.slot_addr();
         self.pool.live.fetch_sub(1, Ordering::Relaxed);
         std::mem::forget(self);
         s
@@ -607,7 +642,7 @@ impl Stack {
 
     /// Trims the slot in place (used before putting a deep stack in a cache).
     pub(crate) fn trim(&self) {
-        self.pool.trim_run(self.slot, 1);
+        self.pool.trim_run(self.slot_addr(), 1);
     }
 }
 
@@ -616,7 +651,7 @@ impl Drop for Stack {
         let pool = self.pool;
         pool.live.fetch_sub(1, Ordering::Relaxed);
         let mut inner = pool.inner.lock().unpoison();
-        pool.put_locked(&mut inner, self.slot, false);
+        pool.put_locked(&mut inner, self.slot_addr(), false);
     }
 }
 
@@ -625,7 +660,7 @@ impl Drop for Stack {
 // at most one Stack at a time).
 unsafe impl CoroStack for Stack {
     fn base(&self) -> StackPointer {
-        StackPointer::new(self.base_addr() - self.top_reserve).expect("non-null stack base")
+        StackPointer::new(self.stack_base()).expect("non-null stack base")
     }
     fn limit(&self) -> StackPointer {
         StackPointer::new(self.limit_addr()).expect("non-null stack limit")
@@ -719,5 +754,57 @@ pub(crate) fn ensure_altstack() {
             ss_size: size,
         };
         libc::sigaltstack(&st, std::ptr::null_mut());
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The top reserve lives in the slot's low bit and its size in the
+    /// pool: the stack's top moves down by exactly the reserve, and the
+    /// slot goes back to the pool page-aligned, bit cleared (a set bit
+    /// there would misplace every later stack of that slot).
+    #[test]
+    fn a_reserved_top_moves_the_base_and_nothing_else() {
+        let pool: &'static StackPool = Box::leak(Box::new(StackPool::new(64 * 1024)));
+        let page = page_size();
+        let mut s = pool.alloc().unwrap();
+        let (slot, base, limit) = (s.slot_addr(), s.base_addr(), s.limit_addr());
+        assert_eq!(slot % page, 0);
+        assert_eq!(s.base().get(), base, "no reserve yet");
+        assert!(s.reserve_top(2_880));
+        assert_eq!(s.base().get(), base - 2_880);
+        assert_eq!((s.base_addr(), s.limit_addr()), (base, limit));
+        assert_eq!(s.limit().get(), limit);
+        // The pool keeps one size: another is refused, the same is not.
+        let mut t = pool.alloc().unwrap();
+        assert!(!t.reserve_top(4_096));
+        assert_eq!(
+            t.base().get(),
+            t.base_addr(),
+            "a refused reserve keeps nothing"
+        );
+        assert!(t.reserve_top(2_880));
+        assert_eq!(s.into_slot(), slot);
+        let t_slot = t.slot_addr();
+        drop(t);
+        // Both slots came back clean: the next two stacks are whole again.
+        let again = [pool.alloc().unwrap(), pool.alloc().unwrap()];
+        for a in &again {
+            assert_eq!(a.slot_addr() % page, 0);
+            assert_eq!(a.base().get(), a.base_addr());
+        }
+        assert!(again.iter().any(|a| a.slot_addr() == t_slot));
+    }
+
+    /// A stack that would keep less than [`MIN_STACK_LEFT`] below its
+    /// reserve runs without one.
+    #[test]
+    fn a_small_stack_keeps_no_reserve() {
+        let pool: &'static StackPool = Box::leak(Box::new(StackPool::new(16 * 1024)));
+        let mut s = pool.alloc().unwrap();
+        assert!(!s.reserve_top(2_880));
+        assert_eq!(s.base().get(), s.base_addr());
     }
 }

@@ -203,7 +203,9 @@ pub(crate) fn isolated() -> bool {
     !AREA.with(Cell::get).is_null()
 }
 
-pub(crate) use imp::{Layout, adopt, layout, release_area, run_dtors, run_on, seed, set_pin};
+pub(crate) use imp::{
+    Layout, SpareDtv, adopt, layout, release_area, run_dtors, run_on, seed, set_pin,
+};
 
 /// Per-area bookkeeping, above the TCB copy.
 #[repr(C)]
@@ -677,20 +679,36 @@ mod imp {
     ///
     /// Called on a glibc-made thread (the carrier), `tp` an area being
     /// made by [`init_area`].
-    unsafe fn new_dtv(l: &Layout, carrier_tp: usize, tp: usize) -> usize {
+    unsafe fn new_dtv(l: &Layout, carrier_tp: usize, tp: usize, spare: Option<SpareDtv>) -> usize {
         // SAFETY: tcbhead_t::dtv (offset 8) of a glibc thread points at
         // slot 0 of its dtv, slot -1 holding the slot count.
         unsafe {
             let cdtv = ((carrier_tp + 8) as *const *const DtvSlot).read();
             let len = used_len(cdtv);
-            let raw = libc::calloc(len + 2, size_of::<DtvSlot>()).cast::<DtvSlot>();
-            if raw.is_null() {
-                std::alloc::handle_alloc_error(std::alloc::Layout::new::<DtvSlot>());
-            }
+            // A spare with room for `len` slots is this allocation made
+            // already: every slot up to its count is written below, those
+            // past `len` zero (spare, as glibc leaves them). Too small a
+            // spare is freed.
+            let (raw, slots) = match spare {
+                Some(d) if d.slots() >= len => {
+                    let slots = d.slots();
+                    (d.into_raw(), slots)
+                }
+                _ => {
+                    let raw = libc::calloc(len + 2, size_of::<DtvSlot>()).cast::<DtvSlot>();
+                    if raw.is_null() {
+                        std::alloc::handle_alloc_error(std::alloc::Layout::new::<DtvSlot>());
+                    }
+                    (raw, len)
+                }
+            };
             raw.write(DtvSlot {
-                val: len,
+                val: slots,
                 to_free: 0,
             });
+            for i in len + 1..=slots {
+                raw.add(1 + i).write(DtvSlot { val: 0, to_free: 0 });
+            }
             let dtv = raw.add(1);
             dtv.write(cdtv.read());
             let statics = carrier_tp - l.static_size..carrier_tp;
@@ -707,24 +725,62 @@ mod imp {
         }
     }
 
-    /// Frees what the area at `tp` holds outside itself: its `dtv` and the
-    /// blocks glibc made in it for `dlopen`ed modules (glibc's
-    /// `_dl_deallocate_tls`, less the static part, which is the area's).
+    /// The `dtv` of an area whose thread has ended, kept by its carrier for
+    /// the next area it makes ([`init_area`]): a `calloc` and a `free`
+    /// saved per thread. It owns the `malloc`ed block (slot -1 onwards, as
+    /// many slots as slot -1 counts: `new_dtv` allocates that many, and
+    /// glibc's `_dl_resize_dtv` reallocates to the count it writes) and
+    /// frees it when dropped. Nothing else points at it: the area that held
+    /// it is gone ([`release_area`]), and glibc reaches a `dtv` only
+    /// through a live thread's TCB.
+    pub(crate) struct SpareDtv(std::ptr::NonNull<DtvSlot>);
+
+    impl SpareDtv {
+        /// Its module slots (glibc's count in slot -1; `new_dtv`'s or
+        /// glibc's, which grows the block to match).
+        fn slots(&self) -> usize {
+            // SAFETY: the block holds slot -1 (`SpareDtv`).
+            unsafe { self.0.as_ptr().read().val }
+        }
+
+        fn into_raw(self) -> *mut DtvSlot {
+            let p = self.0.as_ptr();
+            std::mem::forget(self);
+            p
+        }
+    }
+
+    impl Drop for SpareDtv {
+        fn drop(&mut self) {
+            // SAFETY: the block was `malloc`ed (by `new_dtv` or glibc's
+            // `realloc`) and is owned by `self` alone.
+            unsafe { libc::free(self.0.as_ptr().cast()) }
+        }
+    }
+
+    /// Frees what the area at `tp` holds outside itself — the blocks glibc
+    /// made in its `dtv` for `dlopen`ed modules (glibc's
+    /// `_dl_deallocate_tls`, less the static part, which is the area's) —
+    /// and hands back the `dtv` itself, for the carrier to keep for its
+    /// next area or drop.
     ///
     /// # Safety
     ///
     /// `tp` is an area made by [`init_area`] whose thread has ended (no
     /// code runs on it any more), released once.
-    pub(crate) unsafe fn release_area(tp: usize) {
+    pub(crate) unsafe fn release_area(tp: usize) -> SpareDtv {
         // SAFETY: the area's dtv was made by `new_dtv` (or reallocated by
         // glibc, with malloc); `to_free` is null or glibc's malloc'd block.
         unsafe {
             let dtv = ((tp + 8) as *const *mut DtvSlot).read();
             let len = dtv.sub(1).read().val;
             for i in 1..=len {
-                libc::free(dtv.add(i).read().to_free as *mut c_void);
+                let block = dtv.add(i).read().to_free;
+                if block != 0 {
+                    libc::free(block as *mut c_void);
+                }
             }
-            libc::free(dtv.sub(1).cast());
+            SpareDtv(std::ptr::NonNull::new_unchecked(dtv.sub(1)))
         }
     }
 
@@ -739,7 +795,13 @@ mod imp {
     /// `reserve()` bytes below `slot_top` are writable memory owned by the
     /// thread, unused by its stack, for as long as the thread lives. The
     /// area is released with [`release_area`] when the thread has ended.
-    pub(crate) unsafe fn init_area(l: &Layout, slot_top: usize, stack_lo: usize) -> usize {
+    /// `spare` is a `dtv` from a released area, reused when it fits.
+    pub(crate) unsafe fn init_area(
+        l: &Layout,
+        slot_top: usize,
+        stack_lo: usize,
+        spare: Option<SpareDtv>,
+    ) -> usize {
         debug_assert_eq!(slot_top % crate::stack::page_size(), 0);
         let header = slot_top - HEADER;
         // `slot_top - tp` is the same for every page-aligned slot top, so
@@ -765,7 +827,7 @@ mod imp {
             // TCB itself; dtv (offset 8) is the area's own.
             (tp as *mut usize).write(tp);
             ((tp + 16) as *mut usize).write(tp);
-            ((tp + 8) as *mut usize).write(new_dtv(l, carrier_tp, tp));
+            ((tp + 8) as *mut usize).write(new_dtv(l, carrier_tp, tp, spare));
             l.exe.init(tp);
             for b in &l.others {
                 b.init(tp);
@@ -1510,13 +1572,22 @@ mod imp {
     /// # Safety
     ///
     /// As the x86_64 glibc version's (never called: no `Layout` exists here).
-    pub(crate) unsafe fn init_area(l: &Layout, _slot_top: usize, _stack_lo: usize) -> usize {
+    pub(crate) unsafe fn init_area(
+        l: &Layout,
+        _slot_top: usize,
+        _stack_lo: usize,
+        _spare: Option<SpareDtv>,
+    ) -> usize {
         match *l {}
     }
+    /// No `dtv`s on this platform.
+    pub(crate) enum SpareDtv {}
     /// # Safety
     ///
     /// As the x86_64 glibc version's (never called: no `Layout` exists here).
-    pub(crate) unsafe fn release_area(_tp: usize) {}
+    pub(crate) unsafe fn release_area(_tp: usize) -> SpareDtv {
+        unreachable!("no areas on this platform")
+    }
     /// # Safety
     ///
     /// As the x86_64 glibc version's (never called: no `Layout` exists here).

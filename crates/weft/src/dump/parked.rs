@@ -273,9 +273,9 @@ mod imp {
     /// # Safety
     ///
     /// Every byte of a [`Coro`] must be initialized: true of corosensei
-    /// 0.3's `Coroutine` over weft's `Stack` — a `Stack` (two `usize`s and
-    /// a reference), an `Option<StackPointer>` (a `NonZeroUsize`), a
-    /// `StackPointer`, a `fn` pointer and zero-sized fields — six
+    /// 0.3's `Coroutine` over weft's `Stack` — a `Stack` (a `usize` and a
+    /// reference), an `Option<StackPointer>` (a `NonZeroUsize`), a
+    /// `StackPointer`, a `fn` pointer and zero-sized fields — five
     /// word-sized fields and no padding, which [`stack_ptr_word`] checks
     /// (size, then the values) before anyone relies on a word.
     unsafe fn words(c: &Coro) -> [usize; WORDS] {
@@ -315,7 +315,7 @@ mod imp {
     /// gave inside it (so that the unwind information is there, and read
     /// right).
     fn probe(pool: &'static StackPool, unwind: &mut Unwind) -> Option<usize> {
-        if size_of::<Coro>() != 6 * size_of::<usize>() || align_of::<Coro>() != align_of::<usize>()
+        if size_of::<Coro>() != 5 * size_of::<usize>() || align_of::<Coro>() != align_of::<usize>()
         {
             return None;
         }
@@ -323,7 +323,7 @@ mod imp {
         let into = traced.clone();
         let mut c = Coro::with_stack(pool.alloc().ok()?, move |y, ()| probe_body(y, &into));
         let bounds = c.trap_handler();
-        // SAFETY: six word-sized fields of this corosensei, no padding
+        // SAFETY: five word-sized fields of this corosensei, no padding
         // (checked above by size; the values are checked below).
         let before = unsafe { words(&c) };
         let suspended = matches!(c.resume(()), CoroutineResult::Yield(Suspend::Yield));

@@ -68,6 +68,9 @@ pub(crate) struct Carrier {
     pub(super) rng: Cell<u64>,
     /// Free stack slots of the default pool, kept here to avoid its lock.
     pub(super) stack_cache: RefCell<Vec<usize>>,
+    /// The `dtv`s of areas whose threads ended here, for the next areas
+    /// made here (`tls::init_area`; at most [`SPARE_DTVS`]).
+    pub(super) spare_dtvs: RefCell<Vec<crate::tls::SpareDtv>>,
     /// Threads of this carrier suspended while unwinding a panic (each
     /// leaves the OS thread's panic count raised; see
     /// `crate::thread::panicking`).
@@ -94,6 +97,11 @@ pub(crate) struct Carrier {
 /// thread stays registered (hidden from readers) only while its carrier is
 /// busy, and never while it sleeps.
 const FINISHED_BATCH: usize = 64;
+
+/// Spare `dtv`s a carrier keeps ([`Carrier::spare_dtvs`]): as many as the
+/// stacks it keeps, whose next threads they serve (80 bytes each with the
+/// executable's and libc's thread-locals).
+const SPARE_DTVS: usize = 64;
 
 std::thread_local! {
     static CARRIER: Cell<*const Carrier> = const { Cell::new(std::ptr::null()) };
@@ -319,6 +327,7 @@ pub(crate) fn run_carrier(shared: Arc<Shared>, index: usize, local: Worker<Arc<V
             0x9E37_79B9_7F4A_7C15 ^ (index as u64 + 1).wrapping_mul(0xD1B5_4A32_D192_ED03),
         ),
         stack_cache: RefCell::new(Vec::new()),
+        spare_dtvs: RefCell::new(Vec::new()),
         suspended_unwinders: Cell::new(0),
         finished: RefCell::new(Vec::new()),
         polls: index < shared_core
@@ -363,6 +372,7 @@ pub(crate) fn run_carrier(shared: Arc<Shared>, index: usize, local: Worker<Arc<V
     CARRIER.with(|c| c.set(std::ptr::null()));
     let mut cache = carrier.stack_cache.take();
     carrier.shared.stacks.release_batch(&mut cache);
+    carrier.spare_dtvs.take();
     if index >= carrier.shared.core {
         let Carrier { shared, local, .. } = carrier;
         shared.return_slot(index, local);

@@ -210,7 +210,11 @@ impl Carrier {
             // SAFETY: the thread's body has returned (its coroutine is
             // done), so nothing runs on its area any more; its stack, which
             // holds the area, goes back to the cache only below.
-            unsafe { crate::tls::release_area(tp) };
+            let dtv = unsafe { crate::tls::release_area(tp) };
+            let mut spares = self.spare_dtvs.borrow_mut();
+            if spares.len() < super::SPARE_DTVS {
+                spares.push(dtv);
+            }
         }
         let deep = thread.stack_depth(stack.base_addr()) > TRIM_DEPTH;
         self.recycle_stack(stack, deep);
@@ -240,7 +244,8 @@ impl Carrier {
         // has not run yet. It starts "between stacks" (its body lowers the
         // flag first thing; see `switching`).
         unsafe {
-            let tp = crate::tls::init_area(l, top, stack_lo);
+            let spare = self.spare_dtvs.borrow_mut().pop();
+            let tp = crate::tls::init_area(l, top, stack_lo, spare);
             self.seed_carrier(tp);
             crate::tls::seed(tp, crate::switching::flag(), Cell::new(true));
             let (clock, now) = crate::clock::cell();
