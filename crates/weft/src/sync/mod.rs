@@ -17,8 +17,8 @@
 //! |---|---|
 //! | [`Mutex::lock_interruptibly`] | `Err(LockError::Interrupted)` |
 //! | [`Condvar::wait_interruptibly`], [`Condvar::wait_timeout_interruptibly`] | `Err(WaitError::Interrupted(guard))`, mutex re-locked |
-//! | [`Semaphore::acquire`], [`Semaphore::acquire_timeout`] | `Err` of kind [`io::ErrorKind::Interrupted`] |
-//! | [`CountDownLatch::wait`], [`CountDownLatch::wait_timeout`] | `Err` of kind [`io::ErrorKind::Interrupted`] |
+//! | [`Semaphore::acquire`], [`Semaphore::acquire_timeout`] | `Err` of kind [`std::io::ErrorKind::Interrupted`] |
+//! | [`CountDownLatch::wait`], [`CountDownLatch::wait_timeout`] | `Err` of kind [`std::io::ErrorKind::Interrupted`] |
 //!
 //! The flag is looked at only when a call actually has to wait: locking a
 //! free mutex or waiting on an open latch succeeds even if it is set. When
