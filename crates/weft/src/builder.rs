@@ -81,11 +81,7 @@ impl Builder {
         F: FnOnce() -> T + Send + 'static,
         T: Send + 'static,
     {
-        // `runtime::for_spawn`, borrowing the default runtime.
-        match crate::runtime::current() {
-            Some(rt) => self.spawn_on(&rt, f),
-            None => self.spawn_on(crate::runtime::default_runtime_ref()?, f),
-        }
+        crate::runtime::with_for_spawn(|rt| self.spawn_on(rt, f))?
     }
 
     /// Spawns a virtual thread on `rt`.

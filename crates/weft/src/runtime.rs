@@ -493,10 +493,17 @@ pub(crate) fn current() -> Option<Runtime> {
 /// runtime's threads stay in their runtime), the default runtime from an
 /// OS thread.
 pub(crate) fn for_spawn() -> io::Result<Runtime> {
-    match current() {
-        Some(rt) => Ok(rt),
-        None => default_runtime(),
-    }
+    with_for_spawn(Runtime::clone)
+}
+
+/// [`for_spawn`]'s runtime, lent to `f`: from an OS thread the default
+/// runtime is borrowed, so spawning touches no reference count of it (its
+/// count is shared with every live thread's record, on the carriers).
+pub(crate) fn with_for_spawn<R>(f: impl FnOnce(&Runtime) -> R) -> io::Result<R> {
+    Ok(match current() {
+        Some(rt) => f(&rt),
+        None => f(default_runtime_ref()?),
+    })
 }
 
 /// The process-wide runtime used by [`crate::spawn`] from OS threads, started on first use
@@ -506,10 +513,8 @@ pub fn default_runtime() -> io::Result<Runtime> {
     default_runtime_ref().cloned()
 }
 
-/// The default runtime, borrowed: spawning from an OS thread touches no
-/// reference count of it (its count is shared with every live thread's
-/// record, on the carriers).
-pub(crate) fn default_runtime_ref() -> io::Result<&'static Runtime> {
+/// The default runtime, borrowed (see [`with_for_spawn`]).
+fn default_runtime_ref() -> io::Result<&'static Runtime> {
     // A failed start is not remembered: the next call tries again (after a
     // transient error, or once the variable is fixed).
     static DEFAULT: OnceCell<Runtime> = OnceCell::new();

@@ -611,11 +611,17 @@ impl Stack {
         if self.base_addr() - self.limit_addr() < bytes + MIN_STACK_LEFT {
             return false;
         }
+        // A load first: the pool's line is shared by every carrier, and
+        // only the first reserve of the process needs to write it.
         let kept = &self.pool.top_reserve;
-        match kept.compare_exchange(0, bytes, Ordering::Relaxed, Ordering::Relaxed) {
-            Ok(_) => {}
-            Err(k) if k == bytes => {}
-            Err(_) => return false,
+        let k = match kept.load(Ordering::Relaxed) {
+            0 => kept
+                .compare_exchange(0, bytes, Ordering::Relaxed, Ordering::Relaxed)
+                .unwrap_or_else(|k| k),
+            k => k,
+        };
+        if k != 0 && k != bytes {
+            return false;
         }
         self.top = (self.top - bytes) | RESERVED;
         true

@@ -124,7 +124,7 @@
 //!
 //! | | areas | shared |
 //! |---|---|---|
-//! | parked thread, 1M (`cargo run --release -p weft --example parked_memory -- 1000000`) | 8.90 KiB (5.2 since the shared page, 4.59 with 128 KiB slots, the trimmed `dtv` and a smaller record: `stack.rs`) | 4.90 KiB (4.51) |
+//! | parked thread, 1M (`cargo run --release -p weft --example parked_memory -- 1000000`) | 8.90 KiB (5.2 since the shared page, 4.57 with 128 KiB slots, the trimmed `dtv` and a smaller record: `stack.rs`) | 4.90 KiB (4.49) |
 //! | ping-pong round trip | 187 ns (185–189) | 188 ns (186–199) |
 //! | spawn + join | 730 ns (689–845) | 691 ns (579–788) |
 //! | spawn + join from `main` | 578 ns (562–776) | 679 ns (564–741) |
@@ -770,7 +770,9 @@ mod imp {
     /// code runs on it any more), released once.
     pub(crate) unsafe fn release_area(tp: usize) -> SpareDtv {
         // SAFETY: the area's dtv was made by `new_dtv` (or reallocated by
-        // glibc, with malloc); `to_free` is null or glibc's malloc'd block.
+        // glibc, with malloc): slot -1 is a non-null `malloc`ed block,
+        // now the caller's alone (the thread has ended); `to_free` is null
+        // or glibc's malloc'd block.
         unsafe {
             let dtv = ((tp + 8) as *const *mut DtvSlot).read();
             let len = dtv.sub(1).read().val;
