@@ -418,7 +418,7 @@ impl Runtime {
     /// Virtual threads started on this runtime and not yet finished. A
     /// thread stops counting before its `join` can return.
     pub fn live_threads(&self) -> usize {
-        self.handle.shared.live.load(Ordering::Relaxed)
+        self.handle.shared.live_threads()
     }
 
     /// Started threads moved so far from a held carrier to another

@@ -113,6 +113,17 @@
 //! out. Slots sitting in carrier caches are not counted, so the estimate
 //! errs towards mapping a chunk early (address space only, nothing
 //! committed).
+//!
+//! The fast path is one read-modify-write on a cache line of its own that
+//! only spawners write: a spawner that promises slot after slot keeps the
+//! line in its cache. Nothing on that line counts the promises kept
+//! (carriers write their count, `fulfilled`, on another line): the recount
+//! works out how many were made from how much headroom it granted and how
+//! much is left. It takes what is left with a swap to zero, so a promise
+//! either came before the swap (it succeeded, and is counted) or after it
+//! (it found zero and waits for the recount under the lock); and every kept
+//! promise the recount sees was made before, so `promised - fulfilled`
+//! never counts a kept promise that was not made.
 
 use crate::unpoison::Unpoison;
 use std::io;
@@ -121,6 +132,7 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use corosensei::stack::{Stack as CoroStack, StackPointer};
+use crossbeam_utils::CachePadded;
 
 /// `MADV_GUARD_INSTALL` (Linux 6.13+); not yet in every libc release.
 const MADV_GUARD_INSTALL: libc::c_int = 102;
@@ -172,11 +184,14 @@ pub(crate) struct StackPool {
     top_reserve: AtomicUsize,
     inner: Mutex<PoolInner>,
     /// Live slots handed out and not returned (for metrics and dumps).
+    /// Written by carriers as they take and return slots.
     live: AtomicUsize,
-    /// Promises that may be made without taking the lock (see "Promises").
-    headroom: AtomicUsize,
-    /// Promised slots not yet taken.
-    outstanding: AtomicUsize,
+    /// Promised slots taken (or never to be): written by carriers, beside
+    /// `live` (see "Promises").
+    fulfilled: AtomicUsize,
+    /// Promises that may be made without taking the lock (see "Promises"),
+    /// alone on its cache line: spawners write it, carriers never do.
+    headroom: CachePadded<AtomicUsize>,
 }
 
 struct PoolInner {
@@ -193,6 +208,10 @@ struct PoolInner {
     over_since: Option<Instant>,
     /// Chunks mapped ahead of need by `promise`, not yet carved from.
     spare_chunks: Vec<usize>,
+    /// Promises made up to the last recount (see "Promises").
+    promised: usize,
+    /// The headroom that recount granted.
+    granted: usize,
 }
 
 /// Promises granted per recount under the lock (at least).
@@ -216,10 +235,12 @@ impl StackPool {
                 guarded: 0,
                 over_since: None,
                 spare_chunks: Vec::new(),
+                promised: 0,
+                granted: 0,
             }),
             live: AtomicUsize::new(0),
-            headroom: AtomicUsize::new(0),
-            outstanding: AtomicUsize::new(0),
+            fulfilled: AtomicUsize::new(0),
+            headroom: CachePadded::new(AtomicUsize::new(0)),
         }
     }
 
@@ -236,7 +257,6 @@ impl StackPool {
     /// Promises a slot to a thread that will take it when it first runs
     /// (see "Promises"); fails when no address space can be had for it.
     pub(crate) fn promise(&self) -> io::Result<()> {
-        self.outstanding.fetch_add(1, Ordering::Relaxed);
         if self
             .headroom
             .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |h| h.checked_sub(1))
@@ -245,7 +265,17 @@ impl StackPool {
             return Ok(());
         }
         let mut inner = self.inner.lock().unpoison();
-        let want = self.outstanding.load(Ordering::Relaxed) + PROMISE_BATCH;
+        // Recount (see "Promises"): what is left of the last grant was not
+        // promised; taking it leaves zero, which no promise goes below.
+        let left = self.headroom.swap(0, Ordering::Relaxed);
+        inner.promised += inner.granted - left + 1; // + 1: this promise
+        inner.granted = 0;
+        // Relaxed: a stale count only overstates what is outstanding, and
+        // so maps a chunk early.
+        let outstanding = inner
+            .promised
+            .saturating_sub(self.fulfilled.load(Ordering::Relaxed));
+        let want = outstanding + PROMISE_BATCH;
         let mut supply = inner.hot.len()
             + inner.cold.len()
             + (inner.end - inner.next) / self.slot_size
@@ -257,22 +287,21 @@ impl StackPool {
                     supply += self.slots_per_chunk;
                 }
                 // Enough for this promise, if not for the batch: go on.
-                Err(_) if supply > self.outstanding.load(Ordering::Relaxed) => break,
+                Err(_) if supply >= outstanding => break,
                 Err(e) => {
-                    self.outstanding.fetch_sub(1, Ordering::Relaxed);
+                    inner.promised -= 1;
                     return Err(e);
                 }
             }
         }
-        let outstanding = self.outstanding.load(Ordering::Relaxed);
-        self.headroom
-            .store(supply.saturating_sub(outstanding), Ordering::Relaxed);
+        inner.granted = supply - outstanding;
+        self.headroom.store(inner.granted, Ordering::Relaxed);
         Ok(())
     }
 
     /// A promised slot was taken (or will never be).
     pub(crate) fn fulfil(&self) {
-        self.outstanding.fetch_sub(1, Ordering::Relaxed);
+        self.fulfilled.fetch_add(1, Ordering::Relaxed);
     }
 
     /// Takes a stack: hot pool first, then cold, then a freshly carved slot.
@@ -768,6 +797,44 @@ pub(crate) fn ensure_altstack() {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Every promise is covered: after promises from several threads at
+    /// once, some of them kept, the slots the pool has mapped cover every
+    /// promise not yet kept plus the headroom it still grants without a
+    /// recount. A recount that lost a promise made beside it would grant
+    /// headroom no slot backs.
+    #[test]
+    fn every_promise_is_covered_by_mapped_slots() {
+        // 16 MiB stacks: 63 slots per chunk, so promises map chunks and
+        // recount several times.
+        let pool: &'static StackPool = Box::leak(Box::new(StackPool::new(16 << 20)));
+        let (threads, per): (usize, usize) = (4, 600);
+        std::thread::scope(|s| {
+            for _ in 0..threads {
+                s.spawn(|| {
+                    for i in 0..per {
+                        pool.promise().unwrap();
+                        if i % 3 == 0 {
+                            pool.fulfil();
+                        }
+                    }
+                });
+            }
+        });
+        let inner = pool.inner.lock().unwrap();
+        let supply = inner.hot.len()
+            + inner.cold.len()
+            + (inner.end - inner.next) / pool.slot_size
+            + inner.spare_chunks.len() * pool.slots_per_chunk;
+        let outstanding = threads * per - threads * per.div_ceil(3);
+        let headroom = pool.headroom.load(Ordering::Relaxed);
+        assert!(
+            supply >= outstanding + headroom,
+            "{supply} slots for {outstanding} promises and {headroom} headroom"
+        );
+        // Promises counted by the recounts, plus those made since the last.
+        assert_eq!(inner.promised + inner.granted - headroom, threads * per);
+    }
 
     /// The top reserve lives in the slot's low bit and its size in the
     /// pool: the stack's top moves down by exactly the reserve, and the

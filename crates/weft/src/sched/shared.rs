@@ -15,6 +15,7 @@ use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
 use crossbeam_deque::{Injector, Stealer, Worker};
+use crossbeam_utils::CachePadded;
 
 use super::carrier::{carrier, run_carrier};
 use super::idle::Idle;
@@ -31,10 +32,13 @@ pub(crate) struct Shared {
     pub(super) idle: Idle,
     pub(crate) shutdown: AtomicBool,
     pub(crate) stacks: &'static StackPool,
-    /// Virtual threads started and not yet finished.
-    pub(crate) live: AtomicUsize,
-    /// Virtual threads ever started.
-    pub(crate) started: AtomicUsize,
+    /// Virtual threads ever started: counted by spawners, on a cache line
+    /// of its own, so that a spawning loop and the carriers finishing its
+    /// threads do not write one line by turns (as one `live` counter did,
+    /// once per thread each way).
+    pub(crate) started: CachePadded<AtomicUsize>,
+    /// Virtual threads finished (or never to run): counted by carriers.
+    pub(crate) finished: CachePadded<AtomicUsize>,
     /// Successful steals (batches).
     pub(crate) steals: AtomicUsize,
     /// New threads handed to another carrier at their first run
@@ -125,8 +129,8 @@ impl Shared {
             idle: Idle::new(core),
             shutdown: AtomicBool::new(false),
             stacks,
-            live: AtomicUsize::new(0),
-            started: AtomicUsize::new(0),
+            started: CachePadded::new(AtomicUsize::new(0)),
+            finished: CachePadded::new(AtomicUsize::new(0)),
             steals: AtomicUsize::new(0),
             placed: AtomicUsize::new(0),
             monitor: Monitor {
@@ -162,7 +166,17 @@ impl Shared {
     /// Called by a finishing thread just before it completes its join, so
     /// that whoever joins it never still counts it live.
     pub(crate) fn thread_finished(&self) {
-        self.live.fetch_sub(1, Ordering::Relaxed);
+        self.finished.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Virtual threads started and not yet finished. Reads the finished
+    /// count first: a thread finishes after it started, so a count that
+    /// includes its finish, read before the started count, never makes the
+    /// difference negative for a reader ordered after both (one that
+    /// joined the thread); for the others it is a snapshot, clamped at 0.
+    pub(crate) fn live_threads(&self) -> usize {
+        let finished = self.finished.load(Ordering::SeqCst);
+        self.started.load(Ordering::SeqCst).saturating_sub(finished)
     }
 
     /// Carriers in their main loop right now (core + spares on duty).
@@ -367,7 +381,6 @@ pub(crate) struct Spawner<'a>(pub(crate) &'a Arc<Shared>);
 impl Spawner<'_> {
     pub(crate) fn spawn(&self, thread: Arc<VThread>) {
         let shared = self.0;
-        shared.live.fetch_add(1, Ordering::Relaxed);
         shared.started.fetch_add(1, Ordering::Relaxed);
         set_inner_state(&thread, State::Runnable);
         if let Some(c) = carrier()

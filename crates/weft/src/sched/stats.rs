@@ -70,7 +70,7 @@ impl Shared {
                 .take(active.max(self.core))
                 .map(Stealer::len)
                 .collect(),
-            threads_live: self.live.load(Ordering::Relaxed),
+            threads_live: self.live_threads(),
             threads_started: self.started.load(Ordering::Relaxed),
             steals: self.steals.load(Ordering::Relaxed),
             placed: self.placed.load(Ordering::Relaxed),

@@ -244,8 +244,10 @@ pub(crate) struct VThread {
     /// Set while the thread waits on its carrier's OS thread (pinned); the
     /// OS thread to unpark is in `rare.pinned_waiter`.
     pub(crate) pinned_waiting: AtomicBool,
-    /// Slot in the dump registry (an index into one shard's vector: 32
-    /// bits are four billion live threads per shard).
+    /// Slot in the dump registry: the shard in the low 4 bits, the index
+    /// in that shard's vector above them (28 bits: 268 million live
+    /// threads per shard). Written by the spawner before the thread can
+    /// run, read by the carrier that unregisters it.
     pub(crate) reg_key: AtomicU32,
     /// Dump container (0 = root; an executor or a scope otherwise): the
     /// registry's ids are 32 bits (`registry::new_container`).

@@ -311,7 +311,7 @@ impl Carrier {
             crate::thread::abort_after_drop_panic(thread);
         }
         crate::thread::complete_unrun(thread, why);
-        self.shared.live.fetch_sub(1, Ordering::Relaxed);
+        self.shared.thread_finished();
     }
 
     pub(in crate::sched) fn after_park(&self, thread: Arc<VThread>) {

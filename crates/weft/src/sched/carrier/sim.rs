@@ -34,7 +34,7 @@ impl Carrier {
                         continue;
                     }
                 }
-                match self.shared.live.load(Ordering::SeqCst) {
+                match self.shared.live_threads() {
                     0 => break Some(End::Finished),
                     parked => break Some(End::Deadlock { parked }),
                 }
