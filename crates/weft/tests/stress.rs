@@ -705,3 +705,65 @@ fn timer_storm_sleeps_are_never_short() {
     );
     assert_eq!(early.load(Ordering::SeqCst), 0, "sleeps returned early");
 }
+
+// ------------------------------------------------------------------ joins
+
+/// OS threads join virtual threads that finish at every distance from the
+/// join: long done, finishing while the joiner watches (`join`'s short
+/// spin), or long after it parked (a sleep). Each joiner joins its threads
+/// in spawn order, some in reverse; every join must return its thread's
+/// value. A finish that fell between the spin and the park (no wake-up for
+/// a registered joiner) hangs a joiner: the watchdog's to catch.
+#[test]
+fn os_thread_joins_never_miss_a_finish() {
+    const JOINERS: u64 = 4;
+    const PER: u64 = 5_000;
+    let _turn = heavy();
+    let dog = watchdog("os_thread_joins_never_miss_a_finish");
+    let t0 = Instant::now();
+    std::thread::scope(|s| {
+        for j in 0..JOINERS {
+            let progress = dog.progress();
+            s.spawn(move || {
+                let mut handles: Vec<_> = (0..PER)
+                    .map(|i| {
+                        weft::spawn(move || {
+                            let x = i.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 54;
+                            match x % 8 {
+                                // Some work, so the joiner may still be watching.
+                                0..=4 => (0..x * 16).fold(i, |a, k| a ^ std::hint::black_box(k)),
+                                // Back of the queue once.
+                                5 | 6 => {
+                                    weft::yield_now();
+                                    !i
+                                }
+                                // Long after the joiner parked.
+                                _ => {
+                                    weft::sleep(Duration::from_micros(x)).unwrap();
+                                    !i
+                                }
+                            }
+                        })
+                    })
+                    .enumerate()
+                    .collect();
+                if j % 2 == 1 {
+                    handles.reverse();
+                }
+                for (i, h) in handles {
+                    let i = i as u64;
+                    let x = i.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 54;
+                    let want = match x % 8 {
+                        0..=4 => (0..x * 16).fold(i, |a, k| a ^ k),
+                        // Not the closure's capture, which a read of the
+                        // result before it is stored would find.
+                        _ => !i,
+                    };
+                    assert_eq!(h.join().unwrap(), want, "joiner {j}, thread {i}");
+                    progress.tick();
+                }
+            });
+        }
+    });
+    eprintln!("{JOINERS} OS threads × {PER} joins: {:?}", t0.elapsed());
+}
