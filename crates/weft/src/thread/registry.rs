@@ -36,6 +36,8 @@ const SHARDS: usize = 16;
 /// index in the shard's vector.
 const SHARD_BITS: u32 = SHARDS.trailing_zeros();
 const _: () = assert!(SHARDS == 1 << SHARD_BITS);
+/// Threads one shard holds: as many as the key's index bits count.
+const MAX_PER_SHARD: usize = 1 << (32 - SHARD_BITS);
 
 struct Shard {
     slots: Vec<usize>,
@@ -84,17 +86,19 @@ pub(crate) fn register(inner: &Arc<VThread>) {
             k
         }
         None => {
+            // Checked before the pointer goes in: a panic must not leave
+            // the registry a pointer to a record that unwinding frees.
+            assert!(
+                sh.slots.len() < MAX_PER_SHARD,
+                "weft: over 2^28 threads registered by one spawner"
+            );
             sh.slots.push(p);
             sh.slots.len() - 1
         }
     };
-    let key = u32::try_from(k)
-        .ok()
-        .filter(|&k| k < 1 << (32 - SHARD_BITS))
-        .expect("weft: over 2^28 threads in one registry shard");
     inner
         .reg_key
-        .store(key << SHARD_BITS | s as u32, Ordering::Relaxed);
+        .store((k as u32) << SHARD_BITS | s as u32, Ordering::Relaxed);
 }
 
 /// Removes a finished thread (while its carrier still holds it).
