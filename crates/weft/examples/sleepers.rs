@@ -23,14 +23,13 @@ fn usage() -> (f64, f64, i64) {
 }
 
 fn main() {
-    let mut args = std::env::args().skip(1);
-    let mut num = |d: u64| {
-        args.next()
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let num = |i: usize, d: u64| {
+        args.get(i)
             .map_or(d, |a| a.parse::<u64>().expect("a number"))
     };
-    let n = num(100_000);
-    let ms = num(1000);
-    let from = std::env::args().nth(3).unwrap_or_else(|| "main".into());
+    let (n, ms) = (num(0, 100_000), num(1, 1000));
+    let from = args.get(2).map_or("main", String::as_str).to_owned();
     if from != "main" && from != "virtual" {
         eprintln!("usage: sleepers [N] [MS] [main|virtual], got {from:?}");
         std::process::exit(2);

@@ -276,10 +276,7 @@ impl StackPool {
             .promised
             .saturating_sub(self.fulfilled.load(Ordering::Relaxed));
         let want = outstanding + PROMISE_BATCH;
-        let mut supply = inner.hot.len()
-            + inner.cold.len()
-            + (inner.end - inner.next) / self.slot_size
-            + inner.spare_chunks.len() * self.slots_per_chunk;
+        let mut supply = self.supply(&inner);
         while supply < want {
             match self.map_chunk() {
                 Ok(c) => {
@@ -297,6 +294,15 @@ impl StackPool {
         inner.granted = supply - outstanding;
         self.headroom.store(inner.granted, Ordering::Relaxed);
         Ok(())
+    }
+
+    /// Slots the pool could hand out without mapping more: free ones, the
+    /// uncarved rest of the newest chunk and the chunks mapped ahead.
+    fn supply(&self, inner: &PoolInner) -> usize {
+        inner.hot.len()
+            + inner.cold.len()
+            + (inner.end - inner.next) / self.slot_size
+            + inner.spare_chunks.len() * self.slots_per_chunk
     }
 
     /// A promised slot was taken (or will never be).
@@ -822,10 +828,7 @@ mod tests {
             }
         });
         let inner = pool.inner.lock().unwrap();
-        let supply = inner.hot.len()
-            + inner.cold.len()
-            + (inner.end - inner.next) / pool.slot_size
-            + inner.spare_chunks.len() * pool.slots_per_chunk;
+        let supply = pool.supply(&inner);
         let outstanding = threads * per - threads * per.div_ceil(3);
         let headroom = pool.headroom.load(Ordering::Relaxed);
         assert!(

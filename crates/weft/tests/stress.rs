@@ -708,6 +708,23 @@ fn timer_storm_sleeps_are_never_short() {
 
 // ------------------------------------------------------------------ joins
 
+/// Thread `i`'s draw in [`os_thread_joins_never_miss_a_finish`], below
+/// 1,024: its case is the draw mod 8 (0–4: works a while, 5–6: yields once,
+/// 7: sleeps as many microseconds as the draw).
+fn join_draw(i: u64) -> u64 {
+    i.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 54
+}
+
+/// What thread `i` returns: never the closure's capture `i` itself, which a
+/// read of the result before it is stored would find.
+fn join_result(i: u64) -> u64 {
+    let x = join_draw(i);
+    match x % 8 {
+        0..=4 => (0..x * 16).fold(!i, |a, k| a ^ std::hint::black_box(k)),
+        _ => !i,
+    }
+}
+
 /// OS threads join virtual threads that finish at every distance from the
 /// join: long done, finishing while the joiner watches (`join`'s short
 /// spin), or long after it parked (a sleep). Each joiner joins its threads
@@ -728,21 +745,15 @@ fn os_thread_joins_never_miss_a_finish() {
                 let mut handles: Vec<_> = (0..PER)
                     .map(|i| {
                         weft::spawn(move || {
-                            let x = i.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 54;
-                            match x % 8 {
-                                // Some work, so the joiner may still be watching.
-                                0..=4 => (0..x * 16).fold(i, |a, k| a ^ std::hint::black_box(k)),
+                            match join_draw(i) % 8 {
                                 // Back of the queue once.
-                                5 | 6 => {
-                                    weft::yield_now();
-                                    !i
-                                }
+                                5 | 6 => weft::yield_now(),
                                 // Long after the joiner parked.
-                                _ => {
-                                    weft::sleep(Duration::from_micros(x)).unwrap();
-                                    !i
-                                }
+                                7 => weft::sleep(Duration::from_micros(join_draw(i))).unwrap(),
+                                // Some work, so the joiner may still be watching.
+                                _ => {}
                             }
+                            join_result(i)
                         })
                     })
                     .enumerate()
@@ -752,14 +763,7 @@ fn os_thread_joins_never_miss_a_finish() {
                 }
                 for (i, h) in handles {
                     let i = i as u64;
-                    let x = i.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 54;
-                    let want = match x % 8 {
-                        0..=4 => (0..x * 16).fold(i, |a, k| a ^ k),
-                        // Not the closure's capture, which a read of the
-                        // result before it is stored would find.
-                        _ => !i,
-                    };
-                    assert_eq!(h.join().unwrap(), want, "joiner {j}, thread {i}");
+                    assert_eq!(h.join().unwrap(), join_result(i), "joiner {j}, thread {i}");
                     progress.tick();
                 }
             });
