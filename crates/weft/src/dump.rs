@@ -30,6 +30,7 @@
 //! The threads come from the registry (`thread/registry.rs`), which every
 //! virtual thread is in from spawn to exit; a dump only iterates it.
 
+use crate::thread::RecordArc;
 use std::collections::HashMap;
 use std::fmt;
 use std::hash::BuildHasherDefault;
@@ -239,7 +240,7 @@ fn one_at_a_time() -> MutexGuard<'static, ()> {
 fn one_at_a_time() {}
 
 /// What each thread is doing, read without stopping it.
-fn read_states(threads: &[Arc<VThread>]) -> Vec<Seen> {
+fn read_states(threads: &[RecordArc]) -> Vec<Seen> {
     let carriers = mounted_carriers();
     threads
         .iter()
@@ -250,7 +251,7 @@ fn read_states(threads: &[Arc<VThread>]) -> Vec<Seen> {
                 blocker: inner_blocker(t),
                 waited: t.blocker.waited(),
                 activity: inner_activity(t),
-                carrier: carriers.get(&(Arc::as_ptr(t) as usize)).copied(),
+                carrier: carriers.get(&(RecordArc::as_ptr(t) as usize)).copied(),
                 home,
                 home_stalled: home
                     .is_some_and(|h| t.runtime_shared().is_some_and(|s| s.carrier_held(h))),
@@ -263,7 +264,7 @@ fn read_states(threads: &[Arc<VThread>]) -> Vec<Seen> {
 /// the kernel there), into `stacks`: the carrier's stack, sampled by a
 /// signal (`sample.rs`), kept only if the carrier was still on the same
 /// thread and switch afterwards.
-fn sample_running(threads: &[Arc<VThread>], seen: &[Seen], stacks: &mut Stacks) {
+fn sample_running(threads: &[RecordArc], seen: &[Seen], stacks: &mut Stacks) {
     for (i, (t, seen)) in threads.iter().zip(seen).enumerate() {
         let (Some(c), State::Running | State::Pinned) = (seen.carrier, seen.state) else {
             continue;
@@ -287,7 +288,7 @@ fn sample_running(threads: &[Arc<VThread>], seen: &[Seen], stacks: &mut Stacks) 
 /// Return addresses of the parked threads among `threads[i]` for `i` in
 /// `which`, into `stacks`: each is borrowed and records its own stack (see
 /// the module docs).
-fn capture_parked(threads: &[Arc<VThread>], seen: &[Seen], which: &[usize], stacks: &mut Stacks) {
+fn capture_parked(threads: &[RecordArc], seen: &[Seen], which: &[usize], stacks: &mut Stacks) {
     if which.is_empty() {
         return;
     }
@@ -331,7 +332,7 @@ pub(crate) fn in_running_simulation(t: &VThread) -> bool {
 
 /// Leaves `job` in parked thread `t` and borrows it to answer; withdraws
 /// the request if `t` woke up on its own meanwhile.
-fn request_capture(job: &Arc<CaptureJob>, t: &Arc<VThread>) {
+fn request_capture(job: &Arc<CaptureJob>, t: &RecordArc) {
     let raw = Arc::into_raw(job.clone()) as *mut CaptureJob as *mut ();
     if t.capture_slot()
         .compare_exchange(
@@ -434,7 +435,7 @@ fn symbolize(distinct: &[Vec<usize>]) -> Vec<Vec<Frame>> {
 /// The dump's entries, in the order of `threads`: what was read (`seen`),
 /// with the symbolized stacks (`frames` by stack id, `of` each thread's).
 fn entries(
-    threads: &[Arc<VThread>],
+    threads: &[RecordArc],
     seen: Vec<Seen>,
     frames: &[Vec<Frame>],
     of: &[u32],

@@ -297,6 +297,13 @@ pub mod park;
 #[cfg(not(loom))]
 mod park;
 mod poll;
+// Public only to the loom model checks (`tests/loom_refcount.rs`, built
+// with `--cfg loom`); private otherwise.
+#[cfg(loom)]
+#[doc(hidden)]
+pub mod refcount;
+#[cfg(not(loom))]
+mod refcount;
 mod runtime;
 mod sample;
 mod sched;

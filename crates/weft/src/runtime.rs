@@ -1,6 +1,7 @@
 //! Runtimes: a set of carrier threads with their scheduler, and the lazily
 //! started default runtime behind [`crate::spawn`].
 
+use crate::thread::RecordArc;
 use crate::unpoison::Unpoison;
 use once_cell::sync::OnceCell;
 use std::fmt;
@@ -48,7 +49,7 @@ struct Handle {
 /// scheduler: the record holds the handle (`Kind::Virtual::sched`), which
 /// also keeps the runtime running while the thread lives.
 impl Schedule for Handle {
-    fn schedule(&self, thread: Arc<VThread>) {
+    fn schedule(&self, thread: RecordArc) {
         self.shared.schedule(thread)
     }
 
@@ -441,7 +442,7 @@ impl Runtime {
         self.handle.shared.wake_all();
     }
 
-    pub(crate) fn spawn_thread(&self, thread: Arc<VThread>) {
+    pub(crate) fn spawn_thread(&self, thread: RecordArc) {
         Spawner(&self.handle.shared).spawn(thread);
     }
 

@@ -3,6 +3,7 @@
 //! without stopping or borrowing anyone — a pass over the registry and a
 //! few atomics per carrier — so they can be polled every second.
 
+use crate::thread::RecordArc;
 use std::collections::HashMap;
 use std::sync::Arc;
 
@@ -185,7 +186,7 @@ pub fn carriers() -> Vec<CarrierInfo> {
             *slot(&mut v.homed, h) += 1;
         }
         if let (State::Running | State::Pinned, Some(&i)) =
-            (state, mounted.get(&(Arc::as_ptr(&t) as usize)))
+            (state, mounted.get(&(RecordArc::as_ptr(&t) as usize)))
             && sched.carrier_running(i, &t).is_some()
         {
             let th = Thread { inner: t.clone() };

@@ -35,16 +35,17 @@
 //! to a lower in-stack address, is the stack pointer's. If the probe does
 //! not find exactly that, dumps borrow every parked thread as before.
 
+use crate::thread::RecordArc;
+#[cfg(all(target_arch = "x86_64", target_os = "linux", not(loom)))]
 use std::sync::Arc;
 
 use super::Stacks;
-use crate::thread::VThread;
 
 /// Reads the stack of every thread in `threads` that is parked now into
 /// `stacks` (see the module docs) and returns the indices of those left to
 /// the borrowing path. `None` where stacks cannot be read in place (another
 /// architecture, or the probe failed): then every parked thread is.
-pub(super) fn read(threads: &[Arc<VThread>], stacks: &mut Stacks) -> Option<Vec<usize>> {
+pub(super) fn read(threads: &[RecordArc], stacks: &mut Stacks) -> Option<Vec<usize>> {
     imp::read(threads, stacks)
 }
 
@@ -52,7 +53,7 @@ pub(super) fn read(threads: &[Arc<VThread>], stacks: &mut Stacks) -> Option<Vec<
 mod imp {
     use super::*;
 
-    pub(super) fn read(_: &[Arc<VThread>], _: &mut Stacks) -> Option<Vec<usize>> {
+    pub(super) fn read(_: &[RecordArc], _: &mut Stacks) -> Option<Vec<usize>> {
         None
     }
 }
@@ -102,7 +103,7 @@ mod imp {
 
     static UNWIND: Mutex<Option<Unwind>> = Mutex::new(None);
 
-    pub(super) fn read(threads: &[Arc<VThread>], stacks: &mut Stacks) -> Option<Vec<usize>> {
+    pub(super) fn read(threads: &[RecordArc], stacks: &mut Stacks) -> Option<Vec<usize>> {
         let mut unwind = UNWIND.lock().unpoison();
         let (adds, subs) = load_counts();
         if !unwind
@@ -167,7 +168,7 @@ mod imp {
     /// dropped.
     pub(super) struct Held<'a> {
         index: usize,
-        thread: &'a Arc<VThread>,
+        thread: &'a RecordArc,
         /// Its saved stack pointer and its stack's bounds; `None` if its
         /// context did not check out (then it is left to the borrowing
         /// path).
@@ -176,7 +177,7 @@ mod imp {
 
     impl<'a> Held<'a> {
         /// Takes parked thread `t` (`None` if it is not parked any more).
-        pub(super) fn take(index: usize, t: &'a Arc<VThread>, word: usize) -> Option<Held<'a>> {
+        pub(super) fn take(index: usize, t: &'a RecordArc, word: usize) -> Option<Held<'a>> {
             let Kind::Virtual { coro, .. } = &t.kind else {
                 return None;
             };
@@ -227,14 +228,14 @@ mod imp {
                 set_inner_state(t, State::Runnable);
                 // SAFETY: moving the thread out of PARKED made the count
                 // its carrier leaked at park ours (as in `Thread::unpark`).
-                let thread = unsafe { Arc::from_raw(Arc::as_ptr(t)) };
+                let thread = unsafe { RecordArc::from_raw(RecordArc::as_ptr(t)) };
                 sched.schedule(thread);
             }
         }
     }
 
     /// Prefetches what [`Held::take`] reads of a record.
-    fn prefetch_record(t: &Arc<VThread>) {
+    fn prefetch_record(t: &RecordArc) {
         prefetch(&t.park as *const _ as usize);
         prefetch(&t.kind as *const _ as usize);
         prefetch(&t.kind as *const _ as usize + 64);
@@ -287,7 +288,7 @@ mod imp {
     /// Which word of a [`Coro`] holds the suspended stack pointer, found
     /// once by the probe (module docs); `None` if it could not be, or if
     /// unwinding from it does not give the stack the thread sees itself.
-    fn stack_ptr_word(threads: &[Arc<VThread>], unwind: &mut Unwind) -> Option<usize> {
+    fn stack_ptr_word(threads: &[RecordArc], unwind: &mut Unwind) -> Option<usize> {
         static WORD: OnceLock<Option<usize>> = OnceLock::new();
         if let Some(w) = WORD.get() {
             return *w;
@@ -301,7 +302,7 @@ mod imp {
 
     /// [`stack_ptr_word`], for tests.
     #[cfg(test)]
-    pub(super) fn probed_word(threads: &[Arc<VThread>]) -> Option<usize> {
+    pub(super) fn probed_word(threads: &[RecordArc]) -> Option<usize> {
         let mut unwind = UNWIND.lock().unpoison();
         if unwind.is_none() {
             *unwind = Some(modules());
@@ -695,7 +696,7 @@ mod tests {
                 }));
             }
             wait_parked(&hs);
-            let threads: Vec<Arc<VThread>> = hs.iter().map(|h| h.thread().inner.clone()).collect();
+            let threads: Vec<RecordArc> = hs.iter().map(|h| h.thread().inner.clone()).collect();
             let mut in_place = Stacks::new(threads.len());
             let left = read(&threads, &mut in_place).expect("x86-64 Linux reads in place");
             assert!(left.is_empty(), "left to borrowing: {left:?}");

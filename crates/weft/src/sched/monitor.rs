@@ -104,6 +104,7 @@ pub(crate) fn run_monitor(weak: std::sync::Weak<Shared>) {
         let any_busy = watcher.watch_carriers(&shared);
         watcher.poll_missed_readiness();
         let queued = rescue_queued_work(&shared);
+        crate::thread::trim_records();
         if watcher.quiet_tick(&shared, any_busy, queued) {
             deep_sleep(&weak, shared);
             continue;

@@ -2,6 +2,7 @@
 //! runtime that carries it, answered by [`Shared`] (the runtime's handle,
 //! which the record holds, hands each call here).
 
+use crate::thread::RecordArc;
 use std::sync::Arc;
 
 use super::blocked::enter_blocking;
@@ -11,7 +12,7 @@ use crate::thread::{Kind, Schedule, VThread};
 
 /// What a record asks of its scheduler (see `thread/schedule.rs`).
 impl Schedule for Shared {
-    fn schedule(&self, thread: Arc<VThread>) {
+    fn schedule(&self, thread: RecordArc) {
         Shared::schedule(self, thread)
     }
 

@@ -9,6 +9,7 @@
 //! relaxed by metrics and the monitor, and the orderings that matter (the
 //! idle protocol, compensation) are argued where they are used.
 
+use crate::thread::RecordArc;
 use crate::unpoison::Unpoison;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering, fence};
 use std::sync::{Arc, Mutex, OnceLock};
@@ -26,8 +27,8 @@ use crate::thread::{NO_HOME, State, VThread, set_inner_state};
 
 /// State shared by all carriers of one runtime.
 pub(crate) struct Shared {
-    pub(crate) injector: Injector<Arc<VThread>>,
-    pub(super) stealers: Box<[Stealer<Arc<VThread>>]>,
+    pub(crate) injector: Injector<RecordArc>,
+    pub(super) stealers: Box<[Stealer<RecordArc>]>,
     pub(super) carriers: Box<[CarrierSlot]>,
     pub(super) idle: Idle,
     pub(crate) shutdown: AtomicBool,
@@ -55,7 +56,7 @@ pub(crate) struct Shared {
     /// `active - blocked` is what really runs (see `stall.rs`).
     pub(super) blocked: crate::stall::Blocked,
     /// Run queues of slots without a thread (spares not started or retired).
-    pub(super) free_slots: Mutex<Vec<(usize, Worker<Arc<VThread>>)>>,
+    pub(super) free_slots: Mutex<Vec<(usize, Worker<RecordArc>)>>,
     /// Spare slots whose threads wait in keep-alive for duty.
     pub(super) idle_spares: Mutex<Vec<usize>>,
     /// Carrier thread name prefix.
@@ -101,7 +102,7 @@ impl Shared {
     pub(crate) fn new(
         cfg: SchedConfig,
         stacks: &'static StackPool,
-    ) -> (Arc<Shared>, Vec<Worker<Arc<VThread>>>) {
+    ) -> (Arc<Shared>, Vec<Worker<RecordArc>>) {
         let SchedConfig {
             core,
             max,
@@ -112,10 +113,10 @@ impl Shared {
             thread_local_areas,
             sim,
         } = cfg;
-        let mut locals: Vec<Worker<Arc<VThread>>> = (0..max).map(|_| Worker::new_fifo()).collect();
+        let mut locals: Vec<Worker<RecordArc>> = (0..max).map(|_| Worker::new_fifo()).collect();
         let stealers = locals.iter().map(Worker::stealer).collect();
         let carriers = (0..max).map(|_| CarrierSlot::new()).collect();
-        let spare_locals: Vec<Worker<Arc<VThread>>> = locals.split_off(core);
+        let spare_locals: Vec<Worker<RecordArc>> = locals.split_off(core);
         let free_slots = spare_locals
             .into_iter()
             .enumerate()
@@ -227,7 +228,7 @@ impl Shared {
     /// unbound thread (moved, or on a runtime that allows migration) goes
     /// to the waker's `next` slot on one of this runtime's carriers that is
     /// not held, to the injector from anywhere else.
-    pub(crate) fn schedule(&self, thread: Arc<VThread>) {
+    pub(crate) fn schedule(&self, thread: RecordArc) {
         let home = thread.home.load(Ordering::Relaxed);
         let here = carrier().filter(|c| std::ptr::eq(Arc::as_ptr(&c.shared), self));
         if home != NO_HOME {
@@ -333,7 +334,7 @@ impl Shared {
         }
     }
 
-    pub(super) fn return_slot(&self, i: usize, local: Worker<Arc<VThread>>) {
+    pub(super) fn return_slot(&self, i: usize, local: Worker<RecordArc>) {
         self.free_slots.lock().unpoison().push((i, local));
     }
 
@@ -379,7 +380,7 @@ impl Shared {
 pub(crate) struct Spawner<'a>(pub(crate) &'a Arc<Shared>);
 
 impl Spawner<'_> {
-    pub(crate) fn spawn(&self, thread: Arc<VThread>) {
+    pub(crate) fn spawn(&self, thread: RecordArc) {
         let shared = self.0;
         shared.started.fetch_add(1, Ordering::Relaxed);
         set_inner_state(&thread, State::Runnable);

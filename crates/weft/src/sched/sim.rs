@@ -37,6 +37,7 @@
 //! different hash means the runs diverged, the first thing to check when a
 //! seed does not replay.
 
+use crate::thread::RecordArc;
 use std::any::Any;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
@@ -274,7 +275,7 @@ impl Simulation {
 
     /// The index in `runnable` (not empty) of the thread to run next;
     /// `None` at the step limit.
-    pub(crate) fn pick(&self, runnable: &[Arc<VThread>]) -> Option<usize> {
+    pub(crate) fn pick(&self, runnable: &[RecordArc]) -> Option<usize> {
         debug_assert!(!runnable.is_empty());
         let c = &mut *self.choices.lock().unpoison();
         if c.steps >= self.limits.steps {

@@ -11,11 +11,12 @@
 //! structure of `timers.rs`; pushing, peeking and firing are here.
 
 use crate::doorbell::Ring;
+use crate::thread::RecordArc;
 use crate::unpoison::Unpoison;
 use std::sync::atomic::{
     AtomicBool, AtomicI32, AtomicPtr, AtomicU64, AtomicUsize, Ordering, fence,
 };
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::{Mutex, OnceLock};
 use std::time::Instant;
 
 use crossbeam_deque::{Injector, Steal};
@@ -32,7 +33,7 @@ pub(super) struct CarrierSlot {
     pub(super) os_thread: OnceLock<std::thread::Thread>,
     /// Set by a notifier that removed this carrier from the sleeper list.
     pub(super) notified: AtomicBool,
-    /// The LIFO `next` slot: an `Arc<VThread>` turned into a raw pointer, or
+    /// The LIFO `next` slot: an `RecordArc` turned into a raw pointer, or
     /// null. Atomic so that a thief can take it from a carrier that is stuck
     /// in one long-running thread (Go steals `runnext` the same way).
     pub(super) next: AtomicPtr<VThread>,
@@ -78,7 +79,7 @@ pub(super) struct CarrierSlot {
     /// carrier, an OS thread, a poll, the monitor's timers). Never stolen;
     /// the monitor takes the unstarted ones back to the injector when this
     /// carrier stalls (and puts the bound ones back).
-    pub(super) inbox: Injector<Arc<VThread>>,
+    pub(super) inbox: Injector<RecordArc>,
     /// Set while the carrier sleeps (or waits off duty): a pusher to
     /// `inbox` that sees it kicks the carrier. Dekker-style with the
     /// inbox: the pusher publishes its thread then reads this (SeqCst); the
@@ -153,7 +154,7 @@ impl CarrierSlot {
 
     /// Queues `thread`, a runnable thread bound to this carrier, and kicks
     /// the carrier if it sleeps (see `sleeping`).
-    pub(super) fn push_home(&self, thread: Arc<VThread>) {
+    pub(super) fn push_home(&self, thread: RecordArc) {
         self.inbox.push(thread);
         // The inbox handshake (invariant 5 in `mod.rs`; ARCHITECTURE.md,
         // "The three no-lost-wake-up protocols", 2), a Dekker pair: the push
@@ -191,7 +192,7 @@ impl CarrierSlot {
     /// here, still unbound) and those [`release`](Self::release) lets go.
     /// Each goes to `elsewhere`; the rest stay in the inbox. Returns how
     /// many went.
-    pub(super) fn hand_off_queued(&self, mut elsewhere: impl FnMut(Arc<VThread>)) -> usize {
+    pub(super) fn hand_off_queued(&self, mut elsewhere: impl FnMut(RecordArc)) -> usize {
         let mut stay = Vec::new();
         let mut n = 0;
         let next = self.take_next();
@@ -213,7 +214,7 @@ impl CarrierSlot {
     }
 
     /// Takes the oldest runnable thread bound to this carrier.
-    pub(super) fn pop_home(&self) -> Option<Arc<VThread>> {
+    pub(super) fn pop_home(&self) -> Option<RecordArc> {
         loop {
             match self.inbox.steal() {
                 Steal::Success(t) => return Some(t),
@@ -228,14 +229,14 @@ impl CarrierSlot {
         !self.inbox.is_empty() || self.has_next()
     }
 
-    pub(super) fn take_next(&self) -> Option<Arc<VThread>> {
+    pub(super) fn take_next(&self) -> Option<RecordArc> {
         if self.next.load(Ordering::Relaxed).is_null() {
             return None;
         }
         let p = self.next.swap(std::ptr::null_mut(), Ordering::AcqRel);
         // SAFETY: non-null values in `next` come from `Arc::into_raw` in
         // `push_next`, and the swap gives us sole ownership of that count.
-        (!p.is_null()).then(|| unsafe { Arc::from_raw(p) })
+        (!p.is_null()).then(|| unsafe { RecordArc::from_raw(p) })
     }
 
     pub(super) fn has_next(&self) -> bool {
@@ -292,7 +293,7 @@ impl CarrierSlot {
     }
 
     /// Pops due timers, handing each woken thread to `wake`.
-    pub(super) fn fire_timers(&self, now: Instant, mut wake: impl FnMut(Arc<VThread>)) -> usize {
+    pub(super) fn fire_timers(&self, now: Instant, mut wake: impl FnMut(RecordArc)) -> usize {
         let mut timers = self.timers.lock().unpoison();
         let mut n = 0;
         while let Some(t) = timers.peek() {
@@ -311,7 +312,7 @@ impl CarrierSlot {
                 // SAFETY: a PARKED thread carries one strong count leaked by
                 // its carrier (`after_park`); we moved it out of PARKED, so
                 // that count is ours. We run it with the upgraded count.
-                unsafe { Arc::decrement_strong_count(Arc::as_ptr(&thread)) };
+                unsafe { RecordArc::decrement_strong_count(RecordArc::as_ptr(&thread)) };
                 set_inner_state(&thread, State::Runnable);
                 wake(thread);
                 n += 1;
@@ -328,7 +329,7 @@ impl CarrierSlot {
     pub(super) fn fire_timers_home(
         &self,
         now: Instant,
-        mut unbound: impl FnMut(Arc<VThread>),
+        mut unbound: impl FnMut(RecordArc),
     ) -> usize {
         let mut n = 0;
         let handing_off = self.handing_off();

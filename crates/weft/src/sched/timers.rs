@@ -30,11 +30,10 @@
 //! in `fire_timers` (`perf record`); from the lane the same pop is a read
 //! of the next slot.
 
+use crate::thread::RecordWeak;
 use std::cmp::Ordering as CmpOrdering;
 use std::collections::{BinaryHeap, VecDeque};
 use std::time::Instant;
-
-use crate::thread::VThread;
 
 /// One pending wake-up.
 pub(crate) struct TimerEntry {
@@ -45,7 +44,7 @@ pub(crate) struct TimerEntry {
     /// a private runtime whose threads have all ended alive until the last
     /// deadline passed. A parked thread is kept alive by its park (the
     /// count its carrier leaks), not by its timer.
-    pub(crate) thread: std::sync::Weak<VThread>,
+    pub(crate) thread: RecordWeak,
 }
 
 impl PartialEq for TimerEntry {
@@ -167,7 +166,7 @@ mod tests {
         TimerEntry {
             deadline: base + Duration::from_millis(ms),
             seq,
-            thread: std::sync::Weak::new(),
+            thread: RecordWeak::gone(),
         }
     }
 

@@ -16,9 +16,9 @@
 //! (`Carrier::make_area`), naming that thread — the only one that ever
 //! runs with that area. No other thread reads it: plain `Cell`s.
 
+use super::record_ref::RecordArc;
 use std::cell::{Cell, UnsafeCell};
 use std::io;
-use std::sync::Arc;
 use std::sync::OnceLock;
 use std::sync::atomic::Ordering;
 
@@ -130,12 +130,12 @@ pub fn current() -> Thread {
     if p.is_null() {
         return with_os_thread(Thread::clone);
     }
-    // SAFETY: `p` came from `Arc::as_ptr` of an `Arc<VThread>` the carrier
+    // SAFETY: `p` came from `RecordArc::as_ptr` of a `RecordArc` the carrier
     // holds for as long as it is mounted, so the count is at least one
     // while we add ours.
     let inner = unsafe {
-        Arc::increment_strong_count(p);
-        Arc::from_raw(p)
+        RecordArc::increment_strong_count(p);
+        RecordArc::from_raw(p)
     };
     Thread { inner }
 }

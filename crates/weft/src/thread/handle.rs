@@ -6,6 +6,7 @@
 //! outside the scheduler (it takes over the strong count the carrier leaked
 //! at park, `Carrier::after_park`).
 
+use super::record_ref::RecordArc;
 use std::cell::UnsafeCell;
 use std::fmt;
 use std::sync::Arc;
@@ -21,7 +22,7 @@ use crate::unpoison::Unpoison;
 /// A handle to a thread, virtual or OS. Cheap to clone.
 #[derive(Clone)]
 pub struct Thread {
-    pub(crate) inner: Arc<VThread>,
+    pub(crate) inner: RecordArc,
 }
 
 impl Thread {
@@ -44,7 +45,7 @@ impl Thread {
 
     pub(super) fn from_kind(name: Option<String>, kind: Kind, container: u64) -> Thread {
         Thread {
-            inner: Arc::new(VThread::new(name, kind, container)),
+            inner: RecordArc::new(VThread::new(name, kind, container)),
         }
     }
 
@@ -92,7 +93,7 @@ impl Thread {
                     // SAFETY: a PARKED thread carries one strong count leaked
                     // by its carrier (`Carrier::after_park`); moving it out of
                     // PARKED made that count ours.
-                    let thread = unsafe { Arc::from_raw(Arc::as_ptr(&self.inner)) };
+                    let thread = unsafe { RecordArc::from_raw(RecordArc::as_ptr(&self.inner)) };
                     sched.schedule(thread);
                 } else {
                     // Pairs with the fence in `pinned_park` (`thread/pinned.rs`):
@@ -151,7 +152,7 @@ impl Thread {
 
 impl PartialEq for Thread {
     fn eq(&self, other: &Self) -> bool {
-        Arc::ptr_eq(&self.inner, &other.inner)
+        RecordArc::ptr_eq(&self.inner, &other.inner)
     }
 }
 impl Eq for Thread {}

@@ -9,18 +9,23 @@
 //!
 //! # Files, bottom-up
 //!
-//! Each file names only files listed before it (and `record.rs` and
-//! `schedule.rs` name each other: the record holds its scheduler, whose
-//! calls take the record), so the files read in this order.
+//! Each file names only files listed before it (and `record.rs`,
+//! `schedule.rs` and `record_ref.rs` name each other: the record holds
+//! its scheduler and its joiner's reference, and the scheduler's calls
+//! take the reference), so the files read in this order.
 //!
 //! - `id.rs`: [`ThreadId`]. `state.rs`: [`State`], the life cycle.
 //!   `blocker.rs`: [`Blocker`], what a thread waits for, in a seqlock
 //!   (`BlockerCell`). `locals.rs`: the storage behind `weft::local!`. None
 //!   of them names the record.
+//! - `slab.rs`: fixed-size memory for records (huge-page-backed regions,
+//!   per-OS-thread caches); it names nothing here.
 //! - `record.rs`: [`VThread`], the record of one virtual (or OS) thread,
 //!   made of the above, and its coroutine slot; `schedule.rs`:
 //!   [`Schedule`], what a record asks of the scheduler that carries it
-//!   (implemented by `sched`), and [`Suspend`].
+//!   (implemented by `sched`), and [`Suspend`]. `record_ref.rs`:
+//!   [`RecordArc`] and [`RecordWeak`], the shared ownership of a record
+//!   (`Arc`'s protocol, `crate::refcount`) over slab memory.
 //! - `handle.rs`: [`Thread`], the handle (`unpark`, `interrupt`).
 //! - `current.rs`: the calling thread, its interrupt flag, its blocker
 //!   (`with_blocker`) and its locals (`current_locals`).
@@ -55,8 +60,10 @@ mod os_state;
 mod park;
 mod pinned;
 mod record;
+mod record_ref;
 pub(crate) mod registry;
 mod schedule;
+mod slab;
 mod state;
 mod stay;
 
@@ -82,6 +89,7 @@ pub(crate) use record::{
     Body, CoroSlot, Kind, NO_HOME, Start, VThread, abort_after_drop_panic, inner_blocker,
     inner_state, set_inner_state,
 };
+pub(crate) use record_ref::{RecordArc, RecordWeak, seed_cache, trim_records};
 pub(crate) use schedule::{Schedule, Suspend};
 pub use state::State;
 pub(crate) use stay::may_move;

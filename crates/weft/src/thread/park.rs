@@ -9,8 +9,8 @@
 //! Inside `weft::pinned` the thread parks its carrier's OS thread instead
 //! (`pinned.rs`).
 
+use super::record_ref::RecordArc;
 use std::io;
-use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
@@ -202,7 +202,7 @@ pub fn panicking() -> bool {
 
 /// Takes a PARKED virtual thread off its park for a thread dump and
 /// schedules it; false if it was not parked (then nothing happened).
-pub(crate) fn borrow_parked(t: &Arc<VThread>) -> bool {
+pub(crate) fn borrow_parked(t: &RecordArc) -> bool {
     let Kind::Virtual { sched, .. } = &t.kind else {
         return false;
     };
@@ -214,7 +214,7 @@ pub(crate) fn borrow_parked(t: &Arc<VThread>) -> bool {
     set_inner_state(t, State::Runnable);
     // SAFETY: moving the thread out of PARKED made the count its carrier
     // leaked at park ours (as in `Thread::unpark`).
-    let thread = unsafe { Arc::from_raw(Arc::as_ptr(t)) };
+    let thread = unsafe { RecordArc::from_raw(RecordArc::as_ptr(t)) };
     sched.schedule(thread);
     true
 }

@@ -7,7 +7,7 @@
 //! itself or to the one carrier that has it mounted; `park` is the park
 //! state machine (`crate::park`), the only hand-off between a waker and the
 //! carrier; everything else is atomic and documented on the field. The
-//! scheduler's queues hold the record as `Arc<VThread>`; the record holds its
+//! scheduler's queues hold the record as `RecordArc`; the record holds its
 //! scheduler as an `Arc<dyn Schedule>` (`schedule.rs`), never its type.
 //!
 //! What the record is made of sits below it, in files that do not name it:
@@ -17,6 +17,7 @@
 //! The handle (`handle.rs`) and the calling thread (`current.rs`) are
 //! built on top.
 
+use super::record_ref::RecordArc;
 use std::cell::{Cell, UnsafeCell};
 use std::io;
 use std::mem::MaybeUninit;
@@ -257,7 +258,7 @@ pub(crate) struct VThread {
     /// `joiner` and `payload` from one side to the other.
     pub(crate) join_state: AtomicU8,
     /// The thread waiting in `join` (`join.rs`).
-    pub(crate) joiner: UnsafeCell<Option<Arc<VThread>>>,
+    pub(crate) joiner: UnsafeCell<Option<RecordArc>>,
     /// The body, before the thread starts, when it fits; the result, once
     /// it has finished (`join.rs`, "Payload"). Spawning a thread whose
     /// closure fits allocates nothing but the record.
@@ -519,9 +520,9 @@ mod tests {
     /// coroutine slot's tag, `timer_seq`, `reg_key`, `low_sp` and
     /// `container` shrank and the `local!` vector and the dump's capture
     /// request moved to `Rare`, -80; the stack's top reserve went into its
-    /// slot's low bit, -8): with `Arc`'s two counts 200 bytes, a 208-byte
-    /// malloc chunk (glibc adds 8 and rounds up to 16). The next chunk
-    /// down, 192, needs 168.
+    /// slot's low bit, -8). With its two 32-bit counts a record takes 192
+    /// bytes of the record slab (`slab.rs`; an `Arc` took a 208-byte
+    /// malloc chunk).
     #[test]
     fn the_record_stays_small() {
         assert!(

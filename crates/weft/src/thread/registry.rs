@@ -24,10 +24,11 @@
 //! It also lists dump *containers*: the root, each executor, each scope
 //! (a thread's container is fixed at spawn, `VThread::container`).
 
+use super::record_ref::RecordArc;
 use crate::unpoison::Unpoison;
 use std::cell::Cell;
+use std::sync::Mutex;
 use std::sync::atomic::{AtomicU32, Ordering};
-use std::sync::{Arc, Mutex};
 
 use super::VThread;
 
@@ -76,10 +77,10 @@ fn split(key: u32) -> (usize, usize) {
 }
 
 /// Adds a new virtual thread (before it can run).
-pub(crate) fn register(inner: &Arc<VThread>) {
+pub(crate) fn register(inner: &RecordArc) {
     let s = my_shard();
     let mut sh = REGISTRY[s].lock().unpoison();
-    let p = Arc::as_ptr(inner) as usize;
+    let p = RecordArc::as_ptr(inner) as usize;
     let k = match sh.free.pop() {
         Some(k) => {
             sh.slots[k] = p;
@@ -116,8 +117,8 @@ pub(crate) fn unregister(inner: &VThread) {
 /// empty). The caller keeps each record alive until then, as for
 /// [`unregister`]; a registered thread that has terminated is invisible to
 /// readers meanwhile.
-pub(crate) fn unregister_batch(batch: &mut Vec<Arc<VThread>>) {
-    let shard_of = |t: &Arc<VThread>| split(t.reg_key.load(Ordering::Relaxed)).0;
+pub(crate) fn unregister_batch(batch: &mut Vec<RecordArc>) {
+    let shard_of = |t: &RecordArc| split(t.reg_key.load(Ordering::Relaxed)).0;
     batch.sort_unstable_by_key(shard_of);
     let mut rest = &batch[..];
     while let Some(first) = rest.first() {
@@ -126,7 +127,7 @@ pub(crate) fn unregister_batch(batch: &mut Vec<Arc<VThread>>) {
         let mut sh = REGISTRY[s].lock().unpoison();
         for inner in &rest[..n] {
             let (_, k) = split(inner.reg_key.load(Ordering::Relaxed));
-            if sh.slots.get(k) == Some(&(Arc::as_ptr(inner) as usize)) {
+            if sh.slots.get(k) == Some(&(RecordArc::as_ptr(inner) as usize)) {
                 sh.slots[k] = 0;
                 sh.free.push(k);
             }
@@ -138,7 +139,7 @@ pub(crate) fn unregister_batch(batch: &mut Vec<Arc<VThread>>) {
 }
 
 /// Strong handles to every registered thread.
-pub(crate) fn all_threads() -> Vec<Arc<VThread>> {
+pub(crate) fn all_threads() -> Vec<RecordArc> {
     let mut out = Vec::new();
     for s in REGISTRY.iter() {
         let sh = s.lock().unpoison();
@@ -152,8 +153,8 @@ pub(crate) fn all_threads() -> Vec<Arc<VThread>> {
             // leaves the registry, under this lock, before it can be freed),
             // so adding a strong count under the lock is sound.
             unsafe {
-                Arc::increment_strong_count(p);
-                out.push(Arc::from_raw(p));
+                RecordArc::increment_strong_count(p);
+                out.push(RecordArc::from_raw(p));
             }
         }
     }
@@ -209,12 +210,12 @@ mod tests {
     use crate::thread::record::Kind;
     use std::sync::OnceLock;
 
-    fn record() -> Arc<VThread> {
-        Arc::new(VThread::new(None, Kind::Os(OnceLock::new()), ROOT))
+    fn record() -> RecordArc {
+        RecordArc::new(VThread::new(None, Kind::Os(OnceLock::new()), ROOT))
     }
 
-    fn listed(t: &Arc<VThread>) -> bool {
-        all_threads().iter().any(|r| Arc::ptr_eq(r, t))
+    fn listed(t: &RecordArc) -> bool {
+        all_threads().iter().any(|r| RecordArc::ptr_eq(r, t))
     }
 
     /// Threads registered by several spawners each go into their spawner's
@@ -224,7 +225,7 @@ mod tests {
     #[test]
     fn a_spawners_threads_share_its_shard_and_leave_it_in_any_batch() {
         let per = 300;
-        let spawned: Vec<Vec<Arc<VThread>>> = std::thread::scope(|s| {
+        let spawned: Vec<Vec<RecordArc>> = std::thread::scope(|s| {
             let hs: Vec<_> = (0..4)
                 .map(|_| {
                     s.spawn(move || {

@@ -30,6 +30,7 @@
 //! only while `std::thread::panicking()` (checked here first), the carrier
 //! hold only in a pinned wait, `finished` once per thread.
 
+use super::record_ref::RecordArc;
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -56,7 +57,7 @@ pub(crate) trait Schedule: Send + Sync + 'static {
     /// borrowed by a thread dump), runnable again. Called by whoever moved
     /// it out of PARKED, from any thread; `thread` carries the strong count
     /// its carrier leaked when it parked.
-    fn schedule(&self, thread: Arc<VThread>);
+    fn schedule(&self, thread: RecordArc);
 
     /// The calling virtual thread's body returned: it no longer counts as
     /// live. Called just before it completes its join (`join.rs`), so that

@@ -34,6 +34,7 @@ mod sleep;
 mod stack_cache;
 mod steal;
 
+use crate::thread::RecordArc;
 use std::cell::{Cell, RefCell};
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
@@ -43,7 +44,7 @@ use crossbeam_deque::Worker;
 use super::shared::Shared;
 use super::slot::CarrierSlot;
 use crate::clock::ns_of;
-use crate::thread::{NO_HOME, State, VThread, set_inner_state};
+use crate::thread::{NO_HOME, State, set_inner_state};
 
 /// How many times in a row the `next` slot may win (invariant 3 in
 /// `sched/mod.rs`).
@@ -61,7 +62,7 @@ const SPIN_ROUNDS: u32 = 4;
 pub(crate) struct Carrier {
     pub(super) index: usize,
     pub(super) shared: Arc<Shared>,
-    pub(super) local: Worker<Arc<VThread>>,
+    pub(super) local: Worker<RecordArc>,
     pub(super) next_streak: Cell<u32>,
     pub(super) tick: Cell<u32>,
     pub(super) searching: Cell<bool>,
@@ -79,7 +80,7 @@ pub(crate) struct Carrier {
     /// registry in batches ([`Carrier::flush_finished`]), one lock per
     /// shard instead of one per thread (the shard's lock line otherwise
     /// bounces between the spawner and this carrier on every thread).
-    pub(super) finished: RefCell<Vec<Arc<VThread>>>,
+    pub(super) finished: RefCell<Vec<RecordArc>>,
     /// Whether this carrier polls the readiness source (`netpoll`, "Who
     /// polls"): a core carrier, unless `WEFT_NETPOLL=thread`.
     pub(super) polls: bool,
@@ -126,13 +127,13 @@ impl Carrier {
         &self.shared.carriers[self.index]
     }
 
-    pub(super) fn push_next(&self, thread: Arc<VThread>) {
+    pub(super) fn push_next(&self, thread: RecordArc) {
         set_inner_state(&thread, State::Runnable);
-        let new = Arc::into_raw(thread).cast_mut();
+        let new = RecordArc::into_raw(thread).cast_mut();
         let old = self.me().next.swap(new, Ordering::AcqRel);
         if !old.is_null() {
             // SAFETY: see `CarrierSlot::take_next`.
-            self.push_back(unsafe { Arc::from_raw(old) });
+            self.push_back(unsafe { RecordArc::from_raw(old) });
         }
     }
 
@@ -140,7 +141,7 @@ impl Carrier {
     /// as soon as the current one suspends), or at the back while this
     /// carrier hands out readiness events (`polling`), so that a batch of
     /// them runs in order instead of each displacing the last.
-    pub(super) fn push_woken(&self, thread: Arc<VThread>) {
+    pub(super) fn push_woken(&self, thread: RecordArc) {
         if self.polling.get() {
             set_inner_state(&thread, State::Runnable);
             self.push_back(thread);
@@ -152,7 +153,7 @@ impl Carrier {
     /// Queues a runnable thread at the back: a bound thread in this
     /// carrier's inbox (only this carrier may run it, so no one else is
     /// told), an unbound one in the stealable queue.
-    pub(super) fn push_back(&self, thread: Arc<VThread>) {
+    pub(super) fn push_back(&self, thread: RecordArc) {
         if thread.home.load(Ordering::Relaxed) == NO_HOME {
             self.local.push(thread);
             self.shared.notify_work();
@@ -162,7 +163,7 @@ impl Carrier {
     }
 
     /// Local work: timers, the next slot, the local queue, the injector.
-    pub(super) fn find_local(&self) -> Option<Arc<VThread>> {
+    pub(super) fn find_local(&self) -> Option<RecordArc> {
         let tick = self.tick.get().wrapping_add(1);
         self.tick.set(tick);
         if tick.is_multiple_of(GLOBAL_CHECK_INTERVAL) {
@@ -194,7 +195,7 @@ impl Carrier {
     }
 
     /// Runnable work bound to this carrier: due timers, `next`, the inbox.
-    pub(super) fn find_home(&self) -> Option<Arc<VThread>> {
+    pub(super) fn find_home(&self) -> Option<RecordArc> {
         self.fire_due_timers();
         let me = self.me();
         me.take_next().or_else(|| me.pop_home())
@@ -305,7 +306,7 @@ impl Carrier {
 }
 
 /// Body of a carrier OS thread.
-pub(crate) fn run_carrier(shared: Arc<Shared>, index: usize, local: Worker<Arc<VThread>>) {
+pub(crate) fn run_carrier(shared: Arc<Shared>, index: usize, local: Worker<RecordArc>) {
     let w = &shared.carriers[index];
     // A slot a spare left off duty starts serving again.
     w.handoff.reset();

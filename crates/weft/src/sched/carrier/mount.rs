@@ -13,8 +13,8 @@
 //! dumps read; the `inspect` handshake keeps the record alive while they
 //! do, see `CarrierSlot::mounted_identity`).
 
+use crate::thread::RecordArc;
 use std::cell::Cell;
-use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
 use corosensei::CoroutineResult;
@@ -29,7 +29,7 @@ use crate::thread::{CoroSlot, Kind, NO_HOME, State, Suspend, VThread, set_inner_
 impl Carrier {
     /// Runs `thread` until it suspends or finishes, then carries out what it
     /// asked for (the suspend protocol).
-    pub(in crate::sched) fn run(&self, thread: Arc<VThread>) {
+    pub(in crate::sched) fn run(&self, thread: RecordArc) {
         let Kind::Virtual { coro, .. } = &thread.kind else {
             unreachable!("OS thread in a run queue")
         };
@@ -67,7 +67,7 @@ impl Carrier {
     /// a bound thread; still unbound, it binds where it first runs, and
     /// until then the monitor may move it on if that carrier stalls (an
     /// unbound thread in an inbox has never run; `run_monitor`).
-    fn hand_over(&self, to: usize, thread: Arc<VThread>) {
+    fn hand_over(&self, to: usize, thread: RecordArc) {
         self.shared.placed.fetch_add(1, Ordering::Relaxed);
         self.shared.carriers[to].push_home(thread);
     }
@@ -75,7 +75,7 @@ impl Carrier {
     /// Builds the coroutine of a thread about to start — a stack from this
     /// carrier's cache (see `CoroSlot`) and, where areas are on, its
     /// thread-local area; nothing for a started thread.
-    fn prepare(&self, thread: &Arc<VThread>, slot: &mut CoroSlot) -> std::io::Result<()> {
+    fn prepare(&self, thread: &RecordArc, slot: &mut CoroSlot) -> std::io::Result<()> {
         let first_stack = || {
             self.shared.stacks.fulfil();
             self.alloc_default_stack()
@@ -103,15 +103,15 @@ impl Carrier {
     /// returns, and unmounts it.
     fn mount(
         &self,
-        thread: &Arc<VThread>,
+        thread: &RecordArc,
         slot: &mut CoroSlot,
         moved: bool,
     ) -> CoroutineResult<Suspend, ()> {
         let me = self.me();
         set_inner_state(thread, State::Running);
-        crate::thread::set_mounted(Arc::as_ptr(thread));
+        crate::thread::set_mounted(RecordArc::as_ptr(thread));
         me.mounted
-            .store(Arc::as_ptr(thread).cast_mut(), Ordering::Relaxed);
+            .store(RecordArc::as_ptr(thread).cast_mut(), Ordering::Relaxed);
         // Single writer: a plain increment, no locked instruction.
         me.switches.store(
             me.switches.load(Ordering::Relaxed).wrapping_add(1),
@@ -170,7 +170,7 @@ impl Carrier {
     /// Carries out what a thread asked for when it suspended, or ends it.
     fn after_suspend(
         &self,
-        thread: Arc<VThread>,
+        thread: RecordArc,
         slot: &mut CoroSlot,
         result: CoroutineResult<Suspend, ()>,
     ) {
@@ -181,7 +181,7 @@ impl Carrier {
                 self.me().push_timer(TimerEntry {
                     deadline,
                     seq,
-                    thread: Arc::downgrade(&thread),
+                    thread: RecordArc::downgrade(&thread),
                 });
                 self.after_park(thread);
             }
@@ -196,7 +196,7 @@ impl Carrier {
     /// A thread whose body returned: its stack goes back to the cache
     /// (trimmed if it ran deep), and it leaves the registry with the next
     /// batch ([`Carrier::flush_finished`]).
-    fn finish(&self, thread: Arc<VThread>, slot: &mut CoroSlot) {
+    fn finish(&self, thread: RecordArc, slot: &mut CoroSlot) {
         set_inner_state(&thread, State::Terminated);
         if thread.home.load(Ordering::Relaxed) != NO_HOME {
             self.me().homed.fetch_sub(1, Ordering::Relaxed);
@@ -235,7 +235,7 @@ impl Carrier {
     /// is it", on a simulated carrier) reads them; and names `thread` as
     /// the mounted record (the only one that ever runs on
     /// this area).
-    fn make_area(&self, top: usize, stack_lo: usize, thread: &Arc<VThread>) -> usize {
+    fn make_area(&self, top: usize, stack_lo: usize, thread: &RecordArc) -> usize {
         let l = self.areas.expect("areas are on");
         // SAFETY: the `reserve()` bytes below `top` were kept out of the
         // thread's stack (`CoroSlot::get`) and live as long as it; a
@@ -253,14 +253,15 @@ impl Carrier {
             crate::tls::seed(
                 tp,
                 crate::thread::mounted_cell(),
-                Cell::new(Arc::as_ptr(thread)),
+                Cell::new(RecordArc::as_ptr(thread)),
             );
             tp
         }
     }
 
     /// Writes this carrier into the area at `tp` as the one it runs on
-    /// (what `carrier()` reads there).
+    /// (what `carrier()` reads there), and this carrier's record cache as
+    /// the one code there allocates records from (`thread/record_ref.rs`).
     ///
     /// # Safety
     ///
@@ -274,7 +275,8 @@ impl Carrier {
                 tp,
                 super::CARRIER.with(|c| c as *const _),
                 Cell::new(self as *const Carrier),
-            )
+            );
+            crate::thread::seed_cache(tp);
         };
     }
 
@@ -283,7 +285,7 @@ impl Carrier {
     #[cold]
     pub(in crate::sched) fn fail_start(
         &self,
-        thread: &Arc<VThread>,
+        thread: &RecordArc,
         slot: &mut CoroSlot,
         e: std::io::Error,
     ) {
@@ -314,7 +316,7 @@ impl Carrier {
         self.shared.thread_finished();
     }
 
-    pub(in crate::sched) fn after_park(&self, thread: Arc<VThread>) {
+    pub(in crate::sched) fn after_park(&self, thread: RecordArc) {
         set_inner_state(&thread, State::Parked);
         match thread.park.publish_parked() {
             // Whoever unparks it owns it now: our strong count goes with it

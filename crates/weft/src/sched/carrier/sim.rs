@@ -1,12 +1,11 @@
 //! A simulated carrier's loop ([`Carrier::simulate`]): the policy of
 //! `sched/sim.rs` in place of the main loop.
 
-use std::sync::Arc;
+use crate::thread::RecordArc;
 use std::sync::atomic::Ordering;
 
 use super::Carrier;
 use crate::sched::sim::{End, Simulation};
-use crate::thread::VThread;
 use crate::unpoison::Unpoison;
 
 impl Carrier {
@@ -15,7 +14,7 @@ impl Carrier {
     /// nothing runnable, virtual time jumps to the earliest timer.
     pub(in crate::sched) fn simulate(&self, sim: &Simulation) {
         sim.wait_start(self.me().tid.load(Ordering::Relaxed));
-        let mut runnable: Vec<Arc<VThread>> = Vec::new();
+        let mut runnable: Vec<RecordArc> = Vec::new();
         let end = loop {
             self.gather(&mut runnable);
             if runnable.is_empty() {
@@ -77,7 +76,7 @@ impl Carrier {
 
     /// Appends every runnable thread, in a fixed order: the `next` slot,
     /// the inbox, the local queue, the injector.
-    fn gather(&self, into: &mut Vec<Arc<VThread>>) {
+    fn gather(&self, into: &mut Vec<RecordArc>) {
         let me = self.me();
         into.extend(me.take_next());
         while let Some(t) = me.pop_home() {

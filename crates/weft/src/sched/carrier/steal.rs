@@ -5,13 +5,12 @@
 //! Both read other carriers' slots and counters relaxed: a stale read
 //! misplaces one thread or misses one steal, which the next round corrects.
 
-use std::sync::Arc;
+use crate::thread::RecordArc;
 use std::sync::atomic::Ordering;
 
 use crossbeam_deque::Steal;
 
 use super::Carrier;
-use crate::thread::VThread;
 
 /// Placement (see [`Carrier::placement`]): a carrier home to fewer threads
 /// than this starts every new thread itself.
@@ -73,7 +72,7 @@ impl Carrier {
         x.wrapping_mul(0x2545_F491_4F6C_DD1D)
     }
 
-    pub(in crate::sched) fn steal_injector(&self) -> Option<Arc<VThread>> {
+    pub(in crate::sched) fn steal_injector(&self) -> Option<RecordArc> {
         loop {
             match self.shared.injector.steal_batch_and_pop(&self.local) {
                 Steal::Success(t) => return Some(t),
@@ -86,7 +85,7 @@ impl Carrier {
     /// Steals half of a random victim's queue, or from the injector; with
     /// `take_next`, also a victim's `next` slot (only in the last spin
     /// round, so a carrier about to run its own `next` usually gets to).
-    pub(in crate::sched) fn steal(&self, take_next: bool) -> Option<Arc<VThread>> {
+    pub(in crate::sched) fn steal(&self, take_next: bool) -> Option<RecordArc> {
         let n = self.shared.stealers.len();
         let start = (self.next_rand() % n as u64) as usize;
         for k in 0..n {

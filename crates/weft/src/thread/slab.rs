@@ -1,0 +1,396 @@
+//! Fixed-size memory for thread records: huge-page-backed regions, reused
+//! through per-OS-thread caches.
+//!
+//! # Why not `malloc`
+//!
+//! A program that keeps the handles of the threads it spawns keeps their
+//! records: a million handles are a million records alive at once. From
+//! `malloc` each comes off the top of a growing heap, and every 4 KiB of
+//! fresh heap is a page fault on the spawning thread: about 2.6–3.6 µs on
+//! the 2-core VMs we measure on, 150 ns per spawn, half of what spawning
+//! from `main` cost in a profile (`perf record --call-graph dwarf` of
+//! `examples/spawn_join 300000 main`: 391 of the spawner's 757 samples were
+//! the record's `malloc`, 213 of them page faults; another 61 were wake-ups
+//! of carriers waiting for the heap's lock, held by the spawner, to free
+//! their crossbeam blocks). Go reuses dead goroutines' descriptors
+//! (`gfget`), and its heap is backed by transparent huge pages where the
+//! system allows.
+//!
+//! Here records come from *regions* of address space mapped for them
+//! alone, advised `MADV_HUGEPAGE`: where the kernel backs them with 2 MiB
+//! pages, one fault makes room for 10,922 records. The first 2 MiB of the
+//! first region keeps 4 KiB pages, so a program with a few threads pays a
+//! few KiB, not 2 MiB. Under the system setting `never` every page is a
+//! 4 KiB page, as with `malloc`.
+//!
+//! # Caches
+//!
+//! A freed record goes to the freeing OS thread's cache, and a new one
+//! comes from the allocating thread's cache: a pointer pop or push, no
+//! lock, no shared cache line, and the record reused is the one freed last
+//! (warm). A cache moves [`BATCH`] records to or from the slab's global
+//! list under its lock when it runs out or holds more than twice that. A
+//! thread's cache goes back to the global list when the thread exits.
+//!
+//! Which cache is "the calling thread's" is decided by the record module
+//! (`record_ref.rs`): code on a virtual thread uses its carrier's (the
+//! carrier writes the pointer into the thread's own thread-local area),
+//! so a million virtual threads do not hold a million caches.
+//!
+//! # What is kept
+//!
+//! Like Go's goroutine descriptors, freed records are kept for reuse, not
+//! returned to the kernel: after a burst of a million live threads the
+//! slab holds 183 MiB (192 bytes a record) until threads are spawned
+//! again. [`Slab::trim`] gives back the memory of every 2 MiB whose records
+//! all lie in the global list (not in a cache); the runtime calls it when
+//! the global list holds more than `WEFT_RECORD_KEEP` records (default
+//! 65,536: 12 MiB).
+
+use std::io;
+use std::marker::PhantomData;
+use std::ptr::NonNull;
+use std::sync::Mutex;
+
+use crate::unpoison::Unpoison;
+
+/// Records a cache takes from, or gives back to, the global list at once.
+pub(crate) const BATCH: usize = 32;
+
+/// Address space mapped at a time for records: 64 MiB, about 350,000 of
+/// them (address space only: nothing is committed until touched).
+const REGION: usize = 64 << 20;
+
+/// The unit of huge pages, and of [`Slab::trim`].
+const HUGE: usize = 2 << 20;
+
+/// A slab of `T`s: the global list and the regions they are carved from.
+pub(crate) struct Slab<T> {
+    global: Mutex<Global>,
+    _slots: PhantomData<T>,
+}
+
+/// The slab's shared state (addresses as `usize`: plain numbers, which
+/// makes the slab `Sync` without a promise of ours).
+struct Global {
+    /// Freed slots, most recently freed last.
+    free: Vec<usize>,
+    /// The uncarved rest of the newest region.
+    next: usize,
+    end: usize,
+    /// Every region mapped: its start, and the end of what was carved
+    /// from it (for the newest, `next` is).
+    regions: Vec<(usize, usize)>,
+    /// `free.len()` after the last trim, or its low since: the next trim
+    /// runs once the list has doubled from there.
+    trimmed_at: usize,
+}
+
+/// One OS thread's spare slots (see "Caches").
+pub(crate) struct Cache<T> {
+    slots: Vec<usize>,
+    _slots: PhantomData<T>,
+}
+
+impl<T> Slab<T> {
+    /// An empty slab: nothing is mapped until the first slot is taken.
+    pub(crate) const fn new() -> Slab<T> {
+        const { assert!(size_of::<T>() >= size_of::<usize>() && align_of::<T>() <= 64) };
+        Slab {
+            global: Mutex::new(Global {
+                free: Vec::new(),
+                next: 0,
+                end: 0,
+                regions: Vec::new(),
+                trimmed_at: 0,
+            }),
+            _slots: PhantomData,
+        }
+    }
+
+    /// Moves up to [`BATCH`] slots into `into`: freed ones first, else
+    /// newly carved ones (mapping a region when the last is used up).
+    /// Aborts, as `Box::new` does, when the kernel refuses the memory.
+    fn refill(&self, into: &mut Vec<usize>) {
+        let mut g = self.global.lock().unpoison();
+        if !g.free.is_empty() {
+            let at = g.free.len().saturating_sub(BATCH);
+            into.extend(g.free.drain(at..));
+            g.trimmed_at = g.trimmed_at.min(g.free.len());
+            return;
+        }
+        let size = size_of::<T>().next_multiple_of(align_of::<T>());
+        if g.end - g.next < BATCH * size {
+            match map_region(g.regions.is_empty()) {
+                Ok(start) => {
+                    let carved = g.next;
+                    if let Some(last) = g.regions.last_mut() {
+                        last.1 = carved;
+                    }
+                    g.regions.push((start, start));
+                    g.next = start;
+                    g.end = start + REGION;
+                }
+                Err(e) => {
+                    eprintln!("weft: cannot map memory for thread records: {e}");
+                    std::alloc::handle_alloc_error(std::alloc::Layout::new::<T>())
+                }
+            }
+        }
+        // Pushed highest first, so that the cache hands them out in
+        // address order.
+        let base = g.next;
+        into.extend((0..BATCH).rev().map(|i| base + i * size));
+        g.next += BATCH * size;
+    }
+
+    /// Takes `slots` into the global list.
+    fn put_back(&self, slots: impl Iterator<Item = usize>) {
+        self.global.lock().unpoison().free.extend(slots);
+    }
+
+    /// A slot for one `T`, uninitialised, taken without a cache (the
+    /// calling thread's is gone: it is exiting).
+    pub(crate) fn take_uncached(&self) -> NonNull<T> {
+        let mut one = Vec::with_capacity(BATCH);
+        self.refill(&mut one);
+        let p = one.pop().expect("a refill gives at least one slot");
+        self.put_back(one.into_iter());
+        slot(p)
+    }
+
+    /// Gives back a slot without a cache.
+    ///
+    /// # Safety
+    /// `p` was taken from this slab, holds no live value, and is not used
+    /// again by the caller.
+    pub(crate) unsafe fn give_uncached(&self, p: NonNull<T>) {
+        self.put_back(std::iter::once(p.as_ptr() as usize));
+    }
+
+    /// Returns to the kernel the memory of every 2 MiB of the regions
+    /// whose slots all lie in the global list, when that list holds more
+    /// than `keep` slots and has doubled since the last trim (so that a
+    /// steady state does not trim again and again). Returns the bytes
+    /// given back.
+    ///
+    /// The list is taken out whole under the lock and put back after: the
+    /// slots in it are the trim's alone meanwhile (a refill that finds the
+    /// list empty carves new ones), so no slot can be handed out while its
+    /// memory goes, and the lock is held for two moves of a vector, not
+    /// for the O(slots) count. A slot taken again later reads zeros from
+    /// fresh memory, which its taker overwrites.
+    pub(crate) fn trim(&self, keep: usize) -> usize {
+        let (listed, regions) = {
+            let mut g = self.global.lock().unpoison();
+            if g.free.len() <= keep || g.free.len() < 2 * g.trimmed_at {
+                return 0;
+            }
+            g.trimmed_at = g.free.len();
+            let mut regions = g.regions.clone();
+            if let Some(last) = regions.last_mut() {
+                last.1 = g.next;
+            }
+            (std::mem::take(&mut g.free), regions)
+        };
+        let size = size_of::<T>().next_multiple_of(align_of::<T>());
+        let mut per_unit: std::collections::HashMap<usize, usize> = Default::default();
+        for &s in &listed {
+            *per_unit.entry(s / HUGE).or_default() += 1;
+        }
+        let mut freed = 0;
+        for (unit, n) in per_unit {
+            let lo = unit * HUGE;
+            let hi = lo + HUGE;
+            let Some(&(start, carved)) = regions.iter().find(|r| (r.0..r.0 + REGION).contains(&lo))
+            else {
+                continue;
+            };
+            // The slots that start in [lo, hi): the first at or above lo,
+            // the last possibly reaching into the next unit.
+            let first = start + (lo - start).div_ceil(size) * size;
+            if first >= hi {
+                continue;
+            }
+            let count = (hi - first).div_ceil(size);
+            if first + count * size > carved || n != count {
+                continue;
+            }
+            // From the first page boundary at or above the first slot to
+            // `hi`: bytes of listed slots only (a slot of the unit below
+            // may reach into [lo, first); the last slot's tail above `hi`
+            // is left alone).
+            let from = first.next_multiple_of(page_size());
+            if from >= hi {
+                continue;
+            }
+            // SAFETY: [from, hi) lies in our mapping and holds only slots
+            // of `listed`, which no one else can take now (above): no value
+            // lives there, and their addresses are kept outside them.
+            // MADV_DONTNEED keeps the range mapped, reading zeros after.
+            let r =
+                unsafe { libc::madvise(from as *mut libc::c_void, hi - from, libc::MADV_DONTNEED) };
+            if r == 0 {
+                freed += hi - from;
+            }
+        }
+        self.put_back(listed.into_iter());
+        freed
+    }
+}
+
+impl<T> Cache<T> {
+    /// An empty cache.
+    pub(crate) const fn new() -> Cache<T> {
+        Cache {
+            slots: Vec::new(),
+            _slots: PhantomData,
+        }
+    }
+
+    /// A slot for one `T`, uninitialised.
+    #[inline]
+    pub(crate) fn take(&mut self, slab: &Slab<T>) -> NonNull<T> {
+        if self.slots.is_empty() {
+            self.slots.reserve(2 * BATCH + 1);
+            slab.refill(&mut self.slots);
+        }
+        slot(self.slots.pop().expect("refilled"))
+    }
+
+    /// Keeps a slot for the next [`Cache::take`].
+    ///
+    /// # Safety
+    /// As [`Slab::give_uncached`].
+    #[inline]
+    pub(crate) unsafe fn give(&mut self, slab: &Slab<T>, p: NonNull<T>) {
+        self.slots.push(p.as_ptr() as usize);
+        if self.slots.len() > 2 * BATCH {
+            let at = self.slots.len() - BATCH;
+            slab.put_back(self.slots.drain(at..));
+        }
+    }
+
+    /// Gives every slot back to the global list (the thread is exiting).
+    pub(crate) fn flush(&mut self, slab: &Slab<T>) {
+        slab.put_back(self.slots.drain(..));
+    }
+}
+
+/// The kernel's page size.
+fn page_size() -> usize {
+    // SAFETY: sysconf has no preconditions.
+    let p = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
+    usize::try_from(p).unwrap_or(4096).max(4096)
+}
+
+/// A slot's address as a pointer.
+fn slot<T>(p: usize) -> NonNull<T> {
+    NonNull::new(std::ptr::with_exposed_provenance_mut(p)).expect("slots are never null")
+}
+
+/// Maps one region, 2 MiB-aligned, and advises huge pages for all of it
+/// but, in the first region, its first 2 MiB.
+fn map_region(first: bool) -> io::Result<usize> {
+    let len = REGION + HUGE;
+    // SAFETY: a fresh anonymous private mapping; nothing else is affected.
+    // MAP_NORESERVE: nothing is committed until touched.
+    let p = unsafe {
+        libc::mmap(
+            std::ptr::null_mut(),
+            len,
+            libc::PROT_READ | libc::PROT_WRITE,
+            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE,
+            -1,
+            0,
+        )
+    };
+    if p == libc::MAP_FAILED {
+        return Err(io::Error::last_os_error());
+    }
+    let raw = p as usize;
+    let start = raw.next_multiple_of(HUGE);
+    // SAFETY: both ranges lie in the mapping just made and hold nothing;
+    // what stays mapped is [start, start + REGION).
+    unsafe {
+        if start > raw {
+            libc::munmap(p, start - raw);
+        }
+        let tail = start + REGION;
+        if raw + len > tail {
+            libc::munmap(tail as *mut libc::c_void, raw + len - tail);
+        }
+        let advised = if first { start + HUGE } else { start };
+        // Advice only: where the kernel refuses, 4 KiB pages serve.
+        libc::madvise(
+            advised as *mut libc::c_void,
+            start + REGION - advised,
+            libc::MADV_HUGEPAGE,
+        );
+    }
+    Ok(start)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A record-sized slot (192 bytes, as a record's).
+    type Slot = [u64; 24];
+
+    /// Trimming gives back the memory of whole 2 MiB units whose slots are
+    /// all listed free, never a byte of a live slot, and only once the list
+    /// is past `keep`; slots taken again afterwards work (zeroed memory).
+    #[test]
+    fn trim_gives_back_only_units_without_live_slots() {
+        static SLAB: Slab<Slot> = Slab::new();
+        let mut cache = Cache::new();
+        let per_unit = HUGE / size_of::<Slot>();
+        let n = 4 * per_unit;
+        let slots: Vec<NonNull<Slot>> = (0..n).map(|_| cache.take(&SLAB)).collect();
+        for (i, s) in slots.iter().enumerate() {
+            // SAFETY: taken above, ours.
+            unsafe { s.as_ptr().write([i as u64; 24]) };
+        }
+        // Keep one slot in the middle alive; free the rest.
+        let keep_at = 2 * per_unit + per_unit / 2;
+        for (i, s) in slots.iter().enumerate() {
+            if i != keep_at {
+                // SAFETY: holds no live value (plain data), not used again.
+                unsafe { cache.give(&SLAB, *s) };
+            }
+        }
+        cache.flush(&SLAB);
+        assert_eq!(SLAB.trim(usize::MAX), 0, "below `keep`: no trim");
+        let freed = SLAB.trim(0);
+        assert!(
+            freed >= HUGE,
+            "at least one whole unit given back, got {freed}"
+        );
+        assert!(
+            freed <= n * size_of::<Slot>(),
+            "gave back more than was carved: {freed}"
+        );
+        // SAFETY: still ours and live.
+        let live = unsafe { slots[keep_at].as_ptr().read() };
+        assert_eq!(live, [keep_at as u64; 24], "a live slot lost its contents");
+        assert_eq!(
+            SLAB.trim(0),
+            0,
+            "the list has not doubled since: no second trim"
+        );
+        // Slots come back (from trimmed memory too) and can be written.
+        let again: Vec<NonNull<Slot>> = (0..n - 1).map(|_| cache.take(&SLAB)).collect();
+        for s in &again {
+            // SAFETY: taken above, ours.
+            unsafe { s.as_ptr().write([7; 24]) };
+        }
+        for s in again {
+            // SAFETY: as above.
+            unsafe { cache.give(&SLAB, s) };
+        }
+        // SAFETY: as above.
+        unsafe { cache.give(&SLAB, slots[keep_at]) };
+        cache.flush(&SLAB);
+    }
+}
