@@ -50,19 +50,19 @@
 //! |---|---|---|
 //! | the slot's top page | 4,096 | area + stack top; a page is the kernel's unit |
 //! | its page-table share | 264 | one 4 KiB page-table page per 2 MiB holding touched pages: 15.5 slots of 132 KiB (the 128 KiB stack and its guard page) |
-//! | the record (`VThread`, in an `Arc`) | 208 | 184 + the `Arc`'s two counts; malloc adds 8 and rounds to 16 |
+//! | the record (`VThread` and its two counts) | 192 | 184 + two 32-bit counts, in the record slab (`thread/slab.rs`: no allocator header, no rounding) |
 //! | the area's `dtv` | 80 | two header slots and one per module with thread-locals, 16 bytes each; malloc's header |
 //! | the `JoinHandle` and the registry's share | ~16 | one pointer each, in the caller's vector and the registry's |
-//! | **sum** | **4,664 = 4.55 KiB** | measured 4.57 KiB (`VmRSS` + `VmPTE` growth; malloc's heap grew 288 B per thread) |
+//! | **sum** | **4,648 = 4.54 KiB** | measured 4.55–4.56 KiB (`VmRSS` + `VmPTE` growth; malloc's heap grew 80 B per thread, the `dtv`; two runs, 2026-11-27 13:35 UTC; 4.57 with the record in an `Arc`) |
 //!
-//! With `WEFT_THREAD_LOCALS=carrier` there is no `dtv`: 4.49 KiB. That is
+//! With `WEFT_THREAD_LOCALS=carrier` there is no `dtv`: 4.48 KiB. That is
 //! the floor for a stack that never moves: the page, the record, and the
 //! page tables a fixed-address stack of this size needs. Below it lie
 //! only smaller slots (96 KiB: 0.19 KiB of page tables), a `dtv` glibc
 //! does not `realloc` (it must be `malloc`ed: glibc grows it in place when
 //! a module is loaded) or a record that gives up fields (see
-//! `thread/record.rs` for what each one holds; the next malloc chunk down
-//! needs 16 bytes fewer). Go's 2.7 KiB is a 2 KiB
+//! `thread/record.rs` for what each one holds; in the slab every 8 bytes
+//! count). Go's 2.7 KiB is a 2 KiB
 //! stack that grows by copying; Java's 0.8 KiB is frames copied to the
 //! heap: both need a compiler that knows every pointer into the stack.
 //!
