@@ -186,6 +186,7 @@
 //! | `WEFT_DUMP_PATH` | write the `SIGQUIT` dump as JSON to this file instead of stderr | — |
 //! | `WEFT_SAMPLE_STACKS` | `0` turns off sampling the stacks of running threads by signal | on |
 //! | `WEFT_PANIC_HOOK` | `0` leaves the panic hook alone (no thread names in panic messages) | on |
+//! | `WEFT_RECORD_KEEP` | freed thread records (192 bytes each) kept for reuse before the monitor gives the memory of the rest back to the kernel; a bad value is reported on stderr and the default kept | 65,536 |
 //!
 //! # Stacks
 //!

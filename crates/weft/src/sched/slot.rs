@@ -234,7 +234,7 @@ impl CarrierSlot {
             return None;
         }
         let p = self.next.swap(std::ptr::null_mut(), Ordering::AcqRel);
-        // SAFETY: non-null values in `next` come from `Arc::into_raw` in
+        // SAFETY: non-null values in `next` come from `RecordArc::into_raw` in
         // `push_next`, and the swap gives us sole ownership of that count.
         (!p.is_null()).then(|| unsafe { RecordArc::from_raw(p) })
     }

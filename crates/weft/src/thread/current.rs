@@ -107,7 +107,7 @@ fn mounted_ptr() -> *const VThread {
 pub(crate) fn current_virtual() -> Option<&'static VThread> {
     let p = mounted_ptr();
     // SAFETY: the carrier sets this pointer to the mounted thread's VThread for
-    // exactly as long as it runs that thread, and holds an Arc to it
+    // exactly as long as it runs that thread, and holds a `RecordArc` to it
     // meanwhile (an area's copy names its own thread, which is running
     // whenever that copy can be read); the reference is only used before
     // the next suspension.

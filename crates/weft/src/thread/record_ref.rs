@@ -1,5 +1,5 @@
 //! [`RecordArc`] and [`RecordWeak`]: the shared ownership of a thread
-//! record, as `RecordArc` and `Weak<VThread>` would give it, over
+//! record, as `Arc<VThread>` and `Weak<VThread>` would give it, over
 //! memory from the record slab (`slab.rs`) instead of `malloc`.
 //!
 //! The counts and their orderings are `Arc`'s (`crate::refcount`, model
@@ -19,10 +19,14 @@
 //! - on a virtual thread with its own thread-local area it is the carrier's
 //!   pointer, written into the area by the carrier before the thread first
 //!   runs there ([`seed_cache`]). The thread runs on that carrier's OS
-//!   thread, so the cache still has one user at a time: a virtual thread
-//!   and its carrier never run at once, neither suspends inside
-//!   [`RecordArc::new`] or a free, and no signal handler makes or frees a
-//!   record.
+//!   thread, and the cache still has one user at a time: a virtual thread
+//!   and its carrier never run at once, and nobody holds the cache while
+//!   it could suspend. A cache operation is a push or a pop; the global
+//!   list's lock, which may park a virtual thread (std's futex wait goes
+//!   through the `transparent` hooks), is taken with the cache let go, in
+//!   [`Batch`]es, and the cache is looked up again afterwards (the thread
+//!   may have moved to another carrier). No signal handler makes or frees
+//!   a record.
 
 use std::cell::{Cell, UnsafeCell};
 use std::fmt;
@@ -30,7 +34,7 @@ use std::mem::offset_of;
 use std::ptr::NonNull;
 
 use super::record::VThread;
-use super::slab::{Cache, Slab};
+use super::slab::{Batch, Cache, Slab};
 use crate::refcount::Counts;
 
 /// What one slab slot holds.
@@ -64,23 +68,67 @@ impl Drop for Own {
     }
 }
 
-/// Runs `f` with the calling thread's cache, or `None` if it has none any
-/// more (an exiting thread's destructors).
-#[inline]
-fn with_cache<R>(f: impl FnOnce(Option<&mut Cache<Inner>>) -> R) -> R {
-    let mut c = CACHE.with(Cell::get);
-    if c.is_null() {
-        c = OWN.try_with(|o| o.0.get()).unwrap_or(GONE);
-        CACHE.with(|cell| cell.set(c));
+/// The calling thread's cache, or [`GONE`] if it has none any more (an
+/// exiting thread's destructors).
+///
+/// `#[inline(never)]`: code on a virtual thread that migrates between
+/// carriers (a runtime without thread-local areas) must compute the
+/// thread-local's address anew on every call, never reuse one computed
+/// before a park (as `carrier()`).
+#[inline(never)]
+fn cache_ptr() -> *mut Cache<Inner> {
+    let c = CACHE.with(Cell::get);
+    if !c.is_null() {
+        return c;
     }
+    let c = OWN.try_with(|o| o.0.get()).unwrap_or(GONE);
+    CACHE.with(|cell| cell.set(c));
+    c
+}
+
+/// Runs `f` on the calling thread's cache, unless it has none. `f` must
+/// not suspend the thread (nor block on a lock: see "Which cache").
+#[inline]
+fn on_cache<R>(f: impl FnOnce(&mut Cache<Inner>) -> R) -> Option<R> {
+    let c = cache_ptr();
     if c == GONE {
-        f(None)
-    } else {
-        // SAFETY: `c` is this OS thread's cache (its own `OWN`, or its
-        // carrier's, seeded), alive until it sets GONE, and used by one
-        // caller at a time ("Which cache"): no other reference to it is
-        // live during `f`.
-        f(Some(unsafe { &mut *c }))
+        return None;
+    }
+    // SAFETY: `c` is this OS thread's cache (its own `OWN`, or its
+    // carrier's, seeded), alive until it is set to GONE, and used by one
+    // caller at a time: whoever runs on this OS thread, and `f` neither
+    // suspends nor reenters (the callers below).
+    Some(f(unsafe { &mut *c }))
+}
+
+/// A slot for a new record: from the cache, else a batch from the global
+/// list, taken with no cache held (its lock may park a virtual thread,
+/// and another thread on the same carrier may use the cache meanwhile).
+fn take_slot() -> NonNull<Inner> {
+    if let Some(Some(p)) = on_cache(Cache::pop) {
+        return p;
+    }
+    let mut batch = RECORDS.take_batch();
+    let p = batch.pop().expect("a batch has a slot");
+    // The thread may be on another carrier now: `on_cache` looks again.
+    if on_cache(|c| c.refill(std::mem::take(&mut batch))).is_none() {
+        // SAFETY: slots of this slab, fresh or freed, never handed out.
+        unsafe { RECORDS.put_batch(batch) };
+    }
+    p
+}
+
+/// Gives back the slot of a record whose last reference is gone.
+///
+/// # Safety
+/// `p` holds no live value and nobody uses it again.
+unsafe fn give_slot(p: NonNull<Inner>) {
+    // SAFETY: as the caller promises.
+    let over = on_cache(|c| unsafe { c.push(p) }).unwrap_or_else(|| Some(Batch::one(p)));
+    if let Some(b) = over {
+        // SAFETY: freed slots of this slab (the cache's, or `p`), with no
+        // cache held while the lock is taken.
+        unsafe { RECORDS.put_batch(b) };
     }
 }
 
@@ -92,7 +140,7 @@ fn with_cache<R>(f: impl FnOnce(Option<&mut Cache<Inner>>) -> R) -> R {
 /// As `tls::seed`: `tp` is an area made by `tls::init_area` whose thread
 /// is not running and is about to run on the calling carrier.
 pub(crate) unsafe fn seed_cache(tp: usize) {
-    let mine = with_cache(|c| c.map_or(GONE, |c| c as *mut _));
+    let mine = cache_ptr();
     // SAFETY: `CACHE` is a `const` Cell of this crate (the caller gives
     // the rest).
     unsafe { crate::tls::seed(tp, CACHE.with(|c| c as *const _), Cell::new(mine)) };
@@ -130,7 +178,7 @@ pub(crate) fn trim_records() -> usize {
     RECORDS.trim(keep())
 }
 
-/// A strong reference to a thread record (as `RecordArc`).
+/// A strong reference to a thread record (as `Arc<VThread>`).
 pub(crate) struct RecordArc {
     ptr: NonNull<Inner>,
 }
@@ -158,10 +206,7 @@ unsafe impl Sync for RecordWeak {}
 impl RecordArc {
     /// A new record holding `data`.
     pub(crate) fn new(data: VThread) -> RecordArc {
-        let p = with_cache(|c| match c {
-            Some(c) => c.take(&RECORDS),
-            None => RECORDS.take_uncached(),
-        });
+        let p = take_slot();
         // SAFETY: a fresh slot, sized and aligned for an `Inner`, that
         // nobody else uses.
         unsafe {
@@ -269,12 +314,19 @@ impl Drop for RecordArc {
         if !self.inner().counts.dec_strong() {
             return;
         }
+        /// Releases the weak count the strong ones shared, after the value
+        /// is dropped — or while its drop unwinds (as `Arc`'s).
+        struct SharedWeak(NonNull<Inner>);
+        impl Drop for SharedWeak {
+            fn drop(&mut self) {
+                release_weak(self.0);
+            }
+        }
+        let _weak = SharedWeak(self.ptr);
         // SAFETY: the last strong reference: nobody else reads the value
         // (the Acquire in `dec_strong` orders their uses before this), and
         // weak ones cannot upgrade from 0. Dropped in place, once.
         unsafe { std::ptr::drop_in_place(&raw mut (*self.ptr.as_ptr()).data) };
-        // The weak count the strong ones shared.
-        release_weak(self.ptr);
     }
 }
 
@@ -312,12 +364,7 @@ fn release_weak(ptr: NonNull<Inner>) {
     // SAFETY: no reference of either kind is left, and the value was
     // dropped by the last strong one: the slot holds nothing (`Counts`
     // has no drop) and nobody uses it again.
-    with_cache(|c| unsafe {
-        match c {
-            Some(c) => c.give(&RECORDS, ptr),
-            None => RECORDS.give_uncached(ptr),
-        }
-    });
+    unsafe { give_slot(ptr) };
 }
 
 impl fmt::Debug for RecordArc {

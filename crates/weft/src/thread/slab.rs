@@ -5,16 +5,15 @@
 //!
 //! A program that keeps the handles of the threads it spawns keeps their
 //! records: a million handles are a million records alive at once. From
-//! `malloc` each comes off the top of a growing heap, and every 4 KiB of
-//! fresh heap is a page fault on the spawning thread: about 2.6–3.6 µs on
-//! the 2-core VMs we measure on, 150 ns per spawn, half of what spawning
-//! from `main` cost in a profile (`perf record --call-graph dwarf` of
-//! `examples/spawn_join 300000 main`: 391 of the spawner's 757 samples were
-//! the record's `malloc`, 213 of them page faults; another 61 were wake-ups
-//! of carriers waiting for the heap's lock, held by the spawner, to free
-//! their crossbeam blocks). Go reuses dead goroutines' descriptors
-//! (`gfget`), and its heap is backed by transparent huge pages where the
-//! system allows.
+//! `malloc` each came off the top of a growing heap, and every 4 KiB of
+//! fresh heap was a page fault on the spawning thread: 2.6–3.6 µs on the
+//! 2-core VMs we measure on. A profile of a spawn loop from `main`
+//! (`perf record --call-graph dwarf` of `examples/spawn_join 300000
+//! main`) put 391 of the spawner's 757 samples in the record's `malloc`:
+//! 213 page faults, 61 futex wake-ups of carriers waiting for the heap's
+//! lock (they free the queue blocks the spawner allocated), the rest
+//! `malloc` itself. Go reuses dead goroutines' descriptors (`gfget`);
+//! Weft cannot reuse a record while a handle holds it.
 //!
 //! Here records come from *regions* of address space mapped for them
 //! alone, advised `MADV_HUGEPAGE`: where the kernel backs them with 2 MiB
@@ -39,13 +38,14 @@
 //!
 //! # What is kept
 //!
-//! Like Go's goroutine descriptors, freed records are kept for reuse, not
-//! returned to the kernel: after a burst of a million live threads the
-//! slab holds 183 MiB (192 bytes a record) until threads are spawned
-//! again. [`Slab::trim`] gives back the memory of every 2 MiB whose records
-//! all lie in the global list (not in a cache); the runtime calls it when
-//! the global list holds more than `WEFT_RECORD_KEEP` records (default
-//! 65,536: 12 MiB).
+//! Like Go's goroutine descriptors, freed records are kept for reuse: the
+//! memory is not handed back slot by slot. [`Slab::trim`] gives back the
+//! memory of every 2 MiB whose slots all lie in the global list (not in a
+//! cache, not in use). Each runtime's monitor calls it on its ticks; it
+//! does the work only once the global list holds more than
+//! `WEFT_RECORD_KEEP` records (default 65,536: 12 MiB) and has doubled
+//! since the last trim, so that a steady state is not trimmed again and
+//! again.
 
 use std::io;
 use std::marker::PhantomData;
@@ -108,16 +108,22 @@ impl<T> Slab<T> {
         }
     }
 
-    /// Moves up to [`BATCH`] slots into `into`: freed ones first, else
-    /// newly carved ones (mapping a region when the last is used up).
-    /// Aborts, as `Box::new` does, when the kernel refuses the memory.
-    fn refill(&self, into: &mut Vec<usize>) {
+    /// Up to [`BATCH`] slots (at least one): freed ones first, else newly
+    /// carved ones (mapping a region when the last is used up). Aborts, as
+    /// `Box::new` does, when the kernel refuses the memory. Takes the
+    /// global lock, which may block (or, on a virtual thread with the
+    /// `transparent` hooks, park): the caller holds no cache meanwhile.
+    pub(crate) fn take_batch(&self) -> Batch {
+        let mut out = Batch::default();
         let mut g = self.global.lock().unpoison();
         if !g.free.is_empty() {
             let at = g.free.len().saturating_sub(BATCH);
-            into.extend(g.free.drain(at..));
+            for (i, s) in g.free.drain(at..).enumerate() {
+                out.slots[i] = s;
+                out.len += 1;
+            }
             g.trimmed_at = g.trimmed_at.min(g.free.len());
-            return;
+            return out;
         }
         let size = size_of::<T>().next_multiple_of(align_of::<T>());
         if g.end - g.next < BATCH * size {
@@ -137,35 +143,28 @@ impl<T> Slab<T> {
                 }
             }
         }
-        // Pushed highest first, so that the cache hands them out in
-        // address order.
-        let base = g.next;
-        into.extend((0..BATCH).rev().map(|i| base + i * size));
+        // Highest first, so that a cache hands them out in address order.
+        for i in 0..BATCH {
+            out.slots[i] = g.next + (BATCH - 1 - i) * size;
+        }
+        out.len = BATCH;
         g.next += BATCH * size;
+        out
+    }
+
+    /// Takes the slots of `batch` into the global list (as
+    /// [`Slab::take_batch`], the lock may block or park).
+    ///
+    /// # Safety
+    /// Every slot in `batch` was taken from this slab, holds no live value,
+    /// and is not used again by the caller.
+    pub(crate) unsafe fn put_batch(&self, batch: Batch) {
+        self.put_back(batch.slots[..batch.len].iter().copied());
     }
 
     /// Takes `slots` into the global list.
     fn put_back(&self, slots: impl Iterator<Item = usize>) {
         self.global.lock().unpoison().free.extend(slots);
-    }
-
-    /// A slot for one `T`, uninitialised, taken without a cache (the
-    /// calling thread's is gone: it is exiting).
-    pub(crate) fn take_uncached(&self) -> NonNull<T> {
-        let mut one = Vec::with_capacity(BATCH);
-        self.refill(&mut one);
-        let p = one.pop().expect("a refill gives at least one slot");
-        self.put_back(one.into_iter());
-        slot(p)
-    }
-
-    /// Gives back a slot without a cache.
-    ///
-    /// # Safety
-    /// `p` was taken from this slab, holds no live value, and is not used
-    /// again by the caller.
-    pub(crate) unsafe fn give_uncached(&self, p: NonNull<T>) {
-        self.put_back(std::iter::once(p.as_ptr() as usize));
     }
 
     /// Returns to the kernel the memory of every 2 MiB of the regions
@@ -239,6 +238,35 @@ impl<T> Slab<T> {
     }
 }
 
+/// Slots on their way between a cache and the global list: at most
+/// [`BATCH`], on the stack (moving them allocates nothing).
+#[derive(Default)]
+pub(crate) struct Batch {
+    slots: [usize; BATCH],
+    len: usize,
+}
+
+impl Batch {
+    /// One slot.
+    pub(crate) fn one<T>(p: NonNull<T>) -> Batch {
+        let mut b = Batch::default();
+        b.slots[0] = p.as_ptr() as usize;
+        b.len = 1;
+        b
+    }
+
+    /// Takes one slot out (a batch from [`Slab::take_batch`] has one).
+    pub(crate) fn pop<T>(&mut self) -> Option<NonNull<T>> {
+        self.len = self.len.checked_sub(1)?;
+        Some(slot(self.slots[self.len]))
+    }
+}
+
+/// Neither method blocks, parks or takes a lock: a cache shared by a
+/// carrier and the virtual threads it runs is used by one of them at a
+/// time only if no one suspends while using it (`record_ref.rs`). Moving
+/// slots to and from the global list is the caller's, in [`Batch`]es,
+/// with the cache let go.
 impl<T> Cache<T> {
     /// An empty cache.
     pub(crate) const fn new() -> Cache<T> {
@@ -248,32 +276,67 @@ impl<T> Cache<T> {
         }
     }
 
-    /// A slot for one `T`, uninitialised.
+    /// The slot freed last, if the cache has one.
     #[inline]
-    pub(crate) fn take(&mut self, slab: &Slab<T>) -> NonNull<T> {
-        if self.slots.is_empty() {
-            self.slots.reserve(2 * BATCH + 1);
-            slab.refill(&mut self.slots);
-        }
-        slot(self.slots.pop().expect("refilled"))
+    pub(crate) fn pop(&mut self) -> Option<NonNull<T>> {
+        self.slots.pop().map(slot)
     }
 
-    /// Keeps a slot for the next [`Cache::take`].
+    /// Keeps a freed slot. When the cache then holds more than twice
+    /// [`BATCH`], returns the oldest `BATCH` for the global list
+    /// ([`Slab::put_batch`]).
     ///
     /// # Safety
-    /// As [`Slab::give_uncached`].
+    /// `p` was taken from the slab this cache serves, holds no live value,
+    /// and is not used again by the caller.
     #[inline]
-    pub(crate) unsafe fn give(&mut self, slab: &Slab<T>, p: NonNull<T>) {
+    pub(crate) unsafe fn push(&mut self, p: NonNull<T>) -> Option<Batch> {
         self.slots.push(p.as_ptr() as usize);
-        if self.slots.len() > 2 * BATCH {
-            let at = self.slots.len() - BATCH;
-            slab.put_back(self.slots.drain(at..));
+        if self.slots.len() <= 2 * BATCH {
+            return None;
         }
+        let mut out = Batch::default();
+        for (i, s) in self.slots.drain(..BATCH).enumerate() {
+            out.slots[i] = s;
+        }
+        out.len = BATCH;
+        Some(out)
     }
 
-    /// Gives every slot back to the global list (the thread is exiting).
+    /// Keeps the slots of a batch from [`Slab::take_batch`].
+    pub(crate) fn refill(&mut self, batch: Batch) {
+        self.slots.extend_from_slice(&batch.slots[..batch.len]);
+    }
+
+    /// Empties the cache into `slab`'s global list (its thread is exiting).
     pub(crate) fn flush(&mut self, slab: &Slab<T>) {
         slab.put_back(self.slots.drain(..));
+    }
+
+    /// A slot, refilling from `slab` when empty (tests: a thread that
+    /// cannot park).
+    #[cfg(test)]
+    fn take(&mut self, slab: &Slab<T>) -> NonNull<T> {
+        if let Some(p) = self.pop() {
+            return p;
+        }
+        let mut b = slab.take_batch();
+        let p = b.pop().expect("a batch has a slot");
+        self.refill(b);
+        p
+    }
+
+    /// Keeps a slot, giving a batch back when over (tests, as `take`).
+    ///
+    /// # Safety
+    /// As [`Cache::push`].
+    #[cfg(test)]
+    unsafe fn give(&mut self, slab: &Slab<T>, p: NonNull<T>) {
+        // SAFETY: as the caller promises.
+        if let Some(b) = unsafe { self.push(p) } {
+            // SAFETY: slots of this slab, freed (the caller's promise).
+            unsafe { slab.put_batch(b) };
+        }
     }
 }
 
@@ -455,5 +518,47 @@ mod tests {
         // back memory; `cargo test -- --nocapture` prints how much.)
         let (trims, bytes) = trimmer.join().unwrap();
         println!("{trims} trims gave back {} MiB", bytes >> 20);
+    }
+
+    /// No cache operation takes the global lock: a virtual thread using its
+    /// carrier's cache must not suspend meanwhile, and that lock may park
+    /// it (`record_ref.rs`). With the lock held on this thread, another
+    /// fills a cache, empties it and pushes past its bound; the channel's
+    /// timeout only turns a wait for the lock into a failure, not a hang.
+    #[test]
+    fn cache_operations_never_take_the_global_lock() {
+        static SLAB: Slab<Slot> = Slab::new();
+        let batches: Vec<Batch> = (0..3).map(|_| SLAB.take_batch()).collect();
+        let guard = SLAB.global.lock().unwrap();
+        let (tx, rx) = std::sync::mpsc::channel();
+        let worker = std::thread::spawn(move || {
+            let mut cache: Cache<Slot> = Cache::new();
+            let mut slots = Vec::new();
+            for b in batches {
+                cache.refill(b);
+                while let Some(p) = cache.pop() {
+                    slots.push(p);
+                }
+            }
+            let mut over = Vec::new();
+            for p in slots {
+                // SAFETY: slots of SLAB, never written.
+                if let Some(b) = unsafe { cache.push(p) } {
+                    over.push(b);
+                }
+            }
+            tx.send(()).unwrap();
+            (cache, over)
+        });
+        let done = rx.recv_timeout(std::time::Duration::from_secs(60));
+        drop(guard);
+        let (mut cache, over) = worker.join().unwrap();
+        assert!(done.is_ok(), "a cache operation waited for the global lock");
+        assert_eq!(over.len(), 1, "3 batches pushed: one over the bound of 2");
+        for b in over {
+            // SAFETY: as above.
+            unsafe { SLAB.put_batch(b) };
+        }
+        cache.flush(&SLAB);
     }
 }
