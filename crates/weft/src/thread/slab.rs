@@ -212,6 +212,7 @@ impl<T> Slab<T> {
                 continue;
             }
             let count = (hi - first).div_ceil(size);
+            debug_assert!(n <= count, "a slot listed free twice");
             if first + count * size > carved || n != count {
                 continue;
             }
