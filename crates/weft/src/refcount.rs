@@ -37,32 +37,94 @@
 //!
 //! The model check is `tests/loom_refcount.rs`.
 
-#[cfg(loom)]
-use loom::sync::atomic::{AtomicU32, Ordering, fence};
-#[cfg(not(loom))]
-use std::sync::atomic::{AtomicU32, Ordering, fence};
+use std::sync::atomic::{AtomicU32, Ordering};
 
 /// The largest count; one more aborts.
 pub const MAX: u32 = i32::MAX as u32;
 
-/// A strong and a weak count (see the module docs).
-pub struct Counts {
-    strong: AtomicU32,
-    weak: AtomicU32,
+/// The 32-bit atomic the counts are made of: std's for every record, and
+/// loom's in the model check, which so checks this very code.
+pub trait Atomic32: Sized {
+    /// An atomic holding `v`.
+    fn new(v: u32) -> Self;
+    /// As `AtomicU32::load`.
+    fn load(&self, o: Ordering) -> u32;
+    /// As `AtomicU32::fetch_add`.
+    fn fetch_add(&self, v: u32, o: Ordering) -> u32;
+    /// As `AtomicU32::fetch_sub`.
+    fn fetch_sub(&self, v: u32, o: Ordering) -> u32;
+    /// As `AtomicU32::compare_exchange_weak`.
+    fn compare_exchange_weak(&self, c: u32, n: u32, s: Ordering, f: Ordering) -> Result<u32, u32>;
+    /// The fence of the same world (`std::sync::atomic::fence` or loom's).
+    fn fence(o: Ordering);
 }
 
-impl Default for Counts {
+impl Atomic32 for AtomicU32 {
+    fn new(v: u32) -> Self {
+        AtomicU32::new(v)
+    }
+    #[inline]
+    fn load(&self, o: Ordering) -> u32 {
+        AtomicU32::load(self, o)
+    }
+    #[inline]
+    fn fetch_add(&self, v: u32, o: Ordering) -> u32 {
+        AtomicU32::fetch_add(self, v, o)
+    }
+    #[inline]
+    fn fetch_sub(&self, v: u32, o: Ordering) -> u32 {
+        AtomicU32::fetch_sub(self, v, o)
+    }
+    #[inline]
+    fn compare_exchange_weak(&self, c: u32, n: u32, s: Ordering, f: Ordering) -> Result<u32, u32> {
+        AtomicU32::compare_exchange_weak(self, c, n, s, f)
+    }
+    #[inline]
+    fn fence(o: Ordering) {
+        std::sync::atomic::fence(o)
+    }
+}
+
+#[cfg(loom)]
+impl Atomic32 for loom::sync::atomic::AtomicU32 {
+    fn new(v: u32) -> Self {
+        loom::sync::atomic::AtomicU32::new(v)
+    }
+    fn load(&self, o: Ordering) -> u32 {
+        loom::sync::atomic::AtomicU32::load(self, o)
+    }
+    fn fetch_add(&self, v: u32, o: Ordering) -> u32 {
+        loom::sync::atomic::AtomicU32::fetch_add(self, v, o)
+    }
+    fn fetch_sub(&self, v: u32, o: Ordering) -> u32 {
+        loom::sync::atomic::AtomicU32::fetch_sub(self, v, o)
+    }
+    fn compare_exchange_weak(&self, c: u32, n: u32, s: Ordering, f: Ordering) -> Result<u32, u32> {
+        loom::sync::atomic::AtomicU32::compare_exchange_weak(self, c, n, s, f)
+    }
+    fn fence(o: Ordering) {
+        loom::sync::atomic::fence(o)
+    }
+}
+
+/// A strong and a weak count (see the module docs).
+pub struct Counts<A: Atomic32 = AtomicU32> {
+    strong: A,
+    weak: A,
+}
+
+impl<A: Atomic32> Default for Counts<A> {
     fn default() -> Self {
         Self::new()
     }
 }
 
-impl Counts {
+impl<A: Atomic32> Counts<A> {
     /// One strong reference (and the weak count the strong ones share).
-    pub fn new() -> Counts {
+    pub fn new() -> Counts<A> {
         Counts {
-            strong: AtomicU32::new(1),
-            weak: AtomicU32::new(1),
+            strong: A::new(1),
+            weak: A::new(1),
         }
     }
 
@@ -83,7 +145,7 @@ impl Counts {
         if self.strong.fetch_sub(1, Ordering::Release) != 1 {
             return false;
         }
-        fence(Ordering::Acquire);
+        A::fence(Ordering::Acquire);
         true
     }
 
@@ -102,7 +164,7 @@ impl Counts {
         if self.weak.fetch_sub(1, Ordering::Release) != 1 {
             return false;
         }
-        fence(Ordering::Acquire);
+        A::fence(Ordering::Acquire);
         true
     }
 

@@ -12,8 +12,11 @@
 #![cfg(loom)]
 
 use loom::cell::UnsafeCell;
-use loom::sync::atomic::{AtomicBool, Ordering};
-use weft::refcount::Counts;
+use loom::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use weft::refcount::Counts as Model;
+
+/// The counts under test, on loom's atomics.
+type Counts = Model<AtomicU32>;
 
 /// What a slot holds in the model.
 struct Record {
