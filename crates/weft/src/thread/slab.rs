@@ -193,18 +193,26 @@ impl<T> Slab<T> {
             (std::mem::take(&mut g.free), regions)
         };
         let size = size_of::<T>().next_multiple_of(align_of::<T>());
-        let mut per_unit: std::collections::HashMap<usize, usize> = Default::default();
+        // Listed slots per 2 MiB unit, in one counter per unit of every
+        // region (regions sorted by address, found by binary search): no
+        // hashing, O(slots × log regions).
+        let mut regions = regions;
+        regions.sort_unstable();
+        const UNITS: usize = REGION / HUGE;
+        let mut listed_in = vec![0u32; regions.len() * UNITS];
         for &s in &listed {
-            *per_unit.entry(s / HUGE).or_default() += 1;
+            let r = regions.partition_point(|&(start, _)| start <= s) - 1;
+            listed_in[r * UNITS + (s - regions[r].0) / HUGE] += 1;
         }
         let mut freed = 0;
-        for (unit, n) in per_unit {
-            let lo = unit * HUGE;
-            let hi = lo + HUGE;
-            let Some(&(start, carved)) = regions.iter().find(|r| (r.0..r.0 + REGION).contains(&lo))
-            else {
+        for (i, &n) in listed_in.iter().enumerate() {
+            if n == 0 {
                 continue;
-            };
+            }
+            let (start, carved) = regions[i / UNITS];
+            let lo = start + (i % UNITS) * HUGE;
+            let hi = lo + HUGE;
+            let n = n as usize;
             // The slots that start in [lo, hi): the first at or above lo,
             // the last possibly reaching into the next unit.
             let first = start + (lo - start).div_ceil(size) * size;
