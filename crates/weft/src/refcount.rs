@@ -59,53 +59,47 @@ pub trait Atomic32: Sized {
     fn fence(o: Ordering);
 }
 
-impl Atomic32 for AtomicU32 {
-    fn new(v: u32) -> Self {
-        AtomicU32::new(v)
-    }
-    #[inline]
-    fn load(&self, o: Ordering) -> u32 {
-        AtomicU32::load(self, o)
-    }
-    #[inline]
-    fn fetch_add(&self, v: u32, o: Ordering) -> u32 {
-        AtomicU32::fetch_add(self, v, o)
-    }
-    #[inline]
-    fn fetch_sub(&self, v: u32, o: Ordering) -> u32 {
-        AtomicU32::fetch_sub(self, v, o)
-    }
-    #[inline]
-    fn compare_exchange_weak(&self, c: u32, n: u32, s: Ordering, f: Ordering) -> Result<u32, u32> {
-        AtomicU32::compare_exchange_weak(self, c, n, s, f)
-    }
-    #[inline]
-    fn fence(o: Ordering) {
-        std::sync::atomic::fence(o)
-    }
+/// `Atomic32` for an atomic type whose methods have std's names, with the
+/// fence of its own world.
+macro_rules! atomic32 {
+    ($t:ty, $fence:path) => {
+        impl Atomic32 for $t {
+            fn new(v: u32) -> Self {
+                <$t>::new(v)
+            }
+            #[inline]
+            fn load(&self, o: Ordering) -> u32 {
+                <$t>::load(self, o)
+            }
+            #[inline]
+            fn fetch_add(&self, v: u32, o: Ordering) -> u32 {
+                <$t>::fetch_add(self, v, o)
+            }
+            #[inline]
+            fn fetch_sub(&self, v: u32, o: Ordering) -> u32 {
+                <$t>::fetch_sub(self, v, o)
+            }
+            #[inline]
+            fn compare_exchange_weak(
+                &self,
+                c: u32,
+                n: u32,
+                s: Ordering,
+                f: Ordering,
+            ) -> Result<u32, u32> {
+                <$t>::compare_exchange_weak(self, c, n, s, f)
+            }
+            #[inline]
+            fn fence(o: Ordering) {
+                $fence(o)
+            }
+        }
+    };
 }
 
+atomic32!(AtomicU32, std::sync::atomic::fence);
 #[cfg(loom)]
-impl Atomic32 for loom::sync::atomic::AtomicU32 {
-    fn new(v: u32) -> Self {
-        loom::sync::atomic::AtomicU32::new(v)
-    }
-    fn load(&self, o: Ordering) -> u32 {
-        loom::sync::atomic::AtomicU32::load(self, o)
-    }
-    fn fetch_add(&self, v: u32, o: Ordering) -> u32 {
-        loom::sync::atomic::AtomicU32::fetch_add(self, v, o)
-    }
-    fn fetch_sub(&self, v: u32, o: Ordering) -> u32 {
-        loom::sync::atomic::AtomicU32::fetch_sub(self, v, o)
-    }
-    fn compare_exchange_weak(&self, c: u32, n: u32, s: Ordering, f: Ordering) -> Result<u32, u32> {
-        loom::sync::atomic::AtomicU32::compare_exchange_weak(self, c, n, s, f)
-    }
-    fn fence(o: Ordering) {
-        loom::sync::atomic::fence(o)
-    }
-}
+atomic32!(loom::sync::atomic::AtomicU32, loom::sync::atomic::fence);
 
 /// A strong and a weak count (see the module docs).
 pub struct Counts<A: Atomic32 = AtomicU32> {

@@ -463,21 +463,8 @@ impl StackPool {
     /// Reserves a new chunk of address space (nothing committed).
     fn map_chunk(&self) -> io::Result<usize> {
         let len = self.slot_size * self.slots_per_chunk;
-        // SAFETY: a fresh anonymous private mapping; no existing memory is
-        // affected. MAP_NORESERVE: nothing is committed until touched.
-        let p = unsafe {
-            libc::mmap(
-                std::ptr::null_mut(),
-                len,
-                libc::PROT_READ | libc::PROT_WRITE,
-                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE,
-                -1,
-                0,
-            )
-        };
-        if p == libc::MAP_FAILED {
-            let e = io::Error::last_os_error();
-            return Err(io::Error::new(
+        let p = reserve(len).map_err(|e| {
+            io::Error::new(
                 e.kind(),
                 format!(
                     "weft: cannot reserve {} MiB of address space for virtual-thread stacks: {e} \
@@ -485,12 +472,34 @@ impl StackPool {
                      WEFT_STACK_SIZE / Builder::stack_size)",
                     len >> 20
                 ),
-            ));
-        }
-        let p = p as usize;
+            )
+        })?;
         register_chunk(p, len, self.stack_size);
         Ok(p)
     }
+}
+
+/// Reserves `len` bytes of address space, readable and writable, private
+/// and anonymous, committed page by page as touched (`MAP_NORESERVE`):
+/// the stack pool's chunks and the record slab's regions
+/// (`thread/slab.rs`). Returns its address.
+pub(crate) fn reserve(len: usize) -> io::Result<usize> {
+    // SAFETY: a fresh anonymous private mapping; no existing memory is
+    // affected.
+    let p = unsafe {
+        libc::mmap(
+            std::ptr::null_mut(),
+            len,
+            libc::PROT_READ | libc::PROT_WRITE,
+            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE,
+            -1,
+            0,
+        )
+    };
+    if p == libc::MAP_FAILED {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(p as usize)
 }
 
 /// Slots whose guards are installed per `process_madvise` call.

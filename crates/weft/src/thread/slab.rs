@@ -46,6 +46,14 @@
 //! `WEFT_RECORD_KEEP` records (default 65,536: 12 MiB) and has doubled
 //! since the last trim, so that a steady state is not trimmed again and
 //! again.
+//!
+//! # Limits
+//!
+//! A `fork` child whose parent had another thread inside the global
+//! list's lock at the fork blocks at its first refill (glibc resets its
+//! own malloc locks in the child; this lock, like the stack pool's, is
+//! not). A runtime's monitor that has gone into its idle sleep does not
+//! trim records freed after it until it wakes.
 
 use std::io;
 use std::marker::PhantomData;
@@ -365,22 +373,8 @@ fn slot<T>(p: usize) -> NonNull<T> {
 /// but, in the first region, its first 2 MiB.
 fn map_region(first: bool) -> io::Result<usize> {
     let len = REGION + HUGE;
-    // SAFETY: a fresh anonymous private mapping; nothing else is affected.
-    // MAP_NORESERVE: nothing is committed until touched.
-    let p = unsafe {
-        libc::mmap(
-            std::ptr::null_mut(),
-            len,
-            libc::PROT_READ | libc::PROT_WRITE,
-            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE,
-            -1,
-            0,
-        )
-    };
-    if p == libc::MAP_FAILED {
-        return Err(io::Error::last_os_error());
-    }
-    let raw = p as usize;
+    let raw = crate::stack::reserve(len)?;
+    let p = raw as *mut libc::c_void;
     let start = raw.next_multiple_of(HUGE);
     // SAFETY: both ranges lie in the mapping just made and hold nothing;
     // what stays mapped is [start, start + REGION).
