@@ -349,6 +349,10 @@ pub struct Counters {
     /// Stalls inside Weft's own diagnostics (a dump symbolizing on a
     /// carrier, say): not recorded as events, only counted here.
     pub own_stalls: u64,
+    /// Stall and blocked-with-waiters reports (and ends of holds) the
+    /// monitor dropped because the thread that writes them up was that
+    /// far behind: a `tracing` subscriber or stderr blocked for good.
+    pub reports_dropped: u64,
 }
 
 /// How many events the ring keeps.
@@ -362,6 +366,7 @@ static BLOCKED_WITH_WAITERS: AtomicU64 = AtomicU64::new(0);
 static PINNED_US: AtomicU64 = AtomicU64::new(0);
 static STALL_US: AtomicU64 = AtomicU64::new(0);
 static OWN_STALLS: AtomicU64 = AtomicU64::new(0);
+static REPORTS_DROPPED: AtomicU64 = AtomicU64::new(0);
 static STALLS_ENDED: AtomicU64 = AtomicU64::new(0);
 static STALL_HOLD_US: AtomicU64 = AtomicU64::new(0);
 
@@ -419,6 +424,7 @@ pub fn counters() -> Counters {
         pinned_us: PINNED_US.load(Ordering::Relaxed),
         stall_us: STALL_US.load(Ordering::Relaxed),
         own_stalls: OWN_STALLS.load(Ordering::Relaxed),
+        reports_dropped: REPORTS_DROPPED.load(Ordering::Relaxed),
         stalls_ended: STALLS_ENDED.load(Ordering::Relaxed),
         stall_hold_us: STALL_HOLD_US.load(Ordering::Relaxed),
     }
@@ -616,9 +622,9 @@ pub(crate) fn record(mut ev: Event) {
 /// `WEFT_TRACE_PINNED`).
 ///
 /// The events of the hold are the ongoing ones of this thread recorded
-/// since the hold began: a thread holds at most one carrier at a time.
-pub(crate) fn hold_ended(thread_id: u64, held: Duration) {
-    let now = SystemTime::now();
+/// since the hold began (`held` before `now`, when the monitor saw it
+/// end): a thread holds at most one carrier at a time.
+pub(crate) fn hold_ended(thread_id: u64, held: Duration, now: SystemTime) {
     let began = now.checked_sub(held).unwrap_or(now);
     let mut stall = None;
     {
@@ -664,6 +670,11 @@ pub(crate) fn hold_ended(thread_id: u64, held: Duration) {
     if trace_mode() != Trace::Off {
         eprintln!("{ev} (ended)");
     }
+}
+
+/// Counts a report the monitor dropped ([`Counters::reports_dropped`]).
+pub(crate) fn report_dropped() {
+    REPORTS_DROPPED.fetch_add(1, Ordering::Relaxed);
 }
 
 /// How long thread `thread_id` has held its carrier, if it holds one in a

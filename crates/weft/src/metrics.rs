@@ -456,6 +456,12 @@ impl Metrics {
                 plain(n(e.spawn_failures)),
             ),
             row(
+                "weft_event_reports_dropped_total",
+                Counter,
+                "Stall reports the monitor dropped: the thread writing them up was blocked (a log sink).",
+                plain(n(e.reports_dropped)),
+            ),
+            row(
                 "weft_carrier_hold_seconds",
                 Histogram,
                 "How long a carrier was held: each pinned wait, and each stall's whole hold, when it ended.",

@@ -533,7 +533,10 @@ fn a_carrier_blocked_while_its_threads_wait_is_reported() {
     let (b_got_it, a) = pinning_deadlock(&rt, true);
     assert!(!b_got_it, "A cannot run while B holds the carrier");
     join_within("A", LIMIT, a).unwrap();
-    assert!(weft::events::counters().blocked_with_waiters > before);
+    // Reports are written off the monitor (`sched/report.rs`): wait for it.
+    wait_until("the blocked-with-waiters event", LIMIT, || {
+        weft::events::counters().blocked_with_waiters > before
+    });
     let ev = weft::events::recent()
         .into_iter()
         .rev()

@@ -87,6 +87,8 @@
 //! - `timers.rs`: the per-carrier timer queue (a data structure).
 //! - `unwinding.rs`: panics carried across a suspension.
 //! - `monitor.rs`: the monitor thread (stalls, blocked carriers).
+//! - `report.rs`: the monitor's reports, written up and recorded off the
+//!   monitor (`weft-reports`).
 //! - `blocked.rs`: marking a carrier blocked around a pinned or offloaded wait.
 //! - `stats.rs`: a plain snapshot of the figures, for `metrics` to read.
 
@@ -94,6 +96,7 @@ mod blocked;
 mod carrier;
 mod idle;
 mod monitor;
+mod report;
 mod schedule;
 mod shared;
 mod sim;

@@ -4,21 +4,22 @@
 //! It never runs virtual threads. It reads the carriers' counters
 //! (`switches`, `mounted`, `in_blocking`) without locks, fires the timers of
 //! carriers that cannot (they are blocked), marks a carrier held past the
-//! stall threshold as blocked (so a spare can come in), and records a stall
-//! or blocked-with-waiters event naming the thread. Recording an event is
-//! its only write outside the scheduler: `events` is a sink that reads
-//! nothing back. It sleeps without a timeout while no carrier is busy.
+//! stall threshold as blocked (so a spare can come in), and reports a stall
+//! or blocked-with-waiters event naming the thread: it reads what the
+//! moment tells (who, how long, the sampled stack) and hands the rest —
+//! symbols, registry walks, the event sinks — to `report.rs`, off this
+//! thread. Reporting is its only write outside the scheduler: `events` is a
+//! sink that reads nothing back. It sleeps without a timeout while no
+//! carrier is busy.
 
-use std::fmt::Write as _;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, OnceLock};
-use std::time::{Duration, Instant};
+use std::time::{Duration, Instant, SystemTime};
 
+use super::report::{self, Report};
 use super::shared::Shared;
-use super::slot::{CarrierSlot, Identity};
+use super::slot::CarrierSlot;
 use crossbeam_deque::Steal;
-
-use crate::thread::State;
 
 /// The monitor thread's parking spot (Go's sysmon sleeps the same way when
 /// every P is idle).
@@ -184,7 +185,11 @@ fn watch_carrier(
         // look: its whole length, from before it began to now, goes to
         // that event.
         if let Some(id) = watch.reported_hold.take() {
-            crate::events::hold_ended(id, now.saturating_duration_since(watch.began));
+            report::submit(Report::HoldEnded {
+                thread_id: id,
+                held: now.saturating_duration_since(watch.began),
+                at: SystemTime::now(),
+            });
         }
         // A new hold began after the previous look, or none is on.
         watch.began = if busy { watch.prev } else { now };
@@ -254,13 +259,45 @@ fn check_held(
         // symbols after compensating.
         let ips = crate::sample::sample(tid).filter(|_| w.switches.load(Ordering::SeqCst) == sw);
         count_stalled(shared, w, sw, cpu);
-        report_stall(shared, i, w, &who, held, cpu, ips);
+        report::submit(Report::Stall {
+            shared: runtime_ref(shared),
+            carrier: i,
+            tid,
+            who: who.clone(),
+            held,
+            cpu,
+            call: if cpu { None } else { kernel_call(tid) },
+            ips,
+            home_work: w.has_home_work(),
+            at: SystemTime::now(),
+        });
     }
+    let id = who.0;
     if waiters && !cpu {
         w.reported_waiters.store(sw, Ordering::Relaxed);
-        report_blocked_with_waiters(shared, i, w, &who, held, in_blocking, unstarted);
+        report::submit(Report::BlockedWithWaiters {
+            shared: runtime_ref(shared),
+            carrier: i,
+            tid,
+            who,
+            held,
+            call: if in_blocking {
+                "a pinned wait (weft::pinned)".to_string()
+            } else {
+                kernel_call(tid).unwrap_or_else(|| "the kernel".into())
+            },
+            unstarted,
+            max: shared.max,
+            at: SystemTime::now(),
+        });
     }
-    Some(who.0)
+    Some(id)
+}
+
+/// `shared`, as a report holds it.
+fn runtime_ref(shared: &Arc<Shared>) -> report::RuntimeRef {
+    let any: Arc<dyn std::any::Any + Send + Sync> = shared.clone();
+    Arc::downgrade(&any)
 }
 
 /// Threads that never started and wait behind carrier `i`: those in its
@@ -359,150 +396,6 @@ fn deep_sleep(weak: &std::sync::Weak<Shared>, shared: Arc<Shared>) {
     if let Some(shared) = weak.upgrade() {
         shared.monitor.deep_sleep.store(false, Ordering::SeqCst);
     }
-}
-
-/// Records a stall of carrier `i`: which thread, for how long, whether the
-/// OS thread is running (CPU) or sleeping in the kernel (blocked), and the
-/// threads bound to the carrier that wait behind it.
-pub(super) fn report_stall(
-    shared: &Arc<Shared>,
-    i: usize,
-    w: &CarrierSlot,
-    who: &Identity,
-    held: Duration,
-    cpu: bool,
-    ips: Option<Vec<usize>>,
-) {
-    let tid = w.tid.load(Ordering::Relaxed);
-    let mut detail = format!("carrier {i}, tid {tid}");
-    if !cpu && let Some(call) = kernel_call(tid) {
-        let _ = write!(detail, ", in {call}");
-    }
-    let frames = ips.map(|ips| crate::symbols::Resolver::default().frames(&ips));
-    // (A registry walk: only when something is queued behind it.)
-    if w.has_home_work() {
-        let waiting = waiting_behind(shared, i);
-        if !waiting.is_empty() {
-            let _ = write!(detail, "; waiting behind it: {waiting}");
-        }
-    }
-    let kind = if cpu {
-        crate::events::EventKind::StallCpu
-    } else {
-        crate::events::EventKind::StallBlocked
-    };
-    record_carrier_event(who, kind, held, detail, frames);
-}
-
-/// Records `kind` for `who`, the thread that held its carrier.
-pub(super) fn record_carrier_event(
-    who: &Identity,
-    kind: crate::events::EventKind,
-    held: Duration,
-    detail: String,
-    frames: Option<Vec<crate::symbols::Frame>>,
-) {
-    crate::events::record(crate::events::Event {
-        kind,
-        thread_id: who.0,
-        thread_name: who.1.clone(),
-        duration: held,
-        at: std::time::SystemTime::now(),
-        call_site: frames.as_ref().and_then(|f| {
-            crate::symbols::first_user_frame(f).map(|i| crate::symbols::describe(&f[i]))
-        }),
-        stack: frames.map(|f| crate::symbols::format_stack(&f)),
-        detail: Some(detail),
-        activity: activity_of(who.0),
-        ongoing: true,
-    });
-}
-
-/// What thread `id` said it is doing (`weft::set_activity`): a walk of
-/// the registry, once per event.
-fn activity_of(id: u64) -> Option<String> {
-    let mut out = None;
-    crate::thread::registry::for_each_thread(|t| {
-        if out.is_none() && crate::thread::Thread::peek_name_id(t).1 == id {
-            out = crate::thread::inner_activity(t);
-        }
-    });
-    out
-}
-
-/// Records that carrier `i` is held in the kernel (or in a pinned wait)
-/// while threads bound to it are runnable: the pinning deadlock shape.
-pub(super) fn report_blocked_with_waiters(
-    shared: &Arc<Shared>,
-    i: usize,
-    w: &CarrierSlot,
-    who: &Identity,
-    held: Duration,
-    pinned_wait: bool,
-    unstarted: usize,
-) {
-    let tid = w.tid.load(Ordering::Relaxed);
-    let call = if pinned_wait {
-        "a pinned wait (weft::pinned)".to_string()
-    } else {
-        kernel_call(tid).unwrap_or_else(|| "the kernel".into())
-    };
-    let waiting = waiting_behind(shared, i);
-    let mut detail = format!("carrier {i} (tid {tid}) is blocked in {call} while threads wait");
-    if !waiting.is_empty() || unstarted == 0 {
-        let _ = write!(
-            detail,
-            "; bound to it: {}. They can run only on this carrier: if the blocked call waits \
-             for one of them (for an OS-level lock one of them holds across a weft blocking \
-             call), this is a deadlock",
-            if waiting.is_empty() {
-                "(none listed)".to_string()
-            } else {
-                waiting
-            }
-        );
-    }
-    if unstarted > 0 {
-        let _ = write!(
-            detail,
-            "; {unstarted} that never started, queued behind it. They start only when a \
-             carrier is free or a spare comes in (at most {} carriers): if the blocked call \
-             waits for them (a std::sync::Barrier, a lock, a message), it waits that long",
-            shared.max
-        );
-    }
-    record_carrier_event(
-        who,
-        crate::events::EventKind::BlockedWithWaiters,
-        held,
-        detail,
-        None,
-    );
-}
-
-/// The runnable threads bound to carrier `i` of `shared`, as
-/// `#id 'name', …` (at most 8 named, then a count).
-pub(super) fn waiting_behind(shared: &Arc<Shared>, i: usize) -> String {
-    let mut names = Vec::new();
-    let mut n = 0usize;
-    crate::thread::registry::for_each_thread(|t| {
-        if t.home.load(Ordering::Relaxed) as usize == i
-            && crate::thread::inner_state(t) == State::Runnable
-            && t.runtime_shared()
-                .is_some_and(|s| std::ptr::eq(s, &**shared))
-        {
-            n += 1;
-            if names.len() < 8 {
-                let (name, id) = crate::thread::Thread::peek_name_id(t);
-                names.push(format!("#{id} '{}'", name.unwrap_or("")));
-            }
-        }
-    });
-    let mut out = names.join(", ");
-    if n > names.len() {
-        let _ = write!(out, " and {} more", n - names.len());
-    }
-    out
 }
 
 /// The system call a kernel thread of this process sleeps in, by name

@@ -1,0 +1,112 @@
+//! The monitor never waits for a report to be written: a stall's event
+//! goes through `tracing`, a sink the program owns, and a sink that blocks
+//! (a full pipe, a lock in the program's logger) must not stop the monitor
+//! from bringing in the spare that a second held carrier needs.
+//!
+//! One test in this file: it installs the process's global `tracing`
+//! subscriber.
+
+mod common;
+
+use common::{join_within, wait_until};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Condvar, Mutex, mpsc};
+use std::time::Duration;
+use tracing::span::{Attributes, Id, Record};
+use tracing::{Event, Level, Metadata, Subscriber};
+
+const LIMIT: Duration = Duration::from_secs(30);
+
+/// A `tracing` subscriber whose sink blocks every warning Weft logs for
+/// an event until the test opens its gate.
+struct BlockingSink {
+    /// Warnings that reached the sink.
+    entered: Arc<AtomicUsize>,
+    gate: Arc<(Mutex<bool>, Condvar)>,
+}
+
+impl Subscriber for BlockingSink {
+    fn enabled(&self, m: &Metadata<'_>) -> bool {
+        m.target() == "weft::events" && *m.level() == Level::WARN
+    }
+    fn new_span(&self, _: &Attributes<'_>) -> Id {
+        Id::from_u64(1)
+    }
+    fn record(&self, _: &Id, _: &Record<'_>) {}
+    fn record_follows_from(&self, _: &Id, _: &Id) {}
+    fn event(&self, _: &Event<'_>) {
+        self.entered.fetch_add(1, Ordering::SeqCst);
+        let (open, cv) = &*self.gate;
+        let mut open = open.lock().unwrap();
+        while !*open {
+            open = cv.wait(open).unwrap();
+        }
+    }
+    fn enter(&self, _: &Id) {}
+    fn exit(&self, _: &Id) {}
+}
+
+/// A virtual thread of `rt` that holds its carrier in an OS-level wait
+/// (a `std::sync::mpsc` receive) until the returned sender sends; returns
+/// once it is in the wait's way (it has said so).
+fn holder(rt: &weft::Runtime) -> (weft::JoinHandle<()>, mpsc::Sender<()>, u64) {
+    let (release, wait) = mpsc::channel::<()>();
+    let (started, is_started) = mpsc::channel::<()>();
+    let h = rt.spawn(move || {
+        started.send(()).unwrap();
+        let _ = wait.recv();
+    });
+    is_started.recv_timeout(LIMIT).expect("the holder started");
+    let id = h.thread().id().as_u64().get();
+    (h, release, id)
+}
+
+#[test]
+fn a_blocked_log_sink_does_not_stop_the_monitor() {
+    let entered = Arc::new(AtomicUsize::new(0));
+    let gate = Arc::new((Mutex::new(false), Condvar::new()));
+    tracing::subscriber::set_global_default(BlockingSink {
+        entered: entered.clone(),
+        gate: gate.clone(),
+    })
+    .unwrap();
+    let rt = weft::Runtime::builder()
+        .parallelism(1)
+        .stall_threshold(Duration::from_millis(10))
+        .build()
+        .unwrap();
+    let before = weft::events::counters();
+
+    // A holds the only carrier; its stall is reported, a spare comes in,
+    // and the report's warning blocks in the sink.
+    let (a, release_a, a_id) = holder(&rt);
+    wait_until("A's stall warning in the sink", LIMIT, || {
+        entered.load(Ordering::SeqCst) >= 1
+    });
+
+    // C holds the spare. D can then run only on a second spare, which the
+    // monitor brings in when it sees C's hold: while the sink still blocks.
+    let (c, release_c, c_id) = holder(&rt);
+    let d = rt.spawn(|| 42);
+    let d_ran = join_within("D, behind two held carriers", LIMIT, d);
+    assert_eq!(d_ran.unwrap(), 42);
+
+    // The sink opens: the reports held up behind it are all written.
+    *gate.0.lock().unwrap() = true;
+    gate.1.notify_all();
+    release_a.send(()).unwrap();
+    release_c.send(()).unwrap();
+    join_within("A", LIMIT, a).unwrap();
+    join_within("C", LIMIT, c).unwrap();
+    wait_until("both stalls recorded, and both holds ended", LIMIT, || {
+        let ev = weft::events::recent();
+        [a_id, c_id].iter().all(|&id| {
+            ev.iter().any(|e| {
+                e.thread_id == id && e.kind == weft::events::EventKind::StallBlocked && !e.ongoing
+            })
+        })
+    });
+    let after = weft::events::counters();
+    assert!(after.stalls >= before.stalls + 2, "{after:?}");
+    assert_eq!(after.reports_dropped, before.reports_dropped);
+}
