@@ -25,7 +25,14 @@
 //! decides whether the program runs, and a report that held it up would
 //! hold up exactly what a stall needs most (`tests/monitor_reports.rs`
 //! blocks the log sink and checks that a second held carrier still gets
-//! its spare).
+//! its spare). Nor should a report take a core the program's threads could
+//! use: `weft-reports` runs at nice 10, so while every core is busy its
+//! work waits, and the event, which carries the time the monitor saw the
+//! hold, comes later. The first event of a process (a carrier held in
+//! `std::thread::sleep`, 20 ms threshold, polled with `events::recent`)
+//! was visible 95–123 ms after the monitor saw the hold on the quiet 2-core
+//! machine, 1.17–1.29 s beside two busy processes (three runs each,
+//! 2026-11-27); later ones find the debug info read.
 //!
 //! Reports and the ends of holds go through one queue, in the order the
 //! monitor saw them, so the end of a hold never overtakes its report, and
@@ -113,6 +120,7 @@ pub(super) fn submit(report: Report) {
         std::thread::Builder::new()
             .name("weft-reports".into())
             .spawn(move || {
+                lower_priority();
                 for r in rx {
                     // A panicking `tracing` subscriber costs its event, not
                     // the thread: later reports still get written.
@@ -131,6 +139,22 @@ pub(super) fn submit(report: Report) {
         },
         None => report.write(),
     }
+}
+
+/// The nice value of `weft-reports`: a report waits for CPU the program's
+/// threads do not use (at nice 10 a thread weighs 110 against a nice-0
+/// thread's 1024 in Linux's scheduler), so the first symbol lookup of a
+/// process does not take a core from its carriers while they are busy.
+const REPORTS_NICE: libc::c_int = 10;
+
+/// Lowers the calling OS thread's priority to [`REPORTS_NICE`]; best
+/// effort (a sandbox may refuse), and only for this thread: on Linux
+/// `setpriority(PRIO_PROCESS, 0, …)` applies to the calling thread alone.
+fn lower_priority() {
+    // SAFETY: setpriority reads and writes no memory of ours. The raw
+    // system call, so that no libc hook of the `transparent` feature
+    // takes it for a virtual thread's.
+    unsafe { libc::syscall(libc::SYS_setpriority, libc::PRIO_PROCESS, 0, REPORTS_NICE) };
 }
 
 impl Report {
