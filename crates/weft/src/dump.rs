@@ -236,8 +236,14 @@ fn one_at_a_time() -> MutexGuard<'static, ()> {
     ONE_AT_A_TIME.lock().unpoison()
 }
 
+/// Under loom there is no lock to take: a guard that holds nothing.
 #[cfg(loom)]
-fn one_at_a_time() {}
+struct OneAtATime;
+
+#[cfg(loom)]
+fn one_at_a_time() -> OneAtATime {
+    OneAtATime
+}
 
 /// What each thread is doing, read without stopping it.
 fn read_states(threads: &[RecordArc]) -> Vec<Seen> {

@@ -46,13 +46,18 @@ impl Subscriber for BlockingSink {
     fn exit(&self, _: &Id) {}
 }
 
-/// A virtual thread of `rt` that holds its carrier in an OS-level wait
-/// (a `std::sync::mpsc` receive) until the returned sender sends; returns
-/// once it is in the wait's way (it has said so).
-fn holder(rt: &weft::Runtime) -> (weft::JoinHandle<()>, mpsc::Sender<()>, u64) {
+/// A virtual thread of `rt` that says it is doing `activity` and holds its
+/// carrier in an OS-level wait (a `std::sync::mpsc` receive) until the
+/// returned sender sends; returns once it is in the wait's way (it has said
+/// so).
+fn holder(
+    rt: &weft::Runtime,
+    activity: &'static str,
+) -> (weft::JoinHandle<()>, mpsc::Sender<()>, u64) {
     let (release, wait) = mpsc::channel::<()>();
     let (started, is_started) = mpsc::channel::<()>();
     let h = rt.spawn(move || {
+        weft::set_activity(activity);
         started.send(()).unwrap();
         let _ = wait.recv();
     });
@@ -79,33 +84,40 @@ fn a_blocked_log_sink_does_not_stop_the_monitor() {
 
     // A holds the only carrier; its stall is reported, a spare comes in,
     // and the report's warning blocks in the sink.
-    let (a, release_a, a_id) = holder(&rt);
+    let (a, release_a, a_id) = holder(&rt, "holding A");
     wait_until("A's stall warning in the sink", LIMIT, || {
         entered.load(Ordering::SeqCst) >= 1
     });
 
     // C holds the spare. D can then run only on a second spare, which the
     // monitor brings in when it sees C's hold: while the sink still blocks.
-    let (c, release_c, c_id) = holder(&rt);
+    let (c, release_c, c_id) = holder(&rt, "holding C");
     let d = rt.spawn(|| 42);
     let d_ran = join_within("D, behind two held carriers", LIMIT, d);
     assert_eq!(d_ran.unwrap(), 42);
 
-    // The sink opens: the reports held up behind it are all written.
-    *gate.0.lock().unwrap() = true;
-    gate.1.notify_all();
+    // A and C end before the sink opens: what their events say of them
+    // was read while they held their carriers, not when written up.
     release_a.send(()).unwrap();
     release_c.send(()).unwrap();
     join_within("A", LIMIT, a).unwrap();
     join_within("C", LIMIT, c).unwrap();
-    wait_until("both stalls recorded, and both holds ended", LIMIT, || {
-        let ev = weft::events::recent();
-        [a_id, c_id].iter().all(|&id| {
-            ev.iter().any(|e| {
-                e.thread_id == id && e.kind == weft::events::EventKind::StallBlocked && !e.ongoing
-            })
+
+    // The sink opens: the reports held up behind it are all written.
+    *gate.0.lock().unwrap() = true;
+    gate.1.notify_all();
+    let stall_of = |id: u64| {
+        weft::events::recent().into_iter().find(|e| {
+            e.thread_id == id && e.kind == weft::events::EventKind::StallBlocked && !e.ongoing
         })
+    };
+    wait_until("both stalls recorded, and both holds ended", LIMIT, || {
+        stall_of(a_id).is_some() && stall_of(c_id).is_some()
     });
+    for (id, activity) in [(a_id, "holding A"), (c_id, "holding C")] {
+        let ev = stall_of(id).unwrap();
+        assert_eq!(ev.activity.as_deref(), Some(activity), "{ev}");
+    }
     let after = weft::events::counters();
     assert!(after.stalls >= before.stalls + 2, "{after:?}");
     assert_eq!(after.reports_dropped, before.reports_dropped);

@@ -272,7 +272,7 @@ fn check_held(
             at: SystemTime::now(),
         });
     }
-    let id = who.0;
+    let id = who.id;
     if waiters && !cpu {
         w.reported_waiters.store(sw, Ordering::Relaxed);
         report::submit(Report::BlockedWithWaiters {

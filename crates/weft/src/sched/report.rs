@@ -1,8 +1,9 @@
 //! The monitor's reports, written off the monitor.
 //!
 //! When the monitor sees a carrier held past the stall threshold it reads
-//! what only that moment can tell — who holds the carrier and for how long
-//! so far, whether its OS thread runs or sleeps and in which system call,
+//! what only that moment can tell — who holds the carrier (and what it
+//! said it was doing: the thread may have ended by the time the report is
+//! written) and for how long so far, whether its OS thread runs or sleeps and in which system call,
 //! its stack as return addresses (`sample.rs`), what is queued behind it —
 //! and hands that here as a [`Report`]. One OS thread of the process,
 //! `weft-reports`, turns it into an event:
@@ -12,9 +13,9 @@
 //!   binaries on the 2-core machine (`perf` of `examples/spawn_join 400000
 //!   virtual` put 14 % of all samples in the monitor's inflate and DWARF
 //!   parsing), seconds for a large program;
-//! - it names the threads waiting behind the hold and reads the holder's
-//!   activity: walks of the registry, O(live threads), tens of
-//!   milliseconds with a million of them;
+//! - it names the threads waiting behind the hold: a walk of the
+//!   registry, O(live threads), tens of milliseconds with a million of
+//!   them;
 //! - it records the event (`events::record`), which logs it through
 //!   `tracing` and, under `WEFT_TRACE_PINNED`, to stderr: sinks the
 //!   program owns, which may be slow or block.
@@ -38,8 +39,8 @@
 //! monitor saw them, so the end of a hold never overtakes its report, and
 //! a blocked-with-waiters event finds the stack of its hold's stall. Each
 //! carries the time the monitor saw it. What is read here rather than by
-//! the monitor (the threads behind the hold, the activity) is read
-//! microseconds later, or after a first symbol lookup that is in progress.
+//! the monitor (the threads behind the hold) is read microseconds later,
+//! or after a first symbol lookup that is in progress.
 //!
 //! The queue holds [`PENDING_MAX`] reports; past that (a sink blocked for
 //! good) the monitor drops new ones and counts them
@@ -254,8 +255,8 @@ fn record(
 ) {
     crate::events::record(crate::events::Event {
         kind,
-        thread_id: who.0,
-        thread_name: who.1.clone(),
+        thread_id: who.id,
+        thread_name: who.name.clone(),
         duration: held,
         at,
         call_site: frames.as_ref().and_then(|f| {
@@ -263,21 +264,9 @@ fn record(
         }),
         stack: frames.map(|f| crate::symbols::format_stack(&f)),
         detail: Some(detail),
-        activity: activity_of(who.0),
+        activity: who.activity.clone(),
         ongoing: true,
     });
-}
-
-/// What thread `id` said it is doing (`weft::set_activity`): a walk of
-/// the registry, once per event.
-fn activity_of(id: u64) -> Option<String> {
-    let mut out = None;
-    crate::thread::registry::for_each_thread(|t| {
-        if out.is_none() && crate::thread::Thread::peek_name_id(t).1 == id {
-            out = crate::thread::inner_activity(t);
-        }
-    });
-    out
 }
 
 /// The runnable threads bound to carrier `i` of runtime `shared`, as

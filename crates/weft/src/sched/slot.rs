@@ -26,8 +26,14 @@ use crate::clock::ns_of;
 use crate::thread::VThread;
 use crate::thread::{NO_HOME, State, set_inner_state};
 
-/// A virtual thread's id and name, as read off its carrier.
-pub(super) type Identity = (u64, Option<String>);
+/// A virtual thread as read off its carrier while it held it: its id, its
+/// name, and what it said it was doing (`weft::set_activity`).
+#[derive(Clone, Debug)]
+pub(super) struct Identity {
+    pub(super) id: u64,
+    pub(super) name: Option<String>,
+    pub(super) activity: Option<String>,
+}
 
 pub(super) struct CarrierSlot {
     pub(super) os_thread: OnceLock<std::thread::Thread>,
@@ -243,8 +249,10 @@ impl CarrierSlot {
         !self.next.load(Ordering::Relaxed).is_null()
     }
 
-    /// Id and name of the thread mounted here (for stall reports), if it
-    /// is still the one mounted at switch count `sw`.
+    /// Id, name and activity of the thread mounted here (for stall
+    /// reports), if it is still the one mounted at switch count `sw`: read
+    /// now, while it holds the carrier (a report is written later, when
+    /// the thread may have ended).
     ///
     /// Handshake: we raise `inspect`, then read `mounted` and `switches`.
     /// The carrier swaps `mounted` to null *before* it checks `inspect`
@@ -261,7 +269,11 @@ impl CarrierSlot {
             // thread's Arc until it has seen `inspect` lowered.
             if let Some(t) = unsafe { p.as_ref() } {
                 let (name, id) = crate::thread::Thread::peek_name_id(t);
-                out = Some((id, name.map(str::to_owned)));
+                out = Some(Identity {
+                    id,
+                    name: name.map(str::to_owned),
+                    activity: crate::thread::inner_activity(t),
+                });
             }
         }
         self.inspect.store(false, Ordering::SeqCst);
