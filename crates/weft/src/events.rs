@@ -430,7 +430,10 @@ pub fn counters() -> Counters {
     }
 }
 
-/// The most recent events, oldest first (at most [`RING_CAPACITY`]).
+/// The most recent events, in the order they were recorded (at most
+/// [`RING_CAPACITY`]). A stall is recorded when it has been written up,
+/// off the monitor, so a pinned event with a later [`Event::at`] can come
+/// before it.
 pub fn recent() -> Vec<Event> {
     RING.lock().unpoison().iter().cloned().collect()
 }

@@ -228,11 +228,11 @@
 //!   `WEFT_TRACE_PINNED=short|full` prints them; through `tracing`
 //!   they are warnings limited per kind and call site, with a count of
 //!   those held back. They are written up — symbols, logging — by one OS
-//!   thread of the process at a low priority, `weft-reports`, never by the
-//!   monitor that sees the stall: a slow or blocked log sink delays
-//!   events, not the handoffs and spare carriers a stall calls for (and
-//!   an event can appear in [`events::recent`] a moment after the stall
-//!   began, longer while every core is busy).
+//!   thread of the process, `weft-reports`, not by the monitor that sees
+//!   the stall: a slow or blocked log sink delays events, not the
+//!   handoffs and spare carriers a stall calls for (and an event appears
+//!   in [`events::recent`] a moment after the monitor saw the stall: the
+//!   first one of a process after its debug info is read).
 //! - **Panics** on a virtual thread name it: `virtual thread 'http
 //!   127.0.0.1:5123' (#812) panicked at src/handlers.rs:42:9:`. Weft wraps
 //!   Rust's default panic hook when the first runtime starts; a hook the

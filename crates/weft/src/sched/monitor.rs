@@ -12,6 +12,7 @@
 //! sink that reads nothing back. It sleeps without a timeout while no
 //! carrier is busy.
 
+use std::fmt::Write as _;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant, SystemTime};
@@ -20,6 +21,8 @@ use super::report::{self, Report};
 use super::shared::Shared;
 use super::slot::CarrierSlot;
 use crossbeam_deque::Steal;
+
+use crate::thread::State;
 
 /// The monitor thread's parking spot (Go's sysmon sleeps the same way when
 /// every P is idle).
@@ -120,6 +123,8 @@ impl Watcher {
     fn watch_carriers(&mut self, shared: &Arc<Shared>) -> bool {
         let n = shared.carriers.len();
         let now = Instant::now();
+        // The same moment on the wall clock, for the events of this pass.
+        let wall = SystemTime::now();
         self.carriers.resize(
             n,
             Watch {
@@ -132,7 +137,7 @@ impl Watcher {
         );
         let mut any_busy = false;
         for (i, (w, watch)) in shared.carriers.iter().zip(&mut self.carriers).enumerate() {
-            any_busy |= watch_carrier(shared, i, w, watch, now);
+            any_busy |= watch_carrier(shared, i, w, watch, now, wall);
         }
         any_busy
     }
@@ -174,6 +179,7 @@ fn watch_carrier(
     w: &CarrierSlot,
     watch: &mut Watch,
     now: Instant,
+    wall: SystemTime,
 ) -> bool {
     let sw = w.switches.load(Ordering::Relaxed);
     let busy = !w.mounted.load(Ordering::Relaxed).is_null();
@@ -182,12 +188,14 @@ fn watch_carrier(
     if !same {
         watch.since = now;
         // The hold an event reported (if any) ended since the previous
-        // look: its whole length, from before it began to now, goes to
-        // that event.
+        // look: its whole length, from before it began to after this look
+        // saw it end, goes to that event. After: `now` is the start of
+        // this pass, and the monitor may have looked at other carriers (or
+        // been preempted) since, while the hold went on.
         if let Some(id) = watch.reported_hold.take() {
             report::submit(Report::HoldEnded {
                 thread_id: id,
-                held: now.saturating_duration_since(watch.began),
+                held: Instant::now().saturating_duration_since(watch.began),
                 at: SystemTime::now(),
             });
         }
@@ -205,7 +213,7 @@ fn watch_carrier(
         }
         // The hold so far, from before it began: what the events report.
         let so_far = now.saturating_duration_since(watch.began);
-        if let Some(id) = check_held(shared, i, w, sw, so_far, in_blocking) {
+        if let Some(id) = check_held(shared, i, w, sw, so_far, in_blocking, wall) {
             watch.reported_hold = Some(id);
         }
     } else {
@@ -239,6 +247,7 @@ fn check_held(
     sw: u64,
     held: Duration,
     in_blocking: bool,
+    wall: SystemTime,
 ) -> Option<u64> {
     let report = !in_blocking && w.reported.load(Ordering::Relaxed) != sw;
     // Read before a spare comes in and steals the unstarted ones.
@@ -260,7 +269,6 @@ fn check_held(
         let ips = crate::sample::sample(tid).filter(|_| w.switches.load(Ordering::SeqCst) == sw);
         count_stalled(shared, w, sw, cpu);
         report::submit(Report::Stall {
-            shared: runtime_ref(shared),
             carrier: i,
             tid,
             who: who.clone(),
@@ -268,16 +276,21 @@ fn check_held(
             cpu,
             call: if cpu { None } else { kernel_call(tid) },
             ips,
-            home_work: w.has_home_work(),
-            at: SystemTime::now(),
+            // (A registry walk: only when something is queued behind it.)
+            waiting: if w.has_home_work() {
+                waiting_behind(shared, i)
+            } else {
+                String::new()
+            },
+            at: wall,
         });
     }
     let id = who.id;
     if waiters && !cpu {
         w.reported_waiters.store(sw, Ordering::Relaxed);
         report::submit(Report::BlockedWithWaiters {
-            shared: runtime_ref(shared),
             carrier: i,
+            waiting: waiting_behind(shared, i),
             tid,
             who,
             held,
@@ -288,16 +301,10 @@ fn check_held(
             },
             unstarted,
             max: shared.max,
-            at: SystemTime::now(),
+            at: wall,
         });
     }
     Some(id)
-}
-
-/// `shared`, as a report holds it.
-fn runtime_ref(shared: &Arc<Shared>) -> report::RuntimeRef {
-    let any: Arc<dyn std::any::Any + Send + Sync> = shared.clone();
-    Arc::downgrade(&any)
 }
 
 /// Threads that never started and wait behind carrier `i`: those in its
@@ -396,6 +403,32 @@ fn deep_sleep(weak: &std::sync::Weak<Shared>, shared: Arc<Shared>) {
     if let Some(shared) = weak.upgrade() {
         shared.monitor.deep_sleep.store(false, Ordering::SeqCst);
     }
+}
+
+/// The runnable threads bound to carrier `i` of `shared`, as
+/// `#id 'name', …` (at most 8 named, then a count): read while the hold
+/// lasts, since by the time the report is written they may have run.
+fn waiting_behind(shared: &Arc<Shared>, i: usize) -> String {
+    let mut names = Vec::new();
+    let mut n = 0usize;
+    crate::thread::registry::for_each_thread(|t| {
+        if t.home.load(Ordering::Relaxed) as usize == i
+            && crate::thread::inner_state(t) == State::Runnable
+            && t.runtime_shared()
+                .is_some_and(|s| std::ptr::eq(s, &**shared))
+        {
+            n += 1;
+            if names.len() < 8 {
+                let (name, id) = crate::thread::Thread::peek_name_id(t);
+                names.push(format!("#{id} '{}'", name.unwrap_or("")));
+            }
+        }
+    });
+    let mut out = names.join(", ");
+    if n > names.len() {
+        let _ = write!(out, " and {} more", n - names.len());
+    }
+    out
 }
 
 /// The system call a kernel thread of this process sleeps in, by name

@@ -272,7 +272,7 @@ impl CarrierSlot {
                 out = Some(Identity {
                     id,
                     name: name.map(str::to_owned),
-                    activity: crate::thread::inner_activity(t),
+                    activity: crate::thread::try_inner_activity(t),
                 });
             }
         }

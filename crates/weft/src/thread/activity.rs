@@ -36,21 +36,25 @@ pub const MAX_ACTIVITY_LEN: usize = 256;
 /// ```
 pub fn set_activity(what: impl std::fmt::Display) {
     let apply = |inner: &VThread| {
+        // Formatted before the lock is taken: `what`'s `Display` is the
+        // caller's code, which may block or park, and the monitor reads
+        // the activity of a thread that holds its carrier.
+        let mut text = String::new();
+        let mut w = Capped {
+            buf: &mut text,
+            cut: false,
+        };
+        let _ = std::fmt::Write::write_fmt(&mut w, format_args!("{what}"));
+        if w.cut {
+            text.push('…');
+        }
         let mut a = inner
             .rare
             .get_or_init(Box::default)
             .activity
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner);
-        a.clear();
-        let mut w = Capped {
-            buf: &mut a,
-            cut: false,
-        };
-        let _ = std::fmt::Write::write_fmt(&mut w, format_args!("{what}"));
-        if w.cut {
-            a.push('…');
-        }
+        *a = text;
     };
     match current_virtual() {
         Some(inner) => apply(inner),
@@ -93,6 +97,18 @@ impl std::fmt::Write for Capped<'_> {
         }
         Ok(())
     }
+}
+
+/// The activity a thread last set, if any, unless its lock is taken at
+/// this moment (by `set_activity` swapping in a new one, or by another
+/// reader): for the monitor, which must not wait.
+pub(crate) fn try_inner_activity(inner: &VThread) -> Option<String> {
+    let a = match inner.rare.get()?.activity.try_lock() {
+        Ok(a) => a,
+        Err(std::sync::TryLockError::Poisoned(p)) => p.into_inner(),
+        Err(std::sync::TryLockError::WouldBlock) => return None,
+    };
+    (!a.is_empty()).then(|| a.clone())
 }
 
 /// The activity a thread last set, if any.

@@ -67,8 +67,8 @@ mod slab;
 mod state;
 mod stay;
 
-pub(crate) use activity::inner_activity;
 pub use activity::{MAX_ACTIVITY_LEN, set_activity};
+pub(crate) use activity::{inner_activity, try_inner_activity};
 pub use blocker::{Blocker, SyncKind};
 use current::with_os_thread;
 pub use current::{current, interrupted, is_virtual};
