@@ -300,9 +300,11 @@ impl RuntimeBuilder {
             });
         }
         let weak = Arc::downgrade(&shared);
+        // No thread of this runtime has run yet: nobody has its handle.
+        let built = std::time::Instant::now();
         std::thread::Builder::new()
             .name(format!("{}-monitor", config.name))
-            .spawn(move || crate::sched::run_monitor(weak))
+            .spawn(move || crate::sched::run_monitor(weak, built))
             .map_err(|e| {
                 // The carriers already started exit on shutdown.
                 shared.shutdown.store(true, Ordering::SeqCst);

@@ -78,6 +78,12 @@ struct Watcher {
     quiet: u32,
     /// The readiness source's poll count at the last tick.
     polls: u64,
+    /// The start of the previous pass (at first, when the runtime was
+    /// built): every hold on a carrier first seen in this pass began after
+    /// it, so a new [`Watch`] takes it as its previous look. (Taking this
+    /// pass's start instead measured a hold already on at the first look
+    /// from that look: recorded shorter than the thread's own wait.)
+    last_pass: Instant,
 }
 
 /// Body of the monitor thread. It never runs virtual threads. Each tick it
@@ -90,11 +96,15 @@ struct Watcher {
 /// It holds only a `Weak` reference, so it ends with the runtime, and it
 /// sleeps without a timeout while no carrier is busy (an idle runtime costs
 /// no CPU).
-pub(crate) fn run_monitor(weak: std::sync::Weak<Shared>) {
+///
+/// `built`: when the runtime was built, before any of its threads could
+/// run.
+pub(crate) fn run_monitor(weak: std::sync::Weak<Shared>, built: Instant) {
     let mut watcher = Watcher {
         carriers: Vec::new(),
         quiet: 0,
         polls: u64::MAX,
+        last_pass: built,
     };
     loop {
         let Some(shared) = weak.upgrade() else { return };
@@ -130,11 +140,12 @@ impl Watcher {
             Watch {
                 last: u64::MAX,
                 since: now,
-                prev: now,
-                began: now,
+                prev: self.last_pass,
+                began: self.last_pass,
                 reported_hold: None,
             },
         );
+        self.last_pass = now;
         let mut any_busy = false;
         for (i, (w, watch)) in shared.carriers.iter().zip(&mut self.carriers).enumerate() {
             any_busy |= watch_carrier(shared, i, w, watch, now, wall);
