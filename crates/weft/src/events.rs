@@ -349,9 +349,10 @@ pub struct Counters {
     /// Stalls inside Weft's own diagnostics (a dump symbolizing on a
     /// carrier, say): not recorded as events, only counted here.
     pub own_stalls: u64,
-    /// Stall and blocked-with-waiters reports (and ends of holds) the
-    /// monitor dropped because the thread that writes them up was that
-    /// far behind: a `tracing` subscriber or stderr blocked for good.
+    /// Stall and blocked-with-waiters reports the monitor dropped because
+    /// the thread that writes them up was that far behind: a `tracing`
+    /// subscriber or stderr blocked for good. (The end of a hold is never
+    /// dropped.)
     pub reports_dropped: u64,
 }
 

@@ -6,9 +6,9 @@
 //! carriers that cannot (they are blocked), marks a carrier held past the
 //! stall threshold as blocked (so a spare can come in), and reports a stall
 //! or blocked-with-waiters event naming the thread: it reads what the
-//! moment tells (who, how long, the sampled stack) and hands the rest —
-//! symbols, registry walks, the event sinks — to `report.rs`, off this
-//! thread. Reporting is its only write outside the scheduler: `events` is a
+//! moment tells (who, how long, the sampled stack, the threads waiting
+//! behind the hold) and hands the rest — symbols, the event sinks — to
+//! `report.rs`, off this thread. Reporting is its only write outside the scheduler: `events` is a
 //! sink that reads nothing back. It sleeps without a timeout while no
 //! carrier is busy.
 

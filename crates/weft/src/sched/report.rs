@@ -54,7 +54,7 @@ use crate::events::EventKind;
 use crate::unpoison::Unpoison;
 
 /// Reports that may wait to be written before the monitor drops new ones.
-pub(super) const PENDING_MAX: usize = 4096;
+const PENDING_MAX: usize = 4096;
 
 /// What the monitor saw of a hold, for `weft-reports` to write up.
 pub(super) enum Report {
@@ -113,7 +113,7 @@ static PENDING: AtomicUsize = AtomicUsize::new(0);
 /// Hands `report` to `weft-reports` (started on first use); waits only for
 /// the queue's lock, which other monitors take as briefly.
 pub(super) fn submit(report: Report) {
-    let counted = !matches!(report, Report::HoldEnded { .. });
+    let counted = report.counted();
     if counted && PENDING.fetch_add(1, Ordering::Relaxed) >= PENDING_MAX {
         PENDING.fetch_sub(1, Ordering::Relaxed);
         crate::events::report_dropped();
@@ -151,7 +151,7 @@ fn start_writer() -> Option<Sender<Report>> {
         .name("weft-reports".into())
         .spawn(move || {
             for r in rx {
-                let counted = !matches!(r, Report::HoldEnded { .. });
+                let counted = r.counted();
                 // A panicking `tracing` subscriber costs its event, not
                 // the thread: later reports still get written.
                 let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| r.write()));
@@ -165,6 +165,12 @@ fn start_writer() -> Option<Sender<Report>> {
 }
 
 impl Report {
+    /// Whether it counts against [`PENDING_MAX`] (and may be dropped):
+    /// every report but the end of a hold.
+    fn counted(&self) -> bool {
+        !matches!(self, Report::HoldEnded { .. })
+    }
+
     /// Writes the report up and records its event (on `weft-reports`).
     fn write(self) {
         match self {
