@@ -121,19 +121,22 @@ fn a_blocked_log_sink_does_not_stop_the_monitor() {
                 && !e.ongoing
         })
     };
-    let holders = [
-        (a_id, "holding A"),
-        (c1_id, "holding C1"),
-        (c2_id, "holding C2"),
-    ];
-    wait_until("every stall recorded, and every hold ended", LIMIT, || {
-        holders.iter().all(|&(id, _)| stall_of(id).is_some())
-    });
-    for (id, activity) in holders {
-        let ev = stall_of(id).unwrap();
-        assert_eq!(ev.activity.as_deref(), Some(activity), "{ev}");
+    // A's stall is the one that blocked in the sink. D ran on a spare the
+    // monitor brought in for C1's or C2's hold, so that one was reported
+    // too; the other may have been released before its hold was seen
+    // (on a loaded machine the monitor looks late).
+    let cs = [(c1_id, "holding C1"), (c2_id, "holding C2")];
+    wait_until(
+        "A's and a C's stall recorded, their holds ended",
+        LIMIT,
+        || stall_of(a_id).is_some() && cs.iter().any(|&(id, _)| stall_of(id).is_some()),
+    );
+    for (id, activity) in [(a_id, "holding A")].into_iter().chain(cs) {
+        if let Some(ev) = stall_of(id) {
+            assert_eq!(ev.activity.as_deref(), Some(activity), "{ev}");
+        }
     }
     let after = weft::events::counters();
-    assert!(after.stalls >= before.stalls + 3, "{after:?}");
+    assert!(after.stalls >= before.stalls + 2, "{after:?}");
     assert_eq!(after.reports_dropped, before.reports_dropped);
 }
