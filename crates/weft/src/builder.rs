@@ -62,9 +62,9 @@ impl Builder {
         self
     }
 
-    /// Reserves at least `size` bytes of stack (rounded up to a power of
-    /// two, at least 16 KiB, at most 1 GiB). Memory is
-    /// committed only as the stack grows.
+    /// Reserves at least `size` bytes of stack (rounded up to the next
+    /// power of two or one and a half times one, at least 16 KiB, at most
+    /// 1 GiB). Memory is committed only as the stack grows.
     pub fn stack_size(mut self, size: usize) -> Builder {
         self.stack_size = Some(size);
         self

@@ -176,7 +176,7 @@
 //! |---|---|---|
 //! | `WEFT_PARALLELISM` | carrier threads running virtual threads at once | number of CPUs |
 //! | `WEFT_MAX_POOL_SIZE` | upper bound on carriers, counting spares that replace blocked ones | 256 |
-//! | `WEFT_STACK_SIZE` | reserved stack per virtual thread, bytes or with a `k`/`m`/`g` suffix | 128 KiB |
+//! | `WEFT_STACK_SIZE` | reserved stack per virtual thread, bytes or with a `k`/`m`/`g` suffix (rounded up to a power of two or one and a half times one: 96k stays 96 KiB) | 128 KiB |
 //! | `WEFT_THREAD_LOCALS` | `carrier`: virtual threads share their carrier's thread-locals (see "Thread-locals") | each has its own |
 //! | `WEFT_STALL_THRESHOLD` | how long one virtual thread may hold a carrier before the monitor reports a stall (`20ms`, `500us`, `1s`) | 20 ms |
 //! | `WEFT_MAX_BLOCKING_THREADS` | OS threads that run [`blocking`] closures | 512 |

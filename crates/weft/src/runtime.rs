@@ -187,7 +187,10 @@ impl RuntimeBuilder {
     }
 
     /// Default reserved stack size of this runtime's virtual threads
-    /// (default [`DEFAULT_STACK_SIZE`], 128 KiB; committed lazily).
+    /// (default [`DEFAULT_STACK_SIZE`], 128 KiB; committed lazily). At
+    /// least `bytes` are reserved: the size is rounded up to the next
+    /// power of two or one and a half times one (96 KiB stays 96 KiB,
+    /// 100 KiB becomes 128), which [`Runtime::stack_size`] reports.
     pub fn stack_size(mut self, bytes: usize) -> Self {
         self.stack_size = Some(bytes);
         self
@@ -259,7 +262,7 @@ impl RuntimeBuilder {
         let config = Config {
             parallelism,
             max_pool_size,
-            stack_size,
+            stack_size: pool_stack_size(stack_size),
             name: self.name.unwrap_or_else(|| "weft-carrier".into()),
             stall_threshold,
             spare_keepalive: self.spare_keepalive.unwrap_or(DEFAULT_SPARE_KEEPALIVE),
@@ -330,12 +333,30 @@ pub(crate) fn live_stacks() -> usize {
     POOLS.lock().unpoison().iter().map(|p| p.live()).sum()
 }
 
-/// The pool for stacks of at least `stack_size` bytes. Sizes are rounded
-/// up to a power of two, so at most 17 pools (16 KiB to 1 GiB) can ever
-/// exist, however many distinct sizes are asked for.
-fn pool_for(stack_size: usize) -> &'static StackPool {
+/// The size of the pool that serves a request for `stack_size` bytes:
+/// the next size of the form 2^k or 1.5 × 2^k (16, 24, 32, 48, 64, 96,
+/// 128 KiB, …), at least 16 KiB. Two sizes per octave keep the pools few
+/// — at most 33 (16 KiB to 1 GiB) can ever exist, however many distinct
+/// sizes are asked for — and never give a thread more than half as much
+/// again as it asked for (a power of two gave up to twice): a program
+/// that lowers `WEFT_STACK_SIZE` to 96 KiB to save page tables gets 96
+/// KiB, not 128.
+fn pool_stack_size(stack_size: usize) -> usize {
     let page = crate::stack::page_size();
-    let rounded = stack_size.max(16 * 1024).next_power_of_two().div_ceil(page) * page;
+    let want = stack_size.max(16 * 1024);
+    let pow = want.next_power_of_two();
+    let size = if want <= pow / 4 * 3 {
+        pow / 4 * 3
+    } else {
+        pow
+    };
+    size.div_ceil(page) * page
+}
+
+/// The pool for stacks of at least `stack_size` bytes
+/// ([`pool_stack_size`]).
+fn pool_for(stack_size: usize) -> &'static StackPool {
+    let rounded = pool_stack_size(stack_size);
     let mut pools = POOLS.lock().unpoison();
     if let Some(p) = pools.iter().find(|p| p.stack_size() == rounded) {
         return p;
@@ -398,7 +419,9 @@ impl Runtime {
         self.handle.config.max_pool_size
     }
 
-    /// Default reserved stack size of this runtime's threads.
+    /// Default reserved stack size of this runtime's threads: the size
+    /// asked of [`RuntimeBuilder::stack_size`] rounded up as it says (the
+    /// size a thread gets, its guard page not counted).
     pub fn stack_size(&self) -> usize {
         self.handle.config.stack_size
     }
@@ -626,8 +649,35 @@ fn parse_size(v: &str) -> Option<usize> {
 
 #[cfg(test)]
 mod tests {
-    use super::{parse_duration, parse_size};
+    use super::{parse_duration, parse_size, pool_stack_size};
     use std::time::Duration;
+
+    /// Two pool sizes per octave, never less than asked, never more than
+    /// half as much again; whole pages.
+    #[test]
+    fn stack_sizes_round_up_to_half_octaves() {
+        const K: usize = 1024;
+        for (asked, got) in [
+            (1, 16 * K),
+            (16 * K, 16 * K),
+            (16 * K + 1, 24 * K),
+            (24 * K, 24 * K),
+            (96 * K, 96 * K),
+            (96 * K + 1, 128 * K),
+            (100 * K, 128 * K),
+            (128 * K, 128 * K),
+            (129 * K, 192 * K),
+            (768 << 20, 768 << 20),
+            (1 << 30, 1 << 30),
+        ] {
+            assert_eq!(pool_stack_size(asked), got, "asked {asked}");
+        }
+        for asked in (16 * K..(4 << 20)).step_by(4093) {
+            let got = pool_stack_size(asked);
+            assert!(got >= asked && got * 2 <= asked * 3, "{asked} -> {got}");
+            assert_eq!(got % crate::stack::page_size(), 0);
+        }
+    }
 
     #[test]
     fn durations_parse() {

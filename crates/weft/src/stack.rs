@@ -58,11 +58,15 @@
 //! With `WEFT_THREAD_LOCALS=carrier` there is no `dtv`: 4.48 KiB. That is
 //! the floor for a stack that never moves: the page, the record, and the
 //! page tables a fixed-address stack of this size needs. Below it lie
-//! only smaller slots (96 KiB: 0.19 KiB of page tables), a `dtv` glibc
-//! does not `realloc` (it must be `malloc`ed: glibc grows it in place when
-//! a module is loaded) or a record that gives up fields (see
-//! `thread/record.rs` for what each one holds; in the slab every 8 bytes
-//! count). Go's 2.7 KiB is a 2 KiB
+//! only smaller slots, a `dtv` glibc does not `realloc` (it must be
+//! `malloc`ed: glibc grows it in place when a module is loaded) or a
+//! record that gives up fields (see `thread/record.rs` for what each one
+//! holds; in the slab every 8 bytes count). Smaller slots are a knob:
+//! `WEFT_STACK_SIZE=96K` (pools come in two sizes per octave) parks a
+//! thread in 4.48–4.49 KiB, 0.20 of it page tables (`parked_memory
+//! 1000000`, two runs each, 2026-11-27 18:53 UTC; 4.54–4.55 at the default
+//! in the same runs). The default stays 128 KiB: a quarter less stack is
+//! not worth 64 bytes a thread. Go's 2.7 KiB is a 2 KiB
 //! stack that grows by copying; Java's 0.8 KiB is frames copied to the
 //! heap: both need a compiler that knows every pointer into the stack.
 //!
