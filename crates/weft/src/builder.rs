@@ -108,6 +108,7 @@ impl Builder {
         F: FnOnce() -> T + Send + 'a,
         T: Send + 'a,
     {
+        rt.check_spawnable()?;
         // An explicit size is reserved now (rare; its own pool); the default
         // stack is taken at first run (see `CoroSlot`).
         let stack = match self.stack_size {

@@ -22,7 +22,7 @@
 
 use crate::unpoison::Unpoison;
 use std::collections::VecDeque;
-use std::sync::{Condvar, Mutex, OnceLock};
+use std::sync::{Condvar, Mutex};
 use std::time::Duration;
 
 /// A unit of offloaded work. It must not panic.
@@ -51,8 +51,10 @@ struct State {
     spawned: usize,
 }
 
+/// The pool of this process copy: a `fork` child starts its own, as the
+/// parent's threads did not survive the fork (`fork.rs`).
 fn pool() -> &'static Pool {
-    static POOL: OnceLock<Pool> = OnceLock::new();
+    static POOL: crate::fork::PerProcess<Pool> = crate::fork::PerProcess::new();
     POOL.get_or_init(|| Pool {
         state: Mutex::new(State::default()),
         work: Condvar::new(),

@@ -3,7 +3,6 @@
 
 use crate::thread::RecordArc;
 use crate::unpoison::Unpoison;
-use once_cell::sync::OnceCell;
 use std::fmt;
 use std::io;
 use std::sync::atomic::Ordering;
@@ -101,6 +100,9 @@ struct Config {
     name: String,
     stall_threshold: Duration,
     spare_keepalive: Duration,
+    /// The process copy it was built in (`fork.rs`): in a `fork` child
+    /// its carriers are gone, and spawning on it is an error.
+    generation: u32,
 }
 
 /// Default time an idle spare carrier waits for duty before it exits.
@@ -266,6 +268,7 @@ impl RuntimeBuilder {
             name: self.name.unwrap_or_else(|| "weft-carrier".into()),
             stall_threshold,
             spare_keepalive: self.spare_keepalive.unwrap_or(DEFAULT_SPARE_KEEPALIVE),
+            generation: crate::fork::generation(),
         };
         crate::overflow::install();
         crate::panic::install();
@@ -471,6 +474,21 @@ impl Runtime {
         Spawner(&self.handle.shared).spawn(thread);
     }
 
+    /// Whether threads can be spawned on this runtime in this process: not
+    /// in a `fork` child of the process that built it, where its carriers
+    /// are gone (`fork.rs`) and a thread would never run.
+    pub(crate) fn check_spawnable(&self) -> io::Result<()> {
+        if self.handle.config.generation == crate::fork::generation() {
+            return Ok(());
+        }
+        Err(io::Error::other(
+            "weft: this process is a fork() child and the runtime was built before the fork: \
+             its carriers did not survive it, so a thread spawned on it would never run \
+             (build a runtime in the child, or spawn from an OS thread: the default runtime \
+             is built afresh in each child)",
+        ))
+    }
+
     /// Promises a default-size stack to a thread that takes it at first run.
     pub(crate) fn promise_stack(&self) -> io::Result<()> {
         self.handle.shared.stacks.promise()
@@ -542,8 +560,12 @@ pub fn default_runtime() -> io::Result<Runtime> {
 /// The default runtime, borrowed (see [`with_for_spawn`]).
 fn default_runtime_ref() -> io::Result<&'static Runtime> {
     // A failed start is not remembered: the next call tries again (after a
-    // transient error, or once the variable is fixed).
-    static DEFAULT: OnceCell<Runtime> = OnceCell::new();
+    // transient error, or once the variable is fixed). A `fork` child
+    // builds its own (`fork.rs`): the parent's lost its carriers in the
+    // fork. Building it takes Weft's global locks (the record slab's, the
+    // stack pools'), which a thread of the parent may have held at the
+    // fork: the child then blocks, as `thread/slab.rs` says under "Limits".
+    static DEFAULT: crate::fork::PerProcess<Runtime> = crate::fork::PerProcess::new();
     DEFAULT.get_or_try_init(build_default)
 }
 

@@ -104,8 +104,10 @@ pub(super) enum Report {
     },
 }
 
-/// The queue to `weft-reports`, once that thread is running.
-static QUEUE: Mutex<Option<Sender<Report>>> = Mutex::new(None);
+/// The queue to `weft-reports`, once that thread is running, and the
+/// process copy it runs in (`fork.rs`): a `fork` child inherits the queue
+/// but not the thread, and starts its own.
+static QUEUE: Mutex<Option<(u32, Sender<Report>)>> = Mutex::new(None);
 
 /// Stall and blocked-with-waiters reports queued and not yet written.
 static PENDING: AtomicUsize = AtomicUsize::new(0);
@@ -120,11 +122,18 @@ pub(super) fn submit(report: Report) {
         return;
     }
     let mut queue = QUEUE.lock().unpoison();
-    if queue.is_none() {
-        *queue = start_writer();
+    let generation = crate::fork::generation();
+    if queue.as_ref().is_none_or(|(g, _)| *g != generation) {
+        // A queue of the parent's (a fork child) is left untouched:
+        // its writer does not exist here, and dropping it would touch
+        // channel state a thread of the parent may have been changing.
+        if let Some(inherited) = queue.take() {
+            std::mem::forget(inherited);
+        }
+        *queue = start_writer().map(|tx| (generation, tx));
     }
     let report = match queue.as_ref() {
-        Some(tx) => match tx.send(report) {
+        Some((_, tx)) => match tx.send(report) {
             Ok(()) => return,
             // The thread is gone (it never ends on its own: only a panic
             // while a panic's payload drops); the next report starts
