@@ -350,7 +350,8 @@ pub struct Counters {
     /// carrier, say): not recorded as events, only counted here.
     pub own_stalls: u64,
     /// Stall and blocked-with-waiters reports the monitor dropped because
-    /// the thread that writes them up was that far behind: a `tracing`
+    /// the thread that writes them up was that far behind
+    /// (`WEFT_REPORT_QUEUE` reports, 4,096 by default): a `tracing`
     /// subscriber or stderr blocked for good. (The end of a hold is never
     /// dropped.)
     pub reports_dropped: u64,

@@ -186,6 +186,7 @@
 //! | `WEFT_DUMP_PATH` | write the `SIGQUIT` dump as JSON to this file instead of stderr | — |
 //! | `WEFT_SAMPLE_STACKS` | `0` turns off sampling the stacks of running threads by signal | on |
 //! | `WEFT_PANIC_HOOK` | `0` leaves the panic hook alone (no thread names in panic messages) | on |
+//! | `WEFT_REPORT_QUEUE` | stall reports waiting to be written up (resolved and logged) before new ones are dropped and counted (`weft_event_reports_dropped_total`): a log sink that blocks holds them up; a bad value is reported on stderr and the default kept | 4,096 |
 //! | `WEFT_RECORD_KEEP` | freed thread records (192 bytes each) kept for reuse before the monitor gives the memory of the rest back to the kernel; a bad value is reported on stderr and the default kept | 65,536 |
 //!
 //! # Stacks
@@ -299,6 +300,7 @@ mod futex;
 mod future;
 #[cfg(any(feature = "futures-io", feature = "tokio"))]
 mod io_compat;
+mod knob;
 pub mod local;
 pub mod metrics;
 pub mod net;

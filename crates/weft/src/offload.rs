@@ -63,19 +63,12 @@ fn pool() -> &'static Pool {
 }
 
 fn max_threads() -> usize {
-    const VAR: &str = "WEFT_MAX_BLOCKING_THREADS";
-    match std::env::var(VAR) {
-        Err(_) => DEFAULT_MAX_THREADS,
-        Ok(v) => match v.trim().parse::<usize>() {
-            Ok(n) if n > 0 => n,
-            _ => {
-                eprintln!(
-                    "weft: {VAR}={v:?} is not a positive integer; using {DEFAULT_MAX_THREADS}"
-                );
-                DEFAULT_MAX_THREADS
-            }
-        },
-    }
+    crate::knob::count(
+        "WEFT_MAX_BLOCKING_THREADS",
+        DEFAULT_MAX_THREADS,
+        1,
+        "threads",
+    )
 }
 
 /// Queues `job` for an offload thread. Gives it back when no thread can

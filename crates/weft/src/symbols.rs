@@ -190,6 +190,20 @@ pub(crate) fn format_stack(frames: &[Frame]) -> String {
     out
 }
 
+/// An event's `stack` and `call_site` (`events::Event`) from a stack's
+/// frames, when there is a stack: the whole stack as [`format_stack`]
+/// writes it, and its first frame outside Weft and std as [`describe`]
+/// names it.
+pub(crate) fn stack_and_call_site(frames: Option<Vec<Frame>>) -> (Option<String>, Option<String>) {
+    match frames {
+        None => (None, None),
+        Some(f) => (
+            Some(format_stack(&f)),
+            first_user_frame(&f).map(|i| describe(&f[i])),
+        ),
+    }
+}
+
 /// Resolved frames by instruction pointer (code addresses do not change
 /// while the process lives), at most [`SYMBOL_CACHE_MAX`] of them: when
 /// full, the cache is emptied and fills again with the addresses in use.

@@ -36,8 +36,9 @@
 //! in the order they are written up, not always in the order of their
 //! times (a pinned event, recorded where it happens, may come first).
 //!
-//! At most [`PENDING_MAX`] reports wait; past that (a sink blocked for
-//! good) the monitor drops new ones and counts them
+//! At most [`pending_max`] reports wait (`WEFT_REPORT_QUEUE`, default
+//! 4,096); past that (a sink blocked for good) the monitor drops new ones
+//! and counts them
 //! (`events::Counters::reports_dropped`). The end of a hold is never
 //! dropped: it is small, one per reported hold, and a lost one would leave
 //! its stall open for good. A thread that cannot be started (a thread
@@ -53,8 +54,16 @@ use super::slot::Identity;
 use crate::events::EventKind;
 use crate::unpoison::Unpoison;
 
-/// Reports that may wait to be written before the monitor drops new ones.
-const PENDING_MAX: usize = 4096;
+/// Reports that may wait to be written before the monitor drops new ones:
+/// `WEFT_REPORT_QUEUE`, by default [`DEFAULT_PENDING_MAX`], read once.
+fn pending_max() -> usize {
+    static MAX: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
+    *MAX.get_or_init(|| crate::knob::count("WEFT_REPORT_QUEUE", DEFAULT_PENDING_MAX, 1, "reports"))
+}
+
+/// [`pending_max`] when `WEFT_REPORT_QUEUE` is not set: a few MB of
+/// reports at most.
+const DEFAULT_PENDING_MAX: usize = 4096;
 
 /// What the monitor saw of a hold, for `weft-reports` to write up.
 pub(super) enum Report {
@@ -116,7 +125,7 @@ static PENDING: AtomicUsize = AtomicUsize::new(0);
 /// the queue's lock, which other monitors take as briefly.
 pub(super) fn submit(report: Report) {
     let counted = report.counted();
-    if counted && PENDING.fetch_add(1, Ordering::Relaxed) >= PENDING_MAX {
+    if counted && PENDING.fetch_add(1, Ordering::Relaxed) >= pending_max() {
         PENDING.fetch_sub(1, Ordering::Relaxed);
         crate::events::report_dropped();
         return;
@@ -174,7 +183,7 @@ fn start_writer() -> Option<Sender<Report>> {
 }
 
 impl Report {
-    /// Whether it counts against [`PENDING_MAX`] (and may be dropped):
+    /// Whether it counts against [`pending_max`] (and may be dropped):
     /// every report but the end of a hold.
     fn counted(&self) -> bool {
         !matches!(self, Report::HoldEnded { .. })
@@ -265,16 +274,15 @@ fn record(
     frames: Option<Vec<crate::symbols::Frame>>,
     at: SystemTime,
 ) {
+    let (stack, call_site) = crate::symbols::stack_and_call_site(frames);
     crate::events::record(crate::events::Event {
         kind,
         thread_id: who.id,
         thread_name: who.name.clone(),
         duration: held,
         at,
-        call_site: frames.as_ref().and_then(|f| {
-            crate::symbols::first_user_frame(f).map(|i| crate::symbols::describe(&f[i]))
-        }),
-        stack: frames.map(|f| crate::symbols::format_stack(&f)),
+        call_site,
+        stack,
         detail: Some(detail),
         activity: who.activity.clone(),
         ongoing: true,

@@ -76,17 +76,17 @@ pub(crate) fn pinned_park(inner: &VThread, deadline: Option<Instant>) {
     set_inner_state(inner, State::Running);
     if explicit_pin {
         let (name, id) = crate::thread::Thread::peek_name_id(inner);
-        let stack = stack.map(|ips| crate::symbols::Resolver::default().frames(&ips));
+        let (stack, call_site) = crate::symbols::stack_and_call_site(
+            stack.map(|ips| crate::symbols::Resolver::default().frames(&ips)),
+        );
         crate::events::record(Event {
             kind: EventKind::Pinned,
             thread_id: id,
             thread_name: name.map(str::to_owned),
             duration: held,
             at: std::time::SystemTime::now(),
-            call_site: stack.as_ref().and_then(|f| {
-                crate::symbols::first_user_frame(f).map(|i| crate::symbols::describe(&f[i]))
-            }),
-            stack: stack.map(|f| crate::symbols::format_stack(&f)),
+            call_site,
+            stack,
             detail: (c_locks > 0).then(|| {
                 format!(
                     "holds {c_locks} C lock(s) (pthread_mutex, pthread_rwlock, pthread_spin or \

@@ -155,19 +155,7 @@ const DEFAULT_KEEP: usize = 65_536;
 /// nobody to return an error to).
 fn keep() -> usize {
     static KEEP: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
-    *KEEP.get_or_init(|| match std::env::var("WEFT_RECORD_KEEP") {
-        Err(std::env::VarError::NotPresent) => DEFAULT_KEEP,
-        Ok(v) => v.trim().parse().unwrap_or_else(|_| {
-            eprintln!(
-                "weft: WEFT_RECORD_KEEP={v:?} is not a number of records; keeping {DEFAULT_KEEP}"
-            );
-            DEFAULT_KEEP
-        }),
-        Err(_) => {
-            eprintln!("weft: WEFT_RECORD_KEEP is not valid UTF-8; keeping {DEFAULT_KEEP}");
-            DEFAULT_KEEP
-        }
-    })
+    *KEEP.get_or_init(|| crate::knob::count("WEFT_RECORD_KEEP", DEFAULT_KEEP, 0, "records"))
 }
 
 /// Gives back to the kernel the memory of records freed in bulk, once more
