@@ -35,7 +35,7 @@ use std::collections::HashMap;
 use std::fmt;
 use std::hash::BuildHasherDefault;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime};
 
 use crate::blocking::blocking;
@@ -686,12 +686,17 @@ impl fmt::Display for Dump {
 // SIGQUIT.
 
 static SIGQUIT_FD: AtomicUsize = AtomicUsize::new(usize::MAX);
+/// The process copy (`fork.rs`) whose eventfd [`SIGQUIT_FD`] is; stored
+/// after it.
+static SIGQUIT_GENERATION: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
 
 /// Installs the SIGQUIT handler once (unless `WEFT_DUMP_ON_SIGQUIT=0`): the
 /// text dump goes to stderr, or the JSON to `WEFT_DUMP_PATH`, and the
 /// process continues, like the JVM.
 pub(crate) fn install_sigquit() {
-    static ONCE: OnceLock<()> = OnceLock::new();
+    // Per process copy: a `fork` child's dump thread and eventfd are its
+    // own (its copy of the parent's eventfd would wake the parent's).
+    static ONCE: crate::fork::PerProcess<()> = crate::fork::PerProcess::new();
     ONCE.get_or_init(|| {
         if std::env::var("WEFT_DUMP_ON_SIGQUIT").is_ok_and(|v| v.trim() == "0") {
             return;
@@ -702,6 +707,7 @@ pub(crate) fn install_sigquit() {
             return;
         }
         SIGQUIT_FD.store(fd as usize, Ordering::SeqCst);
+        SIGQUIT_GENERATION.store(crate::fork::generation(), Ordering::SeqCst);
         let spawned = std::thread::Builder::new()
             .name("weft-dump".into())
             .spawn(move || {
@@ -748,7 +754,13 @@ pub(crate) fn install_sigquit() {
 }
 
 extern "C" fn on_sigquit(_: libc::c_int) {
-    let fd = SIGQUIT_FD.load(Ordering::Relaxed);
+    // A fork child that has not installed its own: its copy of the
+    // eventfd would wake the parent's dump thread, and print the parent's
+    // threads.
+    if SIGQUIT_GENERATION.load(Ordering::SeqCst) != crate::fork::generation() {
+        return;
+    }
+    let fd = SIGQUIT_FD.load(Ordering::SeqCst);
     if fd != usize::MAX {
         let one = 1u64;
         // SAFETY: write(2) to our eventfd is async-signal-safe.

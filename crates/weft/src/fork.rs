@@ -5,27 +5,51 @@
 //! inherits have no carriers and no monitor, so a thread spawned on one
 //! would never run and its `join` would wait for ever. Each runtime
 //! remembers the generation it was built in ([`generation`]); spawning on
-//! a runtime of another generation is an error that says so, and the
-//! default runtime is built afresh in each child at its first use
-//! (`runtime.rs`), as are the offload pool (`offload.rs`) and the report
-//! writer's thread (`sched/report.rs`).
+//! a runtime of another generation is an error that says so. What a
+//! child cannot share with its parent is made afresh in the child at its
+//! first use ([`PerProcess`]), the parent's copy left untouched (leaked:
+//! dropping it would touch state a vanished thread may have been
+//! changing):
 //!
-//! What a child cannot start afresh are the locks it inherits: a lock a
-//! thread of the parent held at the fork stays held in the child, whose
-//! copy of that thread does not exist. Weft's global locks are held
-//! briefly (the record slab's, the stack pools', the registry's), and a
-//! child that meets one held blocks on it (`thread/slab.rs`, "Limits").
-//! The one held long is the symbolizer's, while the parent's report
-//! writer resolves a stack: a child forked then never writes a report
-//! (its writer waits on that lock), though its threads run on.
+//! - the default runtime (`runtime.rs`);
+//! - the readiness source and the poller thread (`netpoll.rs`, `poll.rs`):
+//!   the child's copies of the epoll descriptors are the parent's sets,
+//!   so both processes would wait on them, each taking the other's
+//!   edge-triggered events and reading the other's tokens — addresses in
+//!   the other address space;
+//! - the offload pool (`offload.rs`), the report writer's queue and count
+//!   (`sched/report.rs`), the stack sampler's lock (`sample.rs`), the
+//!   symbol cache (`symbols.rs`) and the `SIGQUIT` dump thread
+//!   (`dump.rs`: until the child has its own, a `SIGQUIT` to it is
+//!   ignored rather than waking the parent's).
+//!
+//! What a child cannot start afresh:
+//!
+//! - objects made before the fork: a socket Weft registered in the
+//!   parent waits in the child for readiness that goes to the parent's
+//!   set; a `JoinHandle` of the parent's, or an `Executor::fixed` pool,
+//!   waits for threads that do not exist here. Make them in the child (a
+//!   socket from an inherited `std` one: `TcpListener::from_std`);
+//! - locks held at the fork by a thread of the parent. Weft's other
+//!   global locks (the record slab's, the stack pools', the registry's)
+//!   are held briefly, and a child that meets one held blocks on it
+//!   (`thread/slab.rs`, "Limits"). The `backtrace` crate's lock is held
+//!   while the parent resolves symbols (a stall report, a dump, a pinned
+//!   wait): a child forked then blocks where it first resolves — its
+//!   report writer, or the carrier of a pinned wait that ends;
+//! - the `transparent` hooks, which pass through in every child: a
+//!   hooked call of a child's virtual thread blocks its carrier (spares
+//!   compensate), as a call of a C thread would.
+//!
+//! A child forked on a virtual thread should only `exec` or `_exit`, as
+//! POSIX asks of the child of any process with more than one thread.
 //!
 //! The generation is bumped by a `pthread_atfork` child handler,
 //! registered by a constructor before `main`, so a fork made before Weft
 //! is first used counts too. A child made with `_Fork`, `vfork` or a raw
-//! `clone` runs no handler: it must only `exec`, as POSIX asks of the
-//! child of any process with more than one thread.
+//! `clone` runs no handler: it must only `exec`.
 
-use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::atomic::{AtomicPtr, AtomicU32, Ordering};
 
 /// Forks between the process that loaded Weft and this one: 0 in that
 /// process, 1 in its children, 2 in theirs.
@@ -61,23 +85,49 @@ static REGISTER_ATFORK: extern "C" fn() = register_atfork;
 /// A value made once per process copy: in the process that loaded Weft,
 /// and again in each `fork` child at its first use there — for what a
 /// child cannot share with its parent, such as a pool whose threads did
-/// not survive the fork. A child's value is leaked, as the first one is
-/// kept for good.
+/// not survive the fork, or an epoll set (the child's copy of the
+/// descriptor is the parent's set). A child's value is leaked, as the
+/// first one is kept for good.
 ///
-/// Making a child's value takes a lock that a thread of the parent may
-/// have held at the fork (only if that thread was itself making a child's
-/// value: a child that forks again while another of its threads does).
+/// Reading a child's value is two atomic loads once it is made; making it
+/// takes a lock that a thread of the parent may have held at the fork
+/// (only if that thread was itself making a child's value: a child that
+/// forks again while another of its threads does).
 pub(crate) struct PerProcess<T: 'static> {
     first: once_cell::sync::OnceCell<T>,
-    child: std::sync::Mutex<Option<(u32, &'static T)>>,
+    /// The generation `child_ptr` was made in (0: none yet), stored after
+    /// it with Release: a reader that sees its own generation (Acquire)
+    /// sees the pointer.
+    child_gen: AtomicU32,
+    child_ptr: AtomicPtr<T>,
+    making: std::sync::Mutex<()>,
 }
 
 impl<T: Send + Sync + 'static> PerProcess<T> {
     pub(crate) const fn new() -> Self {
         PerProcess {
             first: once_cell::sync::OnceCell::new(),
-            child: std::sync::Mutex::new(None),
+            child_gen: AtomicU32::new(0),
+            child_ptr: AtomicPtr::new(std::ptr::null_mut()),
+            making: std::sync::Mutex::new(()),
         }
+    }
+
+    /// This process copy's value, if it has been made.
+    pub(crate) fn get(&'static self) -> Option<&'static T> {
+        match generation() {
+            0 => self.first.get(),
+            g => self.child(g),
+        }
+    }
+
+    fn child(&'static self, g: u32) -> Option<&'static T> {
+        if self.child_gen.load(Ordering::Acquire) != g {
+            return None;
+        }
+        // SAFETY: `child_ptr` was stored before `child_gen` (Release, read
+        // above with Acquire) and points at a leaked box, never freed.
+        Some(unsafe { &*self.child_ptr.load(Ordering::Relaxed) })
     }
 
     /// This process copy's value, made by `make` if it has none yet. A
@@ -87,20 +137,22 @@ impl<T: Send + Sync + 'static> PerProcess<T> {
         make: impl FnOnce() -> Result<T, E>,
     ) -> Result<&'static T, E> {
         use crate::unpoison::Unpoison;
-        match generation() {
-            0 => self.first.get_or_try_init(make),
-            g => {
-                let mut child = self.child.lock().unpoison();
-                if let Some((born, v)) = *child
-                    && born == g
-                {
-                    return Ok(v);
-                }
-                let v: &'static T = Box::leak(Box::new(make()?));
-                *child = Some((g, v));
-                Ok(v)
-            }
+        let g = generation();
+        if g == 0 {
+            return self.first.get_or_try_init(make);
         }
+        if let Some(v) = self.child(g) {
+            return Ok(v);
+        }
+        let _making = self.making.lock().unpoison();
+        if let Some(v) = self.child(g) {
+            return Ok(v);
+        }
+        let v: &'static T = Box::leak(Box::new(make()?));
+        self.child_ptr
+            .store(v as *const T as *mut T, Ordering::Relaxed);
+        self.child_gen.store(g, Ordering::Release);
+        Ok(v)
     }
 
     /// As [`PerProcess::get_or_try_init`], with a `make` that cannot fail.

@@ -4,47 +4,55 @@
 //! runtime's settings, read where `spawn` can fail, are errors instead:
 //! `runtime.rs`.)
 
+use std::env::VarError;
+
 /// The number in `var`, at least `min`; `default` when it is not set, or
 /// (said on stderr) when it is not such a number. `what` names the unit
 /// in that message ("records", "threads").
 pub(crate) fn count(var: &str, default: usize, min: usize, what: &str) -> usize {
-    match std::env::var(var) {
-        Err(std::env::VarError::NotPresent) => default,
-        Ok(v) => match v.trim().parse::<usize>() {
-            Ok(n) if n >= min => n,
-            _ => {
-                eprintln!(
-                    "weft: {var}={v:?} is not a number of {what} (at least {min}); using {default}"
-                );
-                default
-            }
-        },
-        Err(_) => {
-            eprintln!("weft: {var} is not valid UTF-8; using {default}");
+    match parse(std::env::var(var), default, min) {
+        Ok(n) => n,
+        Err(value) => {
+            let floor = if min > 0 {
+                format!(" (at least {min})")
+            } else {
+                String::new()
+            };
+            eprintln!("weft: {var}={value} is not a number of {what}{floor}; keeping {default}");
             default
         }
     }
 }
 
+/// [`count`]'s reading of a variable's value; `Err` carries the bad value
+/// as the message shows it.
+fn parse(value: Result<String, VarError>, default: usize, min: usize) -> Result<usize, String> {
+    match value {
+        Err(VarError::NotPresent) => Ok(default),
+        Err(VarError::NotUnicode(v)) => Err(format!("{v:?} (not UTF-8)")),
+        Ok(v) => match v.trim().parse::<usize>() {
+            Ok(n) if n >= min => Ok(n),
+            _ => Err(format!("{v:?}")),
+        },
+    }
+}
+
 #[cfg(test)]
 mod tests {
-    use super::count;
+    use super::parse;
+    use std::env::VarError;
 
-    /// Set, unset, too small and not a number (each variable is this
-    /// test's own: no other test reads it).
+    /// Set, unset, too small, not a number, not UTF-8.
     #[test]
     fn counts_fall_back_to_their_default() {
-        // SAFETY: the variables are this test's own; no thread reads or
-        // writes them meanwhile.
-        unsafe {
-            std::env::set_var("WEFT_KNOB_TEST_SET", " 12 ");
-            std::env::set_var("WEFT_KNOB_TEST_SMALL", "0");
-            std::env::set_var("WEFT_KNOB_TEST_WORD", "many");
-        }
-        assert_eq!(count("WEFT_KNOB_TEST_SET", 5, 1, "things"), 12);
-        assert_eq!(count("WEFT_KNOB_TEST_UNSET", 5, 1, "things"), 5);
-        assert_eq!(count("WEFT_KNOB_TEST_SMALL", 5, 1, "things"), 5);
-        assert_eq!(count("WEFT_KNOB_TEST_SMALL", 5, 0, "things"), 0);
-        assert_eq!(count("WEFT_KNOB_TEST_WORD", 5, 0, "things"), 5);
+        let set = |v: &str| Ok(v.to_string());
+        assert_eq!(parse(set(" 12 "), 5, 1), Ok(12));
+        assert_eq!(parse(Err(VarError::NotPresent), 5, 1), Ok(5));
+        assert_eq!(parse(set("0"), 5, 1), Err("\"0\"".to_string()));
+        assert_eq!(parse(set("0"), 5, 0), Ok(0));
+        assert_eq!(parse(set("many"), 5, 0), Err("\"many\"".to_string()));
+        assert_eq!(parse(set("-3"), 5, 0), Err("\"-3\"".to_string()));
+        let odd = <std::ffi::OsString as std::os::unix::ffi::OsStringExt>::from_vec(vec![0xff]);
+        assert!(parse(Err(VarError::NotUnicode(odd)), 5, 0).is_err());
     }
 }

@@ -213,11 +213,15 @@
 //! # `fork`
 //!
 //! A `fork` child has one thread, and the runtimes it inherits have no
-//! carriers: spawning on one returns an error that says so. The default
-//! runtime (what [`spawn`] uses from an OS thread), the offload threads of
+//! carriers: spawning on one fails with an error that says so
+//! ([`Builder::spawn_on`] returns it; [`Runtime::spawn`] and [`spawn`]
+//! panic with it). The default runtime (what [`spawn`] uses from an OS
+//! thread), sockets' readiness source, the offload threads of
 //! [`blocking`] and the writer of stall reports are started afresh in the
-//! child at first use. A child forked on a virtual thread should only
-//! `exec` or `_exit`, as POSIX asks of the child of any threaded process.
+//! child at first use. Objects made before the fork — a socket, a
+//! [`JoinHandle`], an executor — belong to the parent: make new ones in
+//! the child. A child forked on a virtual thread should only `exec` or
+//! `_exit`, as POSIX asks of the child of any threaded process.
 //!
 //! # Finding the culprit
 //!

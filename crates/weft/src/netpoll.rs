@@ -68,7 +68,7 @@
 //! one: the hang `tests/netpoll_handoff.rs` reproduces with two runtimes,
 //! the first ending while the second waits for data.
 
-use once_cell::sync::OnceCell;
+use crate::fork::PerProcess;
 use std::io;
 use std::os::fd::RawFd;
 use std::sync::OnceLock;
@@ -101,11 +101,20 @@ pub(crate) struct Source {
     pub(crate) registered: AtomicUsize,
 }
 
-static SOURCE: OnceCell<Source> = OnceCell::new();
+/// The source of this process copy: a `fork` child makes its own
+/// (`fork.rs`). Its copies of the parent's descriptors name the parent's
+/// epoll sets and wake eventfd, which both processes would then wait on:
+/// each would drain the other's edge-triggered events and kicks, and read
+/// the other's tokens (`IoState` addresses of the other address space).
+static SOURCE: PerProcess<Source> = PerProcess::new();
 
 /// Core carriers that poll (see "Who polls"). A futex word: the poller
-/// thread sleeps on it while it is not zero.
-static CARRIERS: AtomicU32 = AtomicU32::new(0);
+/// thread sleeps on it while it is not zero. Per process copy, as
+/// [`SOURCE`]: a child's count starts from its own carriers.
+fn carriers() -> &'static AtomicU32 {
+    static CARRIERS: PerProcess<AtomicU32> = PerProcess::new();
+    CARRIERS.get_or_init(|| AtomicU32::new(0))
+}
 
 /// The source if it has been created.
 pub(crate) fn get() -> Option<&'static Source> {
@@ -144,7 +153,7 @@ pub(crate) fn carriers_poll() -> bool {
 /// A core carrier starts polling (rules 1–2). The first one moves the
 /// poller thread out of the outer set.
 pub(crate) fn carrier_joined() {
-    if CARRIERS.fetch_add(1, Ordering::SeqCst) == 0
+    if carriers().fetch_add(1, Ordering::SeqCst) == 0
         && let Some(s) = get()
     {
         s.wake();
@@ -154,8 +163,8 @@ pub(crate) fn carrier_joined() {
 /// A core carrier stops polling (it exits). The last one hands the waiter
 /// role back to the poller thread.
 pub(crate) fn carrier_left() {
-    if CARRIERS.fetch_sub(1, Ordering::SeqCst) == 1 {
-        crate::futex::futex_wake(&CARRIERS);
+    if carriers().fetch_sub(1, Ordering::SeqCst) == 1 {
+        crate::futex::futex_wake(carriers());
     }
 }
 
@@ -163,17 +172,17 @@ pub(crate) fn carrier_left() {
 /// polls.
 pub(crate) fn wait_until_no_carrier_polls() {
     loop {
-        let n = CARRIERS.load(Ordering::SeqCst);
+        let n = carriers().load(Ordering::SeqCst);
         if n == 0 {
             return;
         }
-        crate::futex::futex_wait(&CARRIERS, n, None);
+        crate::futex::futex_wait(carriers(), n, None);
     }
 }
 
 /// Whether no carrier polls now (the poller thread then holds the role).
 pub(crate) fn no_carrier_polls() -> bool {
-    CARRIERS.load(Ordering::SeqCst) == 0
+    carriers().load(Ordering::SeqCst) == 0
 }
 
 fn create() -> io::Result<Source> {

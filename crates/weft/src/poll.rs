@@ -36,7 +36,6 @@
 //! `GRAVEYARD_FREE_AT` tries; so does the poller thread before each wait.
 
 use crate::unpoison::Unpoison;
-use once_cell::sync::OnceCell;
 use std::io;
 use std::os::fd::RawFd;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
@@ -473,7 +472,9 @@ pub(crate) struct Poller {
     graveyard: Mutex<Vec<Arc<IoState>>>,
 }
 
-static POLLER: OnceCell<Poller> = OnceCell::new();
+/// The poller of this process copy (a `fork` child starts its own, on its
+/// own readiness source: `netpoll.rs`).
+static POLLER: crate::fork::PerProcess<Poller> = crate::fork::PerProcess::new();
 
 /// Dead states kept before a closing socket tries to free them.
 const GRAVEYARD_FREE_AT: usize = 256;

@@ -118,8 +118,17 @@ static SLOT: Slot = Slot {
     ips: [const { AtomicUsize::new(0) }; MAX_FRAMES],
 };
 
-/// One sampler at a time (the slot is single).
-static SAMPLER: Mutex<()> = Mutex::new(());
+/// One sampler at a time (the slot is single). Per process copy: a `fork`
+/// child must not wait on a lock the parent's monitor held at the fork
+/// (up to 200 ms a sample), and holding its own it resets the slot a
+/// handler of the parent's may have left mid-write ([`sample`]).
+fn sampler() -> &'static Mutex<()> {
+    static SAMPLER: crate::fork::PerProcess<Mutex<()>> = crate::fork::PerProcess::new();
+    SAMPLER.get_or_init(|| Mutex::new(()))
+}
+
+/// The process copy (`fork.rs`) that last used [`SLOT`].
+static SLOT_GENERATION: AtomicU32 = AtomicU32::new(0);
 
 /// Whether sampling is on (handler installed), decided once.
 fn enabled() -> bool {
@@ -443,7 +452,15 @@ pub(crate) fn sample(tid: i32) -> Option<Vec<usize>> {
     if tid <= 0 || tid == unsafe { libc::gettid() } || !enabled() {
         return None;
     }
-    let _one = SAMPLER.lock().unpoison();
+    let _one = sampler().lock().unpoison();
+    let generation = crate::fork::generation();
+    if SLOT_GENERATION.load(Ordering::Relaxed) != generation {
+        // The first sample of a fork child: a request or a write of the
+        // parent's left in the slot has no handler here to finish it, and
+        // no handler of this copy runs before this sampler's request.
+        SLOT.state.store(IDLE, Ordering::Relaxed);
+        SLOT_GENERATION.store(generation, Ordering::Relaxed);
+    }
     match SLOT.state.load(Ordering::Acquire) {
         // An abandoned request whose handler has finished since.
         DONE => SLOT.state.store(IDLE, Ordering::Relaxed),

@@ -207,9 +207,19 @@ pub(crate) fn stack_and_call_site(frames: Option<Vec<Frame>>) -> (Option<String>
 /// Resolved frames by instruction pointer (code addresses do not change
 /// while the process lives), at most [`SYMBOL_CACHE_MAX`] of them: when
 /// full, the cache is emptied and fills again with the addresses in use.
-static SYMBOLS: Mutex<Option<HashMap<usize, Arc<[Frame]>>>> = Mutex::new(None);
+/// Frames by return address.
+type SymbolCache = HashMap<usize, Arc<[Frame]>>;
 
-/// How many addresses [`SYMBOLS`] keeps (a few MB at most). A program that
+/// Per process copy: a `fork` child does not wait on a lock the parent
+/// held at the fork (the `backtrace` crate's own lock, which it takes
+/// while it resolves, is out of our reach: see `fork.rs`).
+fn symbols() -> &'static Mutex<Option<SymbolCache>> {
+    static SYMBOLS: crate::fork::PerProcess<Mutex<Option<SymbolCache>>> =
+        crate::fork::PerProcess::new();
+    SYMBOLS.get_or_init(|| Mutex::new(None))
+}
+
+/// How many addresses [`symbols`] keeps (a few MB at most). A program that
 /// loads and unloads code, or whose dumps see ever new addresses, would
 /// otherwise grow it for ever.
 const SYMBOL_CACHE_MAX: usize = if cfg!(test) { 64 } else { 1 << 15 };
@@ -354,7 +364,7 @@ impl Resolver {
         if let Some(f) = self.stacks.get(ips) {
             return f.clone();
         }
-        let mut cache = SYMBOLS.lock().unpoison();
+        let mut cache = symbols().lock().unpoison();
         let cache = cache.get_or_insert_with(HashMap::new);
         let mut out = Vec::new();
         for &ip in ips {
@@ -492,7 +502,7 @@ mod tests {
         let mut r = Resolver::default();
         for i in 0..SYMBOL_CACHE_MAX + 10 {
             r.frames(&[base + 1 + i]);
-            let len = SYMBOLS.lock().unpoison().as_ref().map_or(0, HashMap::len);
+            let len = symbols().lock().unpoison().as_ref().map_or(0, HashMap::len);
             assert!(len <= SYMBOL_CACHE_MAX, "{len} addresses cached");
         }
         // Still answers after it was emptied.

@@ -29,6 +29,33 @@ fn child(inherited: &weft::Runtime) -> i32 {
         Ok(7) => {}
         _ => return 13,
     }
+    // Sockets: the child's own readiness source (its copy of the parent's
+    // epoll set is the parent's set: the parent, waiting on it meanwhile,
+    // would take the child's events and read the child's tokens).
+    let echoed = weft::spawn(|| -> std::io::Result<Vec<u8>> {
+        use std::io::{Read, Write};
+        let listener = weft::net::TcpListener::bind("127.0.0.1:0")?;
+        let addr = listener.local_addr()?;
+        let server = weft::spawn(move || -> std::io::Result<()> {
+            let (mut s, _) = listener.accept()?;
+            let mut buf = [0u8; 5];
+            s.read_exact(&mut buf)?;
+            s.write_all(&buf)
+        });
+        let mut c = weft::net::TcpStream::connect(addr)?;
+        c.write_all(b"child")?;
+        let mut back = vec![0u8; 5];
+        c.read_exact(&mut back)?;
+        server
+            .join()
+            .map_err(|_| std::io::Error::other("server panicked"))??;
+        Ok(back)
+    })
+    .join();
+    match echoed {
+        Ok(Ok(b)) if b == b"child" => {}
+        _ => return 15,
+    }
     // The report writer: a stall in the child is written up. A virtual
     // thread holds its carrier until this thread has seen its stall on
     // record (or a minute has passed: then the writer never ran).
@@ -98,6 +125,18 @@ fn a_fork_child_gets_runtimes_of_its_own() {
         std::thread::sleep(Duration::from_millis(5));
     }
 
+    // A thread of the parent waits on a socket of its own while the child
+    // runs: its carriers wait on the parent's readiness set.
+    let parent_listener = weft::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+    let parent_addr = parent_listener.local_addr().unwrap();
+    let parent_waiter = weft::spawn(move || -> std::io::Result<Vec<u8>> {
+        use std::io::Read;
+        let (mut s, _) = parent_listener.accept()?;
+        let mut got = Vec::new();
+        s.read_to_end(&mut got)?;
+        Ok(got)
+    });
+
     // SAFETY: the child calls only what `child` does, then `_exit`s: no
     // destructor or atexit handler of the parent's runs twice.
     let pid = unsafe { libc::fork() };
@@ -137,9 +176,15 @@ fn a_fork_child_gets_runtimes_of_its_own() {
         libc::WEXITSTATUS(status),
         0,
         "child failed a check (10: default runtime, 11/12: inherited runtime's spawn, \
-         13: offload, 14: report writer, 20: panic)"
+         13: offload, 14: report writer, 15: sockets, 20: panic)"
     );
-    // The parent's runtimes still run.
+    // The parent's runtimes still run, and its socket still wakes it.
     assert_eq!(rt.spawn(|| 3).join().unwrap(), 3);
     assert_eq!(weft::spawn(|| 4).join().unwrap(), 4);
+    {
+        use std::io::Write;
+        let mut c = std::net::TcpStream::connect(parent_addr).expect("connect");
+        c.write_all(b"parent").unwrap();
+    }
+    assert_eq!(parent_waiter.join().unwrap().unwrap(), b"parent");
 }

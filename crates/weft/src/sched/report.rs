@@ -113,36 +113,38 @@ pub(super) enum Report {
     },
 }
 
-/// The queue to `weft-reports`, once that thread is running, and the
-/// process copy it runs in (`fork.rs`): a `fork` child inherits the queue
-/// but not the thread, and starts its own.
-static QUEUE: Mutex<Option<(u32, Sender<Report>)>> = Mutex::new(None);
+/// The queue to `weft-reports`, once that thread is running. Per process
+/// copy: a `fork` child inherits the parent's queue but not its thread,
+/// and starts its own (the parent's queue, and its lock, left untouched).
+fn queue() -> &'static Mutex<Option<Sender<Report>>> {
+    static QUEUE: crate::fork::PerProcess<Mutex<Option<Sender<Report>>>> =
+        crate::fork::PerProcess::new();
+    QUEUE.get_or_init(|| Mutex::new(None))
+}
 
 /// Stall and blocked-with-waiters reports queued and not yet written.
-static PENDING: AtomicUsize = AtomicUsize::new(0);
+/// Per process copy: a `fork` child's count starts at 0, not at what the
+/// parent's writer had still to write (it never will, here).
+fn pending() -> &'static AtomicUsize {
+    static PENDING: crate::fork::PerProcess<AtomicUsize> = crate::fork::PerProcess::new();
+    PENDING.get_or_init(|| AtomicUsize::new(0))
+}
 
 /// Hands `report` to `weft-reports` (started on first use); waits only for
 /// the queue's lock, which other monitors take as briefly.
 pub(super) fn submit(report: Report) {
     let counted = report.counted();
-    if counted && PENDING.fetch_add(1, Ordering::Relaxed) >= pending_max() {
-        PENDING.fetch_sub(1, Ordering::Relaxed);
+    if counted && pending().fetch_add(1, Ordering::Relaxed) >= pending_max() {
+        pending().fetch_sub(1, Ordering::Relaxed);
         crate::events::report_dropped();
         return;
     }
-    let mut queue = QUEUE.lock().unpoison();
-    let generation = crate::fork::generation();
-    if queue.as_ref().is_none_or(|(g, _)| *g != generation) {
-        // A queue of the parent's (a fork child) is left untouched:
-        // its writer does not exist here, and dropping it would touch
-        // channel state a thread of the parent may have been changing.
-        if let Some(inherited) = queue.take() {
-            std::mem::forget(inherited);
-        }
-        *queue = start_writer().map(|tx| (generation, tx));
+    let mut queue = queue().lock().unpoison();
+    if queue.is_none() {
+        *queue = start_writer();
     }
     let report = match queue.as_ref() {
-        Some((_, tx)) => match tx.send(report) {
+        Some(tx) => match tx.send(report) {
             Ok(()) => return,
             // The thread is gone (it never ends on its own: only a panic
             // while a panic's payload drops); the next report starts
@@ -157,7 +159,7 @@ pub(super) fn submit(report: Report) {
     drop(queue);
     // No thread to write it: the monitor writes this one itself.
     if counted {
-        PENDING.fetch_sub(1, Ordering::Relaxed);
+        pending().fetch_sub(1, Ordering::Relaxed);
     }
     let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| report.write()));
 }
@@ -174,7 +176,7 @@ fn start_writer() -> Option<Sender<Report>> {
                 // the thread: later reports still get written.
                 let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| r.write()));
                 if counted {
-                    PENDING.fetch_sub(1, Ordering::Relaxed);
+                    pending().fetch_sub(1, Ordering::Relaxed);
                 }
             }
         })

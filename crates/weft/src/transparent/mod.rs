@@ -103,8 +103,10 @@
 //!   (`next.rs`; `tests-transparent/tests/cancellation.rs`). Those hooks
 //!   are `extern "C-unwind"` and hold nothing to drop across the call.
 //!   Virtual threads are not cancellation targets.
-//! - In a `fork` child every call passes through (the child has no
-//!   carriers) and takes no lock: a `pthread_atfork` handler, registered
+//! - In a `fork` child every call passes through (the carriers it
+//!   inherited do not exist; a virtual thread of a runtime the child
+//!   builds blocks its carrier in a hooked call, as a C thread would) and
+//!   takes no lock: a `pthread_atfork` handler (`crate::fork`), registered
 //!   by a constructor before `main`, marks the child, so a fork made before
 //!   the first hooked call is covered too, and the `dup2` std's child makes
 //!   between `fork` and `exec` cannot wait on a lock another carrier held
