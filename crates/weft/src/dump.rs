@@ -754,10 +754,18 @@ pub(crate) fn install_sigquit() {
 }
 
 extern "C" fn on_sigquit(_: libc::c_int) {
-    // A fork child that has not installed its own: its copy of the
-    // eventfd would wake the parent's dump thread, and print the parent's
-    // threads.
+    // A fork child that has not installed its own (it built no runtime):
+    // its copy of the eventfd would wake the parent's dump thread, and
+    // print the parent's threads. It gets SIGQUIT's default action, as if
+    // Weft had installed nothing.
     if SIGQUIT_GENERATION.load(Ordering::SeqCst) != crate::fork::generation() {
+        // SAFETY: sigaction and raise are async-signal-safe; the action
+        // is a zeroed one with SIG_DFL (0) as its handler.
+        unsafe {
+            let dfl: libc::sigaction = std::mem::zeroed();
+            libc::sigaction(libc::SIGQUIT, &dfl, std::ptr::null_mut());
+            libc::raise(libc::SIGQUIT);
+        }
         return;
     }
     let fd = SIGQUIT_FD.load(Ordering::SeqCst);

@@ -20,14 +20,16 @@
 //! - the offload pool (`offload.rs`), the report writer's queue and count
 //!   (`sched/report.rs`), the stack sampler's lock (`sample.rs`), the
 //!   symbol cache (`symbols.rs`) and the `SIGQUIT` dump thread
-//!   (`dump.rs`: until the child has its own, a `SIGQUIT` to it is
-//!   ignored rather than waking the parent's).
+//!   (`dump.rs`: until the child has its own, a `SIGQUIT` to it takes
+//!   the default action rather than waking the parent's).
 //!
 //! What a child cannot start afresh:
 //!
 //! - objects made before the fork: a socket Weft registered in the
 //!   parent waits in the child for readiness that goes to the parent's
-//!   set; a `JoinHandle` of the parent's, or an `Executor::fixed` pool,
+//!   set (dropped in the child, it leaves the parent's registration, its
+//!   count and its waiters alone: `poll.rs`, `Registration`); a
+//!   `JoinHandle` of the parent's, or an `Executor::fixed` pool,
 //!   waits for threads that do not exist here. Make them in the child (a
 //!   socket from an inherited `std` one: `TcpListener::from_std`);
 //! - locks held at the fork by a thread of the parent. Weft's other

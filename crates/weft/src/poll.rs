@@ -224,6 +224,12 @@ pub(crate) struct Registration {
     /// Set once `EPOLL_CTL_DEL` was issued: it must be issued while the
     /// descriptor is still open, at most once.
     deleted: AtomicBool,
+    /// The process copy it was made in (`fork.rs`). In a `fork` child a
+    /// registration of the parent's is in the parent's readiness set, not
+    /// the child's: the child neither deletes it from its own set nor
+    /// counts it off, and leaves its state alone (the parent's waiters in
+    /// it do not exist here).
+    generation: u32,
 }
 
 impl Registration {
@@ -258,6 +264,7 @@ impl Registration {
         Ok(Registration {
             state,
             deleted: AtomicBool::new(false),
+            generation: crate::fork::generation(),
         })
     }
 
@@ -423,7 +430,7 @@ impl Registration {
     /// free a state only then (see `transparent`'s module docs, "Freeing
     /// poller states").
     pub(crate) fn deregister(&self) -> bool {
-        if self.deleted.swap(true, Ordering::AcqRel) {
+        if self.deleted.swap(true, Ordering::AcqRel) || self.inherited() {
             return false;
         }
         let Some(p) = POLLER.get() else {
@@ -450,8 +457,20 @@ impl Registration {
     }
 }
 
+impl Registration {
+    /// Made in the parent of this `fork` child (see `generation`).
+    fn inherited(&self) -> bool {
+        self.generation != crate::fork::generation()
+    }
+}
+
 impl Drop for Registration {
     fn drop(&mut self) {
+        if self.inherited() {
+            // Its state may hold the parent's waiters: never dropped here.
+            std::mem::forget(self.state.clone());
+            return;
+        }
         let Some(p) = POLLER.get() else {
             return;
         };

@@ -286,7 +286,11 @@ extern "C" fn on_signal(sig: libc::c_int, info: *mut libc::siginfo_t, ctx: *mut 
     let errno = unsafe { *libc::__errno_location() };
     // SAFETY: gettid has no preconditions.
     let me = unsafe { libc::gettid() };
-    if SLOT.target.load(Ordering::Acquire) == me
+    // A request of the parent's left in the slot by a `fork` is not this
+    // copy's to answer (its sampler is gone): only a request made since
+    // this copy's first sample, which sets `SLOT_GENERATION`, is claimed.
+    if SLOT_GENERATION.load(Ordering::Acquire) == crate::fork::generation()
+        && SLOT.target.load(Ordering::Acquire) == me
         && SLOT
             .state
             .compare_exchange(REQUESTED, WRITING, Ordering::Acquire, Ordering::Relaxed)
@@ -459,7 +463,10 @@ pub(crate) fn sample(tid: i32) -> Option<Vec<usize>> {
         // parent's left in the slot has no handler here to finish it, and
         // no handler of this copy runs before this sampler's request.
         SLOT.state.store(IDLE, Ordering::Relaxed);
-        SLOT_GENERATION.store(generation, Ordering::Relaxed);
+        SLOT.target.store(0, Ordering::Relaxed);
+        // Release: a handler that sees this generation (Acquire) sees the
+        // slot reset.
+        SLOT_GENERATION.store(generation, Ordering::Release);
     }
     match SLOT.state.load(Ordering::Acquire) {
         // An abandoned request whose handler has finished since.
