@@ -116,6 +116,7 @@ impl<T: Send + Sync + 'static> PerProcess<T> {
     }
 
     /// This process copy's value, if it has been made.
+    #[inline]
     pub(crate) fn get(&'static self) -> Option<&'static T> {
         match generation() {
             0 => self.first.get(),
@@ -123,6 +124,7 @@ impl<T: Send + Sync + 'static> PerProcess<T> {
         }
     }
 
+    #[inline]
     fn child(&'static self, g: u32) -> Option<&'static T> {
         if self.child_gen.load(Ordering::Acquire) != g {
             return None;
@@ -134,17 +136,24 @@ impl<T: Send + Sync + 'static> PerProcess<T> {
 
     /// This process copy's value, made by `make` if it has none yet. A
     /// failed `make` is not remembered: the next call tries again.
+    #[inline]
     pub(crate) fn get_or_try_init<E>(
         &'static self,
         make: impl FnOnce() -> Result<T, E>,
     ) -> Result<&'static T, E> {
+        match self.get() {
+            Some(v) => Ok(v),
+            None => self.make(make),
+        }
+    }
+
+    /// The first use in this process copy (or a race with it).
+    #[cold]
+    fn make<E>(&'static self, make: impl FnOnce() -> Result<T, E>) -> Result<&'static T, E> {
         use crate::unpoison::Unpoison;
         let g = generation();
         if g == 0 {
             return self.first.get_or_try_init(make);
-        }
-        if let Some(v) = self.child(g) {
-            return Ok(v);
         }
         let _making = self.making.lock().unpoison();
         if let Some(v) = self.child(g) {
@@ -158,6 +167,7 @@ impl<T: Send + Sync + 'static> PerProcess<T> {
     }
 
     /// As [`PerProcess::get_or_try_init`], with a `make` that cannot fail.
+    #[inline]
     pub(crate) fn get_or_init(&'static self, make: impl FnOnce() -> T) -> &'static T {
         match self.get_or_try_init(|| Ok::<T, std::convert::Infallible>(make())) {
             Ok(v) => v,

@@ -479,16 +479,23 @@ impl Runtime {
     /// Whether threads can be spawned on this runtime in this process: not
     /// in a `fork` child of the process that built it, where its carriers
     /// are gone (`fork.rs`) and a thread would never run.
+    #[inline]
     pub(crate) fn check_spawnable(&self) -> io::Result<()> {
         if self.handle.config.generation == crate::fork::generation() {
             return Ok(());
         }
-        Err(io::Error::other(
+        Err(Self::forked_error())
+    }
+
+    /// [`Runtime::check_spawnable`]'s error.
+    #[cold]
+    fn forked_error() -> io::Error {
+        io::Error::other(
             "weft: this process is a fork() child and the runtime was built before the fork: \
              its carriers did not survive it, so a thread spawned on it would never run \
              (build a runtime in the child, or spawn from an OS thread: the default runtime \
              is built afresh in each child)",
-        ))
+        )
     }
 
     /// Promises a default-size stack to a thread that takes it at first run.
