@@ -34,7 +34,7 @@ use crate::thread::RecordArc;
 use std::collections::HashMap;
 use std::fmt;
 use std::hash::BuildHasherDefault;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU32, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime};
 
@@ -688,7 +688,7 @@ impl fmt::Display for Dump {
 static SIGQUIT_FD: AtomicUsize = AtomicUsize::new(usize::MAX);
 /// The process copy (`fork.rs`) whose eventfd [`SIGQUIT_FD`] is; stored
 /// after it.
-static SIGQUIT_GENERATION: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+static SIGQUIT_GENERATION: AtomicU32 = AtomicU32::new(0);
 
 /// Installs the SIGQUIT handler once (unless `WEFT_DUMP_ON_SIGQUIT=0`): the
 /// text dump goes to stderr, or the JSON to `WEFT_DUMP_PATH`, and the

@@ -455,9 +455,7 @@ impl Registration {
         p.source.registered.fetch_sub(1, Ordering::Relaxed);
         r == 0
     }
-}
 
-impl Registration {
     /// Made in the parent of this `fork` child (see `generation`).
     fn inherited(&self) -> bool {
         self.generation != crate::fork::generation()

@@ -342,9 +342,8 @@ pub(crate) fn live_stacks() -> usize {
 /// — at most 33 (16 KiB to 1 GiB) can ever exist, however many distinct
 /// sizes are asked for — and never give a thread more than half as much
 /// again as it asked for, rounded to whole pages (a power of two gave up
-/// to twice): a program
-/// that lowers `WEFT_STACK_SIZE` to 96 KiB to save page tables gets 96
-/// KiB, not 128.
+/// to twice): a program that lowers `WEFT_STACK_SIZE` to 96 KiB to save
+/// page tables gets 96 KiB, not 128.
 fn pool_stack_size(stack_size: usize) -> usize {
     let page = crate::stack::page_size();
     let want = stack_size.max(16 * 1024);

@@ -87,7 +87,7 @@ const CLAIMED_TIMEOUT: Duration = Duration::from_millis(100);
 
 const SIGNAL: libc::c_int = libc::SIGURG;
 
-// Slot states. The sampler owns the slot (under `SAMPLER`) from IDLE to
+// Slot states. The sampler owns the slot (under `sampler()`) from IDLE to
 // REQUESTED and from DONE back to IDLE; the handler owns it from REQUESTED
 // (which it claims with a compare-exchange, so a late signal after the
 // sampler withdrew finds IDLE and does nothing) through WRITING to DONE.

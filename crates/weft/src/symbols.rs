@@ -207,16 +207,13 @@ pub(crate) fn stack_and_call_site(frames: Option<Vec<Frame>>) -> (Option<String>
 /// Resolved frames by instruction pointer (code addresses do not change
 /// while the process lives), at most [`SYMBOL_CACHE_MAX`] of them: when
 /// full, the cache is emptied and fills again with the addresses in use.
-/// Frames by return address.
-type SymbolCache = HashMap<usize, Arc<[Frame]>>;
-
 /// Per process copy: a `fork` child does not wait on a lock the parent
 /// held at the fork (the `backtrace` crate's own lock, which it takes
 /// while it resolves, is out of our reach: see `fork.rs`).
-fn symbols() -> &'static Mutex<Option<SymbolCache>> {
-    static SYMBOLS: crate::fork::PerProcess<Mutex<Option<SymbolCache>>> =
+fn symbols() -> &'static Mutex<HashMap<usize, Arc<[Frame]>>> {
+    static SYMBOLS: crate::fork::PerProcess<Mutex<HashMap<usize, Arc<[Frame]>>>> =
         crate::fork::PerProcess::new();
-    SYMBOLS.get_or_init(|| Mutex::new(None))
+    SYMBOLS.get_or_init(|| Mutex::new(HashMap::new()))
 }
 
 /// How many addresses [`symbols`] keeps (a few MB at most). A program that
@@ -365,7 +362,6 @@ impl Resolver {
             return f.clone();
         }
         let mut cache = symbols().lock().unpoison();
-        let cache = cache.get_or_insert_with(HashMap::new);
         let mut out = Vec::new();
         for &ip in ips {
             let frames = match cache.get(&ip) {
@@ -502,7 +498,7 @@ mod tests {
         let mut r = Resolver::default();
         for i in 0..SYMBOL_CACHE_MAX + 10 {
             r.frames(&[base + 1 + i]);
-            let len = symbols().lock().unpoison().as_ref().map_or(0, HashMap::len);
+            let len = symbols().lock().unpoison().len();
             assert!(len <= SYMBOL_CACHE_MAX, "{len} addresses cached");
         }
         // Still answers after it was emptied.

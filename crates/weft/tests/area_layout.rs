@@ -11,7 +11,7 @@ use std::cell::{Cell, RefCell};
 use std::hint::black_box;
 use std::time::Duration;
 
-use common::{areas_supported, join_within};
+use common::{areas_supported, join_within, own_stack};
 
 const LIMIT: Duration = Duration::from_secs(60);
 
@@ -22,22 +22,6 @@ std::thread_local! {
     static LAZY: RefCell<Option<String>> = const { RefCell::new(None) };
     /// A pattern a thread writes and checks after using its whole stack.
     static SENTINEL: Cell<[u64; 8]> = const { Cell::new([0; 8]) };
-}
-
-/// The calling thread's stack as glibc reports it: `(low end, high end)`.
-/// On a virtual thread with an area, its own stack (Weft answers
-/// `pthread_getattr_np(pthread_self())`).
-fn own_stack() -> (usize, usize) {
-    // SAFETY: attr is initialised by pthread_getattr_np before use and
-    // destroyed after.
-    unsafe {
-        let mut attr: libc::pthread_attr_t = std::mem::zeroed();
-        assert_eq!(libc::pthread_getattr_np(libc::pthread_self(), &mut attr), 0);
-        let (mut addr, mut size) = (std::ptr::null_mut(), 0usize);
-        assert_eq!(libc::pthread_attr_getstack(&attr, &mut addr, &mut size), 0);
-        libc::pthread_attr_destroy(&mut attr);
-        (addr as usize, addr as usize + size)
-    }
 }
 
 /// What one thread saw of its own identity when it started, and where.

@@ -9,6 +9,8 @@
 //! Weft's at the fork (a test running beside it could).
 
 use std::sync::atomic::{AtomicBool, Ordering};
+
+mod common;
 use std::time::{Duration, Instant};
 
 /// What the child checks, each failure with its own exit code.
@@ -75,12 +77,7 @@ fn child(inherited: &weft::Runtime, inherited_socket: weft::net::TcpListener) ->
     let deadline = Instant::now() + Duration::from_secs(60);
     let mut seen = false;
     while !seen && Instant::now() < deadline {
-        seen = weft::events::recent().iter().any(|e| {
-            matches!(
-                e.kind,
-                weft::events::EventKind::StallCpu | weft::events::EventKind::StallBlocked
-            ) && e.thread_id == id
-        });
+        seen = stall_recorded(id, false);
         std::thread::sleep(Duration::from_millis(5));
     }
     RELEASE.store(true, Ordering::Release);
@@ -88,6 +85,19 @@ fn child(inherited: &weft::Runtime, inherited_socket: weft::net::TcpListener) ->
         return 14;
     }
     0
+}
+
+/// Whether a stall of thread `id` is on record (and, with `ended`, its
+/// end too).
+fn stall_recorded(id: u64, ended: bool) -> bool {
+    weft::events::recent().iter().any(|e| {
+        e.thread_id == id
+            && matches!(
+                e.kind,
+                weft::events::EventKind::StallCpu | weft::events::EventKind::StallBlocked
+            )
+            && !(ended && e.ongoing)
+    })
 }
 
 #[test]
@@ -117,21 +127,11 @@ fn a_fork_child_gets_runtimes_of_its_own() {
     // Fork once the writer has written the stall and its end up: a fork
     // while it resolves symbols would leave the symbolizer's lock held in
     // the child, and the child's reports unwritten (`fork.rs`).
-    let deadline = Instant::now() + Duration::from_secs(60);
-    while !weft::events::recent().iter().any(|e| {
-        e.thread_id == stalled_id
-            && matches!(
-                e.kind,
-                weft::events::EventKind::StallCpu | weft::events::EventKind::StallBlocked
-            )
-            && !e.ongoing
-    }) {
-        assert!(
-            Instant::now() < deadline,
-            "the parent's stall was never written up"
-        );
-        std::thread::sleep(Duration::from_millis(5));
-    }
+    common::wait_until(
+        "the parent's stall written up and ended",
+        Duration::from_secs(60),
+        || stall_recorded(stalled_id, true),
+    );
 
     // SAFETY: the child calls only what `child` does, then `_exit`s: no
     // destructor or atexit handler of the parent's runs twice.

@@ -18,6 +18,8 @@ use std::time::{Duration, Instant};
 
 use weft::{Builder, JoinHandle, Runtime};
 
+mod common;
+
 const LIMIT: Duration = Duration::from_secs(30);
 const CHILD_VAR: &str = "WEFT_TEST_RUNTIME_CHILD";
 const ENV_VARS: [&str; 3] = ["WEFT_PARALLELISM", "WEFT_MAX_POOL_SIZE", "WEFT_STACK_SIZE"];
@@ -452,26 +454,13 @@ fn a_96_kib_stack_is_96_kib() {
     );
     // The stack the thread runs on, as glibc is told it (Weft answers for
     // a virtual thread with a thread-local area of its own).
-    #[cfg(all(target_os = "linux", target_arch = "x86_64", target_env = "gnu"))]
-    {
+    if common::areas_supported() {
         let size = join_timeout(rt.spawn(|| {
             let probe = 0u8;
             let here = black_box(&probe) as *const u8 as usize;
-            // SAFETY: attr is initialised by pthread_getattr_np before it
-            // is read and destroyed after.
-            unsafe {
-                let mut attr: libc::pthread_attr_t = std::mem::zeroed();
-                assert_eq!(libc::pthread_getattr_np(libc::pthread_self(), &mut attr), 0);
-                let (mut addr, mut size) = (std::ptr::null_mut(), 0usize);
-                assert_eq!(libc::pthread_attr_getstack(&attr, &mut addr, &mut size), 0);
-                libc::pthread_attr_destroy(&mut attr);
-                let lo = addr as usize;
-                if weft::current().is_virtual() && (lo..lo + size).contains(&here) {
-                    Some(size)
-                } else {
-                    None // no area of its own: glibc's answer is the carrier's
-                }
-            }
+            let (lo, hi) = common::own_stack();
+            // No area of its own: glibc's answer is the carrier's.
+            (weft::current().is_virtual() && (lo..hi).contains(&here)).then_some(hi - lo)
         }));
         if let (Some(size), 4096) = (size, page) {
             assert!(

@@ -8,9 +8,9 @@
 //! or blocked-with-waiters event naming the thread: it reads what the
 //! moment tells (who, how long, the sampled stack, the threads waiting
 //! behind the hold) and hands the rest — symbols, the event sinks — to
-//! `report.rs`, off this thread. Reporting is its only write outside the scheduler: `events` is a
-//! sink that reads nothing back. It sleeps without a timeout while no
-//! carrier is busy.
+//! `report.rs`, off this thread. Reporting is its only write outside the
+//! scheduler: `events` is a sink that reads nothing back. It sleeps
+//! without a timeout while no carrier is busy.
 
 use std::fmt::Write as _;
 use std::sync::atomic::{AtomicBool, Ordering};

@@ -25,6 +25,22 @@ pub fn areas_supported() -> bool {
     )) && std::env::var_os("WEFT_THREAD_LOCALS").is_none()
 }
 
+/// The calling thread's stack as glibc reports it: `(low end, high end)`.
+/// On a virtual thread with an area, its own stack (Weft answers
+/// `pthread_getattr_np(pthread_self())`).
+pub fn own_stack() -> (usize, usize) {
+    // SAFETY: attr is initialised by pthread_getattr_np before use and
+    // destroyed after.
+    unsafe {
+        let mut attr: libc::pthread_attr_t = std::mem::zeroed();
+        assert_eq!(libc::pthread_getattr_np(libc::pthread_self(), &mut attr), 0);
+        let (mut addr, mut size) = (std::ptr::null_mut(), 0usize);
+        assert_eq!(libc::pthread_attr_getstack(&attr, &mut addr, &mut size), 0);
+        libc::pthread_attr_destroy(&mut attr);
+        (addr as usize, addr as usize + size)
+    }
+}
+
 /// Polls `cond` until it holds, failing the test after `limit`.
 pub fn wait_until(what: &str, limit: Duration, mut cond: impl FnMut() -> bool) {
     let t0 = Instant::now();
