@@ -257,9 +257,13 @@ fn done_state(s: u8) -> Option<u8> {
     (s == DONE_OK || s == DONE_ERR).then_some(s)
 }
 
+/// Doubling spins of [`spin_until_done`]: 1 + 2 + … + 64 pauses.
+const JOIN_WATCH_STEPS: u32 = 7;
+
 /// An OS thread's join of a thread about to finish: watches the join
-/// state for a few microseconds (crossbeam's `Backoff`: doubling spins,
-/// then a few `yield_now`s) before it registers as the joiner, and returns
+/// state for a few microseconds (doubling spins, 127 pause instructions
+/// in all: about 10 µs on this 2-core VM) before it registers as the
+/// joiner, and returns
 /// the DONE state if the thread finished meanwhile. `None` from a virtual
 /// thread, which never spins (it would hold its carrier; its park costs
 /// no system call).
@@ -274,13 +278,18 @@ fn done_state(s: u8) -> Option<u8> {
 /// while it watches is never registered, so the finisher wakes nobody. A
 /// thread that is far from done costs its OS-thread joiner about 10 µs
 /// of watching once.
+///
+/// It never yields its core (`sched_yield`): beside busy processes a yield
+/// hands the core to one of them for the rest of its time slice,
+/// milliseconds (ARCHITECTURE.md, "Sharing the cores").
 fn spin_until_done(inner: &VThread) -> Option<u8> {
     if super::is_virtual() {
         return None;
     }
-    let backoff = crossbeam_utils::Backoff::new();
-    while !backoff.is_completed() {
-        backoff.snooze();
+    for step in 0..JOIN_WATCH_STEPS {
+        for _ in 0..(1u32 << step) {
+            std::hint::spin_loop();
+        }
         if let Some(s) = done_state(inner.join_state.load(Ordering::Acquire)) {
             return Some(s);
         }

@@ -52,10 +52,17 @@ pub(super) const NEXT_STREAK_CAP: u32 = 16;
 /// Every this many ticks a carrier looks at the injector (and the
 /// readiness source) first (invariant 4).
 pub(super) const GLOBAL_CHECK_INTERVAL: u32 = 61;
-/// Rounds a searching carrier makes over the queues (yielding its core in
-/// between) before it sleeps. Measured: a longer, time-based spin (50 µs)
-/// made cross-runtime ping-pong 5x slower on 2 cores, because the spinner
-/// takes the core the producer needs.
+/// Rounds a searching carrier makes over the queues before it sleeps.
+///
+/// Back to back: it never yields its core (`sched_yield`) nor spins
+/// waiting for work (ARCHITECTURE.md, "Sharing the cores"). Beside busy
+/// processes a yield hands the core to one of them for the rest of its time
+/// slice — with a yield between rounds, a cross-carrier ping-pong took
+/// 1.05–4.8 ms per round trip beside two `yes` processes, 4.6–9.0 µs
+/// without (Tokio 4.0–47 µs in the same run). On a quiet machine a spin
+/// takes the core the producer needs: 16 rounds of 32 pauses before
+/// sleeping made the same ping-pong 36 µs, where sleeping at once takes
+/// 6–7 µs.
 const SPIN_ROUNDS: u32 = 4;
 
 /// Per-carrier state, reachable from the carrier's own thread only.
@@ -257,9 +264,6 @@ impl Carrier {
                         found = Some(t);
                         break;
                     }
-                    if round + 1 < SPIN_ROUNDS {
-                        std::thread::yield_now();
-                    }
                 }
                 if let Some(t) = found {
                     self.stop_searching();
@@ -290,9 +294,6 @@ impl Carrier {
                 if !self.retire() {
                     return; // keep-alive expired: the thread exits
                 }
-                continue;
-            }
-            if self.watch_home() {
                 continue;
             }
             self.sleep();

@@ -1,8 +1,9 @@
 //! A carrier with nothing to run: it searches other carriers' queues (the
-//! idle protocol of `idle.rs`, after Tokio's), watches its own inbox for a
-//! moment, polls the readiness source, and sleeps — in the readiness
-//! source if it takes the waiter role (`netpoll`), on its kick word
-//! otherwise (`doorbell`), until work, a kick or its next timer.
+//! idle protocol of `idle.rs`, after Tokio's), polls the readiness source,
+//! and sleeps at once — in the readiness source if it takes the waiter
+//! role (`netpoll`), on its kick word otherwise (`doorbell`), until work,
+//! a kick or its next timer. It never spins waiting for work nor yields
+//! its core with `sched_yield` (ARCHITECTURE.md, "Sharing the cores").
 //!
 //! The inbox handshake (invariant 5 in `sched/mod.rs`): a sleeping carrier
 //! raises its slot's `sleeping` flag before it looks at its inbox, and a
@@ -13,11 +14,6 @@ use std::sync::atomic::Ordering;
 use std::time::Instant;
 
 use super::Carrier;
-
-/// Rounds of [`Carrier::watch_home`] before an idle carrier sleeps.
-const HOME_WATCH_ROUNDS: u32 = 16;
-/// Spin-loop hints per round.
-const HOME_WATCH_SPINS: u32 = 32;
 
 impl Carrier {
     pub(in crate::sched) fn become_searching(&self) -> bool {
@@ -81,36 +77,6 @@ impl Carrier {
         if shared.monitor.deep_sleep.load(Ordering::SeqCst) {
             shared.wake_monitor();
         }
-    }
-
-    /// Watches the inbox for a moment before sleeping; true if work came.
-    ///
-    /// Threads bound here can run nowhere else, and their wakers are often
-    /// one hop away (a producer on another carrier, the poller): a wake-up
-    /// that finds us awake costs a queue push, one that finds us asleep a
-    /// futex wake and a context switch. Measured on 2 cores with a bounded
-    /// channel between two carriers: 4.9 M msg/s when the carrier sleeps
-    /// at once (the figure with the watch is not recorded). Bounded (about
-    /// [`HOME_WATCH_ROUNDS`] short spins, yielding the core in between),
-    /// and skipped when no thread is bound here.
-    pub(in crate::sched) fn watch_home(&self) -> bool {
-        let me = self.me();
-        if me.homed.load(Ordering::Relaxed) == 0 {
-            return false;
-        }
-        for round in 0..HOME_WATCH_ROUNDS {
-            // Readiness is what a carrier that polls mostly waits for.
-            if !me.inbox.is_empty() || !self.local.is_empty() {
-                return true;
-            }
-            for _ in 0..HOME_WATCH_SPINS {
-                std::hint::spin_loop();
-            }
-            if round % 4 == 3 {
-                std::thread::yield_now();
-            }
-        }
-        false
     }
 
     /// Polls the readiness source (`netpoll`, rule 1); true if it woke

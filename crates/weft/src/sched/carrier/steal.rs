@@ -73,6 +73,9 @@ impl Carrier {
     }
 
     pub(in crate::sched) fn steal_injector(&self) -> Option<RecordArc> {
+        if self.shared.injector.is_empty() {
+            return None;
+        }
         loop {
             match self.shared.injector.steal_batch_and_pop(&self.local) {
                 Steal::Success(t) => return Some(t),
@@ -86,15 +89,19 @@ impl Carrier {
     /// `take_next`, also a victim's `next` slot (only in the last spin
     /// round, so a carrier about to run its own `next` usually gets to).
     pub(in crate::sched) fn steal(&self, take_next: bool) -> Option<RecordArc> {
-        let n = self.shared.stealers.len();
+        let stealers = self.shared.used_stealers();
+        let n = stealers.len();
         let start = (self.next_rand() % n as u64) as usize;
         for k in 0..n {
             let i = (start + k) % n;
-            if i == self.index {
+            // `is_empty` reads two indices; a steal from an empty queue
+            // would pin the epoch first (a locked instruction) to find the
+            // same.
+            if i == self.index || stealers[i].is_empty() {
                 continue;
             }
             loop {
-                match self.shared.stealers[i].steal_batch_and_pop(&self.local) {
+                match stealers[i].steal_batch_and_pop(&self.local) {
                     Steal::Success(t) => {
                         self.shared.steals.fetch_add(1, Ordering::Relaxed);
                         return Some(t);
