@@ -62,6 +62,7 @@ use clap::{Parser, Subcommand};
 
 mod client;
 mod proc;
+mod quota;
 mod report;
 mod soak;
 mod worker;
@@ -105,6 +106,12 @@ struct Cli {
     /// host. Never rewrites docs/bench.md's table.
     #[arg(long, value_name = "N", default_value_t = 0)]
     busy: usize,
+    /// Run every worker (not the load generator) in a cgroup of its own
+    /// with a CPU quota of this many CPUs (e.g. 1.5), as a container with a
+    /// CPU limit: needs root and a cgroup `cpu` controller (`quota.rs`).
+    /// Never rewrites docs/bench.md's table.
+    #[arg(long, value_name = "CPUS")]
+    cpu_quota: Option<f64>,
     /// Print the workloads and columns and exit.
     #[arg(long)]
     list: bool,
@@ -953,7 +960,17 @@ fn suite(cli: &Cli) -> Result<(), String> {
         .map_err(|e| format!("cannot create {}: {e}", out.display()))?;
     let _ = weft_load::raise_fd_limit();
     let machine = report::Machine::probe();
-    let columns = build_columns(&cli.runtimes, &specs, &out)?;
+    let mut columns = build_columns(&cli.runtimes, &specs, &out)?;
+    let quota = cli.cpu_quota.map(quota::CpuQuota::create).transpose()?;
+    if let Some(q) = &quota {
+        for c in &mut columns {
+            c.launcher = c.launcher.as_ref().map(|l| q.wrap(l));
+        }
+        println!(
+            "workers run in a cgroup with a CPU quota of {} CPUs",
+            q.cpus
+        );
+    }
     // One self-signed certificate for every https server of this run.
     let tls = if specs
         .iter()
@@ -1181,7 +1198,8 @@ fn write_results(cli: &Cli, rep: &report::Report, out: &Path) -> Result<(), Stri
         && cli.only.is_empty()
         && cli.runtimes.is_empty()
         && cli.runs.is_none()
-        && cli.busy == 0;
+        && cli.busy == 0
+        && cli.cpu_quota.is_none();
     if cli.update_docs || full_run {
         let doc = workspace_dir().join("docs").join("bench.md");
         let text = std::fs::read_to_string(&doc)

@@ -174,7 +174,7 @@
 //!
 //! | variable | meaning | default |
 //! |---|---|---|
-//! | `WEFT_PARALLELISM` | carrier threads running virtual threads at once | number of CPUs |
+//! | `WEFT_PARALLELISM` | carrier threads running virtual threads at once | number of CPUs, lowered to a cgroup CPU limit rounded up (1.5 CPUs: 2) |
 //! | `WEFT_MAX_POOL_SIZE` | upper bound on carriers, counting spares that replace blocked ones | 256 |
 //! | `WEFT_STACK_SIZE` | reserved stack per virtual thread, bytes or with a `k`/`m`/`g` suffix (rounded up to a power of two or one and a half times one: 96k stays 96 KiB) | 128 KiB |
 //! | `WEFT_THREAD_LOCALS` | `carrier`: virtual threads share their carrier's thread-locals (see "Thread-locals") | each has its own |
@@ -290,6 +290,7 @@ pub mod clock;
 pub mod context;
 // Public only to the loom model checks (`tests/loom_doorbell.rs`, built with
 // `--cfg loom`); private otherwise.
+mod cpu_limit;
 #[cfg(loom)]
 #[doc(hidden)]
 pub mod doorbell;
