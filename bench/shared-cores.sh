@@ -28,6 +28,7 @@ set -euo pipefail
 
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 out="$root/target/shared-cores"
+go_dir="$root/target/shared-cores" # the Go server's binary (bench/go)
 
 busy=2
 quota=""
@@ -53,6 +54,7 @@ usage: bench/shared-cores.sh [options]
                      (default: all; weft-http must be among them for the relative column)
   --weft-bench PATH  the weft-bench binary to use (default \$WEFT_BENCH_BIN or
                      target/release/weft-bench); with it, weft-bench is not built
+  --out DIR          where the table, raw figures and wrk outputs go (default target/shared-cores)
   --no-build         use the binaries already built
 EOF
 }
@@ -77,7 +79,7 @@ while (($#)); do
         shift
         continue
         ;;
-    --busy | --cpu-quota | --runs | --duration | --warmup | --connections | --servers | --weft-bench)
+    --busy | --cpu-quota | --runs | --duration | --warmup | --connections | --servers | --weft-bench | --out)
         (($# >= 2)) || die "$opt needs a value"
         val=$2
         shift 2
@@ -103,6 +105,7 @@ while (($#)); do
     --warmup) warmup=$((10#$val)) ;;
     --connections) connections=$((10#$val)) ;;
     --servers) servers=$val ;;
+    --out) out=$val ;;
     --weft-bench)
         weft_bench=$val
         build_weft=0
@@ -122,7 +125,8 @@ command -v wrk >/dev/null || die "wrk not found: install it (Debian/Ubuntu: apt-
 go_bin="${GO:-$(command -v go || true)}"
 [[ -n $go_bin ]] || { [[ -x /usr/local/go/bin/go ]] && go_bin=/usr/local/go/bin/go; }
 
-mkdir -p "$out"
+mkdir -p "$out" || die "--out $out: cannot create it"
+out=$(cd "$out" && pwd)
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/shared-cores.XXXXXX")
 
 # ---------------------------------------------------------------------------
@@ -183,7 +187,8 @@ if ((build)); then
     if want go; then
         if [[ -n $go_bin ]]; then
             echo "building bench/go ($("$go_bin" version)) …" >&2
-            (cd "$root/bench/go" && "$go_bin" build -o "$out/gobench" .)
+            mkdir -p "$go_dir"
+            (cd "$root/bench/go" && "$go_bin" build -o "$go_dir/gobench" .)
         else
             echo "shared-cores: go not found (PATH, \$GO, /usr/local/go/bin/go): skipping the Go row" >&2
         fi
@@ -197,7 +202,7 @@ server_cmd() {
     std-threads) cmd=("$weft_bench" worker std http-server) ;;
     may_minihttp) cmd=("$root/bench/peers/target/release/may-hello" 0) ;;
     axum) cmd=("$root/bench/peers/target/release/axum-hello" 0) ;;
-    go) cmd=("$out/gobench" http-server) ;;
+    go) cmd=("$go_dir/gobench" http-server) ;;
     esac
 }
 # A server whose binary is missing is skipped with a note.

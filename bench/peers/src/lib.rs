@@ -25,7 +25,10 @@ pub fn port_from_args(name: &str, mut args: impl Iterator<Item = String>) -> Res
             .map_err(|e| format!("{name}: port {a:?}: {e}\n{}", usage(name)))?,
     };
     if let Some(extra) = args.next() {
-        return Err(format!("{name}: unexpected argument {extra:?}\n{}", usage(name)));
+        return Err(format!(
+            "{name}: unexpected argument {extra:?}\n{}",
+            usage(name)
+        ));
     }
     Ok(port)
 }
@@ -50,7 +53,10 @@ mod tests {
     use super::*;
 
     fn args(a: &[&str]) -> impl Iterator<Item = String> {
-        a.iter().map(|s| s.to_string()).collect::<Vec<_>>().into_iter()
+        a.iter()
+            .map(|s| s.to_string())
+            .collect::<Vec<_>>()
+            .into_iter()
     }
 
     #[test]
