@@ -1,3 +1,3 @@
 module weftbench
 
-go 1.22
+go 1.25
