@@ -942,9 +942,8 @@ const TRANSPARENT_LAYERS: &[&[&str]] = &[
     &["copies.rs", "regs.rs"],
     // Whether a signal handler runs (and the sigaction hooks).
     &["signals.rs"],
-    // The state table, the fork marker, buffers, libc's own functions
-    // (the hook table), raw system calls.
-    &["state.rs", "fork.rs", "iov.rs", "next.rs", "sys.rs"],
+    // The state table, the fork marker, buffers, raw system calls.
+    &["state.rs", "fork.rs", "iov.rs", "sys.rs"],
 ];
 
 /// The files of `tls/`, top down (`tls/mod.rs`, "Files, bottom up"): as
@@ -968,9 +967,9 @@ const TLS_LAYERS: &[&[&str]] = &[
     &["layout.rs"],
     // The loaded modules with thread-locals; the SIGSETXID relay.
     &["modules.rs", "setxid.rs"],
-    // The header, the thread pointer, glibc's own definitions, and the
-    // stand-in for other platforms.
-    &["header.rs", "tp.rs", "next.rs", "stub.rs"],
+    // The header, the thread pointer, and the stand-in for other
+    // platforms.
+    &["header.rs", "tp.rs", "stub.rs"],
 ];
 
 /// The layer of `file` (a path under `src/`) in `layers`, the layers of

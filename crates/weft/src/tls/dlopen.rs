@@ -1,15 +1,15 @@
 //! The `dlopen` guard: no module placed in static TLS after the area
-//! layout was fixed.
+//! layout was fixed (`dlopen`, `dlmopen`).
 #![cfg(all(target_os = "linux", target_arch = "x86_64", target_env = "gnu"))]
 
 use super::header::AREA;
 use super::layout::{AREAS_FIXED, LAYOUT};
 use super::modules::{Module, modules, static_off};
-use super::next::real;
 use super::switch::run_on;
+use crate::libc_next::{DLMOPEN, DLOPEN};
 use libc::{c_int, c_void};
 use std::cell::Cell;
-use std::sync::atomic::{AtomicPtr, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicUsize, Ordering};
 
 // -----------------------------------------------------------------
 // `dlopen` and `dlmopen`: no module placed in static TLS after the
@@ -20,14 +20,6 @@ use std::sync::atomic::{AtomicPtr, AtomicUsize, Ordering};
 // is where an area's stack starts. So a load that places a block
 // there after areas exist is undone: the handle is closed and the load
 // fails, naming the library and the cure.
-
-static REAL_DLOPEN: AtomicPtr<c_void> = AtomicPtr::new(std::ptr::null_mut());
-static REAL_DLMOPEN: AtomicPtr<c_void> = AtomicPtr::new(std::ptr::null_mut());
-static REAL_DLCLOSE: AtomicPtr<c_void> = AtomicPtr::new(std::ptr::null_mut());
-
-type DlOpen = unsafe extern "C" fn(*const libc::c_char, c_int) -> *mut c_void;
-type DlMOpen = unsafe extern "C" fn(libc::Lmid_t, *const libc::c_char, c_int) -> *mut c_void;
-type DlClose = unsafe extern "C" fn(*mut c_void) -> c_int;
 
 /// The deepest static block of the loaded modules (its offset below
 /// the thread pointer; 0 for none).
@@ -118,12 +110,9 @@ fn load_and_check(load: impl FnOnce() -> *mut c_void) -> *mut c_void {
 #[cold]
 fn refuse(handle: *mut c_void, late: &[Module]) -> *mut c_void {
     let names: Vec<_> = late.iter().map(|m| m.name.to_string_lossy()).collect();
-    // SAFETY: glibc's function of this signature, closing the handle
-    // glibc's `dlopen` just returned.
-    unsafe {
-        let close: DlClose = std::mem::transmute(real(&REAL_DLCLOSE, c"dlclose"));
-        close(handle);
-    }
+    // SAFETY: closing the handle glibc's `dlopen` just returned (Weft
+    // does not define `dlclose`: this is glibc's).
+    unsafe { libc::dlclose(handle) };
     let msg = format!(
         "weft: refused to load {}: its thread-locals are initial-exec, and glibc placed \
          them in static TLS below a virtual thread's thread-local area, where its stack \
@@ -135,11 +124,9 @@ fn refuse(handle: *mut c_void, late: &[Module]) -> *mut c_void {
     // a file named by the message does (`RTLD_NOLOAD`: nothing is ever
     // loaded), with glibc's "cannot open shared object file" after it.
     let msg = std::ffi::CString::new(msg.replace('\0', "")).unwrap_or_default();
-    // SAFETY: glibc's function of this signature, NUL-terminated name.
-    unsafe {
-        let open: DlOpen = std::mem::transmute(real(&REAL_DLOPEN, c"dlopen"));
-        open(msg.as_ptr(), libc::RTLD_LAZY | libc::RTLD_NOLOAD);
-    }
+    let open = DLOPEN.get_or_abort();
+    // SAFETY: glibc's `dlopen` with a NUL-terminated name.
+    unsafe { open(msg.as_ptr(), libc::RTLD_LAZY | libc::RTLD_NOLOAD) };
     std::ptr::null_mut()
 }
 
@@ -153,8 +140,7 @@ fn refuse(handle: *mut c_void, late: &[Module]) -> *mut c_void {
 /// As glibc's.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn dlopen(file: *const libc::c_char, mode: c_int) -> *mut c_void {
-    // SAFETY: glibc's function of this signature.
-    let open: DlOpen = unsafe { std::mem::transmute(real(&REAL_DLOPEN, c"dlopen")) };
+    let open = DLOPEN.get_or_abort();
     // SAFETY: forwarded unchanged.
     checked_load(|| unsafe { open(file, mode) })
 }
@@ -170,8 +156,7 @@ pub unsafe extern "C" fn dlmopen(
     file: *const libc::c_char,
     mode: c_int,
 ) -> *mut c_void {
-    // SAFETY: glibc's function of this signature.
-    let open: DlMOpen = unsafe { std::mem::transmute(real(&REAL_DLMOPEN, c"dlmopen")) };
+    let open = DLMOPEN.get_or_abort();
     // SAFETY: forwarded unchanged.
     checked_load(|| unsafe { open(lmid, file, mode) })
 }

@@ -5,10 +5,13 @@
 #![cfg(all(target_os = "linux", target_arch = "x86_64", target_env = "gnu"))]
 
 use super::header::{AREA, Dtor};
-use super::next::real;
+use crate::libc_next::{
+    CXA_THREAD_ATEXIT_IMPL, PTHREAD_GETSPECIFIC, PTHREAD_KEY_CREATE, PTHREAD_KEY_DELETE,
+    PTHREAD_SETSPECIFIC,
+};
 use libc::{c_int, c_void, pthread_key_t};
 use std::cell::Cell;
-use std::sync::atomic::{AtomicPtr, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicUsize, Ordering};
 
 /// Runs the destructors the calling virtual thread registered
 /// (thread-local values, then pthread key values), until none is left.
@@ -69,20 +72,6 @@ pub(crate) fn run_dtors() {
 // The entry points std (and C code) registers per-thread clean-up
 // with: on an area, they keep it in the area; elsewhere, glibc's.
 
-type AtExit =
-    unsafe extern "C" fn(unsafe extern "C" fn(*mut c_void), *mut c_void, *mut c_void) -> c_int;
-type GetSpecific = unsafe extern "C" fn(pthread_key_t) -> *mut c_void;
-type SetSpecific = unsafe extern "C" fn(pthread_key_t, *const c_void) -> c_int;
-type KeyDelete = unsafe extern "C" fn(pthread_key_t) -> c_int;
-type KeyCreate =
-    unsafe extern "C" fn(*mut pthread_key_t, Option<unsafe extern "C" fn(*mut c_void)>) -> c_int;
-
-static REAL_ATEXIT: AtomicPtr<c_void> = AtomicPtr::new(std::ptr::null_mut());
-static REAL_GET: AtomicPtr<c_void> = AtomicPtr::new(std::ptr::null_mut());
-static REAL_SET: AtomicPtr<c_void> = AtomicPtr::new(std::ptr::null_mut());
-static REAL_CREATE: AtomicPtr<c_void> = AtomicPtr::new(std::ptr::null_mut());
-static REAL_DELETE: AtomicPtr<c_void> = AtomicPtr::new(std::ptr::null_mut());
-
 /// Destructors of pthread keys created through [`pthread_key_create`],
 /// by key (glibc's keys are below PTHREAD_KEYS_MAX, 1024).
 static KEY_DTORS: [AtomicUsize; 1024] = [const { AtomicUsize::new(0) }; 1024];
@@ -108,9 +97,7 @@ pub unsafe extern "C" fn __cxa_thread_atexit_impl(
 ) -> c_int {
     let h = AREA.with(Cell::get);
     if h.is_null() {
-        // SAFETY: glibc's function of this signature.
-        let real: AtExit =
-            unsafe { std::mem::transmute(real(&REAL_ATEXIT, c"__cxa_thread_atexit_impl")) };
+        let real = CXA_THREAD_ATEXIT_IMPL.get_or_abort();
         // SAFETY: forwarded unchanged.
         return unsafe { real(func, obj, dso) };
     }
@@ -134,9 +121,7 @@ pub unsafe extern "C" fn __cxa_thread_atexit_impl(
 pub unsafe extern "C" fn pthread_getspecific(key: pthread_key_t) -> *mut c_void {
     let h = AREA.with(Cell::get);
     if h.is_null() {
-        // SAFETY: glibc's function of this signature.
-        let real: GetSpecific =
-            unsafe { std::mem::transmute(real(&REAL_GET, c"pthread_getspecific")) };
+        let real = PTHREAD_GETSPECIFIC.get_or_abort();
         // SAFETY: forwarded unchanged.
         return unsafe { real(key) };
     }
@@ -163,9 +148,7 @@ pub unsafe extern "C" fn pthread_getspecific(key: pthread_key_t) -> *mut c_void 
 pub unsafe extern "C" fn pthread_setspecific(key: pthread_key_t, value: *const c_void) -> c_int {
     let h = AREA.with(Cell::get);
     if h.is_null() {
-        // SAFETY: glibc's function of this signature.
-        let real: SetSpecific =
-            unsafe { std::mem::transmute(real(&REAL_SET, c"pthread_setspecific")) };
+        let real = PTHREAD_SETSPECIFIC.get_or_abort();
         // SAFETY: forwarded unchanged.
         return unsafe { real(key, value) };
     }
@@ -198,8 +181,7 @@ pub unsafe extern "C" fn pthread_key_delete(key: pthread_key_t) -> c_int {
     if let Some(slot) = KEY_DTORS.get(key as usize) {
         slot.store(0, Ordering::Release);
     }
-    // SAFETY: glibc's function of this signature.
-    let real: KeyDelete = unsafe { std::mem::transmute(real(&REAL_DELETE, c"pthread_key_delete")) };
+    let real = PTHREAD_KEY_DELETE.get_or_abort();
     // SAFETY: forwarded unchanged.
     unsafe { real(key) }
 }
@@ -215,8 +197,7 @@ pub unsafe extern "C" fn pthread_key_create(
     key: *mut pthread_key_t,
     dtor: Option<unsafe extern "C" fn(*mut c_void)>,
 ) -> c_int {
-    // SAFETY: glibc's function of this signature.
-    let real: KeyCreate = unsafe { std::mem::transmute(real(&REAL_CREATE, c"pthread_key_create")) };
+    let real = PTHREAD_KEY_CREATE.get_or_abort();
     // SAFETY: forwarded unchanged.
     let r = unsafe { real(key, dtor) };
     if r == 0 {

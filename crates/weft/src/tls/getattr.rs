@@ -2,13 +2,10 @@
 #![cfg(all(target_os = "linux", target_arch = "x86_64", target_env = "gnu"))]
 
 use super::header::AREA;
-use super::next::real;
 use super::tp::read_tp;
+use crate::libc_next::PTHREAD_GETATTR_NP;
 use libc::{c_int, c_void};
 use std::cell::Cell;
-use std::sync::atomic::AtomicPtr;
-
-static REAL_GETATTR: AtomicPtr<c_void> = AtomicPtr::new(std::ptr::null_mut());
 
 /// `pthread_getattr_np`: for the calling virtual thread's own handle
 /// (`pthread_self()` on an area), the attributes of the OS thread
@@ -25,9 +22,7 @@ pub unsafe extern "C" fn pthread_getattr_np(
     thread: libc::pthread_t,
     attr: *mut libc::pthread_attr_t,
 ) -> c_int {
-    type GetAttr = unsafe extern "C" fn(libc::pthread_t, *mut libc::pthread_attr_t) -> c_int;
-    // SAFETY: glibc's function of this signature.
-    let real: GetAttr = unsafe { std::mem::transmute(real(&REAL_GETATTR, c"pthread_getattr_np")) };
+    let real = PTHREAD_GETATTR_NP.get_or_abort();
     let h = AREA.with(Cell::get);
     if h.is_null() || thread as usize != read_tp() {
         // SAFETY: forwarded unchanged.

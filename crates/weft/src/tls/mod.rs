@@ -193,8 +193,7 @@
 //! down this list:
 //!
 //! - `header.rs` (the header and the thread-local that finds it), `tp.rs`
-//!   (the thread pointer), `next.rs` (glibc's own definition of a symbol
-//!   interposed here), `stub.rs` (other platforms);
+//!   (the thread pointer), `stub.rs` (other platforms);
 //! - `modules.rs` (the loaded modules with thread-locals, where their
 //!   blocks lie), `setxid.rs` (the SIGSETXID relay);
 //! - `layout.rs` (the process's layout, found once);
@@ -205,6 +204,9 @@
 //!   per-thread entry points), `getattr.rs` (`pthread_getattr_np`);
 //! - `dlopen.rs` (the `dlopen` guard);
 //! - this file: the docs and what the rest of the crate uses.
+//!
+//! glibc's own functions of the names defined here are `crate::libc_next`'s
+//! (their rows in its table, under these files).
 
 mod header;
 
@@ -219,7 +221,6 @@ mod dtv;
 mod getattr;
 mod layout;
 mod modules;
-mod next;
 mod setxid;
 mod stub;
 mod switch;
