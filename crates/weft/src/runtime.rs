@@ -72,6 +72,10 @@ impl Schedule for Handle {
         Schedule::hold_carrier(&*self.shared)
     }
 
+    fn panicked(&self, thread: &VThread, payload: &(dyn std::any::Any + Send)) {
+        Schedule::panicked(&*self.shared, thread, payload)
+    }
+
     fn unjoined_panic(&self, payload: &(dyn std::any::Any + Send)) {
         Schedule::unjoined_panic(&*self.shared, payload)
     }

@@ -36,6 +36,12 @@ impl Schedule for Shared {
         enter_blocking().map(|g| Box::new(g) as Box<dyn Send>)
     }
 
+    fn panicked(&self, thread: &VThread, payload: &(dyn std::any::Any + Send)) {
+        if let Some(sim) = super::simulation() {
+            sim.thread_panicked(thread, payload);
+        }
+    }
+
     fn unjoined_panic(&self, payload: &(dyn std::any::Any + Send)) {
         if let Some(sim) = super::simulation() {
             sim.panic_lost(payload);

@@ -25,7 +25,7 @@
 //! Two words, holding first the body and then the result. Before the
 //! thread starts they hold its closure when the closure fits (at most two
 //! words, word-aligned: the usual closure of a handle or two); the thread
-//! moves it out at its first run (`builder.rs`), and from then until it
+//! moves it out at its first run (`life.rs`), and from then until it
 //! finishes they are unused. Then they hold the result: the value itself
 //! when it fits, else a box of it (one allocation at the end of the
 //! thread, for large results only); a panic's payload (a `Box<dyn Any>`,

@@ -35,11 +35,10 @@ use crate::park::ParkState;
 /// it mounted (exclusive by the scheduling protocol).
 pub(crate) type Coro = corosensei::Coroutine<(), Suspend, (), crate::stack::Stack>;
 
-/// How a spawned thread starts: implemented by the spawn layer
-/// (`builder.rs`), type-erased here so that the record does not depend on
-/// the layer above it. The closure itself lives in the record's `payload`
-/// when it fits there (no allocation of its own) or in the box that
-/// implements this trait.
+/// How a spawned thread starts: implemented in `life.rs` for each body
+/// and result type, type-erased here so that the record is not generic.
+/// The closure itself lives in the record's `payload` when it fits there
+/// (no allocation of its own) or in the box that implements this trait.
 pub(crate) trait Start: Send {
     /// Runs the body on the calling virtual thread (its first run, on its
     /// own stack) and completes its join.
