@@ -32,7 +32,7 @@ impl Schedule for Shared {
         unwinding::suspended_unwinders()
     }
 
-    fn hold_carrier(&self) -> Option<Box<dyn Send>> {
+    fn block_carrier(&self) -> Option<Box<dyn Send>> {
         enter_blocking().map(|g| Box::new(g) as Box<dyn Send>)
     }
 

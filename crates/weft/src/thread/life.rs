@@ -40,7 +40,7 @@ use std::panic::{AssertUnwindSafe, catch_unwind};
 
 use super::current::current_virtual;
 use super::join::{complete, payload_fits, payload_put, payload_take};
-use super::record::{Body, CoroSlot, Kind, Start, VThread, set_inner_state};
+use super::record::{Body, CoroSlot, Kind, Start, VThread, set_state_of};
 use super::schedule::Suspend;
 use super::state::State;
 
@@ -55,14 +55,14 @@ use super::state::State;
 /// dropped before the thread's join completes, so after `join` returns
 /// nothing of `'a` is touched again (see `CoroSlot::get` for the
 /// coroutine's side).
-pub(crate) unsafe fn install<'a, F, T>(inner: &VThread, stack: Option<crate::stack::Stack>, f: F)
+pub(crate) unsafe fn install<'a, F, T>(thread: &VThread, stack: Option<crate::stack::Stack>, f: F)
 where
     F: FnOnce() -> T + Send + 'a,
     T: Send + 'a,
 {
     let start: Box<dyn Start + 'a> = if payload_fits::<F>() {
         // SAFETY: the record is new and ours (caller): its payload is empty.
-        unsafe { payload_put(&mut *inner.payload.get(), f) };
+        unsafe { payload_put(&mut *thread.payload.get(), f) };
         Box::new(InRecord::<F, T>(PhantomData))
     } else {
         Box::new(Boxed::<F, T>(f, PhantomData))
@@ -70,7 +70,7 @@ where
     // SAFETY: lifetime erasure only (the layouts are identical); the
     // caller guarantees the borrows outlive the thread.
     let start = unsafe { std::mem::transmute::<Box<dyn Start + 'a>, Box<dyn Start>>(start) };
-    if let Kind::Virtual { coro: slot, .. } = &inner.kind {
+    if let Kind::Virtual { coro: slot, .. } = &thread.kind {
         // SAFETY: the thread is not yet visible to any carrier (caller).
         unsafe { *slot.get() = CoroSlot::Pending(stack, Body::new(start)) };
     }
@@ -164,7 +164,7 @@ where
             sched.finished();
         }
         // Before the joiner can return: it may look at our state.
-        set_inner_state(me, State::Terminated);
+        set_state_of(me, State::Terminated);
         complete(me, r);
     }));
     if finish.is_err() {

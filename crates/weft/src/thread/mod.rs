@@ -74,7 +74,7 @@ mod state;
 mod stay;
 
 pub use activity::{MAX_ACTIVITY_LEN, set_activity};
-pub(crate) use activity::{inner_activity, try_inner_activity};
+pub(crate) use activity::{activity_of, try_activity_of};
 pub use blocker::{Blocker, SyncKind};
 use current::with_os_thread;
 pub use current::{current, interrupted, is_virtual};
@@ -91,8 +91,7 @@ pub(crate) use park::{borrow_parked, park_deadline};
 pub use park::{panicking, park, park_timeout, sleep, sleep_until, yield_now};
 pub(crate) use pinned::pinned_park;
 pub(crate) use record::{
-    CoroSlot, Kind, NO_HOME, VThread, abort_after_drop_panic, inner_blocker, inner_state,
-    set_inner_state,
+    CoroSlot, Kind, NO_HOME, VThread, abort_after_drop_panic, blocker_of, set_state_of, state_of,
 };
 pub(crate) use record_ref::{RecordArc, RecordWeak, seed_cache, trim_records};
 pub(crate) use schedule::{Schedule, Suspend};

@@ -275,7 +275,7 @@ fn may_park() -> bool {
     }
     match crate::thread::current_virtual() {
         Some(t) => {
-            t.pin_depth.get() == 0 && crate::thread::inner_state(t) == crate::thread::State::Running
+            t.pin_depth.get() == 0 && crate::thread::state_of(t) == crate::thread::State::Running
         }
         None => false,
     }
