@@ -1,6 +1,8 @@
 //! What to do about a blocked carrier: the cure an event names, read from
 //! its stack or its system call.
 
+#[cfg(doc)]
+use super::event::Event;
 use std::fmt;
 use std::sync::atomic::{AtomicBool, Ordering};
 

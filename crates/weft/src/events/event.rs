@@ -1,6 +1,8 @@
 //! What an event is: its kind, what it saw, and how it prints.
 
 use super::cure::{Cure, cure_of_frame};
+#[cfg(doc)]
+use super::ring::recent;
 use std::fmt;
 use std::time::{Duration, SystemTime};
 
