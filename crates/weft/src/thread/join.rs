@@ -25,7 +25,7 @@
 //! Two words, holding first the body and then the result. Before the
 //! thread starts they hold its closure when the closure fits (at most two
 //! words, word-aligned: the usual closure of a handle or two); the thread
-//! moves it out at its first run (`builder.rs`), and from then until it
+//! moves it out at its first run (`life.rs`), and from then until it
 //! finishes they are unused. Then they hold the result: the value itself
 //! when it fits, else a box of it (one allocation at the end of the
 //! thread, for large results only); a panic's payload (a `Box<dyn Any>`,
@@ -80,54 +80,54 @@ pub(crate) unsafe fn payload_take<X>(payload: &mut MaybeUninit<Payload>) -> X {
 /// The caller owns the payload by the protocol above, and no other
 /// reference to it is live.
 #[allow(clippy::mut_from_ref)]
-unsafe fn payload(inner: &VThread) -> &mut MaybeUninit<Payload> {
+unsafe fn payload(thread: &VThread) -> &mut MaybeUninit<Payload> {
     // SAFETY: exclusive by the protocol (caller).
-    unsafe { &mut *inner.payload.get() }
+    unsafe { &mut *thread.payload.get() }
 }
 
 /// Stores the thread's result and wakes its joiner, or drops the result
 /// if the handle is gone. Called once per thread, by the thread as it
 /// finishes (or by whoever gives up on running it); a panic in the
 /// result's `Drop` reaches the caller.
-pub(crate) fn complete<T>(inner: &VThread, r: std::thread::Result<T>) {
+pub(crate) fn complete<T>(thread: &VThread, r: std::thread::Result<T>) {
     let done = match r {
         // SAFETY: nobody reads `payload` before DONE, and the body has
         // been moved out of it (or never was in it): it is ours and empty.
         Ok(v) => unsafe {
             if payload_fits::<T>() {
-                payload_put(payload(inner), v);
+                payload_put(payload(thread), v);
             } else {
-                payload_put(payload(inner), Box::new(v));
+                payload_put(payload(thread), Box::new(v));
             }
             DONE_OK
         },
         // SAFETY: as above; a `Box<dyn Any + Send>` is two words.
         Err(e) => unsafe {
-            payload_put(payload(inner), e);
+            payload_put(payload(thread), e);
             DONE_ERR
         },
     };
-    match inner.join_state.swap(done, Ordering::AcqRel) {
+    match thread.join_state.swap(done, Ordering::AcqRel) {
         WAITING => {
             // SAFETY: the joiner wrote `joiner` before its release CAS to
             // WAITING, which our AcqRel swap observed; it no longer touches it.
-            if let Some(t) = unsafe { (*inner.joiner.get()).take() } {
+            if let Some(t) = unsafe { (*thread.joiner.get()).take() } {
                 Thread { inner: t }.unpark();
             }
         }
         // SAFETY: the handle is gone: the result we just stored is ours
         // again (the handle read DETACHED's predecessor, not DONE, so it
         // did not touch it).
-        DETACHED => unsafe { drop_result::<T>(inner, done) },
+        DETACHED => unsafe { drop_result::<T>(thread, done) },
         _ => {}
     }
 }
 
 /// Ends the join of a thread that will never run: its `join` returns
 /// `Err(why)`.
-pub(crate) fn complete_unrun(inner: &VThread, why: String) {
+pub(crate) fn complete_unrun(thread: &VThread, why: String) {
     // An error's payload is the same whatever the result type.
-    complete::<()>(inner, Err(Box::new(why)));
+    complete::<()>(thread, Err(Box::new(why)));
 }
 
 /// Drops the result in `payload`, of a thread that nobody will join (a
@@ -136,11 +136,11 @@ pub(crate) fn complete_unrun(inner: &VThread, why: String) {
 /// # Safety
 /// `payload` holds a result stored by [`complete`] with state `done`, and
 /// the caller owns it.
-unsafe fn drop_result<T>(inner: &VThread, done: u8) {
+unsafe fn drop_result<T>(thread: &VThread, done: u8) {
     // SAFETY: owned by the caller; `done` says what it holds.
-    let r = unsafe { take_result::<T>(inner, done) };
+    let r = unsafe { take_result::<T>(thread, done) };
     if let Err(payload) = &r
-        && let Some(sched) = inner.scheduler()
+        && let Some(sched) = thread.scheduler()
     {
         sched.unjoined_panic(&**payload);
     }
@@ -151,11 +151,11 @@ unsafe fn drop_result<T>(inner: &VThread, done: u8) {
 ///
 /// # Safety
 /// As [`drop_result`].
-unsafe fn take_result<T>(inner: &VThread, done: u8) -> std::thread::Result<T> {
+unsafe fn take_result<T>(thread: &VThread, done: u8) -> std::thread::Result<T> {
     // SAFETY: `complete` stored, with this `done`, a `T` (inline when it
     // fits, else boxed) or a panic's payload; the caller owns it.
     unsafe {
-        let p = payload(inner);
+        let p = payload(thread);
         if done == DONE_ERR {
             Err(payload_take::<Box<dyn std::any::Any + Send>>(p))
         } else if payload_fits::<T>() {
@@ -203,17 +203,17 @@ impl<T> Drop for JoinHandle<T> {
     /// last is a race): abort with the thread's name, as the finishing
     /// side does and as std does ("thread result panicked on drop").
     fn drop(&mut self) {
-        let inner = &*self.thread.inner;
-        let prev = inner.join_state.swap(DETACHED, Ordering::AcqRel);
+        let thread = &*self.thread.inner;
+        let prev = thread.join_state.swap(DETACHED, Ordering::AcqRel);
         if prev == DONE_OK || prev == DONE_ERR {
             // SAFETY: DONE observed with acquire: the result is stored and,
             // with the finisher gone and no joiner (`join` consumes the
             // handle), ours.
             let dropped = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| unsafe {
-                drop_result::<T>(inner, prev)
+                drop_result::<T>(thread, prev)
             }));
             if dropped.is_err() {
-                super::abort_after_drop_panic(inner);
+                super::abort_after_drop_panic(thread);
             }
         }
     }
@@ -282,7 +282,7 @@ const JOIN_WATCH_STEPS: u32 = 7;
 /// It never yields its core (`sched_yield`): beside busy processes a yield
 /// hands the core to one of them for the rest of its time slice,
 /// milliseconds (ARCHITECTURE.md, "Sharing the cores").
-fn spin_until_done(inner: &VThread) -> Option<u8> {
+fn spin_until_done(thread: &VThread) -> Option<u8> {
     if super::is_virtual() {
         return None;
     }
@@ -290,7 +290,7 @@ fn spin_until_done(inner: &VThread) -> Option<u8> {
         for _ in 0..(1u32 << step) {
             std::hint::spin_loop();
         }
-        if let Some(s) = done_state(inner.join_state.load(Ordering::Acquire)) {
+        if let Some(s) = done_state(thread.join_state.load(Ordering::Acquire)) {
             return Some(s);
         }
     }
@@ -299,16 +299,16 @@ fn spin_until_done(inner: &VThread) -> Option<u8> {
 
 /// Waits until `inner`, found not done, is done (the caller is its one
 /// joiner) and returns the DONE state.
-fn wait(inner: &VThread) -> u8 {
+fn wait(thread: &VThread) -> u8 {
     // SAFETY: only the single joiner writes `joiner`, before publishing
     // WAITING; the finisher reads it only after that.
-    unsafe { *inner.joiner.get() = Some(current().inner) };
-    match inner
+    unsafe { *thread.joiner.get() = Some(current().inner) };
+    match thread
         .join_state
         .compare_exchange(RUNNING, WAITING, Ordering::AcqRel, Ordering::Acquire)
     {
         Ok(_) => loop {
-            if let Some(s) = done_state(inner.join_state.load(Ordering::Acquire)) {
+            if let Some(s) = done_state(thread.join_state.load(Ordering::Acquire)) {
                 return s;
             }
             // Join is not interruptible (like std); an interrupt must not
@@ -323,7 +323,7 @@ fn wait(inner: &VThread) -> u8 {
             // Finished meanwhile: the finisher never saw WAITING, so the
             // joiner we wrote is still ours to drop.
             // SAFETY: as above: the finisher does not read it.
-            drop(unsafe { (*inner.joiner.get()).take() });
+            drop(unsafe { (*thread.joiner.get()).take() });
             done_state(s).expect("weft: a thread joined twice")
         }
     }
