@@ -371,7 +371,7 @@ pub use scope::{Scope, ScopedJoinHandle, scope};
 pub use stack::guard_pages_in_place;
 pub use symbols::Frame;
 pub use thread::{
-    Blocker, JoinHandle, MAX_ACTIVITY_LEN, State, SyncKind, Thread, ThreadId, current, interrupted,
-    is_virtual, panicking, park, park_timeout, set_activity, sleep, sleep_until, stay_on_carrier,
-    yield_now,
+    Blocker, JoinFuture, JoinHandle, MAX_ACTIVITY_LEN, State, SyncKind, Thread, ThreadId, current,
+    interrupted, is_virtual, panicking, park, park_timeout, set_activity, sleep, sleep_until,
+    stay_on_carrier, yield_now,
 };

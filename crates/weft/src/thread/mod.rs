@@ -41,7 +41,8 @@
 //! - `pinned.rs`: the park that holds the carrier (`weft::pinned`).
 //! - `park.rs`: `park`, `sleep`, `yield_now`, the switch to the carrier.
 //! - `join.rs`: the join slot (a thread's result, in its record) and
-//!   [`JoinHandle`].
+//!   [`JoinHandle`]. `join_async.rs`: the handle awaited
+//!   ([`JoinFuture`]).
 //!
 //! Nothing here names the scheduler: the record holds an
 //! `Arc<dyn Schedule>`, the carrier says which record it runs through
@@ -54,6 +55,7 @@ mod current;
 mod handle;
 mod id;
 mod join;
+mod join_async;
 mod locals;
 mod native;
 mod os_state;
@@ -82,6 +84,7 @@ pub use join::JoinHandle;
 pub(crate) use join::{
     complete, complete_unrun, panic_message, payload_fits, payload_put, payload_take,
 };
+pub use join_async::JoinFuture;
 pub(crate) use park::{borrow_parked, park_deadline};
 pub use park::{panicking, park, park_timeout, sleep, sleep_until, yield_now};
 pub(crate) use pinned::pinned_park;
