@@ -17,7 +17,8 @@
 //! 2. else the one given to the Weft runtime's builder
 //!    ([`RuntimeBuilder::tokio_handle`](crate::RuntimeBuilder::tokio_handle)),
 //!    on that runtime's virtual threads;
-//! 3. else one Weft starts at the first need: a multi-thread Tokio runtime
+//! 3. else one Weft starts at the first `block_on` that finds neither
+//!    (whether or not its future needs Tokio): a multi-thread Tokio runtime
 //!    whose worker threads (`WEFT_TOKIO_THREADS`, default 2) are named
 //!    `weft-tokio-N`; they drive sockets and timers and run what the
 //!    futures spawn, while the futures themselves are polled on their own

@@ -228,9 +228,10 @@ impl RuntimeBuilder {
     /// runtime's virtual threads runs futures in, when the thread is not
     /// in a multi-thread Tokio runtime's context already (feature `tokio`;
     /// see [`async_interop`](crate::async_interop)). Without it they use a
-    /// Tokio runtime Weft starts at the first need. A current-thread runtime
-    /// given here must be driven by some thread (one inside its
-    /// `block_on`): the virtual threads only register with it.
+    /// Tokio runtime Weft starts at the first such `block_on`. A
+    /// current-thread runtime given here must be driven by some thread
+    /// (one inside its `block_on`): the virtual threads only register
+    /// with it.
     #[cfg(feature = "tokio")]
     pub fn tokio_handle(mut self, handle: tokio::runtime::Handle) -> Self {
         self.tokio = Some(handle);

@@ -13,8 +13,9 @@
 //!    drive while this one blocks;
 //! 2. else, on a virtual thread, the one given to its Weft runtime's
 //!    builder ([`RuntimeBuilder::tokio_handle`](crate::RuntimeBuilder::tokio_handle));
-//! 3. else Weft's own: a multi-thread Tokio runtime started at the first
-//!    such `block_on` of the process copy (a `fork` child starts its own),
+//! 3. else Weft's own: a multi-thread Tokio runtime started by the first
+//!    `block_on` of the process copy that finds neither (a `fork` child
+//!    starts its own), whether or not its future needs Tokio,
 //!    with `WEFT_TOKIO_THREADS` worker threads (default
 //!    [`DEFAULT_TOKIO_THREADS`]) named `weft-tokio-N`.
 //!
