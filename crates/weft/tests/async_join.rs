@@ -185,98 +185,112 @@ fn dropping_the_future_detaches() {
     assert_eq!(drops2.load(Ordering::SeqCst), 1);
 }
 
-/// Many handles awaited from several executors at once — three
-/// `futures::executor` threads and a Tokio runtime — while their threads
-/// finish at the moment of the poll or a little after: every await ends
-/// (a lost wake-up hangs one, and the watchdog fails the test), with the
-/// right value.
+/// The body of a stress thread: finishes at once, after a short spin,
+/// after a yield, or after a short park, so that its end falls before,
+/// during or after its awaiter's poll.
+fn stress_body(i: u64) -> u64 {
+    match i % 4 {
+        0 => {}
+        1 => (0..(i % 300)).for_each(|_| std::hint::spin_loop()),
+        2 => weft::yield_now(),
+        _ => weft::sleep(Duration::from_micros(20)).unwrap(),
+    }
+    i
+}
+
+/// Handles awaited from several executors at once — three
+/// `futures::executor` threads and eight tasks on a Tokio runtime — each
+/// awaited right after its spawn, so that the thread finishes while its
+/// awaiter polls (the first registration racing the finisher), plus
+/// batches of handles awaited together (`join_all`-style: re-polls with
+/// the same waker). Every await ends with the right value; a lost wake-up
+/// hangs one, and the progress watchdog fails the test.
 #[test]
 fn stress_awaits_from_several_executors() {
-    const ROUNDS: usize = 20;
-    const PER_EXECUTOR: u64 = 250;
-    let tokio_rt = Arc::new(tokio::runtime::Runtime::new().unwrap());
+    const PER_AWAITER: u64 = 3000;
     let done = Arc::new(AtomicUsize::new(0));
-    for round in 0..ROUNDS {
-        let start = Arc::new(Barrier::new(4));
-        let spawn_all = |base: u64| -> Vec<weft::JoinHandle<u64>> {
-            (0..PER_EXECUTOR)
-                .map(|i| {
-                    weft::spawn(move || {
-                        // Finish now, after a yield or two, or after a park.
-                        match i % 4 {
-                            0 => {}
-                            1 => weft::yield_now(),
-                            2 => {
-                                weft::yield_now();
-                                weft::yield_now();
-                            }
-                            _ => weft::sleep(Duration::from_micros(50)).unwrap(),
+    let expect: u64 = (0..PER_AWAITER).sum();
+    let awaiter = |done: Arc<AtomicUsize>| async move {
+        let mut sum = 0;
+        for i in 0..PER_AWAITER {
+            sum += weft::spawn(move || stress_body(i)).await.unwrap();
+            done.fetch_add(1, Ordering::Relaxed);
+        }
+        // A batch polled together: each future is polled until ready,
+        // round-robin, under the same waker.
+        let mut batch: Vec<_> = (0..64u64)
+            .map(|i| Some(weft::spawn(move || stress_body(i)).into_future()))
+            .collect();
+        let batch_sum = std::future::poll_fn(|cx| {
+            let mut sum = 0;
+            let mut pending = false;
+            for f in batch.iter_mut() {
+                if let Some(fut) = f {
+                    match std::pin::Pin::new(fut).poll(cx) {
+                        Poll::Ready(v) => {
+                            sum += v.unwrap();
+                            *f = None;
                         }
-                        base + i
-                    })
-                })
-                .collect()
-        };
-        let expect = |base: u64| (0..PER_EXECUTOR).map(|i| base + i).sum::<u64>();
-        let mut waiters = Vec::new();
-        for e in 0..3u64 {
-            let base = (round as u64 * 10 + e) * 1000;
-            let handles = spawn_all(base);
-            let start = Arc::clone(&start);
-            let done = Arc::clone(&done);
-            waiters.push(std::thread::spawn(move || {
-                start.wait();
-                let sum = futures_executor::block_on(async {
-                    let mut sum = 0;
-                    for h in handles {
-                        sum += h.await.unwrap();
-                        done.fetch_add(1, Ordering::Relaxed);
+                        Poll::Pending => pending = true,
                     }
-                    sum
-                });
-                assert_eq!(sum, expect(base));
-            }));
-        }
-        let base = (round as u64 * 10 + 3) * 1000;
-        let handles = spawn_all(base);
-        let rt = Arc::clone(&tokio_rt);
-        let d = Arc::clone(&done);
-        let s = Arc::clone(&start);
-        waiters.push(std::thread::spawn(move || {
-            s.wait();
-            let sum = rt.block_on(async {
-                // Awaited concurrently, each in a task of its own.
-                let tasks: Vec<_> = handles
-                    .into_iter()
-                    .map(|h| {
-                        let d = Arc::clone(&d);
-                        tokio::spawn(async move {
-                            let v = h.await.unwrap();
-                            d.fetch_add(1, Ordering::Relaxed);
-                            v
-                        })
-                    })
-                    .collect();
-                let mut sum = 0;
-                for t in tasks {
-                    sum += t.await.unwrap();
                 }
-                sum
-            });
-            assert_eq!(sum, expect(base));
-        }));
-        let target = (round + 1) * 4 * PER_EXECUTOR as usize;
-        common::wait_until("every await of the round", LIMIT, || {
-            done.load(Ordering::Relaxed) == target
+            }
+            if pending {
+                Poll::Pending
+            } else {
+                Poll::Ready(sum)
+            }
         });
-        for w in waiters {
-            w.join().unwrap();
+        let _ = batch_sum.await;
+        sum
+    };
+    let start = Arc::new(Barrier::new(4));
+    let mut waiters = Vec::new();
+    for _ in 0..3 {
+        let (start, done) = (Arc::clone(&start), Arc::clone(&done));
+        waiters.push(std::thread::spawn(move || {
+            start.wait();
+            assert_eq!(futures_executor::block_on(awaiter(done)), expect);
+        }));
+    }
+    let (s, d) = (Arc::clone(&start), Arc::clone(&done));
+    waiters.push(std::thread::spawn(move || {
+        let rt = tokio::runtime::Runtime::new().unwrap();
+        s.wait();
+        rt.block_on(async {
+            let tasks: Vec<_> = (0..8)
+                .map(|_| tokio::spawn(awaiter(Arc::clone(&d))))
+                .collect();
+            for t in tasks {
+                assert_eq!(t.await.unwrap(), expect);
+            }
+        });
+    }));
+    // Progress, not time: fails only if no await ends for LIMIT.
+    let total = 11 * PER_AWAITER as usize;
+    let mut last = (0, std::time::Instant::now());
+    while done.load(Ordering::Relaxed) < total || !waiters.iter().all(|w| w.is_finished()) {
+        let now = done.load(Ordering::Relaxed);
+        if now != last.0 {
+            last = (now, std::time::Instant::now());
         }
+        assert!(
+            last.1.elapsed() < LIMIT,
+            "no await ended for {LIMIT:?}: {now} of {total} done (a lost wake-up)"
+        );
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    for w in waiters {
+        w.join().unwrap();
     }
 }
 
 #[test]
 fn recv_async_from_tokio() {
+    within("the receives", recv_async_from_tokio_body);
+}
+
+fn recv_async_from_tokio_body() {
     let rt = tokio::runtime::Runtime::new().unwrap();
     let (tx, rx) = weft::channel::bounded(4);
     let producers: Vec<_> = (0..4u64)
@@ -301,6 +315,46 @@ fn recv_async_from_tokio() {
     for p in producers {
         p.join().unwrap();
     }
+}
+
+/// Ping-pong between virtual threads and async receives (a Tokio task,
+/// and a `futures::executor` thread): each message is sent while its
+/// receive registers or sleeps, one at a time, so a lost wake-up stops
+/// the exchange and the watchdog fails the test.
+#[test]
+fn stress_recv_async_ping_pong() {
+    const ROUNDS: u64 = 20_000;
+    let exchange = |(ping, pong): (weft::channel::Receiver<u64>, weft::channel::Sender<u64>)| async move {
+        let mut n = 0;
+        while let Ok(v) = ping.recv_async().await {
+            pong.send(v + 1).unwrap();
+            n += 1;
+        }
+        n
+    };
+    let pair = || {
+        let (ping_tx, ping_rx) = weft::channel::bounded::<u64>(1);
+        let (pong_tx, pong_rx) = weft::channel::bounded::<u64>(1);
+        let player = weft::spawn(move || {
+            for i in 0..ROUNDS {
+                ping_tx.send(i).unwrap();
+                assert_eq!(pong_rx.recv().unwrap(), i + 1);
+            }
+        });
+        (player, (ping_rx, pong_tx))
+    };
+    let (p1, ends1) = pair();
+    let (p2, ends2) = pair();
+    let on_tokio = std::thread::spawn(move || {
+        let rt = tokio::runtime::Runtime::new().unwrap();
+        rt.block_on(async { tokio::spawn(exchange(ends1)).await.unwrap() })
+    });
+    let on_futures = std::thread::spawn(move || futures_executor::block_on(exchange(ends2)));
+    for p in [p1, p2] {
+        common::join_within("a ping-pong", LIMIT, p).unwrap();
+    }
+    assert_eq!(on_tokio.join().unwrap(), ROUNDS);
+    assert_eq!(on_futures.join().unwrap(), ROUNDS);
 }
 
 /// A rendezvous channel: the sender parks until the async receive takes
