@@ -15,7 +15,7 @@
 //! 1. the calling thread's own, if it is in a multi-thread Tokio runtime
 //!    (inside `#[tokio::main]`, a task, or after `Handle::enter`);
 //! 2. else the one given to the Weft runtime's builder
-//!    ([`RuntimeBuilder::tokio_handle`](crate::RuntimeBuilder::tokio_handle)),
+//!    (`RuntimeBuilder::tokio_handle`, feature `tokio`),
 //!    on that runtime's virtual threads;
 //! 3. else one Weft starts at the first `block_on` that finds neither
 //!    (whether or not its future needs Tokio): a multi-thread Tokio runtime

@@ -34,9 +34,9 @@ impl Wake for ThreadWaker {
 ///
 /// With the `tokio` feature the future runs inside a Tokio runtime's
 /// context — the caller's multi-thread runtime if it is in one, else the
-/// one given to [`RuntimeBuilder::tokio_handle`](crate::RuntimeBuilder::tokio_handle),
-/// else one Weft starts at the first such call — so reqwest, sqlx or a tonic client
-/// work with nothing set up (see [`async_interop`](crate::async_interop)).
+/// one given to `RuntimeBuilder::tokio_handle`, else one Weft starts at
+/// the first such call — so reqwest, sqlx or a tonic client work with
+/// nothing set up (see [`async_interop`](crate::async_interop)).
 ///
 /// Not interruptible: an interrupt that arrives while waiting is kept (the
 /// flag stays set for the next interruptible call) and the wait goes on.
