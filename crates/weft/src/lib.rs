@@ -45,7 +45,8 @@
 //! | blocking `java.net` sockets | `weft::net::{TcpListener, TcpStream, UdpSocket, UnixListener, UnixStream, lookup_host}` mirroring `std::net`, with timeouts; features `futures-io` / `tokio` add the async I/O traits |
 //! | file I/O | `weft::fs` (mirrors `std::fs`, through the blocking offload) |
 //! | managed blocker / pinning | `weft::blocking(\|\| …)`, `weft::pinned(\|\| …)`, `weft::events::{recent, counters}` |
-//! | `CompletableFuture.join()` | `weft::block_on(future)` (parks the virtual thread; no nested-runtime panic) |
+//! | `CompletableFuture.join()` | `weft::block_on(future)` (parks the virtual thread; no nested-runtime panic; with feature `tokio`, inside a Tokio runtime's context: see [`async_interop`]) |
+//! | a virtual thread's result from async code | `handle.await` ([`JoinHandle`] is `IntoFuture`), `receiver.recv_async().await` |
 //! | `jcmd <pid> Thread.dump_to_file -format=json` | `weft::dump()` (`Display` = jstack-like text, `.to_json()` = JDK-shaped JSON), `kill -QUIT <pid>` |
 //! | JMX / Micrometer gauges | `weft::metrics::snapshot()`, `weft::metrics::prometheus()` |
 //!
@@ -180,6 +181,7 @@
 //! | `WEFT_THREAD_LOCALS` | `carrier`: virtual threads share their carrier's thread-locals (see "Thread-locals") | each has its own |
 //! | `WEFT_STALL_THRESHOLD` | how long one virtual thread may hold a carrier before the monitor reports a stall (`20ms`, `500us`, `1s`) | 20 ms |
 //! | `WEFT_MAX_BLOCKING_THREADS` | OS threads that run [`blocking`] closures | 512 |
+//! | `WEFT_TOKIO_THREADS` | worker threads of the Tokio runtime Weft starts for [`block_on`] (feature `tokio`, see [`async_interop`]); a bad value is reported on stderr and the default kept | 2 |
 //! | `WEFT_NETPOLL` | who fetches socket readiness: `carriers` (carriers poll; the `weft-poller` thread only while no runtime runs) or `thread` (the poller thread always) | `carriers` |
 //! | `WEFT_TRACE_PINNED` | `short` or `full`: print pinned and stall events with stacks to stderr | off |
 //! | `WEFT_DUMP_ON_SIGQUIT` | `0` disables the thread dump on `SIGQUIT` | on |
@@ -283,6 +285,7 @@
 
 #![warn(missing_docs)]
 
+pub mod async_interop;
 mod blocking;
 mod builder;
 pub mod channel;
@@ -348,6 +351,8 @@ mod symbols;
 pub mod sync;
 mod thread;
 mod tls;
+#[cfg(feature = "tokio")]
+mod tokio_context;
 #[cfg(all(
     feature = "transparent",
     target_os = "linux",
@@ -373,7 +378,9 @@ pub use scope::{Scope, ScopedJoinHandle, scope};
 pub use stack::guard_pages_in_place;
 pub use symbols::Frame;
 pub use thread::{
-    Blocker, JoinHandle, MAX_ACTIVITY_LEN, State, SyncKind, Thread, ThreadId, current, interrupted,
-    is_virtual, panicking, park, park_timeout, set_activity, sleep, sleep_until, stay_on_carrier,
-    yield_now,
+    Blocker, JoinFuture, JoinHandle, MAX_ACTIVITY_LEN, State, SyncKind, Thread, ThreadId, current,
+    interrupted, is_virtual, panicking, park, park_timeout, set_activity, sleep, sleep_until,
+    stay_on_carrier, yield_now,
 };
+#[cfg(feature = "tokio")]
+pub use tokio_context::DEFAULT_TOKIO_THREADS;

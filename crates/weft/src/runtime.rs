@@ -107,6 +107,9 @@ struct Config {
     /// The process copy it was built in (`fork.rs`): in a `fork` child
     /// its carriers are gone, and spawning on it is an error.
     generation: u32,
+    /// The Tokio runtime its threads' `block_on` enters (`tokio_context.rs`).
+    #[cfg(feature = "tokio")]
+    tokio: Option<tokio::runtime::Handle>,
 }
 
 /// Default time an idle spare carrier waits for duty before it exits.
@@ -125,6 +128,8 @@ pub struct RuntimeBuilder {
     migrate: bool,
     carrier_thread_locals: bool,
     sim: Option<Arc<crate::sched::Simulation>>,
+    #[cfg(feature = "tokio")]
+    tokio: Option<tokio::runtime::Handle>,
 }
 
 impl RuntimeBuilder {
@@ -225,6 +230,20 @@ impl RuntimeBuilder {
         self
     }
 
+    /// The Tokio runtime that [`block_on`](crate::block_on) on this
+    /// runtime's virtual threads runs futures in, when the thread is not
+    /// in a multi-thread Tokio runtime's context already (feature `tokio`;
+    /// see [`async_interop`](crate::async_interop)). Without it they use a
+    /// Tokio runtime Weft starts at the first such `block_on`. A
+    /// current-thread runtime given here must be driven by some thread
+    /// (one inside its `block_on`): the virtual threads only register
+    /// with it.
+    #[cfg(feature = "tokio")]
+    pub fn tokio_handle(mut self, handle: tokio::runtime::Handle) -> Self {
+        self.tokio = Some(handle);
+        self
+    }
+
     /// Makes this a simulated runtime (`crate::sim`): one carrier that
     /// runs `sim`'s policy, no monitor, no spare carriers.
     pub(crate) fn simulation(mut self, sim: Arc<crate::sched::Simulation>) -> Self {
@@ -275,6 +294,8 @@ impl RuntimeBuilder {
             stall_threshold,
             spare_keepalive: self.spare_keepalive.unwrap_or(DEFAULT_SPARE_KEEPALIVE),
             generation: crate::fork::generation(),
+            #[cfg(feature = "tokio")]
+            tokio: self.tokio,
         };
         crate::overflow::install();
         crate::panic::install();
@@ -467,6 +488,12 @@ impl Runtime {
     /// [`RuntimeBuilder::allow_migration`]).
     pub fn allows_migration(&self) -> bool {
         self.handle.shared.migrate
+    }
+
+    /// The Tokio runtime given to [`RuntimeBuilder::tokio_handle`].
+    #[cfg(feature = "tokio")]
+    pub(crate) fn tokio_handle(&self) -> Option<&tokio::runtime::Handle> {
+        self.handle.config.tokio.as_ref()
     }
 
     /// Stops the carriers now, with threads possibly left parked (a

@@ -41,6 +41,12 @@
 //! interrupt stays pending. The `try_*` methods never look at the flag.
 //! [`Receiver::iter`] ends on disconnection *or* interruption.
 //!
+//! # Async code
+//!
+//! [`Receiver::recv_async`] receives without blocking the thread, on any
+//! executor: virtual threads can feed an async program (`recv_async.rs`
+//! has its protocol with the senders).
+//!
 //! # Example
 //!
 //! ```
@@ -93,6 +99,10 @@ pub use error::{
     RecvError, RecvTimeoutError, SendError, SendTimeoutError, TryRecvError, TrySendError,
 };
 
+mod recv_async;
+use recv_async::AsyncWaiters;
+pub use recv_async::RecvFuture;
+
 /// Token: the message was handed over (to a receiver's slot, or taken from
 /// a sender's slot).
 const DELIVERED: usize = 1;
@@ -138,6 +148,7 @@ fn new_channel<T>(cap: usize) -> (Sender<T>, Receiver<T>) {
             buf: VecDeque::new(),
             sendq: WaitList::new(),
             recvq: WaitList::new(),
+            async_recvq: AsyncWaiters::new(),
             senders_gone: false,
             receivers_gone: false,
         }),
@@ -168,6 +179,9 @@ struct Inner<T> {
     sendq: WaitList<Option<T>>,
     /// Receivers parked on an empty buffer; a sender fills the slot.
     recvq: WaitList<Option<T>>,
+    /// Async receives waiting for a message (`recv_async.rs`): woken one
+    /// per message that goes into `buf` or parks in `sendq`.
+    async_recvq: AsyncWaiters,
     senders_gone: bool,
     receivers_gone: bool,
 }
@@ -215,6 +229,11 @@ impl<T> Chan<T> {
         }
         if inner.buf.len() < self.cap {
             inner.buf.push_back(value);
+            let waiting = inner.async_recvq.pop();
+            drop(inner);
+            if let Some(w) = waiting {
+                w.wake();
+            }
             return Ok(());
         }
         let deadline = match block {
@@ -235,7 +254,11 @@ impl<T> Chan<T> {
         let node = pin!(Waiter::new(Some(value)));
         // SAFETY: fresh node; we return only after `wait` returned.
         unsafe { inner.sendq.push_back(node.as_ref()) };
+        let waiting = inner.async_recvq.pop();
         drop(inner);
+        if let Some(w) = waiting {
+            w.wake();
+        }
         let mut intr = Interrupts::interruptible();
         let wake =
             crate::thread::with_blocker(crate::thread::Blocker::Channel { recv: false }, || {
@@ -323,12 +346,13 @@ impl<T> Chan<T> {
     }
 
     fn disconnect_senders(&self) {
-        let receivers = {
+        let (receivers, waiting) = {
             let mut inner = self.inner.lock();
             inner.senders_gone = true;
-            inner.recvq.drain()
+            (inner.recvq.drain(), inner.async_recvq.drain())
         };
         receivers.notify_all(DISCONNECTED);
+        waiting.into_iter().for_each(std::task::Waker::wake);
     }
 
     fn disconnect_receivers(&self) {

@@ -20,6 +20,15 @@
 //! of which knows its type; the record, which does not, never holds one
 //! when it is freed.
 //!
+//! A handle awaited as a future (`join_async.rs`) is the one joiner too:
+//! its waker goes into the record's rare fields (`Rare::async_joiner`,
+//! under its lock) before its release CAS RUNNING → WAITING_ASYNC, and a
+//! finisher whose swap returns WAITING_ASYNC takes it under that lock and
+//! wakes it. A later poll replaces the waker under the lock and reads the
+//! state while it holds it, so either it sees DONE or the finisher, whose
+//! swap comes after that read, takes the lock after it and finds the new
+//! waker.
+//!
 //! # Payload
 //!
 //! Two words, holding first the body and then the result. Before the
@@ -47,6 +56,8 @@ const DONE_OK: u8 = 2;
 const DONE_ERR: u8 = 3;
 /// The handle was dropped unjoined.
 const DETACHED: u8 = 4;
+/// A future awaits the handle: its waker is in `Rare::async_joiner`.
+const WAITING_ASYNC: u8 = 5;
 
 /// Whether a `X` is stored in [`VThread::payload`] itself.
 pub(crate) const fn payload_fits<X>() -> bool {
@@ -115,11 +126,67 @@ pub(crate) fn complete<T>(thread: &VThread, r: std::thread::Result<T>) {
                 Thread { inner: t }.unpark();
             }
         }
+        WAITING_ASYNC => wake_async_joiner(thread),
         // SAFETY: the handle is gone: the result we just stored is ours
         // again (the handle read DETACHED's predecessor, not DONE, so it
         // did not touch it).
         DETACHED => unsafe { drop_result::<T>(thread, done) },
         _ => {}
+    }
+}
+
+/// Wakes the future that awaits `thread`'s handle (the finisher's swap
+/// returned WAITING_ASYNC, with acquire: the waiter's rare fields are
+/// there).
+#[cold]
+fn wake_async_joiner(thread: &VThread) {
+    use crate::unpoison::Unpoison;
+    let waker = thread
+        .rare
+        .get()
+        .and_then(|r| r.async_joiner.lock().unpoison().take());
+    // Woken outside the lock: an executor's `wake` may do anything.
+    if let Some(w) = waker {
+        w.wake();
+    }
+}
+
+/// The poll of an awaited handle's thread (`join_async.rs`): its DONE
+/// state if it is done, else `None` with `waker` registered in place of
+/// an earlier poll's (see "Protocol").
+pub(super) fn poll_done(thread: &VThread, waker: &std::task::Waker) -> Option<u8> {
+    use crate::unpoison::Unpoison;
+    if let Some(s) = done_state(thread.join_state.load(Ordering::Acquire)) {
+        return Some(s);
+    }
+    let rare = thread.rare.get_or_init(Box::default);
+    let mut slot = rare.async_joiner.lock().unpoison();
+    if !slot.as_ref().is_some_and(|w| w.will_wake(waker)) {
+        *slot = Some(waker.clone());
+    }
+    // The state is read with the lock held (a failed CAS is a load).
+    match thread.join_state.compare_exchange(
+        RUNNING,
+        WAITING_ASYNC,
+        Ordering::AcqRel,
+        Ordering::Acquire,
+    ) {
+        Ok(_) | Err(WAITING_ASYNC) => None,
+        Err(s) => {
+            // Done before the finisher could see a waiter: nobody takes
+            // the waker but us.
+            *slot = None;
+            Some(done_state(s).expect("weft: an awaited thread joined twice"))
+        }
+    }
+}
+
+/// Takes the waker of an awaiting future that gives up (dropped before its
+/// thread was done), so that the executor's task is not kept alive by it.
+pub(super) fn forget_async_joiner(thread: &VThread) {
+    use crate::unpoison::Unpoison;
+    if let Some(r) = thread.rare.get() {
+        drop(r.async_joiner.lock().unpoison().take());
     }
 }
 
@@ -238,6 +305,18 @@ impl<T> JoinHandle<T> {
         // SAFETY: DONE observed with acquire (`wait`); the finisher
         // stored the result before and never touches it again, and the
         // handle, consumed, was the only other owner.
+        unsafe { take_result::<T>(&inner, done) }
+    }
+
+    /// The result of the thread, found done in state `done` (read with
+    /// acquire), consuming the handle: its `Drop` does not run.
+    pub(super) fn into_result(self, done: u8) -> std::thread::Result<T> {
+        let this = std::mem::ManuallyDrop::new(self);
+        // SAFETY: `thread` is read once and `this` never used again.
+        let Thread { inner } = unsafe { std::ptr::read(&this.thread) };
+        // SAFETY: as in `join`: DONE was observed with acquire, the
+        // finisher is done with the result, the handle was its only other
+        // owner.
         unsafe { take_result::<T>(&inner, done) }
     }
 

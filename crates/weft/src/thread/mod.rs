@@ -42,7 +42,8 @@
 //! - `pinned.rs`: the park that holds the carrier (`weft::pinned`).
 //! - `park.rs`: `park`, `sleep`, `yield_now`, the switch to the carrier.
 //! - `join.rs`: the join slot (a thread's result, in its record) and
-//!   [`JoinHandle`].
+//!   [`JoinHandle`]. `join_async.rs`: the handle awaited
+//!   ([`JoinFuture`]).
 //! - `life.rs`: a virtual thread's start and end, in order: what runs
 //!   first on its stack, what runs last (`local!` values, thread-local
 //!   and key destructors, the join wake-up), and what its carrier does
@@ -59,6 +60,7 @@ mod current;
 mod handle;
 mod id;
 mod join;
+mod join_async;
 mod life;
 mod locals;
 mod native;
@@ -86,6 +88,7 @@ pub use handle::Thread;
 pub use id::ThreadId;
 pub use join::JoinHandle;
 pub(crate) use join::{complete, complete_unrun, panic_message};
+pub use join_async::JoinFuture;
 pub(crate) use life::install;
 pub(crate) use park::{borrow_parked, park_deadline};
 pub use park::{panicking, park, park_timeout, sleep, sleep_until, yield_now};

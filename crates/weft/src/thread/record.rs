@@ -303,6 +303,9 @@ pub(crate) struct Rare {
     /// `Arc<CaptureJob>` as a raw pointer), or null: the fallback of a dump
     /// that cannot read a parked stack in place (`thread/capture.rs`).
     pub(crate) capture_job: std::sync::atomic::AtomicPtr<()>,
+    /// The waker of the future that awaits the thread's `JoinHandle`
+    /// (`join_async.rs`), while the join state says one waits.
+    pub(crate) async_joiner: std::sync::Mutex<Option<std::task::Waker>>,
 }
 
 // SAFETY: `locals`, the one field that is neither `Sync` nor `Send`, is
