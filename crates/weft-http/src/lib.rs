@@ -227,6 +227,7 @@
 
 #![warn(missing_docs)]
 
+mod budget;
 pub mod client;
 mod date;
 pub mod debug;
