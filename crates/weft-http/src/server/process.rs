@@ -231,7 +231,7 @@ fn check_target(method: &str, target: &str) -> Result<(), u16> {
     } else {
         strip_scheme(target).is_some_and(|rest| {
             let end = rest.find(['/', '?']).unwrap_or(rest.len());
-            valid_host(rest[..end].as_bytes()) && !rest[..end].is_empty()
+            end > 0 && valid_host(&rest.as_bytes()[..end])
         })
     };
     if ok { Ok(()) } else { Err(400) }
