@@ -23,10 +23,10 @@ fn app() -> Router {
             Err(e) => Response::text(e.to_string()).with_status(500),
         })
         .get("/big", |_req| {
-            // 64 MiB, streamed: far more than the socket buffers hold.
+            // 256 MiB, streamed: far more than the socket buffers hold.
             Response::stream(|w| {
                 let chunk = vec![b'x'; 64 * 1024];
-                for _ in 0..1024 {
+                for _ in 0..4096 {
                     w.write_all(&chunk)?;
                 }
                 Ok(())
@@ -198,13 +198,15 @@ fn trickled_body_runs_out_of_its_budget() {
 #[test]
 fn slow_reader_runs_out_of_its_budget() {
     for mode in modes() {
-        // The reader takes 16 KiB every 10 ms: no single write waits near
-        // the 300 ms budget, the answer as a whole does.
+        // The reader takes at most 64 KiB every 5 ms: no single write waits
+        // near the 2 s budget (the kernel wakes a writer once a third of
+        // its buffer is free), the answer as a whole does, long before
+        // the reader could have taken 48 MiB.
         let h = start(
             ServerConfig::default()
                 .thread_mode(mode)
-                .write_timeout(Duration::from_millis(300))
-                .min_data_rate(100 << 20),
+                .write_timeout(Duration::from_secs(2))
+                .min_data_rate(1 << 30),
             app(),
         );
         let sock =
@@ -214,10 +216,10 @@ fn slow_reader_runs_out_of_its_budget() {
         let mut s: TcpStream = sock.into();
         s.set_read_timeout(Some(TEST_TIMEOUT)).unwrap();
         s.write_all(&get("/big")).unwrap();
-        let mut buf = vec![0u8; 16 * 1024];
+        let mut buf = vec![0u8; 64 * 1024];
         let mut total = 0usize;
         let mut ended = false;
-        // Bounded: 48 MiB of the 64 MiB answer.
+        // Bounded: 48 MiB of the 256 MiB answer.
         while total < 48 << 20 {
             match s.read(&mut buf) {
                 Ok(0) | Err(_) => {
@@ -226,7 +228,7 @@ fn slow_reader_runs_out_of_its_budget() {
                 }
                 Ok(n) => total += n,
             }
-            std::thread::sleep(Duration::from_millis(10));
+            std::thread::sleep(Duration::from_millis(5));
         }
         assert!(
             ended,
@@ -328,8 +330,12 @@ fn slowloris_flood_does_not_lock_out_a_client() {
                 }
             })
         };
-        // Let the flood fill the server before the client comes.
-        while h.stats().accepted_connections < 120 {
+        // Let the flood fill the server before the client comes (bounded:
+        // a server that stops accepting at its limit never gets there).
+        for _ in 0..4000 {
+            if h.stats().accepted_connections >= 120 {
+                break;
+            }
             std::thread::sleep(Duration::from_millis(5));
         }
         let mut c = connect(addr);
