@@ -36,6 +36,15 @@ pub fn echo(port: u16, conns: usize, warmup: Duration, window: Duration) -> Resu
     rt.block_on(echo_async(port, conns, warmup, window))
 }
 
+/// A load connection: `TCP_NODELAY`, and reset on close, so that repeated
+/// runs leave no `TIME_WAIT`.
+async fn connect(addr: std::net::SocketAddr) -> std::io::Result<tokio::net::TcpStream> {
+    let s = tokio::net::TcpStream::connect(addr).await?;
+    s.set_nodelay(true)?;
+    socket2::SockRef::from(&s).set_linger(Some(Duration::ZERO))?;
+    Ok(s)
+}
+
 async fn echo_async(
     port: u16,
     conns: usize,
@@ -49,13 +58,7 @@ async fn echo_async(
     for wave in (0..conns).collect::<Vec<_>>().chunks(256) {
         let mut pending = Vec::with_capacity(wave.len());
         for _ in wave {
-            pending.push(tokio::spawn(async move {
-                let s = tokio::net::TcpStream::connect(addr).await?;
-                s.set_nodelay(true)?;
-                // Reset on close, so repeated runs leave no TIME_WAIT.
-                socket2::SockRef::from(&s).set_linger(Some(Duration::ZERO))?;
-                Ok::<_, std::io::Error>(s)
-            }));
+            pending.push(tokio::spawn(connect(addr)));
         }
         for p in pending {
             let s = p
@@ -382,12 +385,7 @@ async fn idle_async(
         let mut pending = Vec::with_capacity(wave.len());
         for _ in wave {
             pending.push(tokio::spawn(async move {
-                let mut s = tokio::net::TcpStream::connect(addr).await.ok()?;
-                s.set_nodelay(true).ok()?;
-                // Reset on close, so repeated runs leave no TIME_WAIT.
-                socket2::SockRef::from(&s)
-                    .set_linger(Some(Duration::ZERO))
-                    .ok()?;
+                let mut s = connect(addr).await.ok()?;
                 hello(&mut s).await.then_some(s)
             }));
         }
