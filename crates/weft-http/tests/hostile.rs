@@ -378,6 +378,46 @@ fn idle_keep_alive_connection_waits_without_a_thread() {
 }
 
 #[test]
+fn connections_moving_in_and_out_of_the_idle_set_lose_no_wake_up() {
+    // Threads hand their connections over after 1 ms; 40 clients pause
+    // 0-4 ms between requests, so requests race the hand-over, the poll
+    // and the insert (see idle.rs, "Wakes"). A lost wake-up leaves a
+    // request unanswered: the read timeout is the watchdog.
+    for mode in modes() {
+        let h = start(
+            ServerConfig::default()
+                .thread_mode(mode)
+                .idle_thread_timeout(Duration::from_millis(1)),
+            app(),
+        );
+        let addr = h.local_addr();
+        let clients: Vec<_> = (0..40u64)
+            .map(|i| {
+                std::thread::spawn(move || {
+                    let mut c = connect(addr);
+                    for round in 0..25u64 {
+                        c.send(&get("/hello"));
+                        assert_eq!(c.response().text(), "hello");
+                        std::thread::sleep(Duration::from_millis((i * 7 + round * 13) % 5));
+                    }
+                })
+            })
+            .collect();
+        // The race is run: connections did wait in the idle set.
+        let mut most_idle = 0;
+        while !clients.iter().all(|c| c.is_finished()) {
+            most_idle = most_idle.max(h.stats().idle_connections);
+            std::thread::yield_now();
+        }
+        for c in clients {
+            c.join().unwrap();
+        }
+        assert_eq!(h.stats().requests, 40 * 25, "{mode}");
+        assert!(most_idle > 0, "{mode}: no connection reached the idle set");
+    }
+}
+
+#[test]
 fn idle_set_closes_at_deadlines_and_on_shutdown() {
     let h = start(
         ServerConfig::default()
