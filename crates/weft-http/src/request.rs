@@ -356,6 +356,9 @@ impl RequestBody<'_> {
     fn send_continue(&mut self) -> io::Result<()> {
         if self.continue_sent == Some(false) {
             self.continue_sent = Some(true);
+            // Part of the body's wait: the socket's write timeout may still
+            // be what the last response's budget left.
+            let _ = self.stream.set_write_timeout(Some(self.budget.remaining()));
             (&*self.stream).write_all(b"HTTP/1.1 100 Continue\r\n\r\n")?;
         }
         Ok(())
