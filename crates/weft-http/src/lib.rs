@@ -213,8 +213,8 @@
 //! - Idle connections are cheap: a plain-HTTP connection that waits for a
 //!   request longer than [`idle_thread_timeout`](ServerConfig::idle_thread_timeout)
 //!   (500 ms), or that has sent nothing yet, waits without a thread, a
-//!   stack or a buffer (about 4 KiB of memory each at 10,000, beside Go
-//!   `net/http`'s 20 KiB: `docs/bench.md`, `http-idle-10k`).
+//!   stack or a buffer (2.7–4.5 KiB of memory each at 10,000, beside Go
+//!   `net/http`'s 19.5–20 KiB: `docs/bench.md`, `http-idle-10k`).
 //!
 //! # What the server enforces from RFC 9112 and RFC 9110
 //!
