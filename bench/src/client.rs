@@ -36,6 +36,15 @@ pub fn echo(port: u16, conns: usize, warmup: Duration, window: Duration) -> Resu
     rt.block_on(echo_async(port, conns, warmup, window))
 }
 
+/// A load connection: `TCP_NODELAY`, and reset on close, so that repeated
+/// runs leave no `TIME_WAIT`.
+async fn connect(addr: std::net::SocketAddr) -> std::io::Result<tokio::net::TcpStream> {
+    let s = tokio::net::TcpStream::connect(addr).await?;
+    s.set_nodelay(true)?;
+    socket2::SockRef::from(&s).set_linger(Some(Duration::ZERO))?;
+    Ok(s)
+}
+
 async fn echo_async(
     port: u16,
     conns: usize,
@@ -49,13 +58,7 @@ async fn echo_async(
     for wave in (0..conns).collect::<Vec<_>>().chunks(256) {
         let mut pending = Vec::with_capacity(wave.len());
         for _ in wave {
-            pending.push(tokio::spawn(async move {
-                let s = tokio::net::TcpStream::connect(addr).await?;
-                s.set_nodelay(true)?;
-                // Reset on close, so repeated runs leave no TIME_WAIT.
-                socket2::SockRef::from(&s).set_linger(Some(Duration::ZERO))?;
-                Ok::<_, std::io::Error>(s)
-            }));
+            pending.push(tokio::spawn(connect(addr)));
         }
         for p in pending {
             let s = p
@@ -280,4 +283,133 @@ fn cpu_request(port: u16, limit: Duration) -> Result<Duration, String> {
         return Err(format!("CPU-bound request: unexpected answer {text:?}"));
     }
     Ok(took)
+}
+
+/// What an idle-connections run produced.
+#[derive(Clone, Debug)]
+pub struct Idle {
+    /// Growth of the server's `VmRSS` + `VmPTE` per idle connection, KiB.
+    pub kib_per_conn: f64,
+    /// Connections that failed (connect, either request, or closed while
+    /// idle).
+    pub errors: u64,
+}
+
+/// `conns` keep-alive connections to the server `pid` on `port` that each
+/// send `GET /hello`, read the answer and stay open, idle. The baseline is
+/// read `settle_before` after 100 warm-up connections made one request
+/// each and closed; the figure `settle_after` after the last answer. Then
+/// each connection makes a second request, which must be answered (the
+/// connection was kept open while idle).
+pub fn idle(
+    pid: u32,
+    port: u16,
+    conns: usize,
+    settle_before: Duration,
+    settle_after: Duration,
+) -> Result<Idle, String> {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| e.to_string())?;
+    rt.block_on(idle_async(pid, port, conns, settle_before, settle_after))
+}
+
+/// `VmRSS` + `VmPTE` of `pid`, KiB.
+fn resident_kib(pid: u32) -> Result<u64, String> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .map_err(|e| format!("reading /proc/{pid}/status: {e}"))?;
+    let field = |key: &str| -> Result<u64, String> {
+        status
+            .lines()
+            .find_map(|l| l.strip_prefix(key))
+            .and_then(|v| v.split_whitespace().next())
+            .and_then(|v| v.parse().ok())
+            .ok_or_else(|| format!("no {key} in /proc/{pid}/status"))
+    };
+    Ok(field("VmRSS:")? + field("VmPTE:")?)
+}
+
+/// One `GET /hello` on `s` (keep-alive); whether a whole 200 came back.
+async fn hello(s: &mut tokio::net::TcpStream) -> bool {
+    const REQ: &[u8] = b"GET /hello HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n";
+    if s.write_all(REQ).await.is_err() {
+        return false;
+    }
+    let mut got = Vec::with_capacity(256);
+    let mut buf = [0u8; 512];
+    loop {
+        let n = match tokio::time::timeout(Duration::from_secs(30), s.read(&mut buf)).await {
+            Ok(Ok(n)) if n > 0 => n,
+            _ => return false,
+        };
+        got.extend_from_slice(&buf[..n]);
+        let Some(end) = got.windows(4).position(|w| w == b"\r\n\r\n") else {
+            continue;
+        };
+        let head = String::from_utf8_lossy(&got[..end]).to_ascii_lowercase();
+        let len: usize = head
+            .lines()
+            .find_map(|l| l.strip_prefix("content-length:"))
+            .and_then(|v| v.trim().parse().ok())
+            .unwrap_or(0);
+        if got.len() >= end + 4 + len {
+            return head.starts_with("http/1.1 200");
+        }
+    }
+}
+
+async fn idle_async(
+    pid: u32,
+    port: u16,
+    conns: usize,
+    settle_before: Duration,
+    settle_after: Duration,
+) -> Result<Idle, String> {
+    let addr = std::net::SocketAddr::from(([127, 0, 0, 1], port));
+    for _ in 0..100 {
+        let mut s = tokio::net::TcpStream::connect(addr)
+            .await
+            .map_err(|e| format!("connect to {addr}: {e}"))?;
+        if !hello(&mut s).await {
+            return Err("a warm-up request failed".into());
+        }
+    }
+    tokio::time::sleep(settle_before).await;
+    let before = resident_kib(pid)?;
+    let mut streams = Vec::with_capacity(conns);
+    let mut errors = 0u64;
+    // Waves of 256, as `echo` connects: no SYN overflows the backlog.
+    let ids: Vec<usize> = (0..conns).collect();
+    for wave in ids.chunks(256) {
+        let mut pending = Vec::with_capacity(wave.len());
+        for _ in wave {
+            pending.push(tokio::spawn(async move {
+                let mut s = connect(addr).await.ok()?;
+                hello(&mut s).await.then_some(s)
+            }));
+        }
+        for p in pending {
+            match p.await.map_err(|e| e.to_string())? {
+                Some(s) => streams.push(s),
+                None => errors += 1,
+            }
+        }
+    }
+    tokio::time::sleep(settle_after).await;
+    let after = resident_kib(pid)?;
+    // Every connection is still open and served.
+    let mut again = Vec::with_capacity(streams.len());
+    for mut s in streams {
+        again.push(tokio::spawn(async move { hello(&mut s).await }));
+    }
+    for a in again {
+        if !a.await.map_err(|e| e.to_string())? {
+            errors += 1;
+        }
+    }
+    Ok(Idle {
+        kib_per_conn: after.saturating_sub(before) as f64 / conns as f64,
+        errors,
+    })
 }

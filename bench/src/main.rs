@@ -161,6 +161,10 @@ enum Drive {
     /// HTTP server; `conns` users on `/hello` while `hogs` requests to
     /// `/cpu` compute (`client::hogged`).
     Hog { hogs: usize, conns: usize },
+    /// HTTP server; `conns` keep-alive connections that each make one
+    /// request and then sit idle: the server's memory per idle connection
+    /// (`client::idle`).
+    Idle { conns: usize },
 }
 
 /// One workload of the plan.
@@ -530,7 +534,23 @@ fn http_rows(z: &Sizing) -> Vec<Spec> {
         v.push(s);
     }
     v.push(http_sleep_row(z));
+    v.push(http_idle_row(z));
     v
+}
+
+/// 10,000 idle keep-alive connections: the server's memory per idle
+/// connection (issue 56).
+fn http_idle_row(z: &Sizing) -> Spec {
+    let mut s = z.server(
+        "http-idle-10k",
+        "HTTP, 10,000 idle keep-alive connections",
+        "10,000 connections (in waves of 256) each send GET /hello, read the answer and stay open, idle; memory per idle connection: the growth of the server's VmRSS + VmPTE (/proc/<pid>/status, read 3 s after the last answer: weft-http hands a connection to its idle set after 500 ms, and its stack pool gives back stacks over its bound 1 s later) over 10,000, in KiB; the baseline is read 1 s after 100 warm-up connections made one request each and closed. Then every connection makes a second request (all must be answered, so none was closed) and all close. Every server runs with WEFT_STALL_THRESHOLD=3600s (Weft's stall reports off; the others ignore it): on a loaded machine a stall report loads the symbolizer's tables once, ~50 MB, which would count as 5 KiB a connection",
+        Unit::KiBPerConn,
+        Drive::Idle { conns: 10_000 },
+    );
+    s.warmup = Duration::from_secs(1);
+    s.window = Duration::from_secs(3);
+    s
 }
 
 /// 10,000 users on a handler that sleeps 1 s: ideal 10,000 req/s, p99 1 s.
@@ -824,6 +844,31 @@ fn run_once(
                 errors: load.errors + hs.errors,
                 handshakes_per_sec: Some(hs.rate),
                 handshake_p99_ms: Some(hs.p99_ms),
+                ..Run::default()
+            })
+        }
+        Drive::Idle { conns } => {
+            let limit = spec.warmup + spec.window + Duration::from_secs(180);
+            // Weft's stall reports off (the other runtimes ignore the
+            // variable): on a loaded machine a report loads the
+            // symbolizer's tables once, ~50 MB that would count as 5 KiB
+            // a connection.
+            let quiet = Launcher {
+                program: "env".into(),
+                prefix: ["WEFT_STALL_THRESHOLD=3600s".to_string()]
+                    .into_iter()
+                    .chain([launcher.program.display().to_string()])
+                    .chain(launcher.prefix.iter().cloned())
+                    .collect(),
+            };
+            let server = proc::Server::start(&quiet, "http-server", limit)?;
+            let idle = client::idle(server.pid(), server.port, conns, spec.warmup, spec.window);
+            let rss = server.stop()?;
+            let idle = idle?;
+            Ok(Run {
+                value: idle.kib_per_conn,
+                rss_kib: rss,
+                errors: idle.errors,
                 ..Run::default()
             })
         }

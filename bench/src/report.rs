@@ -24,6 +24,8 @@ pub enum Unit {
     PerSec(&'static str),
     /// Resident memory per thread, KiB (lower is better).
     KiBPerThread,
+    /// Resident memory per idle connection, KiB (lower is better).
+    KiBPerConn,
 }
 
 impl Unit {
@@ -39,8 +41,10 @@ impl Unit {
             Unit::PerSec(u) if v >= 1e6 => format!("{:.2} M {u}", v / 1e6),
             Unit::PerSec(u) if v >= 1e3 => format!("{:.1} k {u}", v / 1e3),
             Unit::PerSec(u) => format!("{v:.0} {u}"),
-            Unit::KiBPerThread if v >= 1024.0 => format!("{:.2} MiB", v / 1024.0),
-            Unit::KiBPerThread => format!("{v:.2} KiB"),
+            Unit::KiBPerThread | Unit::KiBPerConn if v >= 1024.0 => {
+                format!("{:.2} MiB", v / 1024.0)
+            }
+            Unit::KiBPerThread | Unit::KiBPerConn => format!("{v:.2} KiB"),
         }
     }
 }
@@ -400,6 +404,7 @@ impl Report {
         match row.metric {
             Metric::Value => match w.unit {
                 Unit::KiBPerThread => format!("{} — memory per thread", w.title),
+                Unit::KiBPerConn => format!("{} — memory per idle connection", w.title),
                 _ => w.title.clone(),
             },
             Metric::P99 => format!("{} — p99", w.title),
@@ -604,6 +609,7 @@ pub fn svg(w: &WorkloadResult, columns: &[ColumnSummary]) -> String {
             Unit::Ms => "wall time, ms (lower is better)".into(),
             Unit::PerSec(u) => format!("{u} (higher is better)"),
             Unit::KiBPerThread => "memory per thread, KiB (lower is better)".into(),
+            Unit::KiBPerConn => "memory per idle connection, KiB (lower is better)".into(),
         },
         Metric::Value,
         w.ideal,

@@ -193,14 +193,55 @@
 //! - [`ThreadMode::Virtual`] (default; optionally on a given
 //!   [`weft::Runtime`] via [`ServerConfig::runtime`]) or
 //!   [`ThreadMode::Platform`] (a fixed pool of OS threads).
-//! - Limits, each a [`ServerConfig`] field: head size (`431`), header count
-//!   (`431`), body size (`413`), malformed input (`400`), header-read
-//!   timeout (`408`, which also cuts off slowloris clients), body-read
-//!   timeout (`408`), idle keep-alive timeout (silent close), write
-//!   timeout, and `max_connections` ([`WhenFull::Wait`]: new connections
-//!   wait in the listen backlog; [`WhenFull::Reject`]: they get `503`).
-//!   Every such error response closes the connection, and goes through the
-//!   error hook.
+//! - Limits, each a [`ServerConfig`] field: head size (`431`, `414` for
+//!   an over-long request line), header count (`431`), body size (`413`),
+//!   malformed input (`400`), a transfer coding other than `chunked`
+//!   (`501`), a deadline for each request head (`408`, which also cuts off
+//!   slowloris clients), time budgets for each request body (`408`) and
+//!   each response — the time a client keeps the server waiting, summed
+//!   over the request, plus a second per
+//!   [`min_data_rate`](ServerConfig::min_data_rate) bytes, not a timeout
+//!   per call, so a client that trickles cannot hold a connection — an
+//!   idle keep-alive timeout (silent close), and `max_connections`
+//!   (default: from `RLIMIT_NOFILE`). At the limit, [`WhenFull::ShedIdle`]
+//!   (default) closes the connection without a request in progress that
+//!   is nearest its timeout to let the new one in, so a flood of idle or
+//!   slow connections cannot lock clients out; [`WhenFull::Wait`] leaves
+//!   new connections in the listen backlog; [`WhenFull::Reject`] answers
+//!   them `503`. Every such error response closes the connection, and
+//!   goes through the error hook.
+//! - Idle connections are cheap: a plain-HTTP connection that waits for a
+//!   request longer than [`idle_thread_timeout`](ServerConfig::idle_thread_timeout)
+//!   (500 ms), or that has sent nothing yet, waits without a thread, a
+//!   stack or a buffer (2.7–4.5 KiB of memory each at 10,000, beside Go
+//!   `net/http`'s 19.5–20 KiB: `docs/bench.md`, `http-idle-10k`).
+//!
+//! # What the server enforces from RFC 9112 and RFC 9110
+//!
+//! The requirements a server MUST meet on requests it receives, and how:
+//!
+//! | rule | answer |
+//! |---|---|
+//! | HTTP/1.1 request without `Host`; more than one `Host`; an invalid `Host` (9112 §3.2) | `400` |
+//! | request-target not in a form its method allows: origin-form, absolute-form (`http`/`https`), authority-form for `CONNECT` only, `*` for `OPTIONS` only (9112 §3.2) | `400` |
+//! | request-target longer than the server parses (9112 §3) | `414` |
+//! | whitespace between a field name and its colon (9112 §5.1); obsolete line folding (§5.2); whitespace before the first field (§2.2); bare CR, or CR, LF or NUL in a field value (§2.2, 9110 §5.5) | `400` (httparse) |
+//! | `Transfer-Encoding` with `chunked` not last (9112 §6.3); `chunked` twice (§6.1); in an HTTP/1.0 request (§6.1); with `Content-Length` (§6.1: rejected rather than overridden) | `400`, connection closed |
+//! | a transfer coding the server does not implement (9112 §6.1, a SHOULD) | `501` |
+//! | invalid `Content-Length`, or several that differ (9112 §6.3, 9110 §8.6; `42, 42` is rejected too, which §8.6 allows); very large values parsed without overflow | `400`; `413` over the body limit |
+//! | chunk sizes parsed without overflow; chunk extensions ignored (9112 §7.1) | `400` for a malformed chunk |
+//! | a body shorter than its `Content-Length` (9112 §6.3) | connection closed |
+//! | fields or head larger than the server wishes to process (9110 §5.4) | `431` |
+//! | `Expect: 100-continue` in HTTP/1.0 ignored (9110 §10.1.1); no `1xx` to an HTTP/1.0 client (9110 §15.2) | — |
+//! | `Connection: close`: close after the response, read no further request (9112 §9.6) | — |
+//! | read the whole body or close (9112 §9.3) | unread bodies drained, else closed |
+//! | no body in answers to `HEAD` or with `1xx`/`204`/`304`; no `Transfer-Encoding` to HTTP/1.0 or in `1xx`/`204` (9112 §6.1, 9110 §6.4.1); a `Date` in every answer (9110 §6.6.1) | — |
+//!
+//! Left to the application: an absolute-form target's authority overrides
+//! `Host` (9112 §3.2.2): the server routes by path and does not read
+//! `Host`, but [`Request::header`] returns the field as sent. `CONNECT` is
+//! not a tunnel here. The trailer section of a chunked body is read and
+//! discarded (at most 16 KiB, else `400`).
 //! - [`ServerHandle::stats`] (open connections, in-flight requests,
 //!   requests served, responses by class, errors by class),
 //!   [`ServerHandle::shutdown`] (graceful, with a deadline),
@@ -227,6 +268,7 @@
 
 #![warn(missing_docs)]
 
+mod budget;
 pub mod client;
 mod date;
 pub mod debug;

@@ -6,10 +6,10 @@ use std::fmt;
 use std::io::{self, Read, Write};
 use std::net::SocketAddr;
 use std::sync::Arc;
-use std::time::Duration;
 
 use crate::tls::Stream;
 
+use crate::budget::Budget;
 use crate::error::HttpError;
 use crate::wire::{Framing, InBuf, read_body};
 
@@ -317,9 +317,9 @@ pub(crate) enum BodyError {
 /// `Content-Length` and chunked framing and enforces the body limit.
 ///
 /// Errors: a body over the limit fails with `InvalidData` (the server then
-/// answers 413), malformed chunking with `InvalidData` (400), a read
-/// timeout with `TimedOut` (408), a closed connection with
-/// `UnexpectedEof`.
+/// answers 413), malformed chunking with `InvalidData` (400), a client
+/// slower than the body's time budget with `TimedOut` (408), a closed
+/// connection with `UnexpectedEof`.
 pub struct RequestBody<'a> {
     pub(crate) framing: Framing,
     pub(crate) input: &'a mut InBuf,
@@ -331,7 +331,9 @@ pub struct RequestBody<'a> {
     pub(crate) read: u64,
     pub(crate) limit: u64,
     pub(crate) error: Option<BodyError>,
-    pub(crate) timeout: Duration,
+    /// The time the client may keep the handler waiting for the body, in
+    /// all ([`ServerConfig::body_read_timeout`](crate::ServerConfig::body_read_timeout)).
+    pub(crate) budget: Budget,
 }
 
 impl RequestBody<'_> {
@@ -354,6 +356,9 @@ impl RequestBody<'_> {
     fn send_continue(&mut self) -> io::Result<()> {
         if self.continue_sent == Some(false) {
             self.continue_sent = Some(true);
+            // Part of the body's wait: the socket's write timeout may still
+            // be what the last response's budget left.
+            let _ = self.stream.set_write_timeout(Some(self.budget.remaining()));
             (&*self.stream).write_all(b"HTTP/1.1 100 Continue\r\n\r\n")?;
         }
         Ok(())
@@ -373,9 +378,16 @@ impl Read for RequestBody<'_> {
         if let Err(e) = self.send_continue() {
             return Err(self.fail(BodyError::Io, e));
         }
-        // The read timeout applies to each read of the body.
-        let _ = self.stream.set_read_timeout(Some(self.timeout));
-        match read_body(&mut self.framing, self.input, self.stream, out) {
+        // One budget for the whole body: a client that trickles it runs
+        // out, however quick each read.
+        let (framing, input, stream) = (&mut self.framing, &mut *self.input, self.stream);
+        let r = self.budget.run(
+            |left| {
+                let _ = stream.set_read_timeout(Some(left));
+            },
+            || read_body(framing, input, stream, out).map(|n| (n, n)),
+        );
+        match r {
             Ok(n) => {
                 self.read += n as u64;
                 if self.read > self.limit {

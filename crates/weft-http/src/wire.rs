@@ -78,6 +78,19 @@ impl InBuf {
         Ok(n)
     }
 
+    /// `fill` for a poll: `read` gets the free tail of the buffer (an
+    /// empty buffer has room) and says how many bytes it put there.
+    pub(crate) fn poll_fill(
+        &mut self,
+        read: impl FnOnce(&mut [u8]) -> std::task::Poll<io::Result<usize>>,
+    ) -> std::task::Poll<io::Result<usize>> {
+        let r = read(&mut self.buf[self.end..]);
+        if let std::task::Poll::Ready(Ok(n)) = r {
+            self.end += n;
+        }
+        r
+    }
+
     /// Copies unread bytes into `out`, returning how many.
     #[inline]
     pub(crate) fn copy_to(&mut self, out: &mut [u8]) -> usize {
@@ -147,8 +160,9 @@ pub(crate) enum Chunk {
     Data(u64),
     /// Expecting the CRLF after chunk data.
     DataEnd,
-    /// Reading trailer lines after the last chunk.
-    Trailers,
+    /// Reading trailer lines after the last chunk: this many bytes of
+    /// them so far (bounded by [`MAX_TRAILERS`]).
+    Trailers(usize),
 }
 
 fn invalid(msg: &'static str) -> io::Error {
@@ -157,6 +171,10 @@ fn invalid(msg: &'static str) -> io::Error {
 
 /// Longest chunk-size line or trailer line accepted.
 const MAX_LINE: usize = 8 * 1024;
+
+/// Largest trailer section accepted (all its lines together): without a
+/// bound, a client could send trailer lines for ever.
+const MAX_TRAILERS: usize = 16 * 1024;
 
 /// Reads body bytes into `out` according to `framing` (updated), from the
 /// buffered bytes of `input` and then from `stream`. `Ok(0)` means the body
@@ -236,7 +254,7 @@ pub(crate) fn read_body(
                     Ok(httparse::Status::Complete((used, size))) if used == line_end => {
                         input.consume(used);
                         *framing = Framing::Chunked(if size == 0 {
-                            Chunk::Trailers
+                            Chunk::Trailers(0)
                         } else {
                             Chunk::Data(size)
                         });
@@ -259,7 +277,7 @@ pub(crate) fn read_body(
                 }
                 *framing = Framing::Chunked(Chunk::Size);
             }
-            Framing::Chunked(Chunk::Trailers) => {
+            Framing::Chunked(Chunk::Trailers(seen)) => {
                 let line_end = line(input, stream)?;
                 let blank = matches!(&input.data()[..line_end], b"\r\n" | b"\n");
                 input.consume(line_end);
@@ -267,6 +285,11 @@ pub(crate) fn read_body(
                     *framing = Framing::Done;
                     return Ok(0);
                 }
+                let seen = seen + line_end;
+                if seen > MAX_TRAILERS {
+                    return Err(invalid("trailer section too long"));
+                }
+                *framing = Framing::Chunked(Chunk::Trailers(seen));
             }
         }
     }
@@ -456,20 +479,20 @@ impl<W: Write> Write for LimitedWriter<W> {
     }
 }
 
-/// A [`Write`] over a stream that buffers small writes in `buf`, writing
+/// A [`Write`] over `inner` that buffers small writes in `buf`, writing
 /// out when it exceeds `limit` (and on flush).
-pub(crate) struct BufferedStream<'a> {
-    pub(crate) stream: &'a Stream,
+pub(crate) struct BufferedStream<'a, W: Write> {
+    pub(crate) inner: W,
     pub(crate) buf: &'a mut Vec<u8>,
     pub(crate) limit: usize,
 }
 
-impl Write for BufferedStream<'_> {
+impl<W: Write> Write for BufferedStream<'_, W> {
     fn write(&mut self, data: &[u8]) -> io::Result<usize> {
         if self.buf.len() + data.len() > self.limit {
             self.flush()?;
             if data.len() >= self.limit {
-                return (&*self.stream).write(data);
+                return self.inner.write(data);
             }
         }
         self.buf.extend_from_slice(data);
@@ -477,10 +500,10 @@ impl Write for BufferedStream<'_> {
     }
     fn flush(&mut self) -> io::Result<()> {
         if !self.buf.is_empty() {
-            (&*self.stream).write_all(self.buf)?;
+            self.inner.write_all(self.buf)?;
             self.buf.clear();
         }
-        Ok(())
+        self.inner.flush()
     }
 }
 
@@ -508,13 +531,95 @@ pub(crate) fn has_token(value: &[u8], token: &str) -> bool {
         .any(|t| t.trim_ascii().eq_ignore_ascii_case(token.as_bytes()))
 }
 
-/// Parses a Content-Length value (digits only).
+/// Parses a Content-Length value (digits only; RFC 9110 §8.6). Leading
+/// zeros are allowed; a value too large for a `u64` is `u64::MAX` (a valid
+/// length no body limit admits), not an error.
 pub(crate) fn parse_content_length(v: &[u8]) -> Option<u64> {
     let v = v.trim_ascii();
-    if v.is_empty() || v.len() > 19 || !v.iter().all(u8::is_ascii_digit) {
+    if v.is_empty() || !v.iter().all(u8::is_ascii_digit) {
         return None;
     }
-    std::str::from_utf8(v).ok()?.parse().ok()
+    let digits = &v[v.iter().position(|&b| b != b'0').unwrap_or(v.len())..];
+    if digits.len() > 19 {
+        return Some(u64::MAX);
+    }
+    Some(
+        digits
+            .iter()
+            .fold(0u64, |n, &d| n * 10 + u64::from(d - b'0')),
+    )
+}
+
+/// Whether `v` is a valid `Host` field value (RFC 9112 §3.2: `uri-host
+/// [ ":" port ]`, RFC 3986's `host` and `port`). Empty is valid: a client
+/// sends it when the target has no authority.
+pub(crate) fn valid_host(v: &[u8]) -> bool {
+    let v = v.trim_ascii();
+    let (host, port) = match v.first() {
+        Some(b'[') => match v.iter().position(|&b| b == b']') {
+            Some(close) => {
+                if !valid_ip_literal(&v[1..close]) {
+                    return false;
+                }
+                (&v[..0], &v[close + 1..])
+            }
+            None => return false,
+        },
+        _ => match v.iter().position(|&b| b == b':') {
+            Some(i) => (&v[..i], &v[i..]),
+            None => (v, &v[v.len()..]),
+        },
+    };
+    let port_ok = match port.split_first() {
+        None => true,
+        Some((b':', digits)) => digits.iter().all(u8::is_ascii_digit),
+        Some(_) => false,
+    };
+    port_ok && valid_reg_name(host)
+}
+
+/// RFC 3986 `reg-name` (which includes `IPv4address`): unreserved,
+/// sub-delims and percent-encoded octets.
+fn valid_reg_name(h: &[u8]) -> bool {
+    let mut i = 0;
+    while i < h.len() {
+        match h[i] {
+            b'%' => {
+                if !(h.get(i + 1).is_some_and(u8::is_ascii_hexdigit)
+                    && h.get(i + 2).is_some_and(u8::is_ascii_hexdigit))
+                {
+                    return false;
+                }
+                i += 3;
+                continue;
+            }
+            b if b.is_ascii_alphanumeric() || b"-._~!$&'()*+,;=".contains(&b) => {}
+            _ => return false,
+        }
+        i += 1;
+    }
+    true
+}
+
+/// RFC 3986 `IP-literal` between the brackets: an IPv6 address or
+/// `IPvFuture` (`v` 1*HEXDIG "." 1*( unreserved / sub-delims / ":" )).
+fn valid_ip_literal(l: &[u8]) -> bool {
+    if let Some(rest) = l.strip_prefix(b"v").or_else(|| l.strip_prefix(b"V")) {
+        let Some(dot) = rest.iter().position(|&b| b == b'.') else {
+            return false;
+        };
+        let (ver, tail) = (&rest[..dot], &rest[dot + 1..]);
+        return !ver.is_empty()
+            && ver.iter().all(u8::is_ascii_hexdigit)
+            && !tail.is_empty()
+            && tail
+                .iter()
+                .all(|&b| b.is_ascii_alphanumeric() || b"-._~!$&'()*+,;=:".contains(&b));
+    }
+    std::str::from_utf8(l)
+        .ok()
+        .and_then(|s| s.parse::<std::net::Ipv6Addr>().ok())
+        .is_some()
 }
 
 /// Whether `name` is a valid header field name (an RFC 9110 token).
@@ -576,12 +681,48 @@ mod tests {
     }
 
     #[test]
+    fn host_values() {
+        for ok in [
+            &b""[..],
+            b"example.com",
+            b"example.com:8080",
+            b"127.0.0.1:80",
+            b"[::1]:80",
+            b"[::1]",
+            b"[v1.fe]",
+            b"h:",
+            b"a%20b",
+        ] {
+            assert!(valid_host(ok), "{:?}", String::from_utf8_lossy(ok));
+        }
+        for bad in [
+            &b"a b"[..],
+            b"h:80:80",
+            b"h:x",
+            b"[::1",
+            b"[zz]",
+            b"a/b",
+            b"a@b",
+            b"%zz",
+            b"[::1]x",
+        ] {
+            assert!(!valid_host(bad), "{:?}", String::from_utf8_lossy(bad));
+        }
+    }
+
+    #[test]
     fn tokens_and_lengths() {
         assert!(has_token(b"keep-alive, Upgrade", "upgrade"));
         assert!(!has_token(b"keep-alive", "close"));
         assert_eq!(parse_content_length(b" 42 "), Some(42));
         assert_eq!(parse_content_length(b"+42"), None);
         assert_eq!(parse_content_length(b""), None);
+        assert_eq!(parse_content_length(b"42, 42"), None);
+        assert_eq!(parse_content_length(b"000000000000000000000042"), Some(42));
+        assert_eq!(
+            parse_content_length(b"99999999999999999999"),
+            Some(u64::MAX)
+        );
         let mut v = Vec::new();
         push_u64(&mut v, 1234567890);
         assert_eq!(v, b"1234567890");

@@ -73,7 +73,7 @@ fn check_responses(out: &[u8]) {
         };
         let code = r.code.unwrap();
         assert!(
-            [200, 400, 404, 408, 413, 417, 431, 500].contains(&code) || code == 100,
+            [200, 400, 404, 408, 413, 414, 417, 431, 500, 501].contains(&code) || code == 100,
             "status {code}"
         );
         let len: usize = r

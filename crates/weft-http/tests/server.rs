@@ -476,15 +476,15 @@ fn body_too_large_gets_413() {
 fn malformed_requests_get_400_and_close() {
     let cases: &[&[u8]] = &[
         b"GARBAGE\r\n\r\n",
-        b"GET / HTTP/1.1\r\nBad Header\r\n\r\n",
-        b"GET / HTTP/9.9\r\n\r\n",
-        b"GET / HTTP/1.1\r\nContent-Length: abc\r\n\r\n",
-        b"GET / HTTP/1.1\r\nContent-Length: 1\r\nContent-Length: 2\r\n\r\n",
-        b"POST / HTTP/1.1\r\nContent-Length: 3\r\nTransfer-Encoding: chunked\r\n\r\n",
-        b"POST / HTTP/1.1\r\nTransfer-Encoding: gzip\r\n\r\n",
-        b"POST /echo HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n",
+        b"GET / HTTP/1.1\r\nHost: t\r\nBad Header\r\n\r\n",
+        b"GET / HTTP/9.9\r\nHost: t\r\n\r\n",
+        b"GET / HTTP/1.1\r\nHost: t\r\nContent-Length: abc\r\n\r\n",
+        b"GET / HTTP/1.1\r\nHost: t\r\nContent-Length: 1\r\nContent-Length: 2\r\n\r\n",
+        b"POST / HTTP/1.1\r\nHost: t\r\nContent-Length: 3\r\nTransfer-Encoding: chunked\r\n\r\n",
+        b"POST / HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: gzip\r\n\r\n",
+        b"POST /echo HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n",
         b"\x00\x01\x02\x03\r\n\r\n",
-        b"GET /hello HTTP/1.1\r\nX: a\x00b\r\n\r\n",
+        b"GET /hello HTTP/1.1\r\nHost: t\r\nX: a\x00b\r\n\r\n",
     ];
     for mode in modes() {
         let h = start(cfg(mode), app());
@@ -652,7 +652,12 @@ fn reject_policy_answers_503_over_max_connections() {
 
 #[test]
 fn wait_policy_holds_new_connections_in_the_backlog() {
-    let h = start(ServerConfig::default().max_connections(1), app());
+    let h = start(
+        ServerConfig::default()
+            .max_connections(1)
+            .when_full(WhenFull::Wait),
+        app(),
+    );
     let mut first = connect(h.local_addr());
     first.send(&get("/hello"));
     assert_eq!(first.response().status, 200);

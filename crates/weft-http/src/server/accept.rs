@@ -1,9 +1,10 @@
 //! The accept loop: one virtual thread per server that takes connections
 //! from the listener, applies
 //! [`ServerConfig::max_connections`](super::ServerConfig::max_connections)
-//! and [`WhenFull`], and starts a connection thread
-//! ([`run_connection`]) for each; over the limit with `WhenFull::Reject`
-//! it answers `503` itself. Spawned by [`Server::serve`](super::Server::serve);
+//! and [`WhenFull`] (shedding a connection to make room, by default), and
+//! gives each connection to the idle set until its first byte (plain HTTP)
+//! or to a connection thread of its own ([`spawn_connection`]); over the
+//! limit with `WhenFull::Reject` it answers `503` itself. Spawned by [`Server::serve`](super::Server::serve);
 //! stopped by shutdown's interrupt.
 
 use std::io;
@@ -12,11 +13,14 @@ use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use weft::net::{TcpListener, TcpStream};
+use weft::sync::OwnedSemaphorePermit;
 
-use super::conn::{connection_closed, linger_close, run_connection};
+use super::conn::{linger_close, spawn_connection};
+use super::idle::Waiting;
 use super::respond::{Reply, Wire, builtin_error, render_error, write_response};
 use super::stats::inc;
-use super::{Shared, WhenFull};
+use super::{Shared, Shed, WhenFull};
+use crate::budget::Budget;
 use crate::response::IntoResponse;
 use crate::tls::Stream;
 
@@ -31,9 +35,9 @@ pub(super) fn accept_loop(shared: Arc<Shared>, listener: TcpListener) {
                 Ok(p) => Some(p),
                 Err(_) => break, // interrupted: shutting down
             },
-            WhenFull::Reject => None,
+            WhenFull::Reject | WhenFull::ShedIdle => None,
         };
-        let (stream, peer) = match listener.accept() {
+        let (tcp, peer) = match listener.accept() {
             Ok(x) => x,
             Err(e) if e.kind() == io::ErrorKind::Interrupted => break,
             Err(e) => {
@@ -42,8 +46,10 @@ pub(super) fn accept_loop(shared: Arc<Shared>, listener: TcpListener) {
                     e.raw_os_error(),
                     Some(libc::EMFILE | libc::ENFILE | libc::ENOBUFS | libc::ENOMEM)
                 ) {
-                    // Out of resources: back off instead of spinning.
-                    if weft::sleep(Duration::from_millis(20)).is_err() {
+                    // Out of resources: make room if allowed, else back off
+                    // instead of spinning.
+                    let freed = cfg.when_full == WhenFull::ShedIdle && shared.shed() == Shed::Freed;
+                    if !freed && weft::sleep(Duration::from_millis(20)).is_err() {
                         break;
                     }
                 }
@@ -54,28 +60,62 @@ pub(super) fn accept_loop(shared: Arc<Shared>, listener: TcpListener) {
             Some(p) => p,
             None => match shared.limit.clone().try_acquire_owned() {
                 Some(p) => p,
+                None if cfg.when_full == WhenFull::ShedIdle => match make_room(&shared) {
+                    Some(p) => p,
+                    None => break, // interrupted: shutting down
+                },
                 None => {
                     inc(&shared.stats.rejected);
                     shared.stats.response(503);
                     let s = shared.clone();
-                    let _ = weft::Builder::new().spawn_on(&shared.rt, move || reject(&s, stream));
+                    let _ = weft::Builder::new().spawn_on(&shared.rt, move || reject(&s, tcp));
                     continue;
                 }
             },
         };
         inc(&shared.stats.accepted);
         shared.stats.open.fetch_add(1, Ordering::SeqCst);
-        let s = shared.clone();
-        // Named for dumps, stall events and panic messages.
-        let spawned =
-            weft::Builder::new()
-                .name(format!("http {peer}"))
-                .spawn_on(&shared.rt, move || {
-                    run_connection(&s, stream, peer, permit);
-                });
-        if spawned.is_err() {
-            inc(&shared.stats.accept);
-            connection_closed(&shared);
+        match &shared.idle {
+            // Plain HTTP: wait for the first byte without a thread.
+            Some(idle) => {
+                let _ = tcp.set_nodelay(cfg.nodelay);
+                let _ = tcp.set_write_timeout(Some(cfg.write_timeout));
+                let deadline = weft::clock::now() + cfg.header_read_timeout;
+                idle.park(&shared, Waiting { tcp, peer, permit }, deadline);
+            }
+            None => spawn_connection(&shared, tcp, peer, permit, None),
+        }
+    }
+}
+
+/// A permit for a new connection on a full server ([`WhenFull::ShedIdle`]):
+/// sheds one connection (see [`Shared::shed`]) and waits for its permit;
+/// when nothing can be shed, waits for any permit, looking again every
+/// 10 ms for a connection that has become idle. `None`: interrupted.
+fn make_room(shared: &Shared) -> Option<OwnedSemaphorePermit> {
+    // A shed thread ends soon; until it has, shed no other.
+    let mut pending = false;
+    loop {
+        if let Some(p) = shared.limit.clone().try_acquire_owned() {
+            return Some(p);
+        }
+        if shared.is_shutting_down() {
+            return None;
+        }
+        if !pending {
+            match shared.shed() {
+                Shed::Freed => continue,
+                Shed::Pending => pending = true,
+                Shed::Nothing => {}
+            }
+        }
+        let wait = Duration::from_millis(if pending { 100 } else { 10 });
+        match shared.limit.acquire_timeout(wait) {
+            // Given back at once for `try_acquire_owned` to take: only
+            // this thread acquires permits.
+            Ok(Some(p)) => drop(p),
+            Ok(None) => pending = false,
+            Err(_) => return None,
         }
     }
 }
@@ -96,11 +136,9 @@ pub(super) fn reject(shared: &Shared, tcp: TcpStream) {
     };
     let resp = render_error(shared, builtin_error(503, &shared.config).into_response());
     let (mut out, mut scratch) = (Vec::new(), Vec::new());
-    let wire = Wire {
-        stream: &stream,
-        out: &mut out,
-        scratch: &mut scratch,
-    };
+    let mut wire = Wire::new(&stream, &mut out, &mut scratch, &shared.config);
+    // A full server's answer is small: a second, not the write budget.
+    wire.budget = Budget::new(Duration::from_secs(1), 0);
     let _ = write_response(wire, resp, Reply::CLOSE);
     linger_close(&stream);
 }

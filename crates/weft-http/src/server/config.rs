@@ -72,11 +72,32 @@ impl FromStr for ThreadMode {
 /// are open.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum WhenFull {
+    /// The server accepts the new connection and closes, to make room, the
+    /// open connection that has no request in progress and is nearest its
+    /// timeout: first those that sent nothing since they connected or since
+    /// their last response (they wait for a byte without a thread: the
+    /// idle set, oldest first by deadline), then those whose thread waits
+    /// for a request or is receiving a request head (oldest connection
+    /// first). They are closed silently, which HTTP allows for a
+    /// connection without a request in progress; a client retries. Only
+    /// when every connection has a request in progress does the new one
+    /// wait for room (as with [`WhenFull::Wait`]).
+    ///
+    /// So a flood of idle or slow connections (slowloris) cannot keep a
+    /// client out: each new connection pushes out the flood's oldest, and
+    /// a client that sends its request at once is the newest. Requests
+    /// already being handled are never cut; their own time budgets
+    /// ([`ServerConfig::body_read_timeout`],
+    /// [`ServerConfig::write_timeout`]) bound how long a slow client can
+    /// keep one.
+    #[default]
+    ShedIdle,
     /// The server stops accepting until a connection closes: new
     /// connections wait in the kernel's listen backlog
     /// ([`ServerConfig::backlog`]), and the kernel refuses or drops them
-    /// when that is full too. Nothing is lost while the backlog has room.
-    #[default]
+    /// when that is full too. Nothing is lost while the backlog has room,
+    /// but a flood of idle connections keeps new clients out until their
+    /// timeouts.
     Wait,
     /// The server accepts the connection, answers `503 Service
     /// Unavailable` with `Retry-After: 1`, and closes it.
@@ -93,7 +114,7 @@ pub enum WhenFull {
 ///     .thread_mode(ThreadMode::Platform { threads: 50 })
 ///     .max_body_bytes(1 << 20)
 ///     .idle_timeout(Duration::from_secs(5));
-/// assert_eq!(cfg.max_connections, 10_000);
+/// assert_eq!(cfg.max_connections, ServerConfig::default_max_connections());
 /// ```
 #[derive(Clone, Debug)]
 pub struct ServerConfig {
@@ -104,9 +125,15 @@ pub struct ServerConfig {
     /// runtime. Use e.g. `Runtime::builder().parallelism(1)` for a
     /// one-carrier server.
     pub runtime: Option<weft::Runtime>,
-    /// Connections open at once (default 10,000); see [`WhenFull`].
+    /// Connections open at once; see [`WhenFull`]. Default: from the
+    /// process's descriptor limit when the configuration is made
+    /// ([`ServerConfig::default_max_connections`]: the soft
+    /// `RLIMIT_NOFILE` less a sixteenth, at least 64, kept for files,
+    /// database connections and the like), so that the limit, not
+    /// `EMFILE`, is what a flood of connections meets. Raise the soft limit
+    /// (`ulimit -n`) to serve more.
     pub max_connections: usize,
-    /// Policy at `max_connections` (default [`WhenFull::Wait`]).
+    /// Policy at `max_connections` (default [`WhenFull::ShedIdle`]).
     pub when_full: WhenFull,
     /// Listen backlog passed to `listen(2)` by
     /// [`Server::bind`](super::Server::bind) (default 1024; the kernel caps
@@ -127,20 +154,49 @@ pub struct ServerConfig {
     /// body is cut off when it crosses the limit.
     pub max_body_bytes: u64,
     /// Time to receive a whole request head once its first byte arrived
-    /// (and, on a new connection, for the first byte). A client still
-    /// sending its head then gets `408` and is disconnected — slowloris
-    /// clients are cut off here however slowly they trickle bytes
-    /// (default 10 s).
+    /// (and, on a new connection, for the first byte): a deadline for the
+    /// head, not per read. A client still sending its head then gets `408`
+    /// and is disconnected — slowloris clients are cut off here however
+    /// slowly they trickle bytes (default 10 s). A new connection that
+    /// sends nothing is closed silently at this deadline.
     pub header_read_timeout: Duration,
     /// How long a keep-alive connection may sit idle between requests
     /// before the server closes it, silently (default 60 s).
     pub idle_timeout: Duration,
-    /// Longest wait for each read of a request body; on expiry the request
-    /// gets `408` and the connection is closed (default 30 s).
+    /// How long a keep-alive connection's virtual thread waits for the
+    /// next request before it ends and leaves the connection to the
+    /// server's idle set (default 500 ms). There the connection costs no
+    /// thread, no stack and no buffers — a socket, its registration with
+    /// the poller and a small record — and a thread is started again when
+    /// its next request arrives. Shorter saves memory sooner; longer saves
+    /// a thread start for clients that pause between requests. HTTPS
+    /// connections, and servers inside a `weft::sim` simulation, keep their
+    /// thread for the whole [`idle_timeout`](ServerConfig::idle_timeout).
+    pub idle_thread_timeout: Duration,
+    /// The time a client may keep a request's handler waiting for the
+    /// body, in all — time spent blocked in reads, summed over the body —
+    /// plus one second for every
+    /// [`min_data_rate`](ServerConfig::min_data_rate) bytes received. On
+    /// expiry the request gets `408` and the connection is closed
+    /// (default 30 s). A budget per request, not a timeout per read: a
+    /// client that trickles its body runs out however quick each read is.
     pub body_read_timeout: Duration,
-    /// Longest wait for each write of a response (default 30 s); on expiry
-    /// the connection is closed.
+    /// The time a client may keep the server waiting while it takes in a
+    /// response, in all — time spent blocked in writes, summed over the
+    /// response — plus one second for every
+    /// [`min_data_rate`](ServerConfig::min_data_rate) bytes sent
+    /// (default 30 s); on expiry the connection is closed. A handler that
+    /// streams slowly is not charged for its own pauses; a client that
+    /// reads one byte now and then runs out.
     pub write_timeout: Duration,
+    /// The transfer rate, in bytes per second, that earns a client more
+    /// time for a large body or response beyond
+    /// [`body_read_timeout`](ServerConfig::body_read_timeout) and
+    /// [`write_timeout`](ServerConfig::write_timeout) (default 16 KiB/s:
+    /// an 8 MiB upload may keep the handler waiting 30 s + 512 s). Clients
+    /// slower than this on average, over what they move, are cut off;
+    /// `0` makes the two timeouts plain totals.
+    pub min_data_rate: u64,
     /// Set `TCP_NODELAY` on accepted connections (default true).
     pub nodelay: bool,
     /// Serve https: certificate chain, key and TLS settings (default
@@ -179,8 +235,8 @@ impl Default for ServerConfig {
         ServerConfig {
             thread_mode: ThreadMode::Virtual,
             runtime: None,
-            max_connections: 10_000,
-            when_full: WhenFull::Wait,
+            max_connections: ServerConfig::default_max_connections(),
+            when_full: WhenFull::ShedIdle,
             backlog: 1024,
             accept_queue: 100,
             max_header_bytes: 16 * 1024,
@@ -188,8 +244,10 @@ impl Default for ServerConfig {
             max_body_bytes: 8 << 20,
             header_read_timeout: Duration::from_secs(10),
             idle_timeout: Duration::from_secs(60),
+            idle_thread_timeout: Duration::from_millis(500),
             body_read_timeout: Duration::from_secs(30),
             write_timeout: Duration::from_secs(30),
+            min_data_rate: 16 * 1024,
             nodelay: true,
             tls: None,
             error_log: true,
@@ -229,10 +287,14 @@ impl ServerConfig {
         header_read_timeout: Duration,
         /// Sets [`ServerConfig::idle_timeout`].
         idle_timeout: Duration,
+        /// Sets [`ServerConfig::idle_thread_timeout`].
+        idle_thread_timeout: Duration,
         /// Sets [`ServerConfig::body_read_timeout`].
         body_read_timeout: Duration,
         /// Sets [`ServerConfig::write_timeout`].
         write_timeout: Duration,
+        /// Sets [`ServerConfig::min_data_rate`].
+        min_data_rate: u64,
         /// Sets [`ServerConfig::nodelay`].
         nodelay: bool,
         /// Sets [`ServerConfig::error_log`].
@@ -249,6 +311,25 @@ impl ServerConfig {
     pub fn runtime(mut self, rt: weft::Runtime) -> ServerConfig {
         self.runtime = Some(rt);
         self
+    }
+
+    /// The default [`max_connections`](ServerConfig::max_connections):
+    /// the process's soft `RLIMIT_NOFILE` now, less a sixteenth of it (at
+    /// least 64) for the descriptors that are not connections; at least
+    /// 16. 1,024 descriptors give 960 connections, 20,000 give 18,750.
+    pub fn default_max_connections() -> usize {
+        let mut r = libc::rlimit {
+            rlim_cur: 0,
+            rlim_max: 0,
+        };
+        // SAFETY: getrlimit writes into the struct we own.
+        let soft = if unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut r) } == 0 {
+            r.rlim_cur
+        } else {
+            1024
+        };
+        let soft = usize::try_from(soft.min(1 << 24)).unwrap_or(1 << 24);
+        soft.saturating_sub((soft / 16).max(64)).max(16)
     }
 
     pub(super) fn validate(&self) -> io::Result<()> {
@@ -271,6 +352,7 @@ impl ServerConfig {
         for d in [
             self.header_read_timeout,
             self.idle_timeout,
+            self.idle_thread_timeout,
             self.body_read_timeout,
             self.write_timeout,
         ] {

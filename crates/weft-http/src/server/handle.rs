@@ -254,6 +254,9 @@ impl ServerHandle {
             }
         }
         // Close idle connections; busy ones see the flag when they finish.
+        if let Some(idle) = &shared.idle {
+            idle.close(shared);
+        }
         for slot in shared.slots() {
             if slot.state.load(Ordering::SeqCst) == IDLE {
                 slot.thread.interrupt();

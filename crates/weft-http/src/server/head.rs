@@ -10,11 +10,10 @@
 use std::io;
 use std::mem::MaybeUninit;
 use std::net::SocketAddr;
-use std::sync::atomic::Ordering;
 use std::time::Instant;
 
 use super::stats::inc;
-use super::{ACTIVE, ConnSlot, IDLE, Shared};
+use super::{ACTIVE, ConnSlot, HEAD, IDLE, Shared};
 use crate::request::Version;
 use crate::tls::Stream;
 use crate::wire::InBuf;
@@ -62,8 +61,12 @@ pub(super) fn header_slots<'s, 'h>(
 pub(super) enum Head {
     /// A complete head is in `conn.head`.
     Ready,
-    /// Close without a response (EOF, idle timeout, shutdown, I/O error).
+    /// Close without a response (EOF, idle timeout, shutdown, shed, I/O
+    /// error).
     Close,
+    /// No request within `idle_thread_timeout`: hand the connection to the
+    /// idle set.
+    Idle,
     /// Answer with this error status and close.
     Reject(u16),
 }
@@ -77,6 +80,11 @@ fn is_timeout(e: &io::Error) -> bool {
 
 /// Waits for a complete request head and moves it into `conn.head`.
 /// `first`: on a new connection, the deadline for its first byte.
+///
+/// The slot's state says what a shutdown or a full server may do to the
+/// connection: `IDLE` while waiting for a request, `HEAD` while receiving
+/// one (both may be shed), `ACTIVE` once the head is complete. Each move
+/// fails once the connection was shed, and the connection then closes.
 pub(super) fn read_head(
     conn: &mut Conn,
     shared: &Shared,
@@ -87,12 +95,18 @@ pub(super) fn read_head(
     if conn.input.is_empty() {
         conn.input.shrink_if_idle(INPUT_BUF);
         // Idle: no request in progress. Shutdown closes us here.
-        slot.state.store(IDLE, Ordering::SeqCst);
-        if shared.is_shutting_down() {
+        if !slot.set_state(IDLE) || shared.is_shutting_down() {
             return Head::Close;
         }
+        // Between requests, a plain connection waits on this thread only
+        // for `idle_thread_timeout`, then in the idle set.
+        let handoff = first.is_none()
+            && shared.idle.is_some()
+            && !conn.stream.is_tls()
+            && cfg.idle_thread_timeout < cfg.idle_timeout;
         let idle = match first {
             Some(d) => d.saturating_duration_since(weft::clock::now()),
+            None if handoff => cfg.idle_thread_timeout,
             None => cfg.idle_timeout,
         };
         if idle.is_zero() {
@@ -100,10 +114,14 @@ pub(super) fn read_head(
         }
         let _ = conn.stream.set_read_timeout(Some(idle));
         let r = conn.input.fill(&conn.stream, cfg.max_header_bytes + 1);
-        slot.state.store(ACTIVE, Ordering::SeqCst);
         match r {
-            Ok(0) | Err(_) => return Head::Close,
+            Ok(0) => return Head::Close,
+            Err(e) if handoff && is_timeout(&e) && slot.set_state(ACTIVE) => return Head::Idle,
+            Err(_) => return Head::Close,
             Ok(_) => {}
+        }
+        if !slot.set_state(HEAD) {
+            return Head::Close;
         }
         // An interrupt that raced with the data (shutdown) must not hit the
         // handler; the shutting_down flag still closes the connection
@@ -117,7 +135,10 @@ pub(super) fn read_head(
     loop {
         if let Some(end) = conn.input.find_head_end(scanned) {
             if end > cfg.max_header_bytes {
-                return Head::Reject(431);
+                return Head::Reject(too_large(conn.input.data(), cfg.max_header_bytes));
+            }
+            if !slot.set_state(ACTIVE) {
+                return Head::Close;
             }
             conn.head.clear();
             conn.head.extend_from_slice(&conn.input.data()[..end]);
@@ -126,7 +147,7 @@ pub(super) fn read_head(
         }
         let len = conn.input.len();
         if len > cfg.max_header_bytes {
-            return Head::Reject(431);
+            return Head::Reject(too_large(conn.input.data(), cfg.max_header_bytes));
         }
         // Incomplete: reject garbage early rather than waiting for more.
         let mut small = [const { MaybeUninit::uninit() }; SMALL_HEADERS];
@@ -159,6 +180,14 @@ pub(super) fn read_head(
             }
         }
     }
+}
+
+/// The status for a head over `max` bytes: `414 URI Too Long` when the
+/// request line alone is (RFC 9112 §3: a server MUST answer 414 to a
+/// request-target longer than it wishes to parse), else `431`.
+fn too_large(data: &[u8], max: usize) -> u16 {
+    let line = data.iter().position(|&b| b == b'\n').unwrap_or(data.len());
+    if line >= max { 414 } else { 431 }
 }
 
 /// A parsed request head: the request line and the header fields.

@@ -8,6 +8,7 @@
 //! | `stats.rs` | [`ServerStats`], [`ErrorStats`] and the counters behind them |
 //! | `accept.rs` | the accept loop and the `503` of a full server |
 //! | `conn.rs` | one connection's loop (TLS handshake, request after request) |
+//! | `idle.rs` | the idle set: connections that wait for a byte without a thread |
 //! | `process.rs` | one request: frame, run the handler, respond |
 //! | `head.rs` | a connection's stream and buffers; reading and parsing one request head |
 //! | `respond.rs` | writing a response; the server's own error answers |
@@ -16,10 +17,37 @@
 //!
 //! The files call one way, down the table's order from `accept.rs`:
 //! accept → conn → process → head, each of them → respond and stats;
-//! none calls back up.
+//! none calls back up, but for the idle set, which starts connection
+//! threads (`idle` → `conn`) and which a connection thread hands its
+//! connection to (`conn` → `idle`).
+//!
+//! # A flood of connections
+//!
+//! Three things keep idle or slow clients from locking others out:
+//!
+//! - **Connections cost little while they wait.** A plain-HTTP connection
+//!   that has sent nothing — a new one, or a keep-alive one whose thread
+//!   waited [`ServerConfig::idle_thread_timeout`] in vain — waits in the
+//!   idle set without a thread, a stack or a buffer (`idle.rs`); a thread
+//!   starts again with its next byte.
+//! - **The limit follows the descriptors.**
+//!   [`ServerConfig::max_connections`] defaults to the soft
+//!   `RLIMIT_NOFILE` less a reserve, so the server, not `accept`'s
+//!   `EMFILE`, decides who gets in.
+//! - **A full server sheds, it does not wait** ([`WhenFull::ShedIdle`], the
+//!   default): a new connection closes the waiting connection nearest its
+//!   deadline, else the oldest thread that waits for or receives a request
+//!   head. Requests in progress are never shed; per-request budgets bound
+//!   them ([`ServerConfig::body_read_timeout`],
+//!   [`ServerConfig::write_timeout`], [`ServerConfig::min_data_rate`]), and
+//!   a head has [`ServerConfig::header_read_timeout`] in all. So a client
+//!   that connects and sends its request at once is served however many
+//!   idle or slowloris connections are open. A shorter first-byte timeout
+//!   under pressure was considered and left out: shedding already makes a
+//!   waiting connection cost the newcomer nothing.
 //!
 //! Error answers: whatever the server answers by itself (`400`, `408`,
-//! `413`, `417`, `431`, a panic's `500`, `503`) is an
+//! `413`, `414`, `417`, `431`, `501`, a panic's `500`, `503`) is an
 //! [`HttpError`](crate::HttpError) rendered by the handler's
 //! [`render_error`](crate::Handler::render_error) — for a
 //! [`Router`](crate::Router), its `on_error` hook — and so is any response
@@ -30,13 +58,14 @@ mod config;
 mod conn;
 mod handle;
 mod head;
+mod idle;
 mod log;
 mod pool;
 mod process;
 mod respond;
 mod stats;
 
-use std::collections::HashMap;
+use std::collections::BTreeMap;
 use std::io;
 use std::net::{SocketAddr, ToSocketAddrs};
 use std::sync::atomic::{AtomicBool, AtomicU8, AtomicU64, Ordering};
@@ -55,6 +84,7 @@ pub use stats::{ErrorStats, ServerStats};
 
 use accept::accept_loop;
 use handle::Life;
+use idle::IdleSet;
 use pool::Pool;
 use stats::Counters;
 
@@ -147,13 +177,18 @@ impl Server {
             ThreadMode::Virtual => None,
             ThreadMode::Platform { threads } => Some(Pool::start(threads, config.accept_queue)?),
         };
+        // The idle set holds plain connections on real sockets; TLS ones
+        // and simulated ones keep their threads.
+        let idle = (config.tls.is_none() && !weft::sim::is_simulated())
+            .then(|| Arc::new(IdleSet::default()));
         let shared = Arc::new(Shared {
             limit: Arc::new(Semaphore::new(config.max_connections)),
+            idle,
             config,
             handler: Box::new(handler),
             stats: Counters::default(),
             shutting_down: AtomicBool::new(false),
-            conns: Mutex::new(HashMap::new()),
+            conns: Mutex::new(BTreeMap::new()),
             next_id: AtomicU64::new(1),
             drain: weft::sync::Mutex::new(()),
             drained: Condvar::new(),
@@ -161,6 +196,12 @@ impl Server {
             rt: rt.clone(),
         });
         stats::publish(addr, &shared);
+        if let Some(idle) = &shared.idle {
+            let (i, s) = (idle.clone(), shared.clone());
+            weft::Builder::new()
+                .name("weft-http-idle")
+                .spawn_on(&rt, move || i.drive(&s))?;
+        }
         let s = shared.clone();
         let acceptor = weft::Builder::new()
             .name("weft-http-acceptor")
@@ -204,16 +245,23 @@ pub fn serve(addr: impl ToSocketAddrs, handler: impl Handler) -> io::Result<Serv
     Server::bind(addr, ServerConfig::default())?.serve(handler)
 }
 
-/// [`ConnSlot::state`]: waiting for a request (shutdown may close it now).
+/// [`ConnSlot::state`]: waiting for a request (shutdown closes it now; a
+/// full server may shed it).
 const IDLE: u8 = 0;
-/// [`ConnSlot::state`]: a request is being read or answered.
+/// [`ConnSlot::state`]: a request is being handled or answered.
 const ACTIVE: u8 = 1;
+/// [`ConnSlot::state`]: receiving a request head (or the TLS handshake);
+/// a full server may shed it.
+const HEAD: u8 = 2;
+/// [`ConnSlot::state`]: shed by a full server; the thread closes the
+/// connection at its next step.
+const SHED: u8 = 3;
 
-/// Per-connection record for shutdown.
+/// Per-connection record for shutdown and shedding.
 struct ConnSlot {
     /// The connection's virtual thread.
     thread: weft::Thread,
-    /// `IDLE` while waiting for the first byte of a request.
+    /// `IDLE`, `HEAD`, `ACTIVE` or `SHED`.
     state: AtomicU8,
     /// Platform mode: the OS worker running this connection's request.
     worker: Mutex<Option<weft::Thread>>,
@@ -226,6 +274,41 @@ impl ConnSlot {
             w.interrupt();
         }
     }
+
+    /// Moves to `to`; false, and nothing changed, once shed.
+    fn set_state(&self, to: u8) -> bool {
+        self.state
+            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |s| {
+                (s != SHED).then_some(to)
+            })
+            .is_ok()
+    }
+
+    /// Marks the connection shed if it has no request in progress (`IDLE`
+    /// or `HEAD`) and interrupts its thread, whose read then fails.
+    fn shed(&self) -> bool {
+        let shed = self
+            .state
+            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |s| {
+                (s == IDLE || s == HEAD).then_some(SHED)
+            })
+            .is_ok();
+        if shed {
+            self.thread.interrupt();
+        }
+        shed
+    }
+}
+
+/// What [`Shared::shed`] did.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Shed {
+    /// Closed a waiting connection: its permit is free.
+    Freed,
+    /// Interrupted a connection's thread: its permit frees when it ends.
+    Pending,
+    /// Every connection has a request in progress.
+    Nothing,
 }
 
 /// What the acceptor, the connection threads, the pool workers and the
@@ -236,7 +319,10 @@ struct Shared {
     handler: Box<dyn Handler>,
     stats: Counters,
     shutting_down: AtomicBool,
-    conns: Mutex<HashMap<u64, Arc<ConnSlot>>>,
+    /// Connections with a thread, by id: oldest first.
+    conns: Mutex<BTreeMap<u64, Arc<ConnSlot>>>,
+    /// Connections without a thread (`None`: TLS or simulated server).
+    idle: Option<Arc<IdleSet>>,
     next_id: AtomicU64,
     drain: weft::sync::Mutex<()>,
     drained: Condvar,
@@ -246,18 +332,29 @@ struct Shared {
 }
 
 impl Shared {
-    /// The open connections, oldest first (a fixed order, so a shutdown
-    /// interrupts them in the same order in every run of a simulation).
+    /// The open connections with a thread, oldest first (a fixed order, so
+    /// a shutdown interrupts them in the same order in every run of a
+    /// simulation).
     fn slots(&self) -> Vec<Arc<ConnSlot>> {
-        let mut v: Vec<(u64, Arc<ConnSlot>)> = self
-            .conns
-            .lock()
-            .unpoison()
-            .iter()
-            .map(|(id, s)| (*id, s.clone()))
-            .collect();
-        v.sort_unstable_by_key(|(id, _)| *id);
-        v.into_iter().map(|(_, s)| s).collect()
+        self.conns.lock().unpoison().values().cloned().collect()
+    }
+
+    /// Makes room for a new connection ([`WhenFull::ShedIdle`]): closes the
+    /// waiting connection nearest its deadline, else sheds the oldest
+    /// connection whose thread has no request in progress.
+    fn shed(&self) -> Shed {
+        if let Some(idle) = &self.idle
+            && idle.shed_one(self)
+        {
+            return Shed::Freed;
+        }
+        let conns = self.conns.lock().unpoison();
+        if conns.values().any(|s| s.shed()) {
+            stats::inc(&self.stats.shed);
+            Shed::Pending
+        } else {
+            Shed::Nothing
+        }
     }
 
     /// Waits until no connection is open or `deadline` passes.

@@ -12,11 +12,12 @@ use super::head::{Conn, SMALL_HEADERS, header_slots, parse_head};
 use super::log::log_error;
 use super::respond::{Reply, Wire, builtin_error, render_error, write_error, write_response};
 use super::stats::inc;
+use crate::budget::Budget;
 use crate::error::HttpError;
 use crate::request::{BodyError, Request, RequestBody, Version};
 use crate::response::{IntoResponse, Response};
 use crate::tls::Stream;
-use crate::wire::{Framing, has_token, parse_content_length};
+use crate::wire::{Framing, has_token, parse_content_length, valid_host};
 
 /// Parses the head in `conn.head`, runs the handler, writes the response.
 /// Returns whether the connection may serve another request.
@@ -34,11 +35,8 @@ pub(super) fn process(conn: &mut Conn, shared: &Shared) -> bool {
     let stream: &Stream = stream;
     let reject = |status: u16, out: &mut Vec<u8>, linger: &mut bool| {
         shared.stats.error_status(status);
-        let wire = Wire {
-            stream,
-            out,
-            scratch: &mut Vec::new(),
-        };
+        let mut scratch = Vec::new();
+        let wire = Wire::new(stream, out, &mut scratch, cfg);
         let _ = write_error(wire, shared, status);
         *linger = true;
         false
@@ -51,6 +49,9 @@ pub(super) fn process(conn: &mut Conn, shared: &Shared) -> bool {
         Ok(h) => h,
         Err(status) => return reject(status, out, linger),
     };
+    if let Err(status) = check_target(head.method, head.target) {
+        return reject(status, out, linger);
+    }
     let sem = match semantics(head.headers, head.version, cfg.max_body_bytes) {
         Ok(s) => s,
         Err(status) => return reject(status, out, linger),
@@ -78,7 +79,7 @@ pub(super) fn process(conn: &mut Conn, shared: &Shared) -> bool {
             read: 0,
             limit: cfg.max_body_bytes,
             error: None,
-            timeout: cfg.body_read_timeout,
+            budget: Budget::new(cfg.body_read_timeout, cfg.min_data_rate),
         },
         activity: None,
     };
@@ -101,9 +102,21 @@ struct Semantics {
     keep_alive: bool,
 }
 
-/// Body framing and connection semantics from the header fields. `Err`:
-/// the status to answer (`400` for ambiguous or invalid framing, `413` for
-/// a `Content-Length` over `max_body`, `417` for an unsupported `Expect`).
+/// Body framing and connection semantics from the header fields, with
+/// the checks RFC 9112 and RFC 9110 make a server's duty. `Err`: the status
+/// to answer:
+///
+/// - `400`: no `Host` in an HTTP/1.1 request, more than one, or an invalid
+///   one (RFC 9112 §3.2); `Content-Length` invalid or given twice with
+///   different values (§6.3, RFC 9110 §8.6); `Transfer-Encoding` together
+///   with `Content-Length` (§6.1: we reject rather than let one override
+///   the other), in an HTTP/1.0 request (§6.1), given twice, with
+///   `chunked` not last (§6.3), applied twice (§6.1) or with parameters
+///   (§7);
+/// - `501`: a transfer coding other than `chunked` before it, which this
+///   server does not implement (§6.1);
+/// - `413`: a `Content-Length` over `max_body`;
+/// - `417`: an `Expect` other than `100-continue` (RFC 9110 §10.1.1).
 fn semantics(
     headers: &[httparse::Header<'_>],
     version: Version,
@@ -111,6 +124,7 @@ fn semantics(
 ) -> Result<Semantics, u16> {
     let mut content_length: Option<u64> = None;
     let mut transfer_encoding: Option<&[u8]> = None;
+    let mut hosts = 0usize;
     let mut conn_close = false;
     let mut conn_keep_alive = false;
     let mut expect: Option<&[u8]> = None;
@@ -126,6 +140,11 @@ fn semantics(
                 return Err(400);
             }
             transfer_encoding = Some(h.value);
+        } else if name.eq_ignore_ascii_case("host") {
+            hosts += 1;
+            if hosts > 1 || !valid_host(h.value) {
+                return Err(400);
+            }
         } else if name.eq_ignore_ascii_case("connection") {
             conn_close |= has_token(h.value, "close");
             conn_keep_alive |= has_token(h.value, "keep-alive");
@@ -133,13 +152,14 @@ fn semantics(
             expect = Some(h.value);
         }
     }
+    if hosts == 0 && version == Version::Http11 {
+        return Err(400);
+    }
     let framing = match (transfer_encoding, content_length) {
         (Some(_), Some(_)) => return Err(400), // smuggling risk
+        (Some(_), None) if version == Version::Http10 => return Err(400),
         (Some(te), None) => {
-            let last = te.rsplit(|&b| b == b',').next().unwrap_or(b"").trim_ascii();
-            if version == Version::Http10 || !last.eq_ignore_ascii_case(b"chunked") {
-                return Err(400);
-            }
+            check_codings(te)?;
             Framing::Chunked(crate::wire::Chunk::Size)
         }
         (None, Some(0)) | (None, None) => Framing::Done,
@@ -168,6 +188,59 @@ fn semantics(
         expect_continue,
         keep_alive,
     })
+}
+
+/// A request's `Transfer-Encoding` list: `chunked` exactly once, last and
+/// without parameters (else `400`); nothing before it, as this server
+/// implements no other transfer coding (else `501`). Empty list elements
+/// are ignored (RFC 9110 §5.6.1.2).
+fn check_codings(te: &[u8]) -> Result<(), u16> {
+    let mut codings = te
+        .split(|&b| b == b',')
+        .map(<[u8]>::trim_ascii)
+        .filter(|c| !c.is_empty());
+    let Some(last) = codings.next_back() else {
+        return Err(400);
+    };
+    if !last.eq_ignore_ascii_case(b"chunked") {
+        return Err(400);
+    }
+    let mut unknown = false;
+    for c in codings {
+        let name = c.split(|&b| b == b';').next().unwrap_or(c).trim_ascii();
+        if name.eq_ignore_ascii_case(b"chunked") {
+            return Err(400);
+        }
+        unknown = true;
+    }
+    if unknown { Err(501) } else { Ok(()) }
+}
+
+/// The request-target's form against the method (RFC 9112 §3.2):
+/// origin-form (`/path`) for any method, absolute-form (`http://` or
+/// `https://`, any case) for any method, authority-form (`host:port`) only
+/// for `CONNECT`, asterisk-form (`*`) only for `OPTIONS`; anything else is
+/// an invalid request-line (`400`).
+fn check_target(method: &str, target: &str) -> Result<(), u16> {
+    let ok = if target.starts_with('/') {
+        true
+    } else if target == "*" {
+        method == "OPTIONS"
+    } else if method == "CONNECT" {
+        target.contains(':') && valid_host(target.as_bytes())
+    } else {
+        strip_scheme(target).is_some_and(|rest| {
+            let end = rest.find(['/', '?']).unwrap_or(rest.len());
+            end > 0 && valid_host(&rest.as_bytes()[..end])
+        })
+    };
+    if ok { Ok(()) } else { Err(400) }
+}
+
+/// An absolute-form target without its `http://` or `https://` (any case).
+fn strip_scheme(target: &str) -> Option<&str> {
+    let (scheme, rest) = target.split_once("://")?;
+    (scheme.eq_ignore_ascii_case("http") || scheme.eq_ignore_ascii_case("https")).then_some(rest)
 }
 
 /// Runs the handler with a panic caught (answered `500`, connection
@@ -257,11 +330,7 @@ fn respond(
     // also sees it in the statistics.
     shared.stats.response(resp.status);
     inc(&shared.stats.finished);
-    let wire = Wire {
-        stream,
-        out,
-        scratch,
-    };
+    let wire = Wire::new(stream, out, scratch, &shared.config);
     let reply = Reply {
         version: req.version,
         keep_alive,
@@ -313,11 +382,15 @@ fn drain_body(body: &mut RequestBody<'_>) -> bool {
 /// (`http://host/p?q`) yields its path.
 pub(super) fn split_target(target: &str) -> (&str, Option<&str>) {
     let mut t = target;
-    if let Some(rest) = t
-        .strip_prefix("http://")
-        .or_else(|| t.strip_prefix("https://"))
+    if !t.starts_with('/')
+        && let Some(rest) = strip_scheme(t)
     {
-        t = rest.find('/').map_or("/", |i| &rest[i..]);
+        t = match rest.find(['/', '?']) {
+            Some(i) if rest.as_bytes()[i] == b'/' => &rest[i..],
+            // `http://h?q`: the path is `/`; the query follows.
+            Some(i) => return ("/", Some(&rest[i + 1..])),
+            None => "/",
+        };
     }
     match t.split_once('?') {
         Some((p, q)) => (p, Some(q)),
@@ -335,5 +408,33 @@ mod tests {
         assert_eq!(split_target("/a"), ("/a", None));
         assert_eq!(split_target("http://h:1/x?y"), ("/x", Some("y")));
         assert_eq!(split_target("http://h:1"), ("/", None));
+        assert_eq!(split_target("HTTP://h/x"), ("/x", None));
+        assert_eq!(split_target("http://h?a=/b"), ("/", Some("a=/b")));
+    }
+
+    #[test]
+    fn target_forms() {
+        assert_eq!(check_target("GET", "/a"), Ok(()));
+        assert_eq!(check_target("GET", "http://h:1/a"), Ok(()));
+        assert_eq!(check_target("GET", "HTTPS://h"), Ok(()));
+        assert_eq!(check_target("OPTIONS", "*"), Ok(()));
+        assert_eq!(check_target("GET", "*"), Err(400));
+        assert_eq!(check_target("CONNECT", "h:443"), Ok(()));
+        assert_eq!(check_target("GET", "h:443"), Err(400));
+        assert_eq!(check_target("GET", "a"), Err(400));
+        assert_eq!(check_target("GET", "ftp://h/a"), Err(400));
+        assert_eq!(check_target("GET", "http:///a"), Err(400));
+    }
+
+    #[test]
+    fn transfer_codings() {
+        assert_eq!(check_codings(b"chunked"), Ok(()));
+        assert_eq!(check_codings(b" , Chunked"), Ok(()));
+        assert_eq!(check_codings(b"gzip, chunked"), Err(501));
+        assert_eq!(check_codings(b"chunked, gzip"), Err(400));
+        assert_eq!(check_codings(b"chunked, chunked"), Err(400));
+        assert_eq!(check_codings(b"chunked;q=1"), Err(400));
+        assert_eq!(check_codings(b""), Err(400));
+        assert_eq!(check_codings(b"xchunked"), Err(400));
     }
 }

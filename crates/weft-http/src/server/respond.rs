@@ -1,6 +1,6 @@
 //! Writing responses: serialising a [`Response`] onto the connection (head,
 //! framing, copied, vectored or streamed body) and the server's own error
-//! answers (`400`, `408`, `413`, `417`, `431`, `503`) rendered through the
+//! answers (`400`, `408`, `413`, `414`, `417`, `431`, `501`, `503`) rendered through the
 //! handler's error hook. Called by request processing, the connection loop
 //! and the accept loop's `503`.
 
@@ -8,6 +8,7 @@ use std::io::{self, Write};
 use std::panic::{AssertUnwindSafe, catch_unwind};
 
 use super::{ServerConfig, Shared};
+use crate::budget::{Budget, Timed};
 use crate::date::push_date;
 use crate::error::{HttpError, render};
 use crate::request::Version;
@@ -35,6 +36,13 @@ pub(super) fn builtin_error(status: u16, cfg: &ServerConfig) -> HttpError {
                 cfg.max_body_bytes
             ),
         ),
+        414 => HttpError::new(
+            414,
+            format!(
+                "request line exceeds the limit of {} bytes",
+                cfg.max_header_bytes
+            ),
+        ),
         417 => HttpError::new(417, "only Expect: 100-continue is supported"),
         431 => HttpError::new(
             431,
@@ -43,6 +51,7 @@ pub(super) fn builtin_error(status: u16, cfg: &ServerConfig) -> HttpError {
                 cfg.max_header_bytes, cfg.max_headers
             ),
         ),
+        501 => HttpError::new(501, "transfer coding not implemented (only chunked is)"),
         503 => HttpError::from_status(503).with_header("Retry-After", "1"),
         s => HttpError::from_status(s),
     }
@@ -67,13 +76,32 @@ pub(super) fn write_error(wire: Wire<'_>, shared: &Shared, status: u16) -> io::R
     write_response(wire, resp, Reply::CLOSE).map(|_| ())
 }
 
-/// Where a response goes: the connection's stream, and the buffers it is
+/// Where a response goes: the connection's stream, the buffers it is
 /// serialised in (`out` for the head and small bodies, `scratch` for
-/// chunked framing).
+/// chunked framing) and the time the client may take to receive it.
 pub(super) struct Wire<'a> {
     pub(super) stream: &'a Stream,
     pub(super) out: &'a mut Vec<u8>,
     pub(super) scratch: &'a mut Vec<u8>,
+    /// In all, for this response
+    /// ([`ServerConfig::write_timeout`], [`ServerConfig::min_data_rate`]).
+    pub(super) budget: Budget,
+}
+
+impl<'a> Wire<'a> {
+    pub(super) fn new(
+        stream: &'a Stream,
+        out: &'a mut Vec<u8>,
+        scratch: &'a mut Vec<u8>,
+        cfg: &ServerConfig,
+    ) -> Wire<'a> {
+        Wire {
+            stream,
+            out,
+            scratch,
+            budget: Budget::new(cfg.write_timeout, cfg.min_data_rate),
+        }
+    }
 }
 
 /// How a response answers its request.
@@ -103,7 +131,9 @@ pub(super) fn write_response(wire: Wire<'_>, resp: Response, reply: Reply) -> io
         stream,
         out,
         scratch,
+        budget,
     } = wire;
+    let mut sink = Timed { stream, budget };
     let Reply {
         version,
         mut keep_alive,
@@ -176,22 +206,22 @@ pub(super) fn write_response(wire: Wire<'_>, resp: Response, reply: Reply) -> io
     }
     out.extend_from_slice(b"\r\n");
     if head_only || no_body {
-        (&*stream).write_all(out)?;
+        sink.write_all(out)?;
         return Ok(keep_alive);
     }
     match body {
-        Body::Empty => (&*stream).write_all(out)?,
+        Body::Empty => sink.write_all(out)?,
         Body::Bytes(b) => {
             if b.len() <= COPY_BODY {
                 out.extend_from_slice(&b);
-                (&*stream).write_all(out)?;
+                sink.write_all(out)?;
             } else {
-                write_all_vectored(stream, out, &b)?;
+                write_all_vectored(&mut sink, out, &b)?;
             }
         }
         Body::Stream { len, writer } => {
             let buffered = BufferedStream {
-                stream,
+                inner: &mut sink,
                 buf: out,
                 limit: COPY_BODY,
             };

@@ -11,9 +11,12 @@ use weft::sync::Unpoison;
 /// Errors by class, counted since the server started.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct ErrorStats {
-    /// Malformed requests answered `400` (connection closed).
+    /// Malformed requests answered `400`, and requests with a transfer
+    /// coding the server does not implement answered `501` (connection
+    /// closed).
     pub bad_request: u64,
-    /// Request heads over the limits answered `431`.
+    /// Request heads over the limits answered `431`, or `414` when the
+    /// request line alone is.
     pub header_too_large: u64,
     /// Bodies over the limit answered `413`.
     pub body_too_large: u64,
@@ -34,6 +37,10 @@ pub struct ErrorStats {
     /// port, a client that rejected the certificate, a stalled client);
     /// each closed its connection.
     pub tls_handshake: u64,
+    /// Connections without a request in progress closed to make room for
+    /// a new one at `max_connections`
+    /// ([`WhenFull::ShedIdle`](super::WhenFull::ShedIdle)).
+    pub shed: u64,
 }
 
 /// A snapshot of the server's counters.
@@ -41,6 +48,9 @@ pub struct ErrorStats {
 pub struct ServerStats {
     /// Connections open now.
     pub open_connections: u64,
+    /// Of those, connections waiting for a byte without a thread (the idle
+    /// set: see [`ServerConfig::idle_thread_timeout`](super::ServerConfig::idle_thread_timeout)).
+    pub idle_connections: u64,
     /// Connections accepted since start.
     pub accepted_connections: u64,
     /// Requests whose head was parsed and whose response is not yet
@@ -60,6 +70,7 @@ pub struct ServerStats {
 #[derive(Default)]
 pub(super) struct Counters {
     pub(super) open: AtomicU64,
+    pub(super) idle: AtomicU64,
     pub(super) accepted: AtomicU64,
     pub(super) started: AtomicU64,
     pub(super) finished: AtomicU64,
@@ -73,6 +84,7 @@ pub(super) struct Counters {
     pub(super) io: AtomicU64,
     pub(super) accept: AtomicU64,
     pub(super) tls_handshake: AtomicU64,
+    pub(super) shed: AtomicU64,
 }
 
 pub(super) fn inc(c: &AtomicU64) {
@@ -86,6 +98,7 @@ impl Counters {
         let started = get(&self.started);
         ServerStats {
             open_connections: get(&self.open),
+            idle_connections: get(&self.idle),
             accepted_connections: get(&self.accepted),
             in_flight: started.saturating_sub(finished),
             requests: finished,
@@ -100,6 +113,7 @@ impl Counters {
                 io: get(&self.io),
                 accept: get(&self.accept),
                 tls_handshake: get(&self.tls_handshake),
+                shed: get(&self.shed),
             },
         }
     }
@@ -112,10 +126,10 @@ impl Counters {
 
     pub(super) fn error_status(&self, status: u16) {
         match status {
-            400 => inc(&self.bad_request),
+            400 | 501 => inc(&self.bad_request),
             408 => inc(&self.timeout),
             413 => inc(&self.body_too_large),
-            431 => inc(&self.header_too_large),
+            414 | 431 => inc(&self.header_too_large),
             _ => {}
         }
     }
@@ -186,6 +200,7 @@ pub(crate) fn series(servers: &[(String, ServerStats)]) -> Vec<Series> {
                 ("io", e.io),
                 ("accept", e.accept),
                 ("tls_handshake", e.tls_handshake),
+                ("shed", e.shed),
             ]
             .map(|(k, n)| sample(vec![("server", l.clone()), ("kind", k.to_owned())], n))
         })
@@ -215,6 +230,12 @@ pub(crate) fn series(servers: &[(String, ServerStats)]) -> Vec<Series> {
             Gauge,
             "Connections open.",
             per(&|s| s.open_connections),
+        ),
+        row(
+            "weft_http_connections_idle",
+            Gauge,
+            "Connections waiting for a byte without a thread.",
+            per(&|s| s.idle_connections),
         ),
         row(
             "weft_http_connections_accepted_total",
