@@ -15,8 +15,9 @@ use std::panic::{AssertUnwindSafe, catch_unwind};
 
 use crate::runtime::Runtime;
 use crate::thread::{
-    Body, CoroSlot, JoinHandle, Kind, Start, State, Suspend, Thread, VThread, complete,
-    current_virtual, payload_fits, payload_put, payload_take, set_inner_state,
+    Body, CoroSlot, JoinHandle, Kind, Outcome, Start, State, Suspend, Thread, VThread,
+    complete_outcome, current_virtual, drop_if_detached, payload_fits, payload_put, payload_take,
+    set_inner_state,
 };
 
 /// Configures a new virtual thread: name, stack size, runtime.
@@ -277,6 +278,12 @@ where
             // SAFETY: locals are only touched by the running thread.
             unsafe { (*rare.locals.get()).clear() };
         }
+        // The result in its stored form, made now: nothing the thread
+        // does after its destructors may allocate (an allocator would set
+        // up its per-thread state again, with no destructor left to hand
+        // it back: see `thread::Outcome`). A detached thread's result is
+        // dropped here, before its thread-locals, as std drops it.
+        let outcome = drop_if_detached(me, Outcome::new(r));
         // Then its `thread_local!` values and pthread key values, as an
         // OS thread's at its exit (on a thread-local area of its own).
         crate::tls::run_dtors();
@@ -285,7 +292,12 @@ where
         }
         // Before the joiner can return: it may look at our state.
         set_inner_state(me, State::Terminated);
-        complete(me, r);
+        complete_outcome(me, outcome);
+        // Whatever registered a destructor after the pass above (a result
+        // whose handle was dropped meanwhile, dropped by `complete_outcome`,
+        // whose `Drop` set a pthread key or allocated) is run now: late,
+        // after the join, but never left behind.
+        crate::tls::run_dtors();
     }));
     if finish.is_err() {
         crate::thread::abort_after_drop_panic(me);

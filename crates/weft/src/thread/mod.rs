@@ -80,7 +80,8 @@ pub use handle::Thread;
 pub use id::ThreadId;
 pub use join::JoinHandle;
 pub(crate) use join::{
-    complete, complete_unrun, panic_message, payload_fits, payload_put, payload_take,
+    Outcome, complete, complete_outcome, complete_unrun, drop_if_detached, panic_message,
+    payload_fits, payload_put, payload_take,
 };
 pub(crate) use park::{borrow_parked, park_deadline};
 pub use park::{panicking, park, park_timeout, sleep, sleep_until, yield_now};
