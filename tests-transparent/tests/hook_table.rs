@@ -1,20 +1,22 @@
-//! The hook table (`weft/src/transparent/next.rs`) is the one list of the
-//! functions Weft defines in place of libc's: each row must be defined,
-//! in the file its row names, and interposed in this executable; no hook
-//! may be defined without a row; the module docs' list ("Covered calls")
-//! names exactly the rows.
+//! The hook table (`weft/src/libc_next.rs`) is the one list of the
+//! functions Weft defines in place of libc's — the transparent hooks and
+//! the rest (`tls/`, `thread/native.rs`, `thread/os_state.rs`): each row
+//! must be defined, in the file its row names, and interposed in this
+//! executable; no function may be defined without a row; the transparent
+//! module docs' list ("Covered calls") names exactly the transparent rows,
+//! and the docs of every other row's file name its rows.
 
 use std::collections::BTreeSet;
 use std::ffi::CString;
 use std::path::{Path, PathBuf};
 
-fn transparent_dir() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../crates/weft/src/transparent")
+fn src_dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../crates/weft/src")
 }
 
 /// Every `.rs` file under `dir`, as (path relative to `root`, text).
 fn sources(root: &Path, dir: &Path, out: &mut Vec<(String, String)>) {
-    for e in std::fs::read_dir(dir).expect("read the transparent sources") {
+    for e in std::fs::read_dir(dir).expect("read the weft sources") {
         let p = e.expect("a directory entry").path();
         if p.is_dir() {
             sources(root, &p, out);
@@ -25,29 +27,81 @@ fn sources(root: &Path, dir: &Path, out: &mut Vec<(String, String)>) {
     }
 }
 
+/// The identifier at the start of `s`.
+fn ident(s: &str) -> String {
+    s.chars()
+        .take_while(|c| c.is_alphanumeric() || *c == '_')
+        .collect()
+}
+
 /// The `#[unsafe(no_mangle)]` functions of the sources, as (name, file).
+/// A file whose exported function is a macro's (`fn $name(`) defines one
+/// per row of that macro's invocations: each line `kind fn name(` (a
+/// lower-case word before `fn` that is no Rust keyword).
 fn definitions() -> BTreeSet<(String, String)> {
-    let root = transparent_dir();
+    let root = src_dir();
     let mut files = Vec::new();
     sources(&root, &root, &mut files);
     let mut defs = BTreeSet::new();
     for (file, text) in files {
         let mut exported = false;
+        let mut by_macro = false;
         for line in text.lines() {
             let line = line.trim();
             if line == "#[unsafe(no_mangle)]" {
                 exported = true;
             } else if exported && let Some(at) = line.find("fn ") {
-                let name: String = line[at + 3..]
-                    .chars()
-                    .take_while(|c| c.is_alphanumeric() || *c == '_')
-                    .collect();
-                defs.insert((name, file.clone()));
+                let name = ident(&line[at + 3..]);
+                if name.is_empty() && line[at + 3..].starts_with('$') {
+                    by_macro = true;
+                } else {
+                    defs.insert((name, file.clone()));
+                }
                 exported = false;
+            }
+        }
+        if by_macro {
+            const KEYWORDS: &[&str] = &["pub", "unsafe", "extern", "const", "async", "\"C\""];
+            for line in text.lines() {
+                let mut words = line.split_whitespace();
+                let (Some(kind), Some("fn"), Some(rest)) = (words.next(), words.next(), words.next())
+                else {
+                    continue;
+                };
+                let name = ident(rest);
+                if !KEYWORDS.contains(&kind)
+                    && kind.chars().all(|c| c.is_ascii_lowercase() || c == '_')
+                    && !name.is_empty()
+                    && rest[name.len()..].starts_with('(')
+                {
+                    defs.insert((name, file.clone()));
+                }
             }
         }
     }
     defs
+}
+
+/// The backquoted names in `text`, with `{a,b}` alternatives expanded
+/// (`pthread_key_{create,delete}` names two).
+fn backquoted(text: &str) -> BTreeSet<String> {
+    let mut out = BTreeSet::new();
+    for (k, part) in text.split('`').enumerate() {
+        if k % 2 == 0 {
+            continue;
+        }
+        match (part.find('{'), part.find('}')) {
+            (Some(open), Some(close)) if open < close => {
+                for alt in part[open + 1..close].split(',') {
+                    out.insert(format!("{}{}{}", &part[..open], alt.trim(), &part[close + 1..]));
+                }
+            }
+            _ => {
+                out.insert(part.to_string());
+            }
+        }
+    }
+    out
 }
 
 fn table() -> BTreeSet<(String, String)> {
@@ -76,7 +130,7 @@ fn every_row_is_defined_in_its_file_and_every_hook_has_a_row() {
 
 #[test]
 fn the_module_docs_list_the_rows() {
-    let text = std::fs::read_to_string(transparent_dir().join("mod.rs")).unwrap();
+    let text = std::fs::read_to_string(src_dir().join("transparent/mod.rs")).unwrap();
     let section = text
         .split("//! # Covered calls")
         .nth(1)
@@ -107,11 +161,46 @@ fn the_module_docs_list_the_rows() {
             }
         }
     }
-    let rows: BTreeSet<String> = table().into_iter().map(|(n, _)| n).collect();
+    let rows: BTreeSet<String> = table()
+        .into_iter()
+        .filter(|(_, f)| f.starts_with("transparent/"))
+        .map(|(n, _)| n)
+        .collect();
     assert_eq!(
         listed, rows,
-        "mod.rs's \"Covered calls\" list and the hook table differ"
+        "transparent/mod.rs's \"Covered calls\" list and the hook table's transparent rows differ"
     );
+}
+
+#[test]
+fn every_other_row_is_named_in_its_files_docs() {
+    let mut unnamed = Vec::new();
+    for (name, file) in table() {
+        if file.starts_with("transparent/") {
+            continue;
+        }
+        let text = std::fs::read_to_string(src_dir().join(&file)).unwrap();
+        let docs: String = text
+            .lines()
+            .filter_map(|l| l.trim_start().strip_prefix("//!"))
+            .collect::<Vec<_>>()
+            .join("\n");
+        if !backquoted(&docs).contains(&name) {
+            unnamed.push(format!("{name} ({file})"));
+        }
+    }
+    assert!(
+        unnamed.is_empty(),
+        "rows their file's module docs do not name: {unnamed:?}"
+    );
+    // The table holds every interposed function, not only the transparent
+    // hooks: the thread-local area's, the C locks', the kernel-state calls'.
+    for dir in ["tls/", "thread/native.rs", "thread/os_state.rs"] {
+        assert!(
+            table().iter().any(|(_, f)| f.starts_with(dir)),
+            "no row under {dir}"
+        );
+    }
 }
 
 #[test]

@@ -305,6 +305,7 @@ mod future;
 #[cfg(any(feature = "futures-io", feature = "tokio"))]
 mod io_compat;
 mod knob;
+mod libc_next;
 pub mod local;
 pub mod metrics;
 pub mod net;

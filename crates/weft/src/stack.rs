@@ -32,7 +32,7 @@
 //! # Slot size: what a parked thread costs
 //!
 //! A thread parked in `weft::park` has touched one page: the slot's top
-//! one, which holds its thread-local area (`tls.rs`) and, right below the
+//! one, which holds its thread-local area (`tls/`) and, right below the
 //! area, the top of its stack. Where the 4,096 bytes go in
 //! `parked_memory` (x86_64, glibc 2.36, a Rust program whose modules with
 //! thread-locals are the executable and libc): the area's header and

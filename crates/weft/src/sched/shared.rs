@@ -74,7 +74,7 @@ pub(crate) struct Shared {
     /// `RuntimeBuilder::allow_migration`); otherwise each is bound to the
     /// carrier that first ran it.
     pub(crate) migrate: bool,
-    /// Each virtual thread gets a thread-local area of its own (`tls.rs`),
+    /// Each virtual thread gets a thread-local area of its own (`tls/`),
     /// where the platform allows; never together with `migrate`.
     pub(crate) thread_local_areas: bool,
     /// The simulation this runtime runs (`sched/sim.rs`): one

@@ -29,7 +29,9 @@
 //!
 //! - Counted: the calls a program or a library makes through the dynamic
 //!   linker (`pthread_mutex_{lock,trylock,timedlock,clocklock,unlock}`,
-//!   `pthread_rwlock_*`, `pthread_spin_*`, `flockfile`, `ftrylockfile`,
+//!   `pthread_rwlock_{rdlock,tryrdlock,timedrdlock,clockrdlock}`,
+//!   `pthread_rwlock_{wrlock,trywrlock,timedwrlock,clockwrlock,unlock}`,
+//!   `pthread_spin_{lock,trylock,unlock}`, `flockfile`, `ftrylockfile`,
 //!   `funlockfile`): a lock is counted when the call took it (`0`, or
 //!   `EOWNERDEAD` for a robust mutex), uncounted when an unlock succeeded.
 //! - Not counted, and not needed: glibc's own internal locks (`printf`'s
@@ -61,8 +63,7 @@ pub(crate) fn c_locks_held(inner: &VThread) -> u32 {
 /// glibc's).
 #[cfg(all(target_os = "linux", target_env = "gnu"))]
 mod glibc {
-    use libc::{c_int, c_void};
-    use std::sync::atomic::{AtomicPtr, Ordering};
+    use libc::c_int;
 
     use super::super::current::current_virtual_no_switch as current_virtual;
     use super::C_LOCK;
@@ -84,28 +85,12 @@ mod glibc {
         }
     }
 
-    /// glibc's definition of the function `name` (the next one after ours).
-    #[cold]
-    fn resolve(cache: &AtomicPtr<c_void>, name: &std::ffi::CStr) -> *mut c_void {
-        // SAFETY: dlsym with a NUL-terminated name. glibc's dlsym takes its
-        // loader lock through an internal function, never ours.
-        let p = unsafe { libc::dlsym(libc::RTLD_NEXT, name.as_ptr()) };
-        if p.is_null() {
-            // Cannot forward: no lock taken, nothing to count. Abort as glibc
-            // would on a missing symbol (an `extern "C"` function must not
-            // unwind).
-            eprintln!("weft: libc has no {name:?}; aborting");
-            std::process::abort();
-        }
-        cache.store(p, Ordering::Release);
-        p
-    }
-
-    /// Defines each C lock function: glibc's, then count what it took or
-    /// released. `$took`: the results that mean "the lock is held now".
+    /// Defines each C lock function: glibc's (`libc_next::$next`), then
+    /// count what it took or released. `$kind`: which results mean "the
+    /// lock is held now" or "released".
     macro_rules! lock_hooks {
         ($(
-            $kind:ident fn $name:ident($($arg:ident: $ty:ty),*) -> $ret:ty;
+            $kind:ident fn $name:ident($($arg:ident: $ty:ty),*) -> $ret:ty = $next:ident;
         )*) => {
             $(
                 #[doc = concat!("`", stringify!($name), "`: glibc's, counted (see the module docs).")]
@@ -115,14 +100,7 @@ mod glibc {
                 /// As glibc's.
                 #[unsafe(no_mangle)]
                 pub unsafe extern "C" fn $name($($arg: $ty),*) -> $ret {
-                    static REAL: AtomicPtr<c_void> = AtomicPtr::new(std::ptr::null_mut());
-                    let mut p = REAL.load(Ordering::Acquire);
-                    if p.is_null() {
-                        p = resolve(&REAL, &std::ffi::CStr::from_bytes_with_nul(
-                            concat!(stringify!($name), "\0").as_bytes()).unwrap());
-                    }
-                    // SAFETY: glibc's function of this name has this signature.
-                    let real: unsafe extern "C" fn($($ty),*) -> $ret = unsafe { std::mem::transmute(p) };
+                    let real = crate::libc_next::$next.get_or_abort();
                     // SAFETY: forwarded unchanged.
                     let r = unsafe { real($($arg),*) };
                     lock_hooks!(@count $kind r);
@@ -162,25 +140,25 @@ mod glibc {
     type File = *mut libc::FILE;
 
     lock_hooks! {
-        lock fn pthread_mutex_lock(m: Mutex) -> c_int;
-        lock fn pthread_mutex_trylock(m: Mutex) -> c_int;
-        lock fn pthread_mutex_timedlock(m: Mutex, t: Ts) -> c_int;
-        lock fn pthread_mutex_clocklock(m: Mutex, c: libc::clockid_t, t: Ts) -> c_int;
-        unlock fn pthread_mutex_unlock(m: Mutex) -> c_int;
-        lock fn pthread_rwlock_rdlock(l: RwLock) -> c_int;
-        lock fn pthread_rwlock_tryrdlock(l: RwLock) -> c_int;
-        lock fn pthread_rwlock_timedrdlock(l: RwLock, t: Ts) -> c_int;
-        lock fn pthread_rwlock_clockrdlock(l: RwLock, c: libc::clockid_t, t: Ts) -> c_int;
-        lock fn pthread_rwlock_wrlock(l: RwLock) -> c_int;
-        lock fn pthread_rwlock_trywrlock(l: RwLock) -> c_int;
-        lock fn pthread_rwlock_timedwrlock(l: RwLock, t: Ts) -> c_int;
-        lock fn pthread_rwlock_clockwrlock(l: RwLock, c: libc::clockid_t, t: Ts) -> c_int;
-        unlock fn pthread_rwlock_unlock(l: RwLock) -> c_int;
-        lock fn pthread_spin_lock(l: Spin) -> c_int;
-        lock fn pthread_spin_trylock(l: Spin) -> c_int;
-        unlock fn pthread_spin_unlock(l: Spin) -> c_int;
-        file_lock fn flockfile(f: File) -> ();
-        file_trylock fn ftrylockfile(f: File) -> c_int;
-        file_unlock fn funlockfile(f: File) -> ();
+        lock fn pthread_mutex_lock(m: Mutex) -> c_int = PTHREAD_MUTEX_LOCK;
+        lock fn pthread_mutex_trylock(m: Mutex) -> c_int = PTHREAD_MUTEX_TRYLOCK;
+        lock fn pthread_mutex_timedlock(m: Mutex, t: Ts) -> c_int = PTHREAD_MUTEX_TIMEDLOCK;
+        lock fn pthread_mutex_clocklock(m: Mutex, c: libc::clockid_t, t: Ts) -> c_int = PTHREAD_MUTEX_CLOCKLOCK;
+        unlock fn pthread_mutex_unlock(m: Mutex) -> c_int = PTHREAD_MUTEX_UNLOCK;
+        lock fn pthread_rwlock_rdlock(l: RwLock) -> c_int = PTHREAD_RWLOCK_RDLOCK;
+        lock fn pthread_rwlock_tryrdlock(l: RwLock) -> c_int = PTHREAD_RWLOCK_TRYRDLOCK;
+        lock fn pthread_rwlock_timedrdlock(l: RwLock, t: Ts) -> c_int = PTHREAD_RWLOCK_TIMEDRDLOCK;
+        lock fn pthread_rwlock_clockrdlock(l: RwLock, c: libc::clockid_t, t: Ts) -> c_int = PTHREAD_RWLOCK_CLOCKRDLOCK;
+        lock fn pthread_rwlock_wrlock(l: RwLock) -> c_int = PTHREAD_RWLOCK_WRLOCK;
+        lock fn pthread_rwlock_trywrlock(l: RwLock) -> c_int = PTHREAD_RWLOCK_TRYWRLOCK;
+        lock fn pthread_rwlock_timedwrlock(l: RwLock, t: Ts) -> c_int = PTHREAD_RWLOCK_TIMEDWRLOCK;
+        lock fn pthread_rwlock_clockwrlock(l: RwLock, c: libc::clockid_t, t: Ts) -> c_int = PTHREAD_RWLOCK_CLOCKWRLOCK;
+        unlock fn pthread_rwlock_unlock(l: RwLock) -> c_int = PTHREAD_RWLOCK_UNLOCK;
+        lock fn pthread_spin_lock(l: Spin) -> c_int = PTHREAD_SPIN_LOCK;
+        lock fn pthread_spin_trylock(l: Spin) -> c_int = PTHREAD_SPIN_TRYLOCK;
+        unlock fn pthread_spin_unlock(l: Spin) -> c_int = PTHREAD_SPIN_UNLOCK;
+        file_lock fn flockfile(f: File) -> () = FLOCKFILE;
+        file_trylock fn ftrylockfile(f: File) -> c_int = FTRYLOCKFILE;
+        file_unlock fn funlockfile(f: File) -> () = FUNLOCKFILE;
     }
 }

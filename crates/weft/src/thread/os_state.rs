@@ -18,7 +18,11 @@
 //! system calls, a name shown on another thread.
 //!
 //! So Weft defines these libc functions (glibc on x86-64, always, as
-//! `native.rs` does for C locks). Each one, called on a virtual thread
+//! `native.rs` does for C locks): `pthread_sigmask`, `sigprocmask`,
+//! `sigaltstack`, `sched_setaffinity`, `pthread_setaffinity_np`,
+//! `pthread_setname_np`, `sched_setscheduler`, `sched_setparam`,
+//! `pthread_setschedparam`, `setpriority`, `setns`, `unshare`, `capset`
+//! and `prctl`. Each one, called on a virtual thread
 //! with arguments that *change* the calling OS thread's state, marks the
 //! thread as staying ([`stay_on_carrier`]: from then on it runs only on
 //! the carrier it is on), then calls glibc's. The mark comes first and no
@@ -54,16 +58,14 @@
 //! # Finding glibc's
 //!
 //! `dlsym(RTLD_NEXT)` before `main` (an `.init_array` constructor), as
-//! `transparent/next.rs` does: `pthread_sigmask` and `sigprocmask` are
+//! for every interposed function (`libc_next.rs`, whose table has a row
+//! for each of these): `pthread_sigmask` and `sigprocmask` are
 //! async-signal-safe, so the first call may come from a signal handler or
 //! a `fork` child, where `dlsym` (the loader's lock, `malloc`) must not
 //! run. A call before the constructor (another library's constructor)
 //! looks its function up then.
 
 #![cfg(all(target_os = "linux", target_env = "gnu", target_arch = "x86_64"))]
-
-use std::ffi::CStr;
-use std::sync::atomic::{AtomicPtr, Ordering};
 
 use libc::{
     c_char, c_int, c_ulong, c_void, cpu_set_t, id_t, pid_t, pthread_t, sched_param, sigset_t,
@@ -72,45 +74,6 @@ use libc::{
 
 use super::current::current_virtual_no_switch;
 use super::stay::stay_on_carrier;
-
-/// glibc's function of one name: resolved before `main`, or at the first
-/// call if that comes earlier.
-struct Real {
-    addr: AtomicPtr<c_void>,
-    /// The name, NUL-terminated.
-    name: &'static str,
-}
-
-impl Real {
-    const fn new(name: &'static str) -> Real {
-        Real {
-            addr: AtomicPtr::new(std::ptr::null_mut()),
-            name,
-        }
-    }
-
-    #[inline]
-    fn get(&self) -> *mut c_void {
-        let p = self.addr.load(Ordering::Acquire);
-        if p.is_null() { self.resolve() } else { p }
-    }
-
-    /// Looks the function up (the next definition after ours: glibc's).
-    #[cold]
-    fn resolve(&self) -> *mut c_void {
-        let name = CStr::from_bytes_with_nul(self.name.as_bytes()).expect("NUL-terminated");
-        // SAFETY: dlsym with a NUL-terminated name.
-        let p = unsafe { libc::dlsym(libc::RTLD_NEXT, name.as_ptr()) };
-        if p.is_null() {
-            // Cannot forward. Abort as glibc would on a missing symbol (an
-            // `extern "C"` function must not unwind).
-            eprintln!("weft: libc has no {name:?}; aborting");
-            std::process::abort();
-        }
-        self.addr.store(p, Ordering::Release);
-        p
-    }
-}
 
 /// Marks the calling thread as staying if it is virtual and `changes`
 /// (the call changes its OS thread's state) holds. Called before glibc's
@@ -184,32 +147,15 @@ fn prctl_changes_thread(option: c_int, arg2: c_ulong) -> bool {
 }
 
 /// Defines each function: mark the thread as staying when `if` holds (the
-/// expression names the arguments), then call glibc's. `plain fn`: glibc's
-/// has the same prototype; `variadic fn`: glibc's is C-variadic after the
-/// first argument (called as such: `%al` is set, see `prctl`).
+/// expression names the arguments), then call glibc's (`libc_next::$next`).
+/// `plain fn`: glibc's has the same prototype; `variadic fn`: glibc's is
+/// C-variadic after the first argument (called as such: `%al` is set, see
+/// `prctl`).
 macro_rules! stay_hooks {
     ($(
         $(#[doc = $doc:literal])*
-        $kind:ident fn $name:ident($($arg:ident: $ty:ty),*) if $changes:expr;
+        $kind:ident fn $name:ident($($arg:ident: $ty:ty),*) = $next:ident if $changes:expr;
     )*) => {
-        /// glibc's functions, one static per name.
-        #[allow(non_upper_case_globals)]
-        mod real {
-            $(
-                pub(super) static $name: super::Real =
-                    super::Real::new(concat!(stringify!($name), "\0"));
-            )*
-        }
-
-        /// Looks every function up before `main`.
-        extern "C" fn resolve_all() {
-            $( real::$name.get(); )*
-        }
-
-        #[used]
-        #[unsafe(link_section = ".init_array")]
-        static RESOLVE_ALL: extern "C" fn() = resolve_all;
-
         $(
             #[doc = concat!("`", stringify!($name), "`: glibc's; a virtual thread that changes")]
             #[doc = "its own state with it stays on its carrier (see the module docs)."]
@@ -222,20 +168,19 @@ macro_rules! stay_hooks {
             #[unsafe(no_mangle)]
             pub unsafe extern "C" fn $name($($arg: $ty),*) -> c_int {
                 stay_if(|| $changes);
-                let p = real::$name.get();
+                let p = crate::libc_next::$next.get_or_abort();
                 stay_hooks!(@call $kind p ($($arg: $ty),*))
             }
         )*
     };
     (@call plain $p:ident ($($arg:ident: $ty:ty),*)) => {{
-        // SAFETY: glibc's function of this name has this prototype.
-        let real: unsafe extern "C" fn($($ty),*) -> c_int = unsafe { std::mem::transmute($p) };
         // SAFETY: forwarded unchanged; the caller keeps glibc's contract.
-        unsafe { real($($arg),*) }
+        unsafe { $p($($arg),*) }
     }};
     (@call variadic $p:ident ($first:ident: $fty:ty, $($arg:ident: $ty:ty),*)) => {{
         // SAFETY: glibc's function of this name is C-variadic after its
-        // first argument, which has this type.
+        // first argument, which has this type (its row in the table of
+        // `libc_next` names the fixed arguments only).
         let real: unsafe extern "C" fn($fty, ...) -> c_int = unsafe { std::mem::transmute($p) };
         // SAFETY: forwarded unchanged (as glibc reads them: see `prctl`).
         unsafe { real($first, $($arg),*) }
@@ -244,45 +189,45 @@ macro_rules! stay_hooks {
 
 stay_hooks! {
     /// A change: a new mask (`set` not null).
-    plain fn pthread_sigmask(how: c_int, set: *const sigset_t, old: *mut sigset_t)
+    plain fn pthread_sigmask(how: c_int, set: *const sigset_t, old: *mut sigset_t) = PTHREAD_SIGMASK
         if !set.is_null();
     /// A change: a new mask (`set` not null). glibc's `sigprocmask` sets
     /// the calling thread's mask, as `pthread_sigmask` does.
-    plain fn sigprocmask(how: c_int, set: *const sigset_t, old: *mut sigset_t)
+    plain fn sigprocmask(how: c_int, set: *const sigset_t, old: *mut sigset_t) = SIGPROCMASK
         if !set.is_null();
     /// A change: an alternate stack set or disabled (`ss` not null).
-    plain fn sigaltstack(ss: *const stack_t, old: *mut stack_t) if !ss.is_null();
+    plain fn sigaltstack(ss: *const stack_t, old: *mut stack_t) = SIGALTSTACK if !ss.is_null();
     /// A change: the affinity of the calling thread (`pid` 0 or its tid;
     /// the process id names the main thread only).
-    plain fn sched_setaffinity(pid: pid_t, size: size_t, mask: *const cpu_set_t)
+    plain fn sched_setaffinity(pid: pid_t, size: size_t, mask: *const cpu_set_t) = SCHED_SETAFFINITY
         if own_tid(pid);
     /// A change: on `pthread_self()`.
-    plain fn pthread_setaffinity_np(thread: pthread_t, size: size_t, set: *const cpu_set_t)
+    plain fn pthread_setaffinity_np(thread: pthread_t, size: size_t, set: *const cpu_set_t) = PTHREAD_SETAFFINITY_NP
         if own_thread(thread);
     /// A change: on `pthread_self()`.
-    plain fn pthread_setname_np(thread: pthread_t, name: *const c_char) if own_thread(thread);
+    plain fn pthread_setname_np(thread: pthread_t, name: *const c_char) = PTHREAD_SETNAME_NP if own_thread(thread);
     /// A change: on the calling thread (`pid` 0 or its tid).
-    plain fn sched_setscheduler(pid: pid_t, policy: c_int, param: *const sched_param)
+    plain fn sched_setscheduler(pid: pid_t, policy: c_int, param: *const sched_param) = SCHED_SETSCHEDULER
         if own_tid(pid);
     /// A change: on the calling thread (`pid` 0 or its tid).
-    plain fn sched_setparam(pid: pid_t, param: *const sched_param) if own_tid(pid);
+    plain fn sched_setparam(pid: pid_t, param: *const sched_param) = SCHED_SETPARAM if own_tid(pid);
     /// A change: on `pthread_self()`.
-    plain fn pthread_setschedparam(thread: pthread_t, policy: c_int, param: *const sched_param)
+    plain fn pthread_setschedparam(thread: pthread_t, policy: c_int, param: *const sched_param) = PTHREAD_SETSCHEDPARAM
         if own_thread(thread);
     /// A change: the nice value of the calling thread (`PRIO_PROCESS`
     /// names one thread on Linux: `who` 0 or its tid). A process group's
     /// or a user's (`PRIO_PGRP`, `PRIO_USER`) reaches every carrier alike.
-    plain fn setpriority(which: c_int, who: id_t, prio: c_int)
+    plain fn setpriority(which: c_int, who: id_t, prio: c_int) = SETPRIORITY
         if which == libc::PRIO_PROCESS as c_int && own_tid(who as pid_t);
     /// A change: always (it joins the calling thread to a namespace).
-    plain fn setns(fd: c_int, nstype: c_int) if true;
+    plain fn setns(fd: c_int, nstype: c_int) = SETNS if true;
     /// A change: any flag (each unshares something of the calling thread:
     /// its descriptor table, its file-system root, a namespace).
-    plain fn unshare(flags: c_int) if flags != 0;
+    plain fn unshare(flags: c_int) = UNSHARE if flags != 0;
     /// A change: always (the kernel lets a thread set only its own
     /// capabilities, so every call that succeeds sets the caller's; the
     /// header is not read, a bad pointer fails in the kernel as before).
-    plain fn capset(header: *mut c_void, data: *mut c_void) if true;
+    plain fn capset(header: *mut c_void, data: *mut c_void) = CAPSET if true;
     /// A change: an option listed at `prctl_changes_thread`.
     ///
     /// C declares `int prctl(int option, ...)`; Rust cannot define a
@@ -299,6 +244,6 @@ stay_hooks! {
     /// the same registers unchanged, through a C-variadic pointer (so `al`
     /// is set for glibc's `va_start`). An `int` passed where the kernel
     /// reads a long has unspecified upper bits for glibc too.
-    variadic fn prctl(option: c_int, arg2: c_ulong, arg3: c_ulong, arg4: c_ulong, arg5: c_ulong)
+    variadic fn prctl(option: c_int, arg2: c_ulong, arg3: c_ulong, arg4: c_ulong, arg5: c_ulong) = PRCTL
         if prctl_changes_thread(option, arg2);
 }

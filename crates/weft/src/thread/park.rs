@@ -149,7 +149,7 @@ pub(crate) fn suspend(inner: &VThread, s: Suspend) {
     };
     // errno is per thread (POSIX): what this thread last set survives the
     // switch, whatever the carrier and its other threads set meanwhile
-    // (libc's thread state, errno included, is the carrier's: `tls.rs`).
+    // (libc's thread state, errno included, is the carrier's: `tls/`).
     // SAFETY: __errno_location has no preconditions and returns the calling
     // OS thread's errno, valid while it runs; read before the switch,
     // written after it, each time on the thread running this code.

@@ -115,7 +115,7 @@ impl CoroSlot {
     /// `Pending`.
     ///
     /// `area`: bytes to keep at the top of a new stack for the thread's
-    /// thread-local area (`tls.rs`; 0 for none). The second value is the
+    /// thread-local area (`tls/`; 0 for none). The second value is the
     /// slot's top and the stack's lowest usable byte when such a reserve
     /// was made now (the stack may be too small for one: then `None`, and
     /// the thread runs without an area).
@@ -210,7 +210,7 @@ pub(crate) struct VThread {
     /// base and these bits give the depth ([`VThread::stack_depth`]).
     /// Written by the thread itself, read by the carrier it finished on.
     pub(crate) low_sp: AtomicU32,
-    /// The thread pointer of the thread's own thread-local area (`tls.rs`),
+    /// The thread pointer of the thread's own thread-local area (`tls/`),
     /// or 0 (none: it shares its carrier's). Set by the carrier that first
     /// runs the thread, read by that carrier on every mount.
     pub(crate) tls_tp: Cell<usize>,

@@ -10,17 +10,17 @@ use libc::c_int;
 
 use super::fds::{classify, on_virtual};
 use super::iov::Iov;
-use super::next;
 use super::pipe::pipe_call;
 use super::regs::{Hooked, registration};
 use super::state::{MANAGED, OTHER, PIPE, UNKNOWN, USER_NB, state};
 use super::sys::{self, fail, raw, unless_eagain};
 use super::wait::{Stop, park_hooked};
+use crate::libc_next;
 use crate::poll::Interest;
 use crate::thread::Blocker;
 
 /// Whether a call on `fd` is left to the kernel, Weft not waiting for it
-/// (then it is libc's own call: `next.rs`): the caller asked not to wait,
+/// (then it is libc's own call: `libc_next.rs`): the caller asked not to wait,
 /// the program made the descriptor non-blocking, Weft does not manage it,
 /// or an OS thread calls on a descriptor no virtual thread made Weft's.
 /// `sock_call` waits for exactly the others.
@@ -78,7 +78,7 @@ pub(super) fn sock_call(
     let mut op = |done| op(done, libc::MSG_DONTWAIT);
     if !virt {
         // A cancellation point acts on a pending cancellation on entry,
-        // even when the call would not wait (`next.rs`).
+        // even when the call would not wait (`libc_next.rs`).
         // SAFETY: glibc's pthread_testcancel takes nothing; it may unwind
         // (a forced unwind, through frames without destructors).
         unsafe { pthread_testcancel() };
@@ -205,7 +205,7 @@ unsafe extern "C-unwind" {
 /// out, -1 error (errno set). In libc's `ppoll` (a cancellation point),
 /// else a raw one.
 pub(super) fn wait_one(fd: c_int, events: i16, timeout: Option<Duration>) -> c_int {
-    match next::PPOLL.get() {
+    match libc_next::PPOLL.get() {
         // SAFETY: one pollfd and an optional timespec, locals of
         // `poll_one_via`'s frame (which, like this one, drops nothing).
         Some(f) => sys::poll_one_via(fd, events, timeout, |p, tsp| unsafe {
@@ -217,7 +217,7 @@ pub(super) fn wait_one(fd: c_int, events: i16, timeout: Option<Duration>) -> c_i
 
 /// An OS thread's wait for a managed socket (or a virtual thread's with
 /// no registration to be had): blocks in libc's `ppoll`, a cancellation
-/// point (`next.rs`); nothing in this frame or its callers' up to the hook
+/// point (`libc_next.rs`); nothing in this frame or its callers' up to the hook
 /// has a destructor.
 fn poll_loop(
     mut p: Progress,

@@ -16,7 +16,7 @@
 //! That each virtual thread has a parker of its own — the precondition for
 //! emulating `thread::park`'s futex at all — comes from its own
 //! thread-locals (`std::thread::current()` is per virtual thread: see
-//! `tls.rs`). On a runtime that shares its carriers' thread-locals, two
+//! `tls/`). On a runtime that shares its carriers' thread-locals, two
 //! virtual threads of a carrier would share one parker; there waits pass
 //! through to the kernel, as before.
 //!

@@ -100,7 +100,7 @@
 //!   (found with `dlsym(RTLD_NEXT)` before `main`), and a wait on a socket
 //!   Weft manages is in libc's `ppoll`, so `pthread_cancel` ends a C
 //!   thread blocked in `read`, `accept`, `poll`, `nanosleep`, `waitpid`, …
-//!   (`next.rs`; `tests-transparent/tests/cancellation.rs`). Those hooks
+//!   (`libc_next.rs`; `tests-transparent/tests/cancellation.rs`). Those hooks
 //!   are `extern "C-unwind"` and hold nothing to drop across the call.
 //!   Virtual threads are not cancellation targets.
 //! - In a `fork` child every call passes through (the carriers it
@@ -117,7 +117,7 @@
 //!
 //! # Covered calls
 //!
-//! One row each of the hook table (`next.rs`), by family and file:
+//! One row each of the hook table (`libc_next.rs`), by family and file:
 //!
 //! - read and write (`hooks/io.rs`): `read`, `write`, `readv`, `writev`,
 //!   `recv`, `recvfrom`, `recvmsg`, `send`, `sendto`, `sendmsg`;
@@ -414,7 +414,7 @@
 // own (`tests/layers.rs`, `TRANSPARENT_LAYERS`, checks it).
 //
 // - `hooks/` (one file per family), `sim`, `futex`: the interposed
-//   functions (the hook table in `next` lists them all);
+//   functions (the hook table in `crate::libc_next` lists them all);
 // - `call`: the socket-call engine (`kernel_waits`, `sock_call`);
 // - `pipe`: calls on pipes;
 // - `wait`: parking in a hooked call (poller, timers, offload pool);
@@ -423,9 +423,11 @@
 // - this file: on/off, the park counters;
 // - `copies`, `regs`: copies of a socket, poller registrations;
 // - `signals`: whether a signal handler runs (and the `sigaction` hooks);
-// - `state`, `fork`, `iov`, `next`, `sys`: the state table, the fork
-//   marker, buffers, the hook table and libc's own functions, raw system
-//   calls.
+// - `state`, `fork`, `iov`, `sys`: the state table, the fork marker,
+//   buffers, raw system calls.
+//
+// libc's own functions and the hook table are a leaf of the crate,
+// `crate::libc_next`, shared with `tls/` and `thread/`.
 mod call;
 mod copies;
 mod fds;
@@ -433,7 +435,6 @@ mod fork;
 mod futex;
 mod hooks;
 mod iov;
-mod next;
 mod pipe;
 mod regs;
 mod signals;
@@ -444,7 +445,7 @@ mod wait;
 
 use std::sync::atomic::{AtomicU8, AtomicU64, Ordering};
 
-pub use next::CALLS;
+pub use crate::libc_next::CALLS;
 
 static PARKS: [AtomicU64; CALLS.len()] = [const { AtomicU64::new(0) }; CALLS.len()];
 
@@ -466,12 +467,13 @@ pub fn parks() -> Vec<(&'static str, u64)> {
         .collect()
 }
 
-/// The hook table (`next.rs`): every function Weft defines in place of
-/// libc's, with the file under `transparent/` that defines it; for the
-/// test that checks the table against the definitions and the docs.
+/// The hook table (`libc_next.rs`): every function Weft defines in place
+/// of libc's — the transparent hooks and the rest (`tls/`, `thread/`) —
+/// with the file under `src/` that defines it; for the test that checks
+/// the table against the definitions, the docs and the dynamic symbols.
 #[doc(hidden)]
 pub fn hook_table() -> &'static [(&'static str, &'static str)] {
-    next::HOOKED
+    crate::libc_next::HOOKED
 }
 
 /// How many poller registrations the hooks abandoned: made for a
@@ -516,9 +518,9 @@ pub(crate) fn enabled() -> bool {
 }
 
 /// Counts a park in `call` (`metrics::prometheus` reads the counts): a
-/// hook's name, counted as its row of the hook table says (`next.rs`).
+/// hook's name, counted as its row of the hook table says (`libc_next.rs`).
 pub(crate) fn count_park(call: &'static str) {
-    if let Some(i) = next::counter(call) {
+    if let Some(i) = crate::libc_next::counter(call) {
         PARKS[i].fetch_add(1, Ordering::Relaxed);
     }
 }

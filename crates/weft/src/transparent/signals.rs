@@ -85,7 +85,7 @@ pub(crate) unsafe fn real_sigaction(
     new: *const libc::sigaction,
     old: *mut libc::sigaction,
 ) -> c_int {
-    let Some(next) = super::next::SIGACTION.resolve() else {
+    let Some(next) = crate::libc_next::SIGACTION.resolve() else {
         super::sys::set_errno(libc::ENOSYS);
         return -1;
     };

@@ -16,7 +16,7 @@
 
 use libc::{c_int, c_uint, c_void, clockid_t, size_t, ssize_t, timespec, timeval};
 
-use super::next;
+use crate::libc_next;
 
 /// # Safety
 /// libc's `clock_gettime(2)` contract: `tp` points to a writable timespec.
@@ -39,7 +39,7 @@ pub unsafe extern "C" fn clock_gettime(clock: clockid_t, tp: *mut timespec) -> c
         };
         return 0;
     }
-    match next::CLOCK_GETTIME.get() {
+    match libc_next::CLOCK_GETTIME.get() {
         // SAFETY: libc's own call (the vDSO), with the caller's arguments.
         Some(f) => unsafe { f(clock, tp) },
         // SAFETY: as above, as a system call (before the constructor ran).
@@ -66,7 +66,7 @@ pub unsafe extern "C" fn gettimeofday(tv: *mut timeval, tz: *mut c_void) -> c_in
         }
         return 0;
     }
-    match next::GETTIMEOFDAY.get() {
+    match libc_next::GETTIMEOFDAY.get() {
         // SAFETY: libc's own call, with the caller's arguments.
         Some(f) => unsafe { f(tv, tz) },
         // SAFETY: as above, as a system call.
@@ -89,7 +89,7 @@ pub unsafe extern "C" fn time(tloc: *mut libc::time_t) -> libc::time_t {
         }
         return t;
     }
-    match next::TIME.get() {
+    match libc_next::TIME.get() {
         // SAFETY: libc's own call, with the caller's argument.
         Some(f) => unsafe { f(tloc) },
         // SAFETY: as above, as a system call.
@@ -115,7 +115,7 @@ pub unsafe extern "C" fn getrandom(buf: *mut c_void, len: size_t, flags: c_uint)
         }
         return len as ssize_t;
     }
-    match next::GETRANDOM.get() {
+    match libc_next::GETRANDOM.get() {
         // SAFETY: libc's own call, with the caller's arguments.
         Some(f) => unsafe { f(buf, len, flags) },
         // SAFETY: as above, as a system call.
@@ -144,7 +144,7 @@ pub unsafe extern "C" fn pthread_create(
         }
         return libc::EPERM;
     }
-    match next::PTHREAD_CREATE.resolve() {
+    match libc_next::PTHREAD_CREATE.resolve() {
         // SAFETY: libc's own call, with the caller's arguments.
         Some(f) => unsafe { f(thread, attr, start, arg) },
         None => libc::EAGAIN,

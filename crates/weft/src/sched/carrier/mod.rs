@@ -84,7 +84,7 @@ pub(crate) struct Carrier {
     /// Whether this carrier polls the readiness source (`netpoll`, "Who
     /// polls"): a core carrier, unless `WEFT_NETPOLL=thread`.
     pub(super) polls: bool,
-    /// The layout of virtual threads' own thread-local areas (`tls.rs`),
+    /// The layout of virtual threads' own thread-local areas (`tls/`),
     /// or `None`: threads share this carrier's thread-locals.
     pub(super) areas: Option<&'static crate::tls::Layout>,
     /// Set while this carrier hands out readiness events: the threads they

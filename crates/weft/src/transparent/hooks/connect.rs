@@ -4,12 +4,12 @@ use std::time::Duration;
 
 use libc::{c_int, sockaddr, socklen_t};
 
+use crate::libc_next::libc_own;
 use crate::poll::Interest;
 use crate::thread::Blocker;
 use crate::transparent::call::{self, kernel_waits, sock_call};
 use crate::transparent::fds::{self, classify, on_virtual};
 use crate::transparent::iov::Iov;
-use crate::transparent::next::libc_own;
 use crate::transparent::state::{self, MANAGED, OTHER, UNKNOWN, USER_NB, state};
 use crate::transparent::sys::{self, fail, raw, raw_nanosleep, ts_of};
 use crate::transparent::wait::{self, Stop, park_io};

@@ -3,10 +3,10 @@
 
 use libc::{c_int, c_uint, c_ulong};
 
+use crate::libc_next::{self, libc_own};
 use crate::transparent::copies;
 use crate::transparent::fds;
 use crate::transparent::fork::forked;
-use crate::transparent::next::{self, libc_own};
 use crate::transparent::state::{self, MANAGED, OTHER, UNKNOWN, USER_NB, state};
 use crate::transparent::sys::{self, fail, raw};
 
@@ -44,7 +44,7 @@ pub unsafe extern "C" fn close_range(first: c_uint, last: c_uint, flags: c_int) 
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn closefrom(low: c_int) {
     fds::forget_range(low.max(0), c_int::MAX);
-    if let Some(next) = next::CLOSEFROM.resolve() {
+    if let Some(next) = libc_next::CLOSEFROM.resolve() {
         // SAFETY: forwarded.
         unsafe { next(low) };
     } else {
@@ -66,7 +66,7 @@ pub unsafe extern "C" fn fclose(fp: *mut libc::FILE) -> c_int {
             fds::forget(fd);
         }
     }
-    let Some(next) = next::FCLOSE.resolve() else {
+    let Some(next) = libc_next::FCLOSE.resolve() else {
         return fail(libc::ENOSYS) as c_int;
     };
     // SAFETY: forwarded with the caller's stream.

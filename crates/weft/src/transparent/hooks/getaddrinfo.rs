@@ -2,9 +2,9 @@
 
 use libc::{addrinfo, c_char, c_int};
 
+use crate::libc_next;
 use crate::thread::Blocker;
 use crate::transparent::fds::on_virtual;
-use crate::transparent::next;
 use crate::transparent::sys;
 
 /// Runs on an offload thread while a virtual caller parks; its `errno`
@@ -19,7 +19,7 @@ pub unsafe extern "C" fn getaddrinfo(
     hints: *const addrinfo,
     res: *mut *mut addrinfo,
 ) -> c_int {
-    let Some(next) = next::GETADDRINFO.resolve() else {
+    let Some(next) = libc_next::GETADDRINFO.resolve() else {
         return libc::EAI_SYSTEM;
     };
     if !on_virtual() {

@@ -3,9 +3,9 @@
 
 use libc::{c_int, c_void, iovec, msghdr, size_t, sockaddr, socklen_t, ssize_t};
 
+use crate::libc_next::libc_own;
 use crate::transparent::call::{kernel_waits, sock_call};
 use crate::transparent::iov::{self, Iov};
-use crate::transparent::next::libc_own;
 use crate::transparent::sys::raw;
 
 /// # Safety

@@ -4,7 +4,7 @@
 //! already keeps. None of them unwinds, except the cancellation points
 //! (`extern "C-unwind"`): where Weft does not wait itself they are libc's
 //! own call, which glibc unwinds out of when the OS thread is cancelled
-//! (`next.rs`, "Cancellation points").
+//! (`libc_next.rs`, "Cancellation points").
 
 //!
 //! One file per family: `io` (read and write), `connect` (connect and

@@ -4,10 +4,10 @@ use std::time::Duration;
 
 use libc::{c_int, epoll_event, fd_set, nfds_t, pollfd, sigset_t, timespec, timeval};
 
+use crate::libc_next::libc_own;
 use crate::poll::Interest;
 use crate::thread::Blocker;
 use crate::transparent::fds::{classify, on_virtual};
-use crate::transparent::next::libc_own;
 use crate::transparent::state::{MANAGED, USER_NB};
 use crate::transparent::sys::{self, dur_of, fail, raw, ts_of};
 use crate::transparent::wait::{self, Stop, park_io, vsleep};

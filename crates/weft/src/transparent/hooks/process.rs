@@ -2,10 +2,10 @@
 
 use libc::c_int;
 
+use crate::libc_next::{self, libc_own};
 use crate::thread::Blocker;
 use crate::transparent::fds::{self, on_virtual};
 use crate::transparent::fork::forked;
-use crate::transparent::next::{self, libc_own};
 use crate::transparent::sys::{self, fail, raw};
 use crate::transparent::wait;
 
@@ -80,7 +80,7 @@ pub unsafe extern "C" fn posix_spawn_file_actions_adddup2(
     if !forked() {
         fds::hand_over(fd, fds::view(fd));
     }
-    match next::POSIX_SPAWN_FILE_ACTIONS_ADDDUP2.resolve() {
+    match libc_next::POSIX_SPAWN_FILE_ACTIONS_ADDDUP2.resolve() {
         // SAFETY: libc's own call, with the caller's arguments.
         Some(f) => unsafe { f(actions, fd, new) },
         None => libc::ENOSYS,

@@ -4,8 +4,8 @@ use std::time::Duration;
 
 use libc::{c_int, c_uint, timespec};
 
+use crate::libc_next::libc_own;
 use crate::transparent::fds::on_virtual;
-use crate::transparent::next::libc_own;
 use crate::transparent::sys::{self, dur_of, fail, raw, raw_nanosleep, ts_of};
 use crate::transparent::wait::vsleep;
 
