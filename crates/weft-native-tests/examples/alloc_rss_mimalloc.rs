@@ -1,27 +1,13 @@
+//! RSS after 20,000, 100,000 and 200,000 short threads, each returning a
+//! heap value its joiner frees, with mimalloc as the global allocator: std
+//! threads and virtual threads (2 carriers, no spares), each in a process
+//! of its own (`weft_native_tests::churn::report`).
+//!
+//! `cargo run --release -p weft-native-tests --example alloc_rss_mimalloc`
+
 #[global_allocator]
 static A: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
-use weft_native_tests::churn::{Threads, churn, rss, strict_runtime};
-
 fn main() {
-    let which = std::env::args().nth(1).unwrap_or("weft".into());
-    let n: usize = std::env::args()
-        .nth(2)
-        .map_or(20_000, |s| s.parse().unwrap());
-    let rt = strict_runtime();
-    let t = if which == "std" {
-        Threads::Std
-    } else {
-        Threads::Weft
-    };
-    let t0 = std::time::Instant::now();
-    churn(t, Some(&rt), n, 100, |done| {
-        if done % 5000 == 0 {
-            println!(
-                "{which} {done}: rss {} MiB, {:?}",
-                rss() >> 20,
-                t0.elapsed()
-            );
-        }
-    });
+    weft_native_tests::churn::report("mimalloc");
 }

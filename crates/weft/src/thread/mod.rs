@@ -56,6 +56,8 @@ mod id;
 mod join;
 mod locals;
 mod native;
+#[cfg_attr(not(feature = "transparent"), allow(unused_imports))]
+pub(crate) use native::C_LOCK;
 mod os_state;
 mod park;
 mod pinned;

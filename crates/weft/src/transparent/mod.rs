@@ -135,6 +135,10 @@
 //! - signal handlers (`signals.rs`, see "Signal handlers"): `sigaction`,
 //!   `signal`, `bsd_signal`, `sysv_signal`;
 //! - futex waits (`futex.rs`): `syscall`, for `SYS_futex`;
+//! - C condition variables (`hooks/cond.rs`, JEP 491's unpinned
+//!   `Object.wait()`): `pthread_cond_wait`, `pthread_cond_timedwait`,
+//!   `pthread_cond_clockwait`, `pthread_cond_signal`,
+//!   `pthread_cond_broadcast`;
 //! - a simulation's clock, entropy and threads (`sim.rs`, see
 //!   [`weft::sim`](crate::sim)): `clock_gettime`, `gettimeofday`, `time`,
 //!   `getrandom`, `pthread_create`.
@@ -436,6 +440,7 @@ mod futex;
 mod hooks;
 mod iov;
 mod pipe;
+mod queue;
 mod regs;
 mod signals;
 mod sim;
