@@ -69,10 +69,19 @@
 //!
 //! What cannot be seen: a wake issued with a raw `syscall` *instruction*
 //! (rustix's `linux_raw` backend, a Go or Zig runtime in the same
-//! process), which goes straight to the kernel. A word shared between such
-//! a waker and a waiter that uses `syscall(2)` must not be waited on by a
-//! virtual thread here. std, `parking_lot`, `crossbeam`, `atomic-wait` and
-//! glibc-based C code call `syscall(2)` for both sides and are covered.
+//! process), which goes straight to the kernel. std, `parking_lot`,
+//! `crossbeam`, `atomic-wait` and glibc-based C code call `syscall(2)` for
+//! both sides and are covered. For the others the loss is bounded: an
+//! emulated waiter looks at its word again 10 ms into its wait, then at
+//! twice the previous gap, up to `WEFT_FUTEX_RECHECK_MS` (1,000 ms by
+//! default; 0 turns the looks off), each under the bucket lock as the
+//! first check; a word that no longer holds the value ends the wait with
+//! 0 (a spurious return, which every futex user handles), and the look is
+//! counted (`weft::transparent::futex_rechecks_found`). A wake behind our
+//! back therefore costs its waiter at most that long. The looks cost a
+//! timer per wait: a parked waiter is woken 7 times in its first 1.27 s
+//! and then once a second (`tests-transparent/examples/futex_recheck.rs`
+//! measures it).
 //!
 //! Timeouts too large for the clock (a `tv_sec` of `i64::MAX`, which the
 //! kernel accepts) wait without a deadline; nothing here can panic across
@@ -435,6 +444,7 @@ fn wait(word: &AtomicU32, val: u32, bits: u32, deadline: Option<Instant>) -> c_l
         deadline,
         || word.load(Ordering::SeqCst) == val,
         || true,
+        true,
         "futex",
     );
     match r {

@@ -472,6 +472,16 @@ pub fn parks() -> Vec<(&'static str, u64)> {
         .collect()
 }
 
+/// Futex waits ended by a re-check of their word rather than by a wake:
+/// the word had changed while the waiter was still queued, so a wake went
+/// behind the emulation's back (a raw `syscall` instruction). Each such
+/// wait lasted at most `WEFT_FUTEX_RECHECK_MS` (1,000 ms by default)
+/// longer than it should; see `futex.rs`, "Every wake that can reach an
+/// emulated waiter".
+pub fn futex_rechecks_found() -> usize {
+    queue::RECHECK_FOUND.load(Ordering::Relaxed)
+}
+
 /// The hook table (`libc_next.rs`): every function Weft defines in place
 /// of libc's — the transparent hooks and the rest (`tls/`, `thread/`) —
 /// with the file under `src/` that defines it; for the test that checks

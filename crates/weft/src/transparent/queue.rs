@@ -242,8 +242,9 @@ pub(super) fn park_queued(
     key: usize,
     bits: u32,
     deadline: Option<Instant>,
-    still: impl FnOnce() -> bool,
+    still: impl Fn() -> bool,
     queued: impl FnOnce() -> bool,
+    recheck: bool,
     call: &'static str,
 ) -> Queued {
     let me = Waiter {
@@ -264,42 +265,92 @@ pub(super) fn park_queued(
     // An interrupt pending from before would end every park at once (and
     // the caller's retry loop would spin): keep it aside for the wait.
     let pending = crate::thread::take_interrupt();
-    IN_WAIT.with(|w| w.set(true));
-    if park {
-        super::count_park(call);
-        crate::thread::with_blocker(crate::thread::Blocker::Call { call, fd: -1 }, || {
-            crate::thread::park_deadline(deadline)
-        });
-    }
-    IN_WAIT.with(|w| w.set(false));
+    let max_gap = if recheck { recheck_max() } else { None };
+    let mut gap = max_gap.map(|m| RECHECK_FIRST.min(m));
+    let mut counted = false;
+    let r = loop {
+        let check_at = gap.and_then(|g| crate::clock::now().checked_add(g));
+        if park {
+            if !counted {
+                super::count_park(call);
+                counted = true;
+            }
+            let until = match (deadline, check_at) {
+                (Some(d), Some(c)) => Some(d.min(c)),
+                (d, c) => d.or(c),
+            };
+            IN_WAIT.with(|w| w.set(true));
+            crate::thread::with_blocker(crate::thread::Blocker::Call { call, fd: -1 }, || {
+                crate::thread::park_deadline(until)
+            });
+            IN_WAIT.with(|w| w.set(false));
+        }
+        // A requeue may have moved us to another word's bucket: lock the
+        // one we are in (a move needs that bucket's lock, so it holds
+        // still).
+        let mut g = loop {
+            let at = me.addr.load(Ordering::Relaxed);
+            let g = bucket(at).lock();
+            if me.addr.load(Ordering::Relaxed) == at {
+                break g;
+            }
+        };
+        if me.woken.load(Ordering::Relaxed) {
+            break Queued::Woken;
+        }
+        let now = crate::clock::now();
+        let past = |t: Option<Instant>| t.is_some_and(|t| now >= t);
+        // A re-check of a wait that is not over: a word that still holds
+        // the value keeps the thread queued (under the lock, as the first
+        // check), for twice as long as before; a word that changed with
+        // nobody waking us is a wake that went behind our back.
+        if park && !past(deadline) && past(check_at) && me.addr.load(Ordering::Relaxed) == key {
+            if still() {
+                drop(g);
+                gap = gap.map(|g| (g * 2).min(max_gap.unwrap_or(g)));
+                continue;
+            }
+            RECHECK_FOUND.fetch_add(1, Ordering::Relaxed);
+        }
+        let list = g.waiters();
+        if let Some(i) = list.iter().position(|&p| std::ptr::eq(p, &me)) {
+            list.remove(i);
+        }
+        drop(g);
+        break if !park {
+            Queued::Changed
+        } else if past(deadline) {
+            Queued::TimedOut
+        } else {
+            Queued::Spurious
+        };
+    };
     if pending {
         me.thread.interrupt();
     }
-    // A requeue may have moved us to another word's bucket: lock the one
-    // we are in (a move needs that bucket's lock, so it holds still).
-    let mut g = loop {
-        let at = me.addr.load(Ordering::Relaxed);
-        let g = bucket(at).lock();
-        if me.addr.load(Ordering::Relaxed) == at {
-            break g;
-        }
-    };
-    if me.woken.load(Ordering::Relaxed) {
-        return Queued::Woken;
-    }
-    let list = g.waiters();
-    if let Some(i) = list.iter().position(|&p| std::ptr::eq(p, &me)) {
-        list.remove(i);
-    }
-    drop(g);
-    if !park {
-        return Queued::Changed;
-    }
-    if deadline.is_some_and(|d| crate::clock::now() >= d) {
-        return Queued::TimedOut;
-    }
-    Queued::Spurious
+    r
 }
+
+/// The first re-check of a futex wait's word ([`park_queued`] with
+/// `recheck`); each later one comes twice as long after, up to
+/// [`recheck_max`].
+const RECHECK_FIRST: std::time::Duration = std::time::Duration::from_millis(10);
+
+/// The longest a futex wait goes without a look at its word, so that a
+/// wake made behind the emulation's back (a raw `syscall` instruction:
+/// rustix's `linux_raw` backend, another language's runtime) ends the
+/// wait within it: `WEFT_FUTEX_RECHECK_MS`, 1,000 by default; 0 turns
+/// the re-checks off (such a wake is then lost for ever).
+fn recheck_max() -> Option<std::time::Duration> {
+    static MS: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
+    let ms =
+        *MS.get_or_init(|| crate::knob::count("WEFT_FUTEX_RECHECK_MS", 1000, 0, "milliseconds"));
+    (ms > 0).then(|| std::time::Duration::from_millis(ms as u64))
+}
+
+/// Re-checks that found a futex word changed while its waiter was still
+/// queued: wakes that went behind the emulation's back.
+pub(super) static RECHECK_FOUND: AtomicUsize = AtomicUsize::new(0);
 
 /// The waking half of [`park_queued`]: wakes up to `max` threads queued
 /// on `key`; returns how many.

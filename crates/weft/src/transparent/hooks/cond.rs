@@ -231,6 +231,7 @@ unsafe fn wait(
             unlocked = unsafe { libc::pthread_mutex_unlock(m) };
             unlocked == 0
         },
+        false,
         "pthread_cond_wait",
     );
     QUEUED.fetch_sub(1, Ordering::SeqCst);
