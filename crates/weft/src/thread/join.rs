@@ -147,10 +147,10 @@ pub(crate) fn drop_if_detached<T>(inner: &VThread, outcome: Outcome<T>) -> Optio
 /// Allocates nothing.
 pub(crate) fn complete_outcome<T>(inner: &VThread, outcome: impl Into<Option<Outcome<T>>>) {
     let outcome = outcome.into();
+    let stored = outcome.is_some();
     // SAFETY: nobody reads `payload` before DONE, and the body has been
     // moved out of it (or never was in it): it is ours and empty. A
     // `Box<dyn Any + Send>` is two words.
-    let stored = outcome.is_some();
     let done = unsafe {
         match outcome {
             Some(Outcome::Inline(v)) => {

@@ -151,11 +151,9 @@ pub unsafe extern "C-unwind" fn pthread_cond_clockwait(
     abstime: *const timespec,
 ) -> c_int {
     let known = matches!(clock, libc::CLOCK_MONOTONIC | libc::CLOCK_REALTIME);
-    libc_own!(
-        // SAFETY: the caller's contract.
-        PTHREAD_COND_CLOCKWAIT(c, m, clock, abstime)
-            if !known || abstime.is_null() || !unsafe { parks(c) }
-    );
+    // SAFETY: the caller's contract.
+    let parks = known && !abstime.is_null() && unsafe { parks(c) };
+    libc_own!(PTHREAD_COND_CLOCKWAIT(c, m, clock, abstime) if !parks);
     // SAFETY: non-null, the caller's timespec.
     match deadline(clock, unsafe { &*abstime }) {
         // SAFETY: the caller's contract.
