@@ -283,9 +283,8 @@ fn deadline(ts: &libc::timespec, cmd: i32, op: i32) -> Result<Option<Instant>, i
         return Err(libc::EINVAL);
     }
     let d = Duration::new(ts.tv_sec as u64, ts.tv_nsec as u32);
-    let now = crate::clock::now();
     if cmd == FUTEX_WAIT {
-        return Ok(now.checked_add(d));
+        return Ok(crate::clock::now().checked_add(d));
     }
     // Absolute, on the monotonic clock (Instant's) or the real-time one.
     let clock = if op & FUTEX_CLOCK_REALTIME != 0 {
@@ -293,17 +292,7 @@ fn deadline(ts: &libc::timespec, cmd: i32, op: i32) -> Result<Option<Instant>, i
     } else {
         libc::CLOCK_MONOTONIC
     };
-    let mut cur = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: writes one timespec.
-    unsafe { libc::clock_gettime(clock, &mut cur) };
-    let cur = Duration::new(
-        cur.tv_sec.max(0) as u64,
-        cur.tv_nsec.clamp(0, 999_999_999) as u32,
-    );
-    Ok(now.checked_add(d.saturating_sub(cur)))
+    Ok(sys::instant_at(clock, d))
 }
 
 /// `FUTEX_REQUEUE`/`FUTEX_CMP_REQUEUE` for emulated waiters: wakes up to

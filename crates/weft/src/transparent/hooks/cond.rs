@@ -58,12 +58,13 @@
 //!   events) like any other call that holds a carrier.
 
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use libc::{c_int, clockid_t, pthread_cond_t, pthread_mutex_t, timespec};
 
 use crate::libc_next::libc_own;
 use crate::transparent::queue::{BITSET_ALL, Queued, cond_key, may_park, park_queued, wake_key};
+use crate::transparent::sys::{dur_of, instant_at};
 
 /// Virtual threads queued on some condition variable now: a signal or
 /// broadcast with none takes no bucket lock.
@@ -187,21 +188,8 @@ pub unsafe extern "C" fn pthread_cond_broadcast(c: *mut pthread_cond_t) -> c_int
 /// The instant `abstime` on `clock` is, on the runtime's clock; `Err`:
 /// the errno of a bad timespec. A deadline the clock cannot show is none.
 fn deadline(clock: clockid_t, abstime: &timespec) -> Result<Option<Instant>, c_int> {
-    if abstime.tv_sec < 0 || !(0..1_000_000_000).contains(&abstime.tv_nsec) {
-        return Err(libc::EINVAL);
-    }
-    let at = Duration::new(abstime.tv_sec as u64, abstime.tv_nsec as u32);
-    let mut cur = timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: writes one timespec.
-    unsafe { libc::clock_gettime(clock, &mut cur) };
-    let cur = Duration::new(
-        cur.tv_sec.max(0) as u64,
-        cur.tv_nsec.clamp(0, 999_999_999) as u32,
-    );
-    Ok(crate::clock::now().checked_add(at.saturating_sub(cur)))
+    let at = dur_of(abstime).ok_or(libc::EINVAL)?;
+    Ok(instant_at(clock, at))
 }
 
 /// The parking wait (module docs, "How a wait parks").
