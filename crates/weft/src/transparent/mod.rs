@@ -448,7 +448,7 @@ mod state;
 mod sys;
 mod wait;
 
-use std::sync::atomic::{AtomicU8, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU8, AtomicU64, AtomicUsize, Ordering};
 
 pub use crate::libc_next::CALLS;
 
@@ -479,7 +479,15 @@ pub fn parks() -> Vec<(&'static str, u64)> {
 /// longer than it should; see `futex.rs`, "Every wake that can reach an
 /// emulated waiter".
 pub fn futex_rechecks_found() -> usize {
-    queue::RECHECK_FOUND.load(Ordering::Relaxed)
+    RECHECK_FOUND.load(Ordering::Relaxed)
+}
+
+/// See [`futex_rechecks_found`]; counted by `queue.rs`.
+static RECHECK_FOUND: AtomicUsize = AtomicUsize::new(0);
+
+/// Counts a futex wait ended by a re-check of its word (`queue.rs`).
+pub(crate) fn count_recheck_found() {
+    RECHECK_FOUND.fetch_add(1, Ordering::Relaxed);
 }
 
 /// The hook table (`libc_next.rs`): every function Weft defines in place

@@ -310,7 +310,7 @@ pub(super) fn park_queued(
                 gap = gap.map(|g| (g * 2).min(max_gap.unwrap_or(g)));
                 continue;
             }
-            RECHECK_FOUND.fetch_add(1, Ordering::Relaxed);
+            super::count_recheck_found();
         }
         let list = g.waiters();
         if let Some(i) = list.iter().position(|&p| std::ptr::eq(p, &me)) {
@@ -347,10 +347,6 @@ fn recheck_max() -> Option<std::time::Duration> {
         *MS.get_or_init(|| crate::knob::count("WEFT_FUTEX_RECHECK_MS", 1000, 0, "milliseconds"));
     (ms > 0).then(|| std::time::Duration::from_millis(ms as u64))
 }
-
-/// Re-checks that found a futex word changed while its waiter was still
-/// queued: wakes that went behind the emulation's back.
-pub(super) static RECHECK_FOUND: AtomicUsize = AtomicUsize::new(0);
 
 /// The waking half of [`park_queued`]: wakes up to `max` threads queued
 /// on `key`; returns how many.
