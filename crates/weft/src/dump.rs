@@ -12,7 +12,7 @@
 //! saved when it suspended (framehop over `.eh_frame`, unwind rules cached
 //! per address), and puts it back on its park — or schedules it, if a real
 //! `unpark` arrived meanwhile. The thread never runs for it, so its carrier
-//! plays no part: a thread whose carrier is held by another still gets its
+//! plays no part: a thread whose carrier is stalled by another still gets its
 //! stack.
 //!
 //! Elsewhere (or should that path not apply) the dump *borrows* each
@@ -47,8 +47,8 @@ use crate::sync::{Mutex as WeftMutex, MutexGuard};
 use crate::thread::capture::CaptureJob;
 use crate::thread::registry::{ROOT, all_threads, containers};
 use crate::thread::{
-    Blocker, State, Thread, ThreadId, VThread, borrow_parked, current, inner_activity,
-    inner_blocker, inner_state, park_deadline, take_interrupt,
+    Blocker, State, Thread, ThreadId, VThread, activity_of, blocker_of, borrow_parked, current,
+    park_deadline, state_of, take_interrupt,
 };
 use crate::unpoison::Unpoison;
 
@@ -253,10 +253,10 @@ fn read_states(threads: &[RecordArc]) -> Vec<Seen> {
         .map(|t| {
             let home = t.home_carrier();
             Seen {
-                state: inner_state(t),
-                blocker: inner_blocker(t),
+                state: state_of(t),
+                blocker: blocker_of(t),
                 waited: t.blocker.waited(),
-                activity: inner_activity(t),
+                activity: activity_of(t),
                 carrier: carriers.get(&(RecordArc::as_ptr(t) as usize)).copied(),
                 home,
                 home_stalled: home

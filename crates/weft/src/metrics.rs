@@ -64,7 +64,7 @@ pub struct Metrics {
     /// its carrier, so placement at the first run is where populations are
     /// balanced).
     pub placed: usize,
-    /// Started virtual threads moved off a held carrier (a thread past the
+    /// Started virtual threads moved off a stalled carrier (a thread past the
     /// stall threshold on it) to run elsewhere: handoff.
     pub threads_moved: usize,
     /// Pending timer entries.
@@ -163,10 +163,10 @@ pub fn snapshot() -> Metrics {
     let mut reasons: Vec<(&'static str, usize)> =
         Blocker::REASONS.iter().map(|&r| (r, 0)).collect();
     crate::thread::registry::for_each_thread(|t| {
-        if crate::thread::inner_state(t) != State::Parked {
+        if crate::thread::state_of(t) != State::Parked {
             return;
         }
-        reasons[crate::thread::inner_blocker(t).reason_index()].1 += 1;
+        reasons[crate::thread::blocker_of(t).reason_index()].1 += 1;
     });
     m.parked_by_reason = reasons;
     m.sockets_registered =

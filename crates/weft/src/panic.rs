@@ -47,8 +47,8 @@ pub(crate) fn install() {
         );
         drop(default);
         std::panic::set_hook(Box::new(move |info| {
-            if prev_is_default && let Some(inner) = crate::thread::current_virtual() {
-                let (name, id) = crate::thread::Thread::peek_name_id(inner);
+            if prev_is_default && let Some(thread) = crate::thread::current_virtual() {
+                let (name, id) = crate::thread::Thread::peek_name_id(thread);
                 report(info, name.unwrap_or(""), id);
             } else {
                 prev(info);

@@ -67,8 +67,12 @@ impl Schedule for Handle {
         Schedule::suspended_unwinders(&*self.shared)
     }
 
-    fn hold_carrier(&self) -> Option<Box<dyn Send>> {
-        Schedule::hold_carrier(&*self.shared)
+    fn block_carrier(&self) -> Option<Box<dyn Send>> {
+        Schedule::block_carrier(&*self.shared)
+    }
+
+    fn panicked(&self, thread: &VThread, payload: &(dyn std::any::Any + Send)) {
+        Schedule::panicked(&*self.shared, thread, payload)
     }
 
     fn unjoined_panic(&self, payload: &(dyn std::any::Any + Send)) {
@@ -408,7 +412,7 @@ impl Runtime {
         self.handle.shared.live_threads()
     }
 
-    /// Started threads moved so far from a held carrier to another
+    /// Started threads moved so far from a stalled carrier to another
     /// (handoff; see the crate docs, "Affinity and handoff").
     pub fn threads_moved(&self) -> usize {
         self.handle.shared.threads_moved()

@@ -415,7 +415,9 @@ fn trim_plumbing(frames: Vec<Frame>) -> Vec<Frame> {
             || f.function.contains("Start>::run")
             || f.function.contains("Body::run")
             || f.file.as_deref().is_some_and(|p| {
-                p.ends_with("weft/src/builder.rs") || p.ends_with("weft/src/thread/record.rs")
+                p.ends_with("weft/src/builder.rs")
+                    || p.ends_with("weft/src/thread/life.rs")
+                    || p.ends_with("weft/src/thread/record.rs")
             })
     }) {
         v.pop();

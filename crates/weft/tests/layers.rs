@@ -1009,54 +1009,50 @@ fn dir_violations(dir: &str, layers: &[&[&str]], files: &Graph) -> Vec<String> {
     bad
 }
 
-/// Imports between `transparent/` files that do not go down a layer, and
-/// files there that no layer names.
-fn transparent_violations(files: &Graph) -> Vec<String> {
-    dir_violations("transparent/", TRANSPARENT_LAYERS, files)
-}
-
-/// The same for `tls/` and [`TLS_LAYERS`].
-fn tls_violations(files: &Graph) -> Vec<String> {
-    dir_violations("tls/", TLS_LAYERS, files)
+/// Checks the layers of `dir` on the crate's files: the parser still sees
+/// the edge `seen` (so an empty result means something), no import breaks
+/// the rule, and the rule itself catches each edge of `bad` (an import up,
+/// across one layer, or from a file no layer names).
+fn check_dir_layers(dir: &str, layers: &[&[&str]], seen: (&str, &str), bad: &[(&str, &str)]) {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let (files, _) = file_graph(&src);
+    assert!(
+        files[seen.0].contains(seen.1),
+        "parser lost {} -> {}",
+        seen.0,
+        seen.1
+    );
+    let found = dir_violations(dir, layers, &files);
+    assert!(found.is_empty(), "{}", found.join("\n"));
+    assert_eq!(dir_violations(dir, layers, &graph(bad)).len(), bad.len());
 }
 
 #[test]
 fn tls_reads_bottom_up() {
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR"));
-    let (files, _) = file_graph(&dir.join("src"));
-    assert!(
-        files["tls/area.rs"].contains("tls/dtv.rs"),
-        "parser lost tls/area.rs -> tls/dtv.rs"
+    check_dir_layers(
+        "tls/",
+        TLS_LAYERS,
+        ("tls/area.rs", "tls/dtv.rs"),
+        &[
+            ("tls/tp.rs", "tls/layout.rs"),
+            ("tls/area.rs", "tls/switch.rs"),
+            ("tls/new.rs", "tls/tp.rs"),
+        ],
     );
-    let bad = tls_violations(&files);
-    assert!(bad.is_empty(), "{}", bad.join("\n"));
-    // The rule itself: an import up, across one layer, or from a file no
-    // layer names is caught.
-    let g = graph(&[
-        ("tls/tp.rs", "tls/layout.rs"),
-        ("tls/area.rs", "tls/switch.rs"),
-        ("tls/new.rs", "tls/tp.rs"),
-    ]);
-    assert_eq!(tls_violations(&g).len(), 3);
 }
 
 #[test]
 fn transparent_reads_top_down() {
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR"));
-    let (files, _) = file_graph(&dir.join("src"));
-    assert!(
-        files["transparent/hooks/io.rs"].contains("transparent/call.rs"),
-        "parser lost transparent/hooks/io.rs -> transparent/call.rs"
+    check_dir_layers(
+        "transparent/",
+        TRANSPARENT_LAYERS,
+        ("transparent/hooks/io.rs", "transparent/call.rs"),
+        &[
+            ("transparent/wait.rs", "transparent/call.rs"),
+            ("transparent/hooks/io.rs", "transparent/hooks/poll.rs"),
+            ("transparent/new.rs", "transparent/sys.rs"),
+        ],
     );
-    let bad = transparent_violations(&files);
-    assert!(bad.is_empty(), "{}", bad.join("\n"));
-    // The rule itself: an import up, or across one layer, is caught.
-    let g = graph(&[
-        ("transparent/wait.rs", "transparent/call.rs"),
-        ("transparent/hooks/io.rs", "transparent/hooks/poll.rs"),
-        ("transparent/new.rs", "transparent/sys.rs"),
-    ]);
-    assert_eq!(transparent_violations(&g).len(), 3);
 }
 
 fn graph(edges: &[(&str, &str)]) -> Graph {

@@ -9,7 +9,7 @@ use std::sync::Arc;
 
 use crate::sched::{Shared, mounted_carriers, runtimes};
 use crate::thread::registry::{all_threads, for_each_thread};
-use crate::thread::{State, Thread, ThreadId, inner_state};
+use crate::thread::{State, Thread, ThreadId, state_of};
 
 /// What a carrier is doing.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -113,7 +113,7 @@ impl StateCounts {
 /// ```
 pub fn state_counts() -> StateCounts {
     let mut c = StateCounts::default();
-    for_each_thread(|t| c.add(inner_state(t)));
+    for_each_thread(|t| c.add(state_of(t)));
     c
 }
 
@@ -178,7 +178,7 @@ pub fn carriers() -> Vec<CarrierInfo> {
         else {
             continue;
         };
-        let state = inner_state(&t);
+        let state = state_of(&t);
         if state == State::Terminated {
             continue;
         }

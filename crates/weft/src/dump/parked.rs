@@ -72,7 +72,7 @@ mod imp {
     use super::*;
     use crate::park::{AfterSwitch, BeginPark};
     use crate::stack::{Stack, StackPool};
-    use crate::thread::{CoroSlot, Kind, State, Suspend, set_inner_state};
+    use crate::thread::{CoroSlot, Kind, State, Suspend, set_state_of};
     use crate::unpoison::Unpoison;
 
     /// A virtual thread's coroutine (`thread::record::Coro`; [`coro_of`]
@@ -225,7 +225,7 @@ mod imp {
                 // A permit arrived while we held it, and is consumed now:
                 // the thread resumes in `park` as after any wake-up (its
                 // `dump_borrowed` is not set, so it does not park again).
-                set_inner_state(t, State::Runnable);
+                set_state_of(t, State::Runnable);
                 // SAFETY: moving the thread out of PARKED made the count
                 // its carrier leaked at park ours (as in `Thread::unpark`).
                 let thread = unsafe { RecordArc::from_raw(RecordArc::as_ptr(t)) };

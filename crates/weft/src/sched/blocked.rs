@@ -1,7 +1,7 @@
 //! Marking a carrier blocked while its thread waits without unmounting.
 //!
 //! A pinned wait (`weft::pinned`, or a weft call inside it) and the few
-//! calls that hold the carrier's OS thread raise the carrier's `in_blocking`
+//! calls that hold the carrier's OS thread raise the carrier's `pinned`
 //! flag and count it in the runtime's blocked count (`stall.rs`) for as long
 //! as a [`BlockingGuard`] lives; the scheduler then brings in a spare if work
 //! is waiting. Only the carrier's own thread creates and drops the guard.
@@ -23,7 +23,7 @@ pub(super) struct BlockingGuard {
 pub(super) fn enter_blocking() -> Option<BlockingGuard> {
     let c = carrier()?;
     let me = c.me();
-    me.in_blocking.store(true, Ordering::SeqCst);
+    me.pinned.store(true, Ordering::SeqCst);
     c.shared.blocked.enter();
     if !c.local.is_empty() || me.has_next() || c.shared.has_visible_work() {
         c.shared.compensate();
@@ -37,7 +37,7 @@ pub(super) fn enter_blocking() -> Option<BlockingGuard> {
 impl Drop for BlockingGuard {
     fn drop(&mut self) {
         self.shared.carriers[self.index]
-            .in_blocking
+            .pinned
             .store(false, Ordering::SeqCst);
         self.shared.blocked.exit();
     }

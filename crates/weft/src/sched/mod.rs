@@ -8,7 +8,7 @@
 //!   where work is balanced;
 //! - an inbox of runnable threads *bound* to it (a started thread runs on
 //!   its home carrier, until a handoff moves it): only this carrier takes
-//!   from it — and the monitor, to hand its threads off while it is held;
+//!   from it — and the monitor, to hand its threads off while it is stalled;
 //!   anyone may push, kicking the carrier if it sleeps;
 //! - a LIFO `next` slot: a thread woken by the running thread goes there and
 //!   runs as soon as the current one suspends (hand-off latency of a
@@ -17,7 +17,7 @@
 //!
 //! A global injector takes new threads from outside the runtime.
 //!
-//! Since a started thread moves only off a held carrier, populations are
+//! Since a started thread moves only off a stalled carrier, populations are
 //! balanced at a thread's first run: a carrier about to start a thread
 //! while home to clearly more threads than another core carrier (one
 //! picked at random: the power of two choices) binds it to that carrier
@@ -30,7 +30,7 @@
 //! caches, and a move must refresh what of the OS thread its thread-local
 //! area names (`tls::adopt`). Why handoff: a carrier held by one thread
 //! (CPU-bound, blocked in the kernel, pinned) would otherwise strand every
-//! thread homed there. A held carrier's threads that may move
+//! thread homed there. A stalled carrier's threads that may move
 //! (`thread::may_move`: they have an area of their own and changed no
 //! kernel per-thread state) are released (`NO_HOME`) and bind where they
 //! next run; ARCHITECTURE.md, "Affinity and handoff", has the three rules

@@ -2,7 +2,7 @@
 //! sysmon, in small).
 //!
 //! It never runs virtual threads. It reads the carriers' counters
-//! (`switches`, `mounted`, `in_blocking`) without locks, fires the timers of
+//! (`switches`, `mounted`, `pinned`) without locks, fires the timers of
 //! carriers that cannot (they are blocked), marks a carrier held past the
 //! stall threshold as blocked (so a spare can come in), and reports a stall
 //! or blocked-with-waiters event naming the thread: it reads what the
@@ -194,7 +194,7 @@ fn watch_carrier(
 ) -> bool {
     let sw = w.switches.load(Ordering::Relaxed);
     let busy = !w.mounted.load(Ordering::Relaxed).is_null();
-    let in_blocking = w.in_blocking.load(Ordering::SeqCst);
+    let pinned = w.pinned.load(Ordering::SeqCst);
     let same = busy && sw == watch.last;
     if !same {
         watch.since = now;
@@ -224,7 +224,7 @@ fn watch_carrier(
         }
         // The hold so far, from before it began: what the events report.
         let so_far = now.saturating_duration_since(watch.began);
-        if let Some(id) = check_held(shared, i, w, sw, so_far, in_blocking, wall) {
+        if let Some(id) = check_stalled(shared, i, w, sw, so_far, pinned, wall) {
             watch.reported_hold = Some(id);
         }
     } else {
@@ -232,7 +232,7 @@ fn watch_carrier(
         // `stall::Handoff`).
         w.handoff.heal();
     }
-    if in_blocking || w.stalled.is_set() || w.handing_off() {
+    if pinned || w.stalled.is_set() || w.handing_off() {
         // The owner cannot fire them. Threads that may move (and unbound
         // ones) run elsewhere at once; those that stay are runnable the
         // moment their carrier is back.
@@ -251,16 +251,16 @@ fn watch_carrier(
 /// blocked and compensates; and reports the pinning deadlock — held in the
 /// kernel while threads wait behind it (bound ones can run nowhere else).
 /// Returns the id of the holding thread if an event reported the hold.
-fn check_held(
+fn check_stalled(
     shared: &Arc<Shared>,
     i: usize,
     w: &CarrierSlot,
     sw: u64,
     held: Duration,
-    in_blocking: bool,
+    pinned: bool,
     wall: SystemTime,
 ) -> Option<u64> {
-    let report = !in_blocking && w.reported.load(Ordering::Relaxed) != sw;
+    let report = !pinned && w.reported.load(Ordering::Relaxed) != sw;
     // Read before a spare comes in and steals the unstarted ones.
     let unstarted = unstarted_behind(shared, i);
     let waiters =
@@ -305,7 +305,7 @@ fn check_held(
             tid,
             who,
             held,
-            call: if in_blocking {
+            call: if pinned {
                 "a pinned wait (weft::pinned)".to_string()
             } else {
                 kernel_call(tid).unwrap_or_else(|| "the kernel".into())
@@ -319,9 +319,9 @@ fn check_held(
 }
 
 /// Threads that never started and wait behind carrier `i`: those in its
-/// run queue, and — when every carrier on duty is held and no spare may
+/// run queue, and — when every carrier on duty is stalled and no spare may
 /// come in — those in the runtime's global queue. A spare may still take
-/// them (unstarted threads are not bound), but while the carrier is held
+/// them (unstarted threads are not bound), but while the carrier is stalled
 /// they wait, and if the held thread waits for one of them (a barrier, a
 /// lock, a message), that wait lasts until a spare starts it.
 fn unstarted_behind(shared: &Shared, i: usize) -> usize {
@@ -364,7 +364,7 @@ fn mark_held(w: &CarrierSlot, sw: u64) -> bool {
 }
 
 /// Handoff (rule 1 in ARCHITECTURE.md, "Affinity and handoff"): the
-/// threads queued for held carrier `i` that need not wait for it go to the
+/// threads queued for stalled carrier `i` that need not wait for it go to the
 /// injector — its `next` slot and inbox (unstarted ones, and started ones
 /// that may move, which bind where they next run) and its stealable queue
 /// (where a busy carrier would not look). Every tick while the hold lasts:
@@ -424,7 +424,7 @@ fn waiting_behind(shared: &Arc<Shared>, i: usize) -> String {
     let mut n = 0usize;
     crate::thread::registry::for_each_thread(|t| {
         if t.home.load(Ordering::Relaxed) as usize == i
-            && crate::thread::inner_state(t) == State::Runnable
+            && crate::thread::state_of(t) == State::Runnable
             && t.runtime_shared()
                 .is_some_and(|s| std::ptr::eq(s, &**shared))
         {

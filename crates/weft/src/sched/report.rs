@@ -20,11 +20,11 @@
 //!   program owns, which may be slow or block.
 //!
 //! None of that is the monitor's to wait for. Its own work — handing the
-//! threads behind a held carrier to others, bringing in spares, firing the
+//! threads behind a stalled carrier to others, bringing in spares, firing the
 //! timers of blocked carriers, fetching readiness no carrier fetched —
 //! decides whether the program runs, and a report that held it up would
 //! hold up exactly what a stall needs most (`tests/monitor_reports.rs`
-//! blocks the log sink and checks that another held carrier still gets
+//! blocks the log sink and checks that another stalled carrier still gets
 //! its spare). `weft-reports` runs at the program's own priority: it takes
 //! locks carriers take too (the symbol cache, for a pinned wait's or a
 //! panic's stack), so a lower one would make them wait on it.

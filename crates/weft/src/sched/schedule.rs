@@ -32,8 +32,14 @@ impl Schedule for Shared {
         unwinding::suspended_unwinders()
     }
 
-    fn hold_carrier(&self) -> Option<Box<dyn Send>> {
+    fn block_carrier(&self) -> Option<Box<dyn Send>> {
         enter_blocking().map(|g| Box::new(g) as Box<dyn Send>)
+    }
+
+    fn panicked(&self, thread: &VThread, payload: &(dyn std::any::Any + Send)) {
+        if let Some(sim) = super::simulation() {
+            sim.thread_panicked(thread, payload);
+        }
     }
 
     fn unjoined_panic(&self, payload: &(dyn std::any::Any + Send)) {

@@ -23,7 +23,7 @@ use super::idle::Idle;
 use super::monitor::Monitor;
 use super::slot::CarrierSlot;
 use crate::stack::StackPool;
-use crate::thread::{NO_HOME, State, VThread, set_inner_state};
+use crate::thread::{NO_HOME, State, VThread, set_state_of};
 
 /// State shared by all carriers of one runtime.
 pub(crate) struct Shared {
@@ -222,13 +222,13 @@ impl Shared {
         self.active.load(Ordering::Relaxed)
     }
 
-    /// Whether carrier `i` is held by one thread past the stall threshold
+    /// Whether carrier `i` is stalled: held by one thread past the stall threshold
     /// (the monitor's mark) or in a pinned wait: the threads bound to it
     /// wait.
     pub(crate) fn carrier_held(&self, i: usize) -> bool {
         self.carriers
             .get(i)
-            .is_some_and(|w| w.stalled.is_set() || w.in_blocking.load(Ordering::Relaxed))
+            .is_some_and(|w| w.stalled.is_set() || w.pinned.load(Ordering::Relaxed))
     }
 
     /// Carrier `i`'s kernel thread id and switch count, if it is running
@@ -241,7 +241,7 @@ impl Shared {
             .then(|| (w.tid.load(Ordering::Relaxed), sw))
     }
 
-    /// Started threads moved off a held carrier so far (handoff).
+    /// Started threads moved off a stalled carrier so far (handoff).
     pub(crate) fn threads_moved(&self) -> usize {
         self.carriers
             .iter()
@@ -277,7 +277,7 @@ impl Shared {
                 match here {
                     Some(c) if c.index == home as usize => c.push_woken(thread),
                     _ => {
-                        set_inner_state(&thread, State::Runnable);
+                        set_state_of(&thread, State::Runnable);
                         slot.push_home(thread);
                     }
                 }
@@ -285,7 +285,7 @@ impl Shared {
             }
         }
         if let Some(c) = here
-            && !c.me().in_blocking.load(Ordering::Relaxed)
+            && !c.me().pinned.load(Ordering::Relaxed)
             && !c.me().handing_off()
         {
             c.push_woken(thread);
@@ -420,10 +420,10 @@ impl Spawner<'_> {
     pub(crate) fn spawn(&self, thread: RecordArc) {
         let shared = self.0;
         shared.started.fetch_add(1, Ordering::Relaxed);
-        set_inner_state(&thread, State::Runnable);
+        set_state_of(&thread, State::Runnable);
         if let Some(c) = carrier()
             && Arc::ptr_eq(&c.shared, shared)
-            && !c.me().in_blocking.load(Ordering::Relaxed)
+            && !c.me().pinned.load(Ordering::Relaxed)
         {
             // New threads go to the back of the local queue (stealable), so a
             // spawning loop keeps running and idle carriers help.

@@ -24,7 +24,7 @@ use crossbeam_deque::{Injector, Steal};
 use super::timers::{SCAN_MIN, TimerEntry, TimerQueue, compact};
 use crate::clock::ns_of;
 use crate::thread::VThread;
-use crate::thread::{NO_HOME, State, set_inner_state};
+use crate::thread::{NO_HOME, State, set_state_of};
 
 /// A virtual thread as read off its carrier while it held it: its id, its
 /// name, and what it said it was doing (`weft::set_activity`).
@@ -49,8 +49,9 @@ pub(super) struct CarrierSlot {
     /// Timers of threads that parked on this carrier. Locked by the owner
     /// (uncontended) and, rarely, by the monitor when the owner is blocked.
     pub(super) timers: Mutex<TimerQueue>,
-    /// The carrier is inside `weft::blocking` or a pinned wait.
-    pub(super) in_blocking: AtomicBool,
+    /// The carrier's thread is pinned: inside `weft::blocking` or a pinned
+    /// wait (the carrier counts as blocked meanwhile).
+    pub(super) pinned: AtomicBool,
     /// The monitor counted this carrier as blocked (a stall); cleared, and
     /// uncounted, by the carrier when its thread next leaves it.
     pub(super) stalled: crate::stall::StallFlag,
@@ -139,7 +140,7 @@ impl CarrierSlot {
             next: AtomicPtr::new(std::ptr::null_mut()),
             switches: AtomicU64::new(0),
             timers: Mutex::new(TimerQueue::default()),
-            in_blocking: AtomicBool::new(false),
+            pinned: AtomicBool::new(false),
             stalled: crate::stall::StallFlag::new(),
             timer_next: AtomicU64::new(u64::MAX),
             timer_scan_at: AtomicUsize::new(super::timers::SCAN_MIN),
@@ -272,7 +273,7 @@ impl CarrierSlot {
                 out = Some(Identity {
                     id,
                     name: name.map(str::to_owned),
-                    activity: crate::thread::try_inner_activity(t),
+                    activity: crate::thread::try_activity_of(t),
                 });
             }
         }
@@ -325,7 +326,7 @@ impl CarrierSlot {
                 // its carrier (`after_park`); we moved it out of PARKED, so
                 // that count is ours. We run it with the upgraded count.
                 unsafe { RecordArc::decrement_strong_count(RecordArc::as_ptr(&thread)) };
-                set_inner_state(&thread, State::Runnable);
+                set_state_of(&thread, State::Runnable);
                 wake(thread);
                 n += 1;
             }

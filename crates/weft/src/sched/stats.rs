@@ -40,7 +40,7 @@ pub(crate) struct SchedStats {
     pub(crate) steals: usize,
     /// New threads handed to a less loaded carrier at their first run.
     pub(crate) placed: usize,
-    /// Started threads moved off a held carrier (handoff).
+    /// Started threads moved off a stalled carrier (handoff).
     pub(crate) moved: usize,
     /// Entries in the carriers' timer heaps.
     pub(crate) timers_pending: usize,

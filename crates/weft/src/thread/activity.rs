@@ -35,7 +35,7 @@ pub const MAX_ACTIVITY_LEN: usize = 256;
 /// .unwrap();
 /// ```
 pub fn set_activity(what: impl std::fmt::Display) {
-    let apply = |inner: &VThread| {
+    let apply = |thread: &VThread| {
         // Formatted before the lock is taken: `what`'s `Display` is the
         // caller's code, which may block or park, and the monitor reads
         // the activity of a thread that holds its carrier.
@@ -48,7 +48,7 @@ pub fn set_activity(what: impl std::fmt::Display) {
         if w.cut {
             text.push('…');
         }
-        let mut a = inner
+        let mut a = thread
             .rare
             .get_or_init(Box::default)
             .activity
@@ -57,7 +57,7 @@ pub fn set_activity(what: impl std::fmt::Display) {
         *a = text;
     };
     match current_virtual() {
-        Some(inner) => apply(inner),
+        Some(thread) => apply(thread),
         None => with_os_thread(|t| apply(&t.inner)),
     }
 }
@@ -102,8 +102,8 @@ impl std::fmt::Write for Capped<'_> {
 /// The activity a thread last set, if any, unless its lock is taken at
 /// this moment (by `set_activity` swapping in a new one, or by another
 /// reader): for the monitor, which must not wait.
-pub(crate) fn try_inner_activity(inner: &VThread) -> Option<String> {
-    let a = match inner.rare.get()?.activity.try_lock() {
+pub(crate) fn try_activity_of(thread: &VThread) -> Option<String> {
+    let a = match thread.rare.get()?.activity.try_lock() {
         Ok(a) => a,
         Err(std::sync::TryLockError::Poisoned(p)) => p.into_inner(),
         Err(std::sync::TryLockError::WouldBlock) => return None,
@@ -112,8 +112,8 @@ pub(crate) fn try_inner_activity(inner: &VThread) -> Option<String> {
 }
 
 /// The activity a thread last set, if any.
-pub(crate) fn inner_activity(inner: &VThread) -> Option<String> {
-    let a = inner
+pub(crate) fn activity_of(thread: &VThread) -> Option<String> {
+    let a = thread
         .rare
         .get()?
         .activity

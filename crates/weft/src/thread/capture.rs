@@ -34,8 +34,8 @@ const MAX_FRAMES: usize = 64;
 /// page it shares with its thread-local area (`stack.rs`, "Slot size").
 #[cold]
 #[inline(never)]
-pub(crate) fn capture_here(inner: &VThread) {
-    let p = inner.take_capture_job();
+pub(crate) fn capture_here(thread: &VThread) {
+    let p = thread.take_capture_job();
     if p.is_null() {
         return;
     }
@@ -50,7 +50,7 @@ pub(crate) fn capture_here(inner: &VThread) {
     job.results
         .lock()
         .unpoison()
-        .push((Thread::peek_name_id(inner).1, ips));
+        .push((Thread::peek_name_id(thread).1, ips));
     if job.pending.fetch_sub(1, Ordering::AcqRel) == 1 {
         job.waiter.unpark();
     }

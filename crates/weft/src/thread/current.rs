@@ -133,11 +133,11 @@ pub fn current() -> Thread {
     // SAFETY: `p` came from `RecordArc::as_ptr` of a `RecordArc` the carrier
     // holds for as long as it is mounted, so the count is at least one
     // while we add ours.
-    let inner = unsafe {
+    let thread = unsafe {
         RecordArc::increment_strong_count(p);
         RecordArc::from_raw(p)
     };
-    Thread { inner }
+    Thread { inner: thread }
 }
 
 /// Whether the calling code runs on a virtual thread.
@@ -148,7 +148,7 @@ pub fn is_virtual() -> bool {
 /// The calling thread's id as a number (virtual or OS).
 pub(crate) fn current_id() -> u64 {
     match current_virtual() {
-        Some(inner) => inner.id.0.get(),
+        Some(thread) => thread.id.0.get(),
         None => with_os_thread(|t| t.inner.id.0.get()),
     }
 }
@@ -156,7 +156,7 @@ pub(crate) fn current_id() -> u64 {
 /// Whether the current thread's interrupt flag is set (not cleared).
 pub(crate) fn current_interrupted() -> bool {
     match current_virtual() {
-        Some(inner) => inner.interrupted.load(Ordering::SeqCst),
+        Some(thread) => thread.interrupted.load(Ordering::SeqCst),
         None => with_os_thread(|t| t.is_interrupted()),
     }
 }
@@ -164,7 +164,7 @@ pub(crate) fn current_interrupted() -> bool {
 /// Clears the current thread's interrupt flag, returning whether it was set.
 pub(crate) fn take_interrupt() -> bool {
     match current_virtual() {
-        Some(inner) => inner.interrupted.swap(false, Ordering::SeqCst),
+        Some(thread) => thread.interrupted.swap(false, Ordering::SeqCst),
         None => with_os_thread(|t| t.clear_interrupt()),
     }
 }
@@ -183,7 +183,7 @@ pub(crate) fn interrupted_error() -> io::Error {
 pub(crate) fn with_blocker<R>(b: Blocker, f: impl FnOnce() -> R) -> R {
     fn set(b: Blocker) {
         match current_virtual() {
-            Some(inner) => inner.blocker.set(b),
+            Some(thread) => thread.blocker.set(b),
             None => with_os_thread(|t| t.inner.blocker.set(b)),
         }
     }
@@ -196,7 +196,7 @@ pub(crate) fn with_blocker<R>(b: Blocker, f: impl FnOnce() -> R) -> R {
 /// The calling thread's locals (its own thread only touches them).
 pub(crate) fn current_locals() -> *mut Locals {
     match current_virtual() {
-        Some(inner) => inner.rare.get_or_init(Box::default).locals.get(),
+        Some(thread) => thread.rare.get_or_init(Box::default).locals.get(),
         None => OS_LOCALS.with(|l| l.get()),
     }
 }

@@ -170,7 +170,7 @@ impl fmt::Debug for Thread {
 
 impl Thread {
     /// Name and id of a thread, without allocating (for signal handlers).
-    pub(crate) fn peek_name_id(inner: &VThread) -> (Option<&str>, u64) {
-        (inner.name(), inner.id.0.get())
+    pub(crate) fn peek_name_id(thread: &VThread) -> (Option<&str>, u64) {
+        (thread.name(), thread.id.0.get())
     }
 }

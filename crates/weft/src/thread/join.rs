@@ -25,7 +25,7 @@
 //! Two words, holding first the body and then the result. Before the
 //! thread starts they hold its closure when the closure fits (at most two
 //! words, word-aligned: the usual closure of a handle or two); the thread
-//! moves it out at its first run (`builder.rs`), and from then until it
+//! moves it out at its first run (`life.rs`), and from then until it
 //! finishes they are unused. Then they hold the result: the value itself
 //! when it fits, else a box of it (one allocation at the end of the
 //! thread, for large results only); a panic's payload (a `Box<dyn Any>`,
@@ -80,15 +80,15 @@ pub(crate) unsafe fn payload_take<X>(payload: &mut MaybeUninit<Payload>) -> X {
 /// The caller owns the payload by the protocol above, and no other
 /// reference to it is live.
 #[allow(clippy::mut_from_ref)]
-unsafe fn payload(inner: &VThread) -> &mut MaybeUninit<Payload> {
+unsafe fn payload(thread: &VThread) -> &mut MaybeUninit<Payload> {
     // SAFETY: exclusive by the protocol (caller).
-    unsafe { &mut *inner.payload.get() }
+    unsafe { &mut *thread.payload.get() }
 }
 
 /// A thread's result in the form its record stores it: a large value is
 /// boxed by [`Outcome::new`], so that storing it ([`complete_outcome`])
 /// allocates nothing. A virtual thread makes its outcome *before* its
-/// thread-local and pthread-key destructors run (`builder.rs`): an
+/// thread-local and pthread-key destructors run (`life.rs`): an
 /// allocation after them would make the allocator set up its per-thread
 /// state afresh for that thread (mimalloc: a heap and a 64 KiB page), with
 /// no destructor left to run to hand it back — kept for ever, 138 KiB per
@@ -125,8 +125,8 @@ impl<T> Outcome<T> {
 /// if the handle is gone. Called once per thread, by the thread as it
 /// finishes (or by whoever gives up on running it); a panic in the
 /// result's `Drop` reaches the caller.
-pub(crate) fn complete<T>(inner: &VThread, r: std::thread::Result<T>) {
-    complete_outcome(inner, Outcome::new(r));
+pub(crate) fn complete<T>(thread: &VThread, r: std::thread::Result<T>) {
+    complete_outcome(thread, Outcome::new(r));
 }
 
 /// Drops `outcome` now if the thread's handle is already gone, as std
@@ -134,18 +134,18 @@ pub(crate) fn complete<T>(inner: &VThread, r: std::thread::Result<T>) {
 /// destroyed; else gives it back for [`complete_outcome`]. A handle
 /// dropped after this look leaves the result to `complete_outcome`, which
 /// drops it there.
-pub(crate) fn drop_if_detached<T>(inner: &VThread, outcome: Outcome<T>) -> Option<Outcome<T>> {
-    if inner.join_state.load(Ordering::Acquire) != DETACHED {
+pub(crate) fn drop_if_detached<T>(thread: &VThread, outcome: Outcome<T>) -> Option<Outcome<T>> {
+    if thread.join_state.load(Ordering::Acquire) != DETACHED {
         return Some(outcome);
     }
-    report_unjoined(inner, outcome.into_result());
+    report_unjoined(thread, outcome.into_result());
     None
 }
 
 /// [`complete`] of a result already in its stored form (`None`: dropped
 /// already by [`drop_if_detached`]; the join is completed all the same).
 /// Allocates nothing.
-pub(crate) fn complete_outcome<T>(inner: &VThread, outcome: impl Into<Option<Outcome<T>>>) {
+pub(crate) fn complete_outcome<T>(thread: &VThread, outcome: impl Into<Option<Outcome<T>>>) {
     let outcome = outcome.into();
     let stored = outcome.is_some();
     // SAFETY: nobody reads `payload` before DONE, and the body has been
@@ -154,15 +154,15 @@ pub(crate) fn complete_outcome<T>(inner: &VThread, outcome: impl Into<Option<Out
     let done = unsafe {
         match outcome {
             Some(Outcome::Inline(v)) => {
-                payload_put(payload(inner), v);
+                payload_put(payload(thread), v);
                 DONE_OK
             }
             Some(Outcome::Boxed(b)) => {
-                payload_put(payload(inner), b);
+                payload_put(payload(thread), b);
                 DONE_OK
             }
             Some(Outcome::Panicked(e)) => {
-                payload_put(payload(inner), e);
+                payload_put(payload(thread), e);
                 DONE_ERR
             }
             // Only after `drop_if_detached` saw DETACHED, which is final:
@@ -170,27 +170,27 @@ pub(crate) fn complete_outcome<T>(inner: &VThread, outcome: impl Into<Option<Out
             None => DONE_OK,
         }
     };
-    match inner.join_state.swap(done, Ordering::AcqRel) {
+    match thread.join_state.swap(done, Ordering::AcqRel) {
         WAITING => {
             // SAFETY: the joiner wrote `joiner` before its release CAS to
             // WAITING, which our AcqRel swap observed; it no longer touches it.
-            if let Some(t) = unsafe { (*inner.joiner.get()).take() } {
+            if let Some(t) = unsafe { (*thread.joiner.get()).take() } {
                 Thread { inner: t }.unpark();
             }
         }
         // SAFETY: the handle is gone: the result we just stored is ours
         // again (the handle read DETACHED's predecessor, not DONE, so it
         // did not touch it).
-        DETACHED if stored => unsafe { drop_result::<T>(inner, done) },
+        DETACHED if stored => unsafe { drop_result::<T>(thread, done) },
         _ => {}
     }
 }
 
 /// Ends the join of a thread that will never run: its `join` returns
 /// `Err(why)`.
-pub(crate) fn complete_unrun(inner: &VThread, why: String) {
+pub(crate) fn complete_unrun(thread: &VThread, why: String) {
     // An error's payload is the same whatever the result type.
-    complete::<()>(inner, Err(Box::new(why)));
+    complete::<()>(thread, Err(Box::new(why)));
 }
 
 /// Drops the result in `payload`, of a thread that nobody will join (a
@@ -199,16 +199,16 @@ pub(crate) fn complete_unrun(inner: &VThread, why: String) {
 /// # Safety
 /// `payload` holds a result stored by [`complete`] with state `done`, and
 /// the caller owns it.
-unsafe fn drop_result<T>(inner: &VThread, done: u8) {
+unsafe fn drop_result<T>(thread: &VThread, done: u8) {
     // SAFETY: owned by the caller; `done` says what it holds.
-    report_unjoined(inner, unsafe { take_result::<T>(inner, done) });
+    report_unjoined(thread, unsafe { take_result::<T>(thread, done) });
 }
 
 /// Drops the result of a thread nobody will join, reporting a panic to
 /// the thread's scheduler first.
-fn report_unjoined<T>(inner: &VThread, r: std::thread::Result<T>) {
+fn report_unjoined<T>(thread: &VThread, r: std::thread::Result<T>) {
     if let Err(payload) = &r
-        && let Some(sched) = inner.scheduler()
+        && let Some(sched) = thread.scheduler()
     {
         sched.unjoined_panic(&**payload);
     }
@@ -219,11 +219,11 @@ fn report_unjoined<T>(inner: &VThread, r: std::thread::Result<T>) {
 ///
 /// # Safety
 /// As [`drop_result`].
-unsafe fn take_result<T>(inner: &VThread, done: u8) -> std::thread::Result<T> {
+unsafe fn take_result<T>(thread: &VThread, done: u8) -> std::thread::Result<T> {
     // SAFETY: `complete` stored, with this `done`, a `T` (inline when it
     // fits, else boxed) or a panic's payload; the caller owns it.
     unsafe {
-        let p = payload(inner);
+        let p = payload(thread);
         if done == DONE_ERR {
             Err(payload_take::<Box<dyn std::any::Any + Send>>(p))
         } else if payload_fits::<T>() {
@@ -271,17 +271,17 @@ impl<T> Drop for JoinHandle<T> {
     /// last is a race): abort with the thread's name, as the finishing
     /// side does and as std does ("thread result panicked on drop").
     fn drop(&mut self) {
-        let inner = &*self.thread.inner;
-        let prev = inner.join_state.swap(DETACHED, Ordering::AcqRel);
+        let thread = &*self.thread.inner;
+        let prev = thread.join_state.swap(DETACHED, Ordering::AcqRel);
         if prev == DONE_OK || prev == DONE_ERR {
             // SAFETY: DONE observed with acquire: the result is stored and,
             // with the finisher gone and no joiner (`join` consumes the
             // handle), ours.
             let dropped = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| unsafe {
-                drop_result::<T>(inner, prev)
+                drop_result::<T>(thread, prev)
             }));
             if dropped.is_err() {
-                super::abort_after_drop_panic(inner);
+                super::abort_after_drop_panic(thread);
             }
         }
     }
@@ -342,14 +342,14 @@ fn done_state(s: u8) -> Option<u8> {
 /// while it watches is never registered, so the finisher wakes nobody. A
 /// thread that is far from done costs its OS-thread joiner about 10 µs
 /// of watching once.
-fn spin_until_done(inner: &VThread) -> Option<u8> {
+fn spin_until_done(thread: &VThread) -> Option<u8> {
     if super::is_virtual() {
         return None;
     }
     let backoff = crossbeam_utils::Backoff::new();
     while !backoff.is_completed() {
         backoff.snooze();
-        if let Some(s) = done_state(inner.join_state.load(Ordering::Acquire)) {
+        if let Some(s) = done_state(thread.join_state.load(Ordering::Acquire)) {
             return Some(s);
         }
     }
@@ -358,16 +358,16 @@ fn spin_until_done(inner: &VThread) -> Option<u8> {
 
 /// Waits until `inner`, found not done, is done (the caller is its one
 /// joiner) and returns the DONE state.
-fn wait(inner: &VThread) -> u8 {
+fn wait(thread: &VThread) -> u8 {
     // SAFETY: only the single joiner writes `joiner`, before publishing
     // WAITING; the finisher reads it only after that.
-    unsafe { *inner.joiner.get() = Some(current().inner) };
-    match inner
+    unsafe { *thread.joiner.get() = Some(current().inner) };
+    match thread
         .join_state
         .compare_exchange(RUNNING, WAITING, Ordering::AcqRel, Ordering::Acquire)
     {
         Ok(_) => loop {
-            if let Some(s) = done_state(inner.join_state.load(Ordering::Acquire)) {
+            if let Some(s) = done_state(thread.join_state.load(Ordering::Acquire)) {
                 return s;
             }
             // Join is not interruptible (like std); an interrupt must not
@@ -382,7 +382,7 @@ fn wait(inner: &VThread) -> u8 {
             // Finished meanwhile: the finisher never saw WAITING, so the
             // joiner we wrote is still ours to drop.
             // SAFETY: as above: the finisher does not read it.
-            drop(unsafe { (*inner.joiner.get()).take() });
+            drop(unsafe { (*thread.joiner.get()).take() });
             done_state(s).expect("weft: a thread joined twice")
         }
     }

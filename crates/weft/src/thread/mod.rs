@@ -1,7 +1,8 @@
 //! Threads: the virtual-thread record and its handle, identity and state,
 //! joining, the registry of live threads, and the blocking primitives
 //! (`park`, `sleep`, `yield_now`) that every other weft API is built on.
-//! Spawning, which needs a runtime, is one layer up (`builder.rs`).
+//! Spawning, which needs a runtime, is one layer up (`builder.rs`); what a
+//! spawned thread runs first and last is here (`life.rs`).
 //!
 //! Every function here works on both kinds of thread. On a virtual thread it
 //! suspends the thread and frees its carrier; on an OS thread it behaves like
@@ -42,6 +43,10 @@
 //! - `park.rs`: `park`, `sleep`, `yield_now`, the switch to the carrier.
 //! - `join.rs`: the join slot (a thread's result, in its record) and
 //!   [`JoinHandle`].
+//! - `life.rs`: a virtual thread's start and end, in order: what runs
+//!   first on its stack, what runs last (`local!` values, thread-local
+//!   and key destructors, the join wake-up), and what its carrier does
+//!   after (the area released).
 //!
 //! Nothing here names the scheduler: the record holds an
 //! `Arc<dyn Schedule>`, the carrier says which record it runs through
@@ -54,6 +59,7 @@ mod current;
 mod handle;
 mod id;
 mod join;
+mod life;
 mod locals;
 mod native;
 #[cfg_attr(not(feature = "transparent"), allow(unused_imports))]
@@ -70,7 +76,7 @@ mod state;
 mod stay;
 
 pub use activity::{MAX_ACTIVITY_LEN, set_activity};
-pub(crate) use activity::{inner_activity, try_inner_activity};
+pub(crate) use activity::{activity_of, try_activity_of};
 pub use blocker::{Blocker, SyncKind};
 use current::with_os_thread;
 pub use current::{current, interrupted, is_virtual};
@@ -81,16 +87,13 @@ pub(crate) use current::{
 pub use handle::Thread;
 pub use id::ThreadId;
 pub use join::JoinHandle;
-pub(crate) use join::{
-    Outcome, complete, complete_outcome, complete_unrun, drop_if_detached, panic_message,
-    payload_fits, payload_put, payload_take,
-};
+pub(crate) use join::{complete, complete_unrun, panic_message};
+pub(crate) use life::install;
 pub(crate) use park::{borrow_parked, park_deadline};
 pub use park::{panicking, park, park_timeout, sleep, sleep_until, yield_now};
 pub(crate) use pinned::pinned_park;
 pub(crate) use record::{
-    Body, CoroSlot, Kind, NO_HOME, Start, VThread, abort_after_drop_panic, inner_blocker,
-    inner_state, set_inner_state,
+    CoroSlot, Kind, NO_HOME, VThread, abort_after_drop_panic, blocker_of, set_state_of, state_of,
 };
 pub(crate) use record_ref::{RecordArc, RecordWeak, seed_cache, trim_records};
 pub(crate) use schedule::{Schedule, Suspend};

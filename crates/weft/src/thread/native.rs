@@ -58,8 +58,8 @@ use super::record::VThread;
 pub(crate) const C_LOCK: u32 = 1 << 16;
 
 /// How many C locks the thread holds.
-pub(crate) fn c_locks_held(inner: &VThread) -> u32 {
-    inner.pin_depth.get() / C_LOCK
+pub(crate) fn c_locks_held(thread: &VThread) -> u32 {
+    thread.pin_depth.get() / C_LOCK
 }
 
 /// The definitions: glibc only (the interposed names and results are

@@ -4,7 +4,7 @@
 //! # Why
 //!
 //! A virtual thread with a thread-local area of its own may move to
-//! another carrier when its home is held (ARCHITECTURE.md, "Affinity and
+//! another carrier when its home is stalled (ARCHITECTURE.md, "Affinity and
 //! handoff"): its thread-locals, `pthread_self()`, C `__thread` variables
 //! and errno are in the area, and the carrier refreshes glibc's view (the
 //! kernel thread id in the area's TCB) at each mount. What the kernel keeps in

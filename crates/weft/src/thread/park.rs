@@ -57,8 +57,8 @@ pub(crate) fn park_deadline(deadline: Option<Instant>) {
 /// one clock read fewer per timed park on a virtual thread.
 fn park_deadline_after(deadline: Option<Instant>, now: Option<Instant>) {
     match current_virtual() {
-        Some(inner) => {
-            if inner.interrupted.load(Ordering::SeqCst) {
+        Some(thread) => {
+            if thread.interrupted.load(Ordering::SeqCst) {
                 return;
             }
             if deadline.is_some_and(|d| d <= now.unwrap_or_else(crate::clock::now)) {
@@ -66,46 +66,46 @@ fn park_deadline_after(deadline: Option<Instant>, now: Option<Instant>) {
             }
             // A simulation's one carrier cannot be held: a pinned thread
             // parks like any other there (unmounting is always sound).
-            if inner.pin_depth.get() > 0 && !crate::clock::is_virtual() {
-                super::pinned_park(inner, deadline);
+            if thread.pin_depth.get() > 0 && !crate::clock::is_virtual() {
+                super::pinned_park(thread, deadline);
                 return;
             }
-            let begin = inner.park.begin_park();
+            let begin = thread.park.begin_park();
             if begin == crate::park::BeginPark::Consumed {
                 return;
             }
-            inner.state.store(State::Parking as u8, Ordering::Relaxed);
+            thread.state.store(State::Parking as u8, Ordering::Relaxed);
             let mut s = match deadline {
                 None => Suspend::Park,
                 Some(d) => Suspend::ParkUntil(d),
             };
             loop {
-                suspend(inner, s);
+                suspend(thread, s);
                 // Only a thread dump that moved us out of PARKED sets this
                 // (before it schedules us), so anything else that resumed
                 // us was a real wake-up: never park again for a dump then,
                 // or that wake-up is lost.
-                if !inner.dump_borrowed.load(Ordering::Acquire) {
+                if !thread.dump_borrowed.load(Ordering::Acquire) {
                     // A dump may still have left a request we did not
                     // serve; answer it so the dump does not wait for us.
-                    if inner.capture_requested() {
-                        super::capture::capture_here(inner);
+                    if thread.capture_requested() {
+                        super::capture::capture_here(thread);
                     }
                     break;
                 }
-                inner.dump_borrowed.store(false, Ordering::Relaxed);
+                thread.dump_borrowed.store(false, Ordering::Relaxed);
                 // Borrowed by a thread dump: record the stack, park again
                 // (our timer, if any, is still pending), unless a real
                 // unpark arrived meanwhile.
-                super::capture::capture_here(inner);
-                if inner.park.begin_park() == crate::park::BeginPark::Consumed {
+                super::capture::capture_here(thread);
+                if thread.park.begin_park() == crate::park::BeginPark::Consumed {
                     break;
                 }
-                inner.state.store(State::Parking as u8, Ordering::Relaxed);
+                thread.state.store(State::Parking as u8, Ordering::Relaxed);
                 s = Suspend::Park;
             }
             if deadline.is_some() {
-                inner.timer_seq.fetch_add(1, Ordering::Relaxed);
+                thread.timer_seq.fetch_add(1, Ordering::Relaxed);
             }
         }
         None => with_os_thread(|t| {
@@ -129,10 +129,10 @@ fn park_deadline_after(deadline: Option<Instant>, now: Option<Instant>) {
 
 /// Switches from the virtual thread to its carrier, handing it `s`.
 #[inline(never)]
-pub(crate) fn suspend(inner: &VThread, s: Suspend) {
+pub(crate) fn suspend(thread: &VThread, s: Suspend) {
     let marker = 0u8;
     let sp = &marker as *const u8 as usize;
-    inner.note_sp(sp);
+    thread.note_sp(sp);
     // Per-OS-thread context (tracing spans, registered hooks) leaves the
     // carrier with us and comes back when we do.
     let context = crate::context::unmount();
@@ -140,12 +140,12 @@ pub(crate) fn suspend(inner: &VThread, s: Suspend) {
     // the other virtual threads of this carrier see while we are away (on
     // an area of its own the thread's panic count is its own).
     let unwinding = if !std::thread::panicking() || crate::tls::isolated() {
-        inner.unwinding.set(false);
+        thread.unwinding.set(false);
         false
     } else {
-        inner
+        thread
             .scheduler()
-            .is_some_and(|s| s.suspend_unwinding(inner))
+            .is_some_and(|s| s.suspend_unwinding(thread))
     };
     // errno is per thread (POSIX): what this thread last set survives the
     // switch, whatever the carrier and its other threads set meanwhile
@@ -154,7 +154,7 @@ pub(crate) fn suspend(inner: &VThread, s: Suspend) {
     // OS thread's errno, valid while it runs; read before the switch,
     // written after it, each time on the thread running this code.
     let errno = unsafe { *libc::__errno_location() };
-    let y = inner.yielder.get();
+    let y = thread.yielder.get();
     // SAFETY: `yielder` was set when this coroutine started and points into
     // its own stack, which is the stack we are running on now; it is valid
     // for the coroutine's whole life.
@@ -165,7 +165,7 @@ pub(crate) fn suspend(inner: &VThread, s: Suspend) {
     }
     // SAFETY: as above.
     unsafe { *libc::__errno_location() = errno };
-    if unwinding && let Some(s) = inner.scheduler() {
+    if unwinding && let Some(s) = thread.scheduler() {
         s.resume_unwinding();
     }
     crate::context::mount(context);
@@ -191,9 +191,9 @@ pub fn panicking() -> bool {
     }
     match current_virtual() {
         None => true,
-        Some(inner) => {
-            inner.unwinding.get()
-                || inner
+        Some(thread) => {
+            thread.unwinding.get()
+                || thread
                     .scheduler()
                     .is_none_or(|s| s.suspended_unwinders() == 0)
         }
@@ -211,7 +211,7 @@ pub(crate) fn borrow_parked(t: &RecordArc) -> bool {
     }
     // Before scheduling: the thread reads it when it resumes.
     t.dump_borrowed.store(true, Ordering::Release);
-    set_inner_state(t, State::Runnable);
+    set_state_of(t, State::Runnable);
     // SAFETY: moving the thread out of PARKED made the count its carrier
     // leaked at park ours (as in `Thread::unpark`).
     let thread = unsafe { RecordArc::from_raw(RecordArc::as_ptr(t)) };
@@ -273,9 +273,9 @@ pub fn sleep_until(deadline: Instant) -> io::Result<()> {
 pub fn yield_now() {
     match current_virtual() {
         // Inside `weft::pinned` the thread keeps its carrier.
-        Some(inner) if inner.pin_depth.get() == 0 => {
-            inner.state.store(State::Yielding as u8, Ordering::Relaxed);
-            suspend(inner, Suspend::Yield);
+        Some(thread) if thread.pin_depth.get() == 0 => {
+            thread.state.store(State::Yielding as u8, Ordering::Relaxed);
+            suspend(thread, Suspend::Yield);
         }
         _ => std::thread::yield_now(),
     }

@@ -2,7 +2,7 @@
 //!
 //! Inside `weft::pinned` a virtual thread does not unmount: it waits on its
 //! carrier's OS thread until the permit arrives, the deadline passes or an
-//! interrupt, with the carrier marked blocked (`Schedule::hold_carrier`) so
+//! interrupt, with the carrier marked blocked (`Schedule::block_carrier`) so
 //! a spare can come in. `Thread::unpark` wakes it through `pinned_waiter`
 //! (the two SeqCst fences pair up: either the unparker sees
 //! `pinned_waiting`, or the waiter sees the permit). Each explicit pinned
@@ -24,24 +24,24 @@ use super::*;
 /// parked thread keeps on its stack (`capture_here` says why that counts).
 #[cold]
 #[inline(never)]
-pub(crate) fn pinned_park(inner: &VThread, deadline: Option<Instant>) {
-    if inner.park.try_consume() {
+pub(crate) fn pinned_park(thread: &VThread, deadline: Option<Instant>) {
+    if thread.park.try_consume() {
         return;
     }
-    let explicit_pin = inner.pin_depth.get() > 0;
-    let c_locks = super::native::c_locks_held(inner);
-    set_inner_state(inner, State::Pinned);
-    *inner
+    let explicit_pin = thread.pin_depth.get() > 0;
+    let c_locks = super::native::c_locks_held(thread);
+    set_state_of(thread, State::Pinned);
+    *thread
         .rare
         .get_or_init(Box::default)
         .pinned_waiter
         .lock()
         .unpoison() = Some(std::thread::current());
-    inner.pinned_waiting.store(true, Ordering::SeqCst);
+    thread.pinned_waiting.store(true, Ordering::SeqCst);
     // Pairs with the fence in `Thread::unpark`: either the unparker sees
     // `pinned_waiting`, or we see its permit below.
     fence(Ordering::SeqCst);
-    let guard = inner.scheduler().and_then(|s| s.hold_carrier());
+    let guard = thread.scheduler().and_then(|s| s.block_carrier());
     // The carrier is held from here: the stack capture counts.
     let t0 = Instant::now();
     let stack = (explicit_pin && crate::events::capture_stacks()).then(|| {
@@ -56,7 +56,7 @@ pub(crate) fn pinned_park(inner: &VThread, deadline: Option<Instant>) {
         ips
     });
     loop {
-        if inner.park.try_consume() || crate::thread::current_interrupted() {
+        if thread.park.try_consume() || crate::thread::current_interrupted() {
             break;
         }
         match deadline {
@@ -71,11 +71,11 @@ pub(crate) fn pinned_park(inner: &VThread, deadline: Option<Instant>) {
         }
     }
     let held = t0.elapsed();
-    inner.pinned_waiting.store(false, Ordering::SeqCst);
+    thread.pinned_waiting.store(false, Ordering::SeqCst);
     drop(guard);
-    set_inner_state(inner, State::Running);
+    set_state_of(thread, State::Running);
     if explicit_pin {
-        let (name, id) = crate::thread::Thread::peek_name_id(inner);
+        let (name, id) = crate::thread::Thread::peek_name_id(thread);
         let (stack, call_site) = crate::symbols::stack_and_call_site(
             stack.map(|ips| crate::symbols::Resolver::default().frames(&ips)),
         );
@@ -93,7 +93,7 @@ pub(crate) fn pinned_park(inner: &VThread, deadline: Option<Instant>) {
                      FILE lock): a virtual thread keeps its carrier until it releases them"
                 )
             }),
-            activity: crate::thread::inner_activity(inner),
+            activity: crate::thread::activity_of(thread),
             ongoing: false,
         });
     }

@@ -35,11 +35,10 @@ use crate::park::ParkState;
 /// it mounted (exclusive by the scheduling protocol).
 pub(crate) type Coro = corosensei::Coroutine<(), Suspend, (), crate::stack::Stack>;
 
-/// How a spawned thread starts: implemented by the spawn layer
-/// (`builder.rs`), type-erased here so that the record does not depend on
-/// the layer above it. The closure itself lives in the record's `payload`
-/// when it fits there (no allocation of its own) or in the box that
-/// implements this trait.
+/// How a spawned thread starts: implemented in `life.rs` for each body
+/// and result type, type-erased here so that the record is not generic.
+/// The closure itself lives in the record's `payload` when it fits there
+/// (no allocation of its own) or in the box that implements this trait.
 pub(crate) trait Start: Send {
     /// Runs the body on the calling virtual thread (its first run, on its
     /// own stack) and completes its join.
@@ -347,7 +346,7 @@ unsafe impl Sync for VThread {}
 // handles, run queues). Its coroutine, which holds the thread's stack and so
 // values that may be tied to an OS thread, runs on one carrier at a time
 // (the run queues and the park state machine hand it over with
-// release/acquire). It changes OS thread only off a held carrier, and only
+// release/acquire). It changes OS thread only off a stalled carrier, and only
 // when everything it reaches through the thread pointer is its own (its
 // thread-local area, refreshed by `tls::adopt`) and it changed no kernel
 // per-thread state (`thread::may_move`); or on a runtime built with
@@ -453,25 +452,25 @@ impl VThread {
     }
 }
 
-pub(crate) fn inner_state(inner: &VThread) -> State {
-    State::from_u8(inner.state.load(Ordering::Relaxed))
+pub(crate) fn state_of(thread: &VThread) -> State {
+    State::from_u8(thread.state.load(Ordering::Relaxed))
 }
 
-pub(crate) fn inner_blocker(inner: &VThread) -> Blocker {
-    inner.blocker.get()
+pub(crate) fn blocker_of(thread: &VThread) -> Blocker {
+    thread.blocker.get()
 }
 
-pub(crate) fn set_inner_state(inner: &VThread, s: State) {
-    inner.state.store(s as u8, Ordering::Relaxed);
+pub(crate) fn set_state_of(thread: &VThread, s: State) {
+    thread.state.store(s as u8, Ordering::Relaxed);
 }
 
 /// A `Drop` panicked after a virtual thread's body had returned.
 #[cold]
-pub(crate) fn abort_after_drop_panic(inner: &VThread) -> ! {
+pub(crate) fn abort_after_drop_panic(thread: &VThread) -> ! {
     eprintln!(
         "weft: virtual thread #{} '{}' panicked while dropping its `local!` values or its result; aborting",
-        inner.id.0,
-        inner.name().unwrap_or("")
+        thread.id.0,
+        thread.name().unwrap_or("")
     );
     std::process::abort()
 }

@@ -77,10 +77,10 @@ fn split(key: u32) -> (usize, usize) {
 }
 
 /// Adds a new virtual thread (before it can run).
-pub(crate) fn register(inner: &RecordArc) {
+pub(crate) fn register(thread: &RecordArc) {
     let s = my_shard();
     let mut sh = REGISTRY[s].lock().unpoison();
-    let p = RecordArc::as_ptr(inner) as usize;
+    let p = RecordArc::as_ptr(thread) as usize;
     let k = match sh.free.pop() {
         Some(k) => {
             sh.slots[k] = p;
@@ -97,16 +97,16 @@ pub(crate) fn register(inner: &RecordArc) {
             sh.slots.len() - 1
         }
     };
-    inner
+    thread
         .reg_key
         .store((k as u32) << SHARD_BITS | s as u32, Ordering::Relaxed);
 }
 
 /// Removes a finished thread (while its carrier still holds it).
-pub(crate) fn unregister(inner: &VThread) {
-    let (s, k) = split(inner.reg_key.load(Ordering::Relaxed));
+pub(crate) fn unregister(thread: &VThread) {
+    let (s, k) = split(thread.reg_key.load(Ordering::Relaxed));
     let mut sh = REGISTRY[s].lock().unpoison();
-    if sh.slots.get(k) == Some(&(inner as *const VThread as usize)) {
+    if sh.slots.get(k) == Some(&(thread as *const VThread as usize)) {
         sh.slots[k] = 0;
         sh.free.push(k);
     }

@@ -84,7 +84,12 @@ pub(crate) trait Schedule: Send + Sync + 'static {
     /// wait): its carrier counts as blocked, and a spare may come in, until
     /// the returned guard is dropped (on the same carrier). `None` when not
     /// called on a carrier.
-    fn hold_carrier(&self) -> Option<Box<dyn Send>>;
+    fn block_carrier(&self) -> Option<Box<dyn Send>>;
+    /// The calling virtual thread's body ended in a panic with `payload`
+    /// (`life.rs`): a simulation running on the calling carrier records
+    /// it (`crate::sim`), to fail the run if nobody sees it.
+    fn panicked(&self, thread: &VThread, payload: &(dyn std::any::Any + Send));
+
     /// A panic of one of this runtime's threads is being dropped unjoined
     /// (its handle was dropped), on the calling OS thread: a simulation
     /// running on it fails (`crate::sim`), as a panic nobody saw goes

@@ -127,42 +127,19 @@ fn glibc_data<T: Copy>(name: &std::ffi::CStr) -> Option<T> {
     (!p.is_null()).then(|| unsafe { p.cast::<T>().read() })
 }
 
+/// Works the layout out on the calling (glibc-made) thread, in named
+/// steps: the TCB's size, the static blocks (the executable's first,
+/// libc's the one holding `errno`), glibc's per-thread fields the area
+/// sets apart (rseq, the robust list, the kernel thread id), and what
+/// the area takes at the top of a stack slot.
 fn discover() -> Option<Layout> {
     let static_size = static_tls_size();
     if static_size == 0 {
         return None;
     }
     let tp = read_tp();
-    // The TCB's size: glibc puts it at the very top of a thread's stack
-    // mapping, so on a glibc-made thread it runs from tp to that top.
-    // SAFETY: attr is initialised by pthread_getattr_np before use and
-    // destroyed after.
-    let top = unsafe {
-        let mut attr: libc::pthread_attr_t = std::mem::zeroed();
-        if libc::pthread_getattr_np(libc::pthread_self(), &mut attr) != 0 {
-            return None;
-        }
-        let (mut addr, mut size) = (std::ptr::null_mut(), 0usize);
-        let r = libc::pthread_attr_getstack(&attr, &mut addr, &mut size);
-        libc::pthread_attr_destroy(&mut attr);
-        if r != 0 {
-            return None;
-        }
-        addr as usize + size
-    };
-    let tcb = top.checked_sub(tp)?;
-    let blocks: Vec<Block> = modules()
-        .into_iter()
-        .filter_map(|m| {
-            Some(Block {
-                off: static_off(m.modid)?,
-                image: m.image,
-                filesz: m.filesz,
-                memsz: m.memsz,
-            })
-        })
-        .collect();
-    let mut blocks = blocks.into_iter();
+    let tcb = tcb_size(tp)?;
+    let mut blocks = static_blocks().into_iter();
     // The first module is the executable.
     let exe = blocks.next()?;
     // Weft's own thread-locals must live in that block (Weft linked
@@ -181,42 +158,9 @@ fn discover() -> Option<Layout> {
     let [libc] = libc_blocks[..] else {
         return None;
     };
-    // The kernel updates the `struct rseq` glibc registered for each
-    // OS thread (glibc 2.35+: `__rseq_size` non-zero — 20, the
-    // original feature size, in 2.35 and 2.36 — the area at
-    // `tp + __rseq_offset`, inside the TCB).
-    let rseq = glibc_data::<u32>(c"__rseq_size")
-        .filter(|&size| size >= 20)
-        .and(glibc_data::<isize>(c"__rseq_offset"))
-        .and_then(|off| usize::try_from(off).ok())
-        .filter(|&off| off + 16 <= tcb);
-    // glibc registers `&pd->robust_head` with the kernel for every
-    // thread it makes, with `robust_prev` in the word before it; on a
-    // thread that holds no robust mutex both point at the head.
-    let robust = {
-        let (mut head, mut len) = (0usize, 0usize);
-        // SAFETY: get_robust_list for the calling thread writes two words.
-        let r = unsafe { libc::syscall(libc::SYS_get_robust_list, 0, &mut head, &mut len) };
-        (r == 0 && head > tp + 8 && head + 24 <= tp + tcb)
-            // SAFETY: both words lie in this thread's own TCB.
-            .then(|| unsafe {
-                (
-                    (head as *const usize).read(),
-                    ((head - 8) as *const usize).read(),
-                )
-            })
-            .filter(|&(list, prev)| list == head && prev == head)
-            .map(|_| head - tp)
-    };
-    // glibc describes `struct pthread` for libthread_db: each field as
-    // `{ size in bits, count, offset }`. Trusted only if the field is
-    // 32 bits wide, inside the TCB, and holds this thread's id.
-    let tid = glibc_data::<[u32; 3]>(c"_thread_db_pthread_tid")
-        .filter(|&[bits, n, off]| bits == 32 && n == 1 && off as usize + 4 <= tcb)
-        .map(|[_, _, off]| off as usize)
-        // SAFETY: the offset lies inside this thread's own TCB (above);
-        // gettid has no preconditions.
-        .filter(|&off| unsafe { ((tp + off) as *const i32).read() == libc::gettid() });
+    let rseq = rseq_offset(tcb);
+    let robust = robust_offset(tp, tcb);
+    let tid = tid_offset(tp, tcb);
     // The TCB's alignment: glibc's static TLS alignment, at least a
     // cache line; a page at most (slot tops are page-aligned).
     let align = static_tls_align().clamp(64, 4096);
@@ -249,6 +193,90 @@ fn discover() -> Option<Layout> {
         reserve,
         fsgsbase,
     })
+}
+
+/// The TCB's size: glibc puts it at the very top of a thread's stack
+/// mapping, so on a glibc-made thread (the caller, whose thread pointer
+/// is `tp`) it runs from `tp` to that top.
+fn tcb_size(tp: usize) -> Option<usize> {
+    // SAFETY: attr is initialised by pthread_getattr_np before use and
+    // destroyed after.
+    let top = unsafe {
+        let mut attr: libc::pthread_attr_t = std::mem::zeroed();
+        if libc::pthread_getattr_np(libc::pthread_self(), &mut attr) != 0 {
+            return None;
+        }
+        let (mut addr, mut size) = (std::ptr::null_mut(), 0usize);
+        let r = libc::pthread_attr_getstack(&attr, &mut addr, &mut size);
+        libc::pthread_attr_destroy(&mut attr);
+        if r != 0 {
+            return None;
+        }
+        addr as usize + size
+    };
+    top.checked_sub(tp)
+}
+
+/// The static TLS blocks of the loaded modules, in load order (the
+/// executable first); a module whose block is dynamic has none.
+fn static_blocks() -> Vec<Block> {
+    modules()
+        .into_iter()
+        .filter_map(|m| {
+            Some(Block {
+                off: static_off(m.modid)?,
+                image: m.image,
+                filesz: m.filesz,
+                memsz: m.memsz,
+            })
+        })
+        .collect()
+}
+
+/// Where glibc's `struct rseq` lies in a TCB of `tcb` bytes. The kernel
+/// updates the one glibc registered for each OS thread (glibc 2.35+:
+/// `__rseq_size` non-zero — 20, the original feature size, in 2.35 and
+/// 2.36 — the area at `tp + __rseq_offset`, inside the TCB).
+fn rseq_offset(tcb: usize) -> Option<usize> {
+    glibc_data::<u32>(c"__rseq_size")
+        .filter(|&size| size >= 20)
+        .and(glibc_data::<isize>(c"__rseq_offset"))
+        .and_then(|off| usize::try_from(off).ok())
+        .filter(|&off| off + 16 <= tcb)
+}
+
+/// Where glibc's robust-mutex list head lies in the calling thread's TCB
+/// (at `tp`, `tcb` bytes). glibc registers `&pd->robust_head` with the
+/// kernel for every thread it makes, with `robust_prev` in the word
+/// before it; on a thread that holds no robust mutex both point at the
+/// head.
+fn robust_offset(tp: usize, tcb: usize) -> Option<usize> {
+    let (mut head, mut len) = (0usize, 0usize);
+    // SAFETY: get_robust_list for the calling thread writes two words.
+    let r = unsafe { libc::syscall(libc::SYS_get_robust_list, 0, &mut head, &mut len) };
+    (r == 0 && head > tp + 8 && head + 24 <= tp + tcb)
+        // SAFETY: both words lie in this thread's own TCB.
+        .then(|| unsafe {
+            (
+                (head as *const usize).read(),
+                ((head - 8) as *const usize).read(),
+            )
+        })
+        .filter(|&(list, prev)| list == head && prev == head)
+        .map(|_| head - tp)
+}
+
+/// Where the kernel thread id lies in the calling thread's TCB (at `tp`,
+/// `tcb` bytes). glibc describes `struct pthread` for libthread_db: each
+/// field as `{ size in bits, count, offset }`. Trusted only if the field
+/// is 32 bits wide, inside the TCB, and holds this thread's id.
+fn tid_offset(tp: usize, tcb: usize) -> Option<usize> {
+    glibc_data::<[u32; 3]>(c"_thread_db_pthread_tid")
+        .filter(|&[bits, n, off]| bits == 32 && n == 1 && off as usize + 4 <= tcb)
+        .map(|[_, _, off]| off as usize)
+        // SAFETY: the offset lies inside this thread's own TCB (above);
+        // gettid has no preconditions.
+        .filter(|&off| unsafe { ((tp + off) as *const i32).read() == libc::gettid() })
 }
 
 /// Set (SeqCst) before the area layout lists the modules, and left set

@@ -150,7 +150,7 @@
 //!   their carrier's thread-locals, as before.
 //! - A runtime that allows migration shares too: a thread may move at any
 //!   suspension there, and the mount would have to refresh the area every
-//!   time. With areas a thread moves only off a held carrier (handoff),
+//!   time. With areas a thread moves only off a stalled carrier (handoff),
 //!   and [`adopt`] refreshes the kernel thread id and the carrier named in
 //!   the header then; without glibc's description of the thread id's
 //!   place (`_thread_db_pthread_tid`) threads stay where they started.

@@ -35,7 +35,7 @@ pub(super) fn may_park(c_locks: u32) -> bool {
     match crate::thread::current_virtual() {
         Some(t) => {
             t.pin_depth.get() == c_locks * crate::thread::C_LOCK
-                && crate::thread::inner_state(t) == crate::thread::State::Running
+                && crate::thread::state_of(t) == crate::thread::State::Running
         }
         None => false,
     }

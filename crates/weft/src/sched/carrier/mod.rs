@@ -44,7 +44,7 @@ use crossbeam_deque::Worker;
 use super::shared::Shared;
 use super::slot::CarrierSlot;
 use crate::clock::ns_of;
-use crate::thread::{NO_HOME, State, set_inner_state};
+use crate::thread::{NO_HOME, State, set_state_of};
 
 /// How many times in a row the `next` slot may win (invariant 3 in
 /// `sched/mod.rs`).
@@ -128,7 +128,7 @@ impl Carrier {
     }
 
     pub(super) fn push_next(&self, thread: RecordArc) {
-        set_inner_state(&thread, State::Runnable);
+        set_state_of(&thread, State::Runnable);
         let new = RecordArc::into_raw(thread).cast_mut();
         let old = self.me().next.swap(new, Ordering::AcqRel);
         if !old.is_null() {
@@ -143,7 +143,7 @@ impl Carrier {
     /// them runs in order instead of each displacing the last.
     pub(super) fn push_woken(&self, thread: RecordArc) {
         if self.polling.get() {
-            set_inner_state(&thread, State::Runnable);
+            set_state_of(&thread, State::Runnable);
             self.push_back(thread);
         } else {
             self.push_next(thread);

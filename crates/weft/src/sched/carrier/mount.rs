@@ -24,7 +24,7 @@ use crate::park::AfterSwitch;
 
 use crate::sched::timers::TimerEntry;
 use crate::stack::TRIM_DEPTH;
-use crate::thread::{CoroSlot, Kind, NO_HOME, State, Suspend, VThread, set_inner_state};
+use crate::thread::{CoroSlot, Kind, NO_HOME, State, Suspend, VThread, set_state_of};
 
 impl Carrier {
     /// Runs `thread` until it suspends or finishes, then carries out what it
@@ -114,7 +114,7 @@ impl Carrier {
         moved: bool,
     ) -> CoroutineResult<Suspend, ()> {
         let me = self.me();
-        set_inner_state(thread, State::Running);
+        set_state_of(thread, State::Running);
         crate::thread::set_mounted(RecordArc::as_ptr(thread));
         me.mounted
             .store(RecordArc::as_ptr(thread).cast_mut(), Ordering::Relaxed);
@@ -192,7 +192,7 @@ impl Carrier {
                 self.after_park(thread);
             }
             CoroutineResult::Yield(Suspend::Yield) => {
-                set_inner_state(&thread, State::Runnable);
+                set_state_of(&thread, State::Runnable);
                 self.push_back(thread);
             }
             CoroutineResult::Return(()) => self.finish(thread, slot),
@@ -203,7 +203,7 @@ impl Carrier {
     /// (trimmed if it ran deep), and it leaves the registry with the next
     /// batch ([`Carrier::flush_finished`]).
     fn finish(&self, thread: RecordArc, slot: &mut CoroSlot) {
-        set_inner_state(&thread, State::Terminated);
+        set_state_of(&thread, State::Terminated);
         if thread.home.load(Ordering::Relaxed) != NO_HOME {
             self.me().homed.fetch_sub(1, Ordering::Relaxed);
         }
@@ -300,7 +300,7 @@ impl Carrier {
             crate::thread::Thread::peek_name_id(thread).1
         );
         eprintln!("{why}");
-        set_inner_state(thread, State::Terminated);
+        set_state_of(thread, State::Terminated);
         if thread.home.load(Ordering::Relaxed) != NO_HOME {
             // Bound by placement before its first run (on this carrier).
             self.me().homed.fetch_sub(1, Ordering::Relaxed);
@@ -323,7 +323,7 @@ impl Carrier {
     }
 
     pub(in crate::sched) fn after_park(&self, thread: RecordArc) {
-        set_inner_state(&thread, State::Parked);
+        set_state_of(&thread, State::Parked);
         match thread.park.publish_parked() {
             // Whoever unparks it owns it now: our strong count goes with it
             // (taken back by `Thread::unpark` or the timer that fires), which

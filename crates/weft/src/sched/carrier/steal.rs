@@ -23,7 +23,7 @@ const PLACE_SLACK: usize = 4;
 impl Carrier {
     /// Where a thread about to run for the first time should live.
     ///
-    /// A started thread moves only off a held carrier (handoff), so the
+    /// A started thread moves only off a stalled carrier (handoff), so the
     /// moment to balance the carriers' populations is its first run. Work stealing
     /// alone does not: a thread that spawns 500 short-lived-then-sleeping
     /// threads runs them all on its own carrier before an idle one wakes
@@ -55,7 +55,7 @@ impl Carrier {
             (self.next_rand() % core as u64) as usize
         };
         let slot = &self.shared.carriers[to];
-        if slot.stalled.is_set() || slot.in_blocking.load(Ordering::Relaxed) || slot.handing_off() {
+        if slot.stalled.is_set() || slot.pinned.load(Ordering::Relaxed) || slot.handing_off() {
             return None;
         }
         let theirs = slot.homed.load(Ordering::Relaxed);
