@@ -135,3 +135,47 @@ fn sharing_carrier_thread_locals_is_reported() {
         "{r:?}"
     );
 }
+
+/// In a child process only (`WEFT_SHARES_TLS_CHILD`): a runtime that
+/// shares its carriers' thread-locals, with two carriers and threads.
+#[test]
+fn shares_tls_child() {
+    if std::env::var_os("WEFT_SHARES_TLS_CHILD").is_none() {
+        return;
+    }
+    let rt = weft::Runtime::builder()
+        .name("child-shares")
+        .parallelism(2)
+        .carrier_thread_locals()
+        .build()
+        .unwrap();
+    for _ in 0..10 {
+        rt.spawn(|| ()).join().unwrap();
+    }
+}
+
+/// ... and it says so on stderr, once, with the reason.
+#[test]
+fn sharing_carrier_thread_locals_is_said_once_on_stderr() {
+    if std::env::var_os("WEFT_SHARES_TLS_CHILD").is_some() {
+        return;
+    }
+    let out = std::process::Command::new(std::env::current_exe().unwrap())
+        .args([
+            "shares_tls_child",
+            "--exact",
+            "--nocapture",
+            "--test-threads=1",
+        ])
+        .env("WEFT_SHARES_TLS_CHILD", "1")
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    let err = String::from_utf8_lossy(&out.stderr);
+    let said: Vec<_> = err
+        .lines()
+        .filter(|l| l.contains("child-shares") && l.contains("share their carriers' thread-locals"))
+        .collect();
+    assert_eq!(said.len(), 1, "{err}");
+    assert!(said[0].contains("carrier_thread_locals"), "{err}");
+}
