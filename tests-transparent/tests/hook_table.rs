@@ -64,7 +64,8 @@ fn definitions() -> BTreeSet<(String, String)> {
             const KEYWORDS: &[&str] = &["pub", "unsafe", "extern", "const", "async", "\"C\""];
             for line in text.lines() {
                 let mut words = line.split_whitespace();
-                let (Some(kind), Some("fn"), Some(rest)) = (words.next(), words.next(), words.next())
+                let (Some(kind), Some("fn"), Some(rest)) =
+                    (words.next(), words.next(), words.next())
                 else {
                     continue;
                 };
@@ -93,7 +94,12 @@ fn backquoted(text: &str) -> BTreeSet<String> {
         match (part.find('{'), part.find('}')) {
             (Some(open), Some(close)) if open < close => {
                 for alt in part[open + 1..close].split(',') {
-                    out.insert(format!("{}{}{}", &part[..open], alt.trim(), &part[close + 1..]));
+                    out.insert(format!(
+                        "{}{}{}",
+                        &part[..open],
+                        alt.trim(),
+                        &part[close + 1..]
+                    ));
                 }
             }
             _ => {

@@ -1,6 +1,8 @@
 //! The C and C++ test libraries of `tests/identity.rs` and
 //! `tests/migration.rs` (built by `build.rs`), and what the tests share.
 
+pub mod churn;
+
 use std::cell::UnsafeCell;
 use std::sync::Arc;
 use std::time::Duration;

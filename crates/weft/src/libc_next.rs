@@ -216,6 +216,7 @@ hooks! {
     counted: [
         read, write, recv, send, connect, accept, poll, select, epoll_wait, nanosleep,
         clock_nanosleep, usleep, sleep, getaddrinfo, readv, writev, waitpid, futex,
+        pthread_cond,
     ];
     #[cfg(all(feature = "transparent", target_os = "linux", target_env = "gnu", any(target_arch = "x86_64", target_arch = "aarch64")))]
     "transparent/hooks/io.rs" {
@@ -303,6 +304,27 @@ hooks! {
     #[cfg(all(feature = "transparent", target_os = "linux", target_env = "gnu", any(target_arch = "x86_64", target_arch = "aarch64")))]
     "transparent/futex.rs" {
         syscall, parks futex;
+    }
+    #[cfg(all(feature = "transparent", target_os = "linux", target_env = "gnu", any(target_arch = "x86_64", target_arch = "aarch64")))]
+    "transparent/hooks/cond.rs" {
+        pthread_cond_wait: PTHREAD_COND_WAIT =
+            fn(*mut libc::pthread_cond_t, *mut libc::pthread_mutex_t) -> c_int,
+            parks pthread_cond;
+        pthread_cond_timedwait: PTHREAD_COND_TIMEDWAIT = fn(
+            *mut libc::pthread_cond_t,
+            *mut libc::pthread_mutex_t,
+            *const timespec,
+        ) -> c_int,
+            parks pthread_cond;
+        pthread_cond_clockwait: PTHREAD_COND_CLOCKWAIT = fn(
+            *mut libc::pthread_cond_t,
+            *mut libc::pthread_mutex_t,
+            clockid_t,
+            *const timespec,
+        ) -> c_int,
+            parks pthread_cond;
+        pthread_cond_signal: PTHREAD_COND_SIGNAL = fn(*mut libc::pthread_cond_t) -> c_int;
+        pthread_cond_broadcast: PTHREAD_COND_BROADCAST = fn(*mut libc::pthread_cond_t) -> c_int;
     }
     #[cfg(all(feature = "transparent", target_os = "linux", target_env = "gnu", any(target_arch = "x86_64", target_arch = "aarch64")))]
     "transparent/sim.rs" {

@@ -106,6 +106,12 @@ pub struct RuntimeCarriers {
     pub run_queue_global: usize,
     /// Virtual threads in each carrier's local queue.
     pub run_queue_local: Vec<usize>,
+    /// Why this runtime's virtual threads share their carriers'
+    /// thread-locals (`RuntimeBuilder::carrier_thread_locals`, a runtime
+    /// that allows migration, a platform without thread-local areas), as
+    /// said once on stderr when its first carrier started; `None` when
+    /// each has its own (or no carrier has started yet).
+    pub shared_thread_locals: Option<&'static str>,
 }
 
 /// Takes a snapshot. Counting parked threads by reason visits every
@@ -150,6 +156,7 @@ pub fn snapshot() -> Metrics {
             spares_started: s.spares_started,
             run_queue_global: s.run_queue_global,
             run_queue_local: s.run_queue_local,
+            shared_thread_locals: s.shared_thread_locals,
         });
     }
     m.threads_finished = m.threads_started.saturating_sub(m.threads_live);
@@ -164,7 +171,7 @@ pub fn snapshot() -> Metrics {
     m.parked_by_reason = reasons;
     m.sockets_registered =
         crate::netpoll::get().map_or(0, |s| s.registered.load(Ordering::Relaxed));
-    m.stacks_live = crate::runtime::live_stacks();
+    m.stacks_live = crate::stack::live_stacks();
     (m.blocking_threads, m.blocking_queued) = crate::offload::stats();
     m.events = events::counters();
     m.event_histogram = events::duration_histogram();

@@ -2,15 +2,14 @@
 //! started default runtime behind [`crate::spawn`].
 
 use crate::thread::RecordArc;
-use crate::unpoison::Unpoison;
 use std::fmt;
 use std::io;
+use std::sync::Arc;
 use std::sync::atomic::Ordering;
-use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use crate::sched::{SchedConfig, Shared, Spawner};
-use crate::stack::{Stack, StackPool};
+use crate::stack::Stack;
 use crate::thread::JoinHandle;
 use crate::thread::{Schedule, VThread};
 
@@ -289,7 +288,7 @@ impl RuntimeBuilder {
         let config = Config {
             parallelism,
             max_pool_size,
-            stack_size: pool_stack_size(stack_size),
+            stack_size: crate::stack::pool_stack_size(stack_size),
             name: self.name.unwrap_or_else(|| "weft-carrier".into()),
             stall_threshold,
             spare_keepalive: self.spare_keepalive.unwrap_or(DEFAULT_SPARE_KEEPALIVE),
@@ -311,7 +310,7 @@ impl RuntimeBuilder {
                 thread_local_areas: !self.carrier_thread_locals,
                 sim: self.sim.clone(),
             },
-            pool_for(stack_size),
+            crate::stack::pool_for(stack_size),
         );
         for (i, local) in locals.into_iter().enumerate() {
             let s = shared.clone();
@@ -352,48 +351,6 @@ impl RuntimeBuilder {
 
 fn invalid(msg: impl Into<String>) -> io::Error {
     io::Error::new(io::ErrorKind::InvalidInput, format!("weft: {}", msg.into()))
-}
-
-/// One stack pool per distinct stack size, shared by all runtimes, living
-/// for the whole process (slots are never unmapped).
-static POOLS: Mutex<Vec<&'static StackPool>> = Mutex::new(Vec::new());
-
-/// Stacks in use across every pool.
-pub(crate) fn live_stacks() -> usize {
-    POOLS.lock().unpoison().iter().map(|p| p.live()).sum()
-}
-
-/// The size of the pool that serves a request for `stack_size` bytes:
-/// the next size of the form 2^k or 1.5 × 2^k (16, 24, 32, 48, 64, 96,
-/// 128 KiB, …), at least 16 KiB. Two sizes per octave keep the pools few
-/// — at most 33 (16 KiB to 1 GiB) can ever exist, however many distinct
-/// sizes are asked for — and never give a thread more than half as much
-/// again as it asked for, rounded to whole pages (a power of two gave up
-/// to twice): a program that lowers `WEFT_STACK_SIZE` to 96 KiB to save
-/// page tables gets 96 KiB, not 128.
-fn pool_stack_size(stack_size: usize) -> usize {
-    let page = crate::stack::page_size();
-    let want = stack_size.max(16 * 1024);
-    let pow = want.next_power_of_two();
-    let size = if want <= pow / 4 * 3 {
-        pow / 4 * 3
-    } else {
-        pow
-    };
-    size.div_ceil(page) * page
-}
-
-/// The pool for stacks of at least `stack_size` bytes
-/// ([`pool_stack_size`]).
-fn pool_for(stack_size: usize) -> &'static StackPool {
-    let rounded = pool_stack_size(stack_size);
-    let mut pools = POOLS.lock().unpoison();
-    if let Some(p) = pools.iter().find(|p| p.stack_size() == rounded) {
-        return p;
-    }
-    let p: &'static StackPool = Box::leak(Box::new(StackPool::new(rounded)));
-    pools.push(p);
-    p
 }
 
 impl Runtime {
@@ -548,7 +505,7 @@ impl Runtime {
                         "stack_size must be at most 1 GiB, got {s} bytes"
                     )));
                 }
-                pool_for(s).alloc()
+                crate::stack::pool_for(s).alloc()
             }
         }
     }
@@ -712,46 +669,8 @@ fn parse_size(v: &str) -> Option<usize> {
 
 #[cfg(test)]
 mod tests {
-    use super::{parse_duration, parse_size, pool_stack_size};
+    use super::{parse_duration, parse_size};
     use std::time::Duration;
-
-    /// Two pool sizes per octave, never less than asked, never more than
-    /// half as much again; whole pages.
-    #[test]
-    fn stack_sizes_round_up_to_half_octaves() {
-        const K: usize = 1024;
-        // The table is for 4 KiB pages; larger pages round further up.
-        let table = if crate::stack::page_size() == 4096 {
-            &[
-                (1, 16 * K),
-                (16 * K, 16 * K),
-                (16 * K + 1, 24 * K),
-                (24 * K, 24 * K),
-                (96 * K, 96 * K),
-                (96 * K + 1, 128 * K),
-                (100 * K, 128 * K),
-                (128 * K, 128 * K),
-                (129 * K, 192 * K),
-                (768 << 20, 768 << 20),
-                (1 << 30, 1 << 30),
-            ][..]
-        } else {
-            &[]
-        };
-        for &(asked, got) in table {
-            assert_eq!(pool_stack_size(asked), got, "asked {asked}");
-        }
-        let page = crate::stack::page_size();
-        for asked in (16 * K..(4 << 20)).step_by(4093) {
-            let got = pool_stack_size(asked);
-            assert!(got >= asked, "{asked} -> {got}");
-            assert!(
-                got <= (asked * 3 / 2 + 1).div_ceil(page) * page,
-                "{asked} -> {got}"
-            );
-            assert_eq!(got % page, 0);
-        }
-    }
 
     #[test]
     fn durations_parse() {

@@ -170,6 +170,48 @@ pub(crate) fn page_size() -> usize {
     p
 }
 
+/// One stack pool per distinct stack size, shared by all runtimes, living
+/// for the whole process (slots are never unmapped).
+static POOLS: Mutex<Vec<&'static StackPool>> = Mutex::new(Vec::new());
+
+/// Stacks in use across every pool.
+pub(crate) fn live_stacks() -> usize {
+    POOLS.lock().unpoison().iter().map(|p| p.live()).sum()
+}
+
+/// The size of the pool that serves a request for `stack_size` bytes:
+/// the next size of the form 2^k or 1.5 × 2^k (16, 24, 32, 48, 64, 96,
+/// 128 KiB, …), at least 16 KiB. Two sizes per octave keep the pools few
+/// — at most 33 (16 KiB to 1 GiB) can ever exist, however many distinct
+/// sizes are asked for — and never give a thread more than half as much
+/// again as it asked for, rounded to whole pages (a power of two gave up
+/// to twice): a program that lowers `WEFT_STACK_SIZE` to 96 KiB to save
+/// page tables gets 96 KiB, not 128.
+pub(crate) fn pool_stack_size(stack_size: usize) -> usize {
+    let page = crate::stack::page_size();
+    let want = stack_size.max(16 * 1024);
+    let pow = want.next_power_of_two();
+    let size = if want <= pow / 4 * 3 {
+        pow / 4 * 3
+    } else {
+        pow
+    };
+    size.div_ceil(page) * page
+}
+
+/// The pool for stacks of at least `stack_size` bytes
+/// ([`pool_stack_size`]).
+pub(crate) fn pool_for(stack_size: usize) -> &'static StackPool {
+    let rounded = pool_stack_size(stack_size);
+    let mut pools = POOLS.lock().unpoison();
+    if let Some(p) = pools.iter().find(|p| p.stack_size() == rounded) {
+        return p;
+    }
+    let p: &'static StackPool = Box::leak(Box::new(StackPool::new(rounded)));
+    pools.push(p);
+    p
+}
+
 /// Whether `MADV_GUARD_INSTALL` works here; decided on first use.
 static GUARD_MADVISE_BROKEN: AtomicBool = AtomicBool::new(false);
 
@@ -600,9 +642,40 @@ pub fn guard_pages_in_place() -> bool {
     !GUARD_MADVISE_BROKEN.load(Ordering::Relaxed)
 }
 
-/// The least stack a thread keeps below its thread-local area: smaller
-/// stacks run without an area of their own.
+/// The least stack a thread keeps below its thread-local area: a slot
+/// that would keep less is exchanged for a larger one ([`with_room_for`]).
 pub(crate) const MIN_STACK_LEFT: usize = 16 * 1024;
+
+/// `stack` exchanged for a slot with room for a thread-local area of
+/// `area` bytes at its top and the whole of `stack`'s size below it: a
+/// slot of the pool for `stack_size + area` (its size rounded up as every
+/// pool's, [`pool_stack_size`]). For a process whose static TLS does not
+/// fit the top of its threads' stacks (a large `thread_local!`): the area
+/// takes that much more of every slot, each thread keeps the stack it
+/// asked for, and these slots are pooled as any others (not in the
+/// carriers' caches: a pool lock per start and per end).
+pub(crate) fn with_room_for(stack: Stack, area: usize) -> io::Result<Stack> {
+    let mut bigger = room_pool(stack.pool, area).alloc()?;
+    drop(stack);
+    if !bigger.reserve_top(area) {
+        return Err(io::Error::other(format!(
+            "weft: no room for a thread-local area of {area} bytes in a stack of {} bytes",
+            bigger.pool.stack_size
+        )));
+    }
+    Ok(bigger)
+}
+
+/// The pool [`with_room_for`] takes a slot from in place of one of `pool`.
+pub(crate) fn room_pool(pool: &StackPool, area: usize) -> &'static StackPool {
+    pool_for(pool.stack_size.max(MIN_STACK_LEFT) + area)
+}
+
+/// Whether a stack of `pool` keeps a thread-local area of `area` bytes at
+/// its top (else [`with_room_for`] exchanges it).
+pub(crate) fn has_room_for(pool: &StackPool, area: usize) -> bool {
+    pool.stack_size >= area + MIN_STACK_LEFT
+}
 
 /// A stack slot in use by one coroutine.
 ///
@@ -816,6 +889,44 @@ pub(crate) fn ensure_altstack() {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Two pool sizes per octave, never less than asked, never more than
+    /// half as much again; whole pages.
+    #[test]
+    fn stack_sizes_round_up_to_half_octaves() {
+        const K: usize = 1024;
+        // The table is for 4 KiB pages; larger pages round further up.
+        let table = if crate::stack::page_size() == 4096 {
+            &[
+                (1, 16 * K),
+                (16 * K, 16 * K),
+                (16 * K + 1, 24 * K),
+                (24 * K, 24 * K),
+                (96 * K, 96 * K),
+                (96 * K + 1, 128 * K),
+                (100 * K, 128 * K),
+                (128 * K, 128 * K),
+                (129 * K, 192 * K),
+                (768 << 20, 768 << 20),
+                (1 << 30, 1 << 30),
+            ][..]
+        } else {
+            &[]
+        };
+        for &(asked, got) in table {
+            assert_eq!(pool_stack_size(asked), got, "asked {asked}");
+        }
+        let page = crate::stack::page_size();
+        for asked in (16 * K..(4 << 20)).step_by(4093) {
+            let got = pool_stack_size(asked);
+            assert!(got >= asked, "{asked} -> {got}");
+            assert!(
+                got <= (asked * 3 / 2 + 1).div_ceil(page) * page,
+                "{asked} -> {got}"
+            );
+            assert_eq!(got % page, 0);
+        }
+    }
 
     /// Every promise is covered: after promises from several threads at
     /// once, some of them kept, the slots the pool has mapped cover every

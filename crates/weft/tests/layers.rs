@@ -933,7 +933,7 @@ const TRANSPARENT_LAYERS: &[&[&str]] = &[
     // The socket-call engine, then pipes, then parking.
     &["call.rs"],
     &["pipe.rs"],
-    &["wait.rs"],
+    &["wait.rs", "queue.rs"],
     // Weft's view of a descriptor: classify, forget, hand over.
     &["fds.rs"],
     // The module's root: enabled, the park counters.

@@ -86,6 +86,11 @@ pub(crate) struct Shared {
     /// Each virtual thread gets a thread-local area of its own (`tls/`),
     /// where the platform allows; never together with `migrate`.
     pub(crate) thread_local_areas: bool,
+    /// Why this runtime's virtual threads share their carriers'
+    /// thread-locals (`None`: each has an area of its own); set by the
+    /// first carrier to start, which says it on stderr
+    /// ([`Shared::note_thread_locals`]).
+    pub(crate) shared_thread_locals: OnceLock<Option<&'static str>>,
     /// The simulation this runtime runs (`sched/sim.rs`): one
     /// carrier, no poller, no monitor, no spares.
     pub(crate) sim: Option<Arc<super::sim::Simulation>>,
@@ -161,10 +166,42 @@ impl Shared {
             me_weak: OnceLock::new(),
             migrate,
             thread_local_areas: thread_local_areas && !migrate,
+            shared_thread_locals: OnceLock::new(),
             sim,
         });
         let _ = shared.me_weak.set(Arc::downgrade(&shared));
         (shared, locals)
+    }
+
+    /// Records whether this runtime's threads have areas of their own
+    /// (`areas`: the layout the calling carrier found, `None` if it found
+    /// none or areas are off), and, the first time, says on stderr when
+    /// they do not: never a silent fallback to the carriers'
+    /// thread-locals. Also in the metrics (`RuntimeCarriers::shared_thread_locals`).
+    pub(crate) fn note_thread_locals(&self, areas: bool) {
+        let why = if areas {
+            None
+        } else if self.migrate {
+            Some("the runtime allows migration (RuntimeBuilder::allow_migration)")
+        } else if !self.thread_local_areas {
+            Some("asked for with RuntimeBuilder::carrier_thread_locals")
+        } else if std::env::var_os("WEFT_THREAD_LOCALS").is_some_and(|v| v == "carrier") {
+            Some("asked for with WEFT_THREAD_LOCALS=carrier")
+        } else {
+            Some(
+                "this platform has no thread-local areas (x86_64 Linux with glibc only, \
+                 and glibc's layout must be recognised)",
+            )
+        };
+        if self.shared_thread_locals.set(why).is_ok()
+            && let Some(why) = why
+        {
+            eprintln!(
+                "weft: runtime `{}`: virtual threads share their carriers' thread-locals ({why}): \
+                 a thread_local! value is per carrier, not per virtual thread",
+                self.name
+            );
+        }
     }
 
     /// Whether this runtime runs a simulation that has not ended: its

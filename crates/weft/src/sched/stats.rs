@@ -44,6 +44,9 @@ pub(crate) struct SchedStats {
     pub(crate) moved: usize,
     /// Entries in the carriers' timer heaps.
     pub(crate) timers_pending: usize,
+    /// Why the runtime's threads share their carriers' thread-locals
+    /// (`None`: each has its own; see `Shared::note_thread_locals`).
+    pub(crate) shared_thread_locals: Option<&'static str>,
 }
 
 impl Shared {
@@ -80,6 +83,7 @@ impl Shared {
                 .iter()
                 .map(|w| w.timers.lock().unpoison().len())
                 .sum(),
+            shared_thread_locals: self.shared_thread_locals.get().copied().flatten(),
         }
     }
 }

@@ -96,27 +96,90 @@ unsafe fn payload(thread: &VThread) -> &mut MaybeUninit<Payload> {
     unsafe { &mut *thread.payload.get() }
 }
 
+/// A thread's result in the form its record stores it: a large value is
+/// boxed by [`Outcome::new`], so that storing it ([`complete_outcome`])
+/// allocates nothing. A virtual thread makes its outcome *before* its
+/// thread-local and pthread-key destructors run (`life.rs`): an
+/// allocation after them would make the allocator set up its per-thread
+/// state afresh for that thread (mimalloc: a heap and a 64 KiB page), with
+/// no destructor left to run to hand it back — kept for ever, 138 KiB per
+/// thread ever run (`tests/alloc_mimalloc.rs` in weft-native-tests). On a
+/// std thread the same holds: the result goes into a packet the spawner
+/// allocated, and glibc runs the key destructors after the body.
+pub(crate) enum Outcome<T> {
+    Inline(T),
+    Boxed(Box<T>),
+    Panicked(Box<dyn std::any::Any + Send>),
+}
+
+impl<T> Outcome<T> {
+    /// The stored form of `r` (boxed now if a `T` does not fit the record).
+    pub(crate) fn new(r: std::thread::Result<T>) -> Outcome<T> {
+        match r {
+            Ok(v) if payload_fits::<T>() => Outcome::Inline(v),
+            Ok(v) => Outcome::Boxed(Box::new(v)),
+            Err(e) => Outcome::Panicked(e),
+        }
+    }
+
+    /// Back to a `Result` (dropped or handed to a joiner).
+    fn into_result(self) -> std::thread::Result<T> {
+        match self {
+            Outcome::Inline(v) => Ok(v),
+            Outcome::Boxed(b) => Ok(*b),
+            Outcome::Panicked(e) => Err(e),
+        }
+    }
+}
+
 /// Stores the thread's result and wakes its joiner, or drops the result
 /// if the handle is gone. Called once per thread, by the thread as it
 /// finishes (or by whoever gives up on running it); a panic in the
 /// result's `Drop` reaches the caller.
 pub(crate) fn complete<T>(thread: &VThread, r: std::thread::Result<T>) {
-    let done = match r {
-        // SAFETY: nobody reads `payload` before DONE, and the body has
-        // been moved out of it (or never was in it): it is ours and empty.
-        Ok(v) => unsafe {
-            if payload_fits::<T>() {
+    complete_outcome(thread, Outcome::new(r));
+}
+
+/// Drops `outcome` now if the thread's handle is already gone, as std
+/// drops a detached thread's result before the thread's thread-locals are
+/// destroyed; else gives it back for [`complete_outcome`]. A handle
+/// dropped after this look leaves the result to `complete_outcome`, which
+/// drops it there.
+pub(crate) fn drop_if_detached<T>(thread: &VThread, outcome: Outcome<T>) -> Option<Outcome<T>> {
+    if thread.join_state.load(Ordering::Acquire) != DETACHED {
+        return Some(outcome);
+    }
+    report_unjoined(thread, outcome.into_result());
+    None
+}
+
+/// [`complete`] of a result already in its stored form (`None`: dropped
+/// already by [`drop_if_detached`]; the join is completed all the same).
+/// Allocates nothing.
+pub(crate) fn complete_outcome<T>(thread: &VThread, outcome: impl Into<Option<Outcome<T>>>) {
+    let outcome = outcome.into();
+    let stored = outcome.is_some();
+    // SAFETY: nobody reads `payload` before DONE, and the body has been
+    // moved out of it (or never was in it): it is ours and empty. A
+    // `Box<dyn Any + Send>` is two words.
+    let done = unsafe {
+        match outcome {
+            Some(Outcome::Inline(v)) => {
                 payload_put(payload(thread), v);
-            } else {
-                payload_put(payload(thread), Box::new(v));
+                DONE_OK
             }
-            DONE_OK
-        },
-        // SAFETY: as above; a `Box<dyn Any + Send>` is two words.
-        Err(e) => unsafe {
-            payload_put(payload(thread), e);
-            DONE_ERR
-        },
+            Some(Outcome::Boxed(b)) => {
+                payload_put(payload(thread), b);
+                DONE_OK
+            }
+            Some(Outcome::Panicked(e)) => {
+                payload_put(payload(thread), e);
+                DONE_ERR
+            }
+            // Only after `drop_if_detached` saw DETACHED, which is final:
+            // no handle is left to read the (empty) payload.
+            None => DONE_OK,
+        }
     };
     match thread.join_state.swap(done, Ordering::AcqRel) {
         WAITING => {
@@ -130,7 +193,7 @@ pub(crate) fn complete<T>(thread: &VThread, r: std::thread::Result<T>) {
         // SAFETY: the handle is gone: the result we just stored is ours
         // again (the handle read DETACHED's predecessor, not DONE, so it
         // did not touch it).
-        DETACHED => unsafe { drop_result::<T>(thread, done) },
+        DETACHED if stored => unsafe { drop_result::<T>(thread, done) },
         _ => {}
     }
 }
@@ -205,7 +268,12 @@ pub(crate) fn complete_unrun(thread: &VThread, why: String) {
 /// the caller owns it.
 unsafe fn drop_result<T>(thread: &VThread, done: u8) {
     // SAFETY: owned by the caller; `done` says what it holds.
-    let r = unsafe { take_result::<T>(thread, done) };
+    report_unjoined(thread, unsafe { take_result::<T>(thread, done) });
+}
+
+/// Drops the result of a thread nobody will join, reporting a panic to
+/// the thread's scheduler first.
+fn report_unjoined<T>(thread: &VThread, r: std::thread::Result<T>) {
     if let Err(payload) = &r
         && let Some(sched) = thread.scheduler()
     {

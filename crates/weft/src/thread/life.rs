@@ -16,7 +16,10 @@
 //!    `catch_unwind`; a panic is told to the thread's scheduler
 //!    (`Schedule::panicked`: a simulation records it).
 //! 3. **End, still on the thread** ([`run_body`], in this order): its
-//!    `weft::local!` values are dropped; its `thread_local!` destructors
+//!    `weft::local!` values are dropped; its result is put in the form its
+//!    record keeps (boxed if large: nothing may allocate after the
+//!    destructors, `join::Outcome`), or dropped if its handle is gone; its
+//!    `thread_local!` destructors
 //!    and pthread key destructors run (`tls::run_dtors`, on its own area,
 //!    as glibc's at an OS thread's exit); it stops counting as live
 //!    (`Schedule::finished`); its state becomes `Terminated`; its result
@@ -39,7 +42,9 @@ use std::marker::PhantomData;
 use std::panic::{AssertUnwindSafe, catch_unwind};
 
 use super::current::current_virtual;
-use super::join::{complete, payload_fits, payload_put, payload_take};
+use super::join::{
+    Outcome, complete_outcome, drop_if_detached, payload_fits, payload_put, payload_take,
+};
 use super::record::{Body, CoroSlot, Kind, Start, VThread, set_state_of};
 use super::schedule::Suspend;
 use super::state::State;
@@ -157,6 +162,12 @@ where
             // SAFETY: locals are only touched by the running thread.
             unsafe { (*rare.locals.get()).clear() };
         }
+        // The result in its stored form, made now: nothing the thread
+        // does after its destructors may allocate (an allocator would set
+        // up its per-thread state again, with no destructor left to hand
+        // it back: see `join::Outcome`). A detached thread's result is
+        // dropped here, before its thread-locals, as std drops it.
+        let outcome = drop_if_detached(me, Outcome::new(r));
         // Then its `thread_local!` values and pthread key values, as an
         // OS thread's at its exit (on a thread-local area of its own).
         crate::tls::run_dtors();
@@ -165,7 +176,12 @@ where
         }
         // Before the joiner can return: it may look at our state.
         set_state_of(me, State::Terminated);
-        complete(me, r);
+        complete_outcome(me, outcome);
+        // Whatever registered a destructor after the pass above (a result
+        // whose handle was dropped meanwhile, dropped by `complete_outcome`,
+        // whose `Drop` set a pthread key or allocated) is run now: late,
+        // after the join, but never left behind.
+        crate::tls::run_dtors();
     }));
     if finish.is_err() {
         super::abort_after_drop_panic(me);

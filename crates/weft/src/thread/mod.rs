@@ -64,6 +64,8 @@ mod join_async;
 mod life;
 mod locals;
 mod native;
+#[cfg_attr(not(feature = "transparent"), allow(unused_imports))]
+pub(crate) use native::C_LOCK;
 mod os_state;
 mod park;
 mod pinned;

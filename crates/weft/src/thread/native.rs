@@ -37,9 +37,12 @@
 //! - Not counted, and not needed: glibc's own internal locks (`printf`'s
 //!   stream lock, malloc's arenas) are taken through internal aliases and
 //!   released before the call returns; no hooked call parks inside them.
-//! - `pthread_cond_wait` waits in the kernel (the carrier is held while
-//!   it waits, as for any C blocking call) and gives the mutex back
-//!   before it returns: the count is unchanged, which is right.
+//! - glibc's `pthread_cond_wait` waits in the kernel (the carrier is held
+//!   while it waits) and gives the mutex back before it returns: the count
+//!   is unchanged, which is right. With the `transparent` feature a
+//!   virtual thread's wait parks instead (`transparent/hooks/cond.rs`):
+//!   it releases and retakes the mutex through the functions here, so the
+//!   count drops to zero while it is parked.
 //! - Releasing a lock the thread does not hold is undefined for C; the
 //!   count never goes below zero.
 //!

@@ -116,8 +116,11 @@ impl CoroSlot {
     /// `area`: bytes to keep at the top of a new stack for the thread's
     /// thread-local area (`tls/`; 0 for none). The second value is the
     /// slot's top and the stack's lowest usable byte when such a reserve
-    /// was made now (the stack may be too small for one: then `None`, and
-    /// the thread runs without an area).
+    /// was made now. A stack too small to keep the area and
+    /// [`MIN_STACK_LEFT`](crate::stack::MIN_STACK_LEFT) below it is
+    /// exchanged for a slot of a larger pool
+    /// ([`with_room_for`](crate::stack::with_room_for)): every thread of a
+    /// runtime with areas gets one, whatever its static TLS size.
     pub(crate) fn get(
         &mut self,
         alloc: impl FnOnce() -> io::Result<crate::stack::Stack>,
@@ -133,7 +136,10 @@ impl CoroSlot {
                 Some(s) => s,
                 None => alloc()?,
             };
-            if area > 0 && stack.reserve_top(area) {
+            if area > 0 {
+                if !stack.reserve_top(area) {
+                    stack = crate::stack::with_room_for(stack, area)?;
+                }
                 area_top = Some((stack.base_addr(), stack.limit_addr()));
             }
             let CoroSlot::Pending(_, Body(Some(body))) = std::mem::replace(self, CoroSlot::EMPTY)

@@ -10,8 +10,7 @@
 //! alternate signal stack — would stay behind. So a thread that changes
 //! one *stays*: from then on it runs only on the carrier it is on, as a
 //! goroutine after Go's `runtime.LockOSThread`. Also staying: a thread
-//! without an area of its own (a runtime with carrier thread-locals, or a
-//! stack too small for one) and a thread that suspended while unwinding a
+//! without an area of its own (a runtime with carrier thread-locals) and a thread that suspended while unwinding a
 //! panic (the unwinding is counted on its carrier).
 //!
 //! The flag is `VThread::stays`, written by the thread itself (or by the

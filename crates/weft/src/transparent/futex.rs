@@ -69,21 +69,30 @@
 //!
 //! What cannot be seen: a wake issued with a raw `syscall` *instruction*
 //! (rustix's `linux_raw` backend, a Go or Zig runtime in the same
-//! process), which goes straight to the kernel. A word shared between such
-//! a waker and a waiter that uses `syscall(2)` must not be waited on by a
-//! virtual thread here. std, `parking_lot`, `crossbeam`, `atomic-wait` and
-//! glibc-based C code call `syscall(2)` for both sides and are covered.
+//! process), which goes straight to the kernel. std, `parking_lot`,
+//! `crossbeam`, `atomic-wait` and glibc-based C code call `syscall(2)` for
+//! both sides and are covered. For the others the loss is bounded: an
+//! emulated waiter looks at its word again 10 ms into its wait, then at
+//! twice the previous gap, up to `WEFT_FUTEX_RECHECK_MS` (1,000 ms by
+//! default; 0 turns the looks off), each under the bucket lock as the
+//! first check; a word that no longer holds the value ends the wait with
+//! 0 (a spurious return, which every futex user handles), and the look is
+//! counted (`weft::transparent::futex_rechecks_found`). A wake behind our
+//! back therefore costs its waiter at most that long. The looks cost a
+//! timer per wait: a parked waiter is woken 7 times in its first 1.27 s
+//! and then once a second (`tests-transparent/examples/futex_recheck.rs`
+//! measures it).
 //!
 //! Timeouts too large for the clock (a `tv_sec` of `i64::MAX`, which the
 //! kernel accepts) wait without a deadline; nothing here can panic across
 //! the `extern "C"` boundary.
 
-use std::cell::{Cell, UnsafeCell};
-use std::sync::atomic::{AtomicBool, AtomicU32, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{Duration, Instant};
 
 use libc::c_long;
 
+use super::queue::{BITSET_ALL, Pair, Queued, may_park, park_queued, take, unpark_all, wake};
 use super::sys;
 
 const FUTEX_WAIT: i32 = 0;
@@ -95,7 +104,6 @@ const FUTEX_WAIT_BITSET: i32 = 9;
 const FUTEX_WAKE_BITSET: i32 = 10;
 const FUTEX_PRIVATE_FLAG: i32 = 128;
 const FUTEX_CLOCK_REALTIME: i32 = 256;
-const BITSET_ALL: u32 = u32::MAX;
 
 /// `syscall(2)`: futex waits on virtual threads park them (module docs);
 /// everything else goes to the kernel unchanged.
@@ -236,7 +244,7 @@ unsafe fn futex(
             } else {
                 bitset
             };
-            if bits == 0 || !may_park() {
+            if bits == 0 || !may_park(0) {
                 return None;
             }
             let deadline = match timeout {
@@ -267,20 +275,6 @@ fn merge(done: usize, k: c_long) -> c_long {
     }
 }
 
-/// Whether the calling thread is a virtual thread whose futex waits may
-/// park it here.
-fn may_park() -> bool {
-    if IN_WAIT.with(Cell::get) || !crate::tls::isolated() || !super::fds::on_virtual() {
-        return false;
-    }
-    match crate::thread::current_virtual() {
-        Some(t) => {
-            t.pin_depth.get() == 0 && crate::thread::state_of(t) == crate::thread::State::Running
-        }
-        None => false,
-    }
-}
-
 /// The instant a wait with this timeout ends: `None` when it lies beyond
 /// what the clock can show (the kernel accepts any `tv_sec`; such a wait
 /// never times out in practice); `Err`: the errno for a bad timespec.
@@ -289,9 +283,8 @@ fn deadline(ts: &libc::timespec, cmd: i32, op: i32) -> Result<Option<Instant>, i
         return Err(libc::EINVAL);
     }
     let d = Duration::new(ts.tv_sec as u64, ts.tv_nsec as u32);
-    let now = crate::clock::now();
     if cmd == FUTEX_WAIT {
-        return Ok(now.checked_add(d));
+        return Ok(crate::clock::now().checked_add(d));
     }
     // Absolute, on the monotonic clock (Instant's) or the real-time one.
     let clock = if op & FUTEX_CLOCK_REALTIME != 0 {
@@ -299,189 +292,7 @@ fn deadline(ts: &libc::timespec, cmd: i32, op: i32) -> Result<Option<Instant>, i
     } else {
         libc::CLOCK_MONOTONIC
     };
-    let mut cur = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: writes one timespec.
-    unsafe { libc::clock_gettime(clock, &mut cur) };
-    let cur = Duration::new(
-        cur.tv_sec.max(0) as u64,
-        cur.tv_nsec.clamp(0, 999_999_999) as u32,
-    );
-    Ok(now.checked_add(d.saturating_sub(cur)))
-}
-
-std::thread_local! {
-    /// Set while this thread is inside [`wait`]: a futex wait made by the
-    /// park below (the scheduler's own locks) goes to the kernel.
-    static IN_WAIT: Cell<bool> = const { Cell::new(false) };
-}
-
-/// A virtual thread waiting on a word; lives on its stack for the wait.
-struct Waiter {
-    /// The word waited on: changed by a requeue, with the locks of both
-    /// words' buckets held.
-    addr: AtomicUsize,
-    bits: u32,
-    thread: crate::thread::Thread,
-    /// Set by the waker that dequeued it (under the bucket lock).
-    woken: AtomicBool,
-}
-
-struct Bucket {
-    lock: AtomicBool,
-    /// SAFETY (field invariant): touched only with `lock` held.
-    waiters: UnsafeCell<Vec<*const Waiter>>,
-}
-
-// SAFETY: `waiters` is only touched under `lock`; the pointed-to waiters
-// live until they leave the queue, which also happens under `lock`.
-unsafe impl Sync for Bucket {}
-
-const BUCKETS: usize = 256;
-static TABLE: [Bucket; BUCKETS] = [const {
-    Bucket {
-        lock: AtomicBool::new(false),
-        waiters: UnsafeCell::new(Vec::new()),
-    }
-}; BUCKETS];
-
-fn bucket_index(addr: usize) -> usize {
-    // Fibonacci hashing of the word's address: its top 8 bits.
-    let h = (addr >> 2).wrapping_mul(0x9E37_79B9_7F4A_7C15) >> (usize::BITS - 8);
-    h % BUCKETS
-}
-
-fn bucket(addr: usize) -> &'static Bucket {
-    &TABLE[bucket_index(addr)]
-}
-
-/// The buckets of two words, locked in table order (one lock when they
-/// share a bucket), so that two operations on the same two words cannot
-/// deadlock.
-struct Pair {
-    first: BucketGuard<'static>,
-    second: Option<BucketGuard<'static>>,
-    /// `second` is the first word's bucket.
-    swapped: bool,
-}
-
-impl Pair {
-    fn lock(a: usize, b: usize) -> Pair {
-        let (i, j) = (bucket_index(a), bucket_index(b));
-        if i == j {
-            return Pair {
-                first: TABLE[i].lock(),
-                second: None,
-                swapped: false,
-            };
-        }
-        let first = TABLE[i.min(j)].lock();
-        let second = TABLE[i.max(j)].lock();
-        Pair {
-            first,
-            second: Some(second),
-            swapped: i > j,
-        }
-    }
-
-    /// The waiter lists of the first word's and the second word's buckets
-    /// (`None`: the same list).
-    fn lists(&mut self) -> (&mut Vec<*const Waiter>, Option<&mut Vec<*const Waiter>>) {
-        let swapped = self.swapped;
-        let Pair { first, second, .. } = self;
-        match second {
-            None => (first.waiters(), None),
-            Some(s) => {
-                let (a, b) = (first.waiters(), s.waiters());
-                if swapped { (b, Some(a)) } else { (a, Some(b)) }
-            }
-        }
-    }
-}
-
-/// Dequeues up to `max` waiters of `addr` whose bitset meets `bits` from
-/// `list` (a locked bucket's), in queue order, marking them woken; their
-/// handles go to `out`, to be unparked after the unlock.
-fn take(
-    list: &mut Vec<*const Waiter>,
-    addr: usize,
-    max: usize,
-    bits: u32,
-    out: &mut Vec<crate::thread::Thread>,
-) -> usize {
-    let mut n = 0;
-    let mut i = 0;
-    while i < list.len() && n < max {
-        // SAFETY: a queued waiter is alive until it leaves the queue,
-        // which needs the bucket lock the caller holds.
-        let w = unsafe { &*list[i] };
-        if w.addr.load(Ordering::Relaxed) == addr && w.bits & bits != 0 {
-            out.push(w.thread.clone());
-            w.woken.store(true, Ordering::Relaxed);
-            list.remove(i); // in order: first come, first woken
-            n += 1;
-        } else {
-            i += 1;
-        }
-    }
-    n
-}
-
-impl Bucket {
-    fn lock(&self) -> BucketGuard<'_> {
-        let mut spins = 0u32;
-        while self
-            .lock
-            .compare_exchange_weak(false, true, Ordering::Acquire, Ordering::Relaxed)
-            .is_err()
-        {
-            spins += 1;
-            if spins < 64 {
-                std::hint::spin_loop();
-            } else {
-                // SAFETY: sched_yield has no preconditions.
-                unsafe { libc::sched_yield() };
-            }
-        }
-        BucketGuard(self)
-    }
-}
-
-struct BucketGuard<'a>(&'a Bucket);
-
-impl BucketGuard<'_> {
-    fn waiters(&mut self) -> &mut Vec<*const Waiter> {
-        // SAFETY: the lock is held (field invariant) and this guard is the
-        // only one.
-        unsafe { &mut *self.0.waiters.get() }
-    }
-}
-
-impl Drop for BucketGuard<'_> {
-    fn drop(&mut self) {
-        self.0.lock.store(false, Ordering::Release);
-    }
-}
-
-/// Wakes up to `max` emulated waiters of `addr` whose bitset meets `bits`;
-/// returns how many.
-fn wake(addr: usize, max: usize, bits: u32) -> usize {
-    let mut woken = Vec::new();
-    take(bucket(addr).lock().waiters(), addr, max, bits, &mut woken);
-    unpark_all(woken)
-}
-
-/// Unparks threads dequeued under a bucket lock, after the unlock (the
-/// waiters may return and free their nodes from then on); returns how
-/// many.
-fn unpark_all(woken: Vec<crate::thread::Thread>) -> usize {
-    let n = woken.len();
-    for t in woken {
-        t.unpark();
-    }
-    n
+    Ok(sys::instant_at(clock, d))
 }
 
 /// `FUTEX_REQUEUE`/`FUTEX_CMP_REQUEUE` for emulated waiters: wakes up to
@@ -616,58 +427,24 @@ fn wake_op(
 /// `deadline`, or spuriously. futex(2)'s return: 0, or -1 with errno.
 fn wait(word: &AtomicU32, val: u32, bits: u32, deadline: Option<Instant>) -> c_long {
     let addr = word as *const AtomicU32 as usize;
-    let me = Waiter {
-        addr: AtomicUsize::new(addr),
+    let r = park_queued(
+        addr,
         bits,
-        thread: crate::thread::current(),
-        woken: AtomicBool::new(false),
-    };
-    let b = bucket(addr);
-    {
-        let mut g = b.lock();
-        if word.load(Ordering::SeqCst) != val {
-            drop(g);
-            sys::set_errno(libc::EAGAIN);
-            return -1;
-        }
-        g.waiters().push(&me);
-    }
-    // An interrupt pending from before would end every park at once (and
-    // the caller's retry loop would spin): keep it aside for the wait.
-    let pending = crate::thread::take_interrupt();
-    IN_WAIT.with(|w| w.set(true));
-    super::count_park("futex");
-    crate::thread::with_blocker(
-        crate::thread::Blocker::Call {
-            call: "futex",
-            fd: -1,
-        },
-        || crate::thread::park_deadline(deadline),
+        deadline,
+        || word.load(Ordering::SeqCst) == val,
+        || true,
+        true,
+        "futex",
     );
-    IN_WAIT.with(|w| w.set(false));
-    if pending {
-        me.thread.interrupt();
-    }
-    // A requeue may have moved us to another word's bucket: lock the one
-    // we are in (a move needs that bucket's lock, so it holds still).
-    let mut g = loop {
-        let at = me.addr.load(Ordering::Relaxed);
-        let g = bucket(at).lock();
-        if me.addr.load(Ordering::Relaxed) == at {
-            break g;
+    match r {
+        Queued::Changed => {
+            sys::set_errno(libc::EAGAIN);
+            -1
         }
-    };
-    if me.woken.load(Ordering::Relaxed) {
-        return 0;
+        Queued::TimedOut => {
+            sys::set_errno(libc::ETIMEDOUT);
+            -1
+        }
+        Queued::Woken | Queued::Spurious => 0,
     }
-    let list = g.waiters();
-    if let Some(i) = list.iter().position(|&p| std::ptr::eq(p, &me)) {
-        list.remove(i);
-    }
-    drop(g);
-    if deadline.is_some_and(|d| crate::clock::now() >= d) {
-        sys::set_errno(libc::ETIMEDOUT);
-        return -1;
-    }
-    0
 }

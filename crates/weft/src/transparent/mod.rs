@@ -135,6 +135,10 @@
 //! - signal handlers (`signals.rs`, see "Signal handlers"): `sigaction`,
 //!   `signal`, `bsd_signal`, `sysv_signal`;
 //! - futex waits (`futex.rs`): `syscall`, for `SYS_futex`;
+//! - C condition variables (`hooks/cond.rs`, JEP 491's unpinned
+//!   `Object.wait()`): `pthread_cond_wait`, `pthread_cond_timedwait`,
+//!   `pthread_cond_clockwait`, `pthread_cond_signal`,
+//!   `pthread_cond_broadcast`;
 //! - a simulation's clock, entropy and threads (`sim.rs`, see
 //!   [`weft::sim`](crate::sim)): `clock_gettime`, `gettimeofday`, `time`,
 //!   `getrandom`, `pthread_create`.
@@ -436,6 +440,7 @@ mod futex;
 mod hooks;
 mod iov;
 mod pipe;
+mod queue;
 mod regs;
 mod signals;
 mod sim;
@@ -443,7 +448,7 @@ mod state;
 mod sys;
 mod wait;
 
-use std::sync::atomic::{AtomicU8, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU8, AtomicU64, AtomicUsize, Ordering};
 
 pub use crate::libc_next::CALLS;
 
@@ -465,6 +470,24 @@ pub fn parks() -> Vec<(&'static str, u64)> {
         .zip(&PARKS)
         .map(|(c, n)| (*c, n.load(Ordering::Relaxed)))
         .collect()
+}
+
+/// Futex waits ended by a re-check of their word rather than by a wake:
+/// the word had changed while the waiter was still queued, so a wake went
+/// behind the emulation's back (a raw `syscall` instruction). Each such
+/// wait lasted at most `WEFT_FUTEX_RECHECK_MS` (1,000 ms by default)
+/// longer than it should; see `futex.rs`, "Every wake that can reach an
+/// emulated waiter".
+pub fn futex_rechecks_found() -> usize {
+    RECHECK_FOUND.load(Ordering::Relaxed)
+}
+
+/// See [`futex_rechecks_found`]; counted by `queue.rs`.
+static RECHECK_FOUND: AtomicUsize = AtomicUsize::new(0);
+
+/// Counts a futex wait ended by a re-check of its word (`queue.rs`).
+pub(crate) fn count_recheck_found() {
+    RECHECK_FOUND.fetch_add(1, Ordering::Relaxed);
 }
 
 /// The hook table (`libc_next.rs`): every function Weft defines in place

@@ -270,6 +270,24 @@ pub(super) fn dur_of(ts: &timespec) -> Option<Duration> {
     Some(Duration::new(ts.tv_sec as u64, ts.tv_nsec as u32))
 }
 
+/// The instant of the runtime's clock (`clock::now`'s) at which `clock`
+/// will read `at`: an absolute timeout on `clock` made a deadline. `None`
+/// when it lies beyond what the clock can show (no deadline in practice).
+pub(super) fn instant_at(clock: libc::clockid_t, at: Duration) -> Option<std::time::Instant> {
+    let now = crate::clock::now();
+    let mut cur = timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: writes one timespec.
+    unsafe { libc::clock_gettime(clock, &mut cur) };
+    let cur = Duration::new(
+        cur.tv_sec.max(0) as u64,
+        cur.tv_nsec.clamp(0, 999_999_999) as u32,
+    );
+    now.checked_add(at.saturating_sub(cur))
+}
+
 pub(super) fn raw_nanosleep(req: *const timespec, rem: *mut timespec) -> c_int {
     raw!(libc::SYS_nanosleep, req, rem) as c_int
 }

@@ -342,6 +342,7 @@ pub(crate) fn run_carrier(shared: Arc<Shared>, index: usize, local: Worker<Recor
             false => None,
         },
     };
+    carrier.shared.note_thread_locals(carrier.areas.is_some());
     if carrier.areas.is_some() {
         // Before this carrier makes its first area: how `tls`'s `dlopen`
         // pins a virtual thread (once per carrier, not per spawn).

@@ -76,11 +76,17 @@ impl Carrier {
     /// carrier's cache (see `CoroSlot`) and, where areas are on, its
     /// thread-local area; nothing for a started thread.
     fn prepare(&self, thread: &RecordArc, slot: &mut CoroSlot) -> std::io::Result<()> {
+        let area = self.areas.map_or(0, crate::tls::Layout::reserve);
         let first_stack = || {
             self.shared.stacks.fulfil();
-            self.alloc_default_stack()
+            if crate::stack::has_room_for(self.shared.stacks, area) {
+                self.alloc_default_stack()
+            } else {
+                // A static TLS larger than the default stack keeps room
+                // for: a slot of a larger pool (`stack::with_room_for`).
+                crate::stack::room_pool(self.shared.stacks, area).alloc()
+            }
         };
-        let area = self.areas.map_or(0, crate::tls::Layout::reserve);
         if let (_, Some((top, stack_lo))) = slot.get(first_stack, area)? {
             thread.tls_tp.set(self.make_area(top, stack_lo, thread));
         }

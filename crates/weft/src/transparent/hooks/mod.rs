@@ -9,10 +9,12 @@
 //!
 //! One file per family: `io` (read and write), `connect` (connect and
 //! accept), `poll` (poll, select, epoll), `sleep`, `descriptors` (close,
-//! dup, fcntl, ioctl, socket), `process` (waitpid) and `getaddrinfo`.
+//! dup, fcntl, ioctl, socket), `process` (waitpid), `getaddrinfo` and
+//! `cond` (C condition variables' waits and wakes).
 //! Hook files import the layers below (`call`, `fds`, `wait`, `sys`),
 //! never each other.
 
+mod cond;
 mod connect;
 mod descriptors;
 mod getaddrinfo;
