@@ -929,6 +929,9 @@ fn soak_main(cli: &Cli) -> Result<(), String> {
         .out
         .clone()
         .unwrap_or_else(|| workspace_dir().join("target/weft-bench"));
+    // Absolute: `go build -o` runs in bench/go, where a relative path
+    // would land the Go worker.
+    let out = std::path::absolute(&out).map_err(|e| format!("--out {}: {e}", out.display()))?;
     std::fs::create_dir_all(&out).map_err(|e| format!("cannot create {}: {e}", out.display()))?;
     let s = match &cli.soak_replay {
         Some(path) => {
@@ -1001,6 +1004,9 @@ fn suite(cli: &Cli) -> Result<(), String> {
         .out
         .clone()
         .unwrap_or_else(|| workspace_dir().join("target/weft-bench"));
+    // Absolute: `go build -o` runs in bench/go, where a relative path
+    // would land the Go worker.
+    let out = std::path::absolute(&out).map_err(|e| format!("--out {}: {e}", out.display()))?;
     std::fs::create_dir_all(out.join("charts"))
         .map_err(|e| format!("cannot create {}: {e}", out.display()))?;
     let _ = weft_load::raise_fd_limit();
