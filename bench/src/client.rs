@@ -315,21 +315,6 @@ pub fn idle(
     rt.block_on(idle_async(pid, port, conns, settle_before, settle_after))
 }
 
-/// `VmRSS` + `VmPTE` of `pid`, KiB.
-fn resident_kib(pid: u32) -> Result<u64, String> {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status"))
-        .map_err(|e| format!("reading /proc/{pid}/status: {e}"))?;
-    let field = |key: &str| -> Result<u64, String> {
-        status
-            .lines()
-            .find_map(|l| l.strip_prefix(key))
-            .and_then(|v| v.split_whitespace().next())
-            .and_then(|v| v.parse().ok())
-            .ok_or_else(|| format!("no {key} in /proc/{pid}/status"))
-    };
-    Ok(field("VmRSS:")? + field("VmPTE:")?)
-}
-
 /// One `GET /hello` on `s` (keep-alive); whether a whole 200 came back.
 async fn hello(s: &mut tokio::net::TcpStream) -> bool {
     const REQ: &[u8] = b"GET /hello HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n";
@@ -376,7 +361,7 @@ async fn idle_async(
         }
     }
     tokio::time::sleep(settle_before).await;
-    let before = resident_kib(pid)?;
+    let before = crate::proc::resident_kib(&pid.to_string())?;
     let mut streams = Vec::with_capacity(conns);
     let mut errors = 0u64;
     // Waves of 256, as `echo` connects: no SYN overflows the backlog.
@@ -397,7 +382,7 @@ async fn idle_async(
         }
     }
     tokio::time::sleep(settle_after).await;
-    let after = resident_kib(pid)?;
+    let after = crate::proc::resident_kib(&pid.to_string())?;
     // Every connection is still open and served.
     let mut again = Vec::with_capacity(streams.len());
     for mut s in streams {

@@ -111,3 +111,20 @@ impl Server {
         Ok(hwm.unwrap_or(exit.max_rss_kib))
     }
 }
+
+/// `VmRSS` + `VmPTE` of process `pid` (or `"self"`) in KiB, from one read of
+/// `/proc/<pid>/status`: resident memory and the page tables that map it,
+/// both of which a parked thread's or an idle connection's pages cost.
+pub fn resident_kib(pid: &str) -> Result<u64, String> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .map_err(|e| format!("cannot read /proc/{pid}/status: {e}"))?;
+    let field = |key: &str| {
+        status
+            .lines()
+            .find_map(|l| l.strip_prefix(key))
+            .and_then(|v| v.split_whitespace().next())
+            .and_then(|v| v.parse::<u64>().ok())
+            .ok_or_else(|| format!("no {key} in /proc/{pid}/status"))
+    };
+    Ok(field("VmRSS:")? + field("VmPTE:")?)
+}

@@ -535,22 +535,6 @@ fn sleep(rt: Rt, n: u64, d: Duration, from: From) -> Duration {
 /// their carrier or worker yet. The Go and Java workers wait as long.
 const SETTLE: Duration = Duration::from_millis(200);
 
-/// `VmRSS` + `VmPTE` of this process in KiB, from one read of
-/// `/proc/self/status`: resident memory and the page tables that map it,
-/// both of which a parked thread's pages cost.
-fn resident_kib() -> Result<u64, String> {
-    let s = std::fs::read_to_string("/proc/self/status")
-        .map_err(|e| format!("park: cannot read /proc/self/status: {e}"))?;
-    let field = |key: &str| {
-        s.lines()
-            .find_map(|l| l.strip_prefix(key))
-            .and_then(|v| v.split_whitespace().next())
-            .and_then(|v| v.parse::<u64>().ok())
-            .ok_or_else(|| format!("park: no {key} in /proc/self/status"))
-    };
-    Ok(field("VmRSS:")? + field("VmPTE:")?)
-}
-
 /// Counts the threads of a `park` run as each reaches its blocking point,
 /// and notes when the last one did.
 struct Arrivals {
@@ -633,7 +617,7 @@ fn park_blocking<B: Blocking>(n: u64) -> Result<ParkRun, String> {
         released: AtomicBool::new(false),
         main: std::thread::current(),
     });
-    let before_kib = resident_kib()?;
+    let before_kib = crate::proc::resident_kib("self")?;
     let t0 = Instant::now();
     let hs: Vec<_> = (0..n)
         .map(|_| {
@@ -657,7 +641,7 @@ fn park_blocking<B: Blocking>(n: u64) -> Result<ParkRun, String> {
         }
     };
     std::thread::sleep(SETTLE);
-    let after_kib = resident_kib();
+    let after_kib = crate::proc::resident_kib("self");
     gate.released.store(true, Ordering::Release);
     for h in &hs {
         B::unpark(&B::thread_of(h));
@@ -688,7 +672,7 @@ async fn park_tasks(n: u64) -> Result<ParkRun, String> {
         all: Notify::new(),
         release: Semaphore::new(0),
     });
-    let before_kib = resident_kib()?;
+    let before_kib = crate::proc::resident_kib("self")?;
     let t0 = Instant::now();
     let hs: Vec<_> = (0..n)
         .map(|_| {
@@ -710,7 +694,7 @@ async fn park_tasks(n: u64) -> Result<ParkRun, String> {
         }
     };
     tokio::time::sleep(SETTLE).await;
-    let after_kib = resident_kib();
+    let after_kib = crate::proc::resident_kib("self");
     gate.release.close();
     for h in hs {
         h.await.map_err(|e| format!("park: a task failed: {e}"))?;
