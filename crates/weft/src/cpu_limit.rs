@@ -25,10 +25,10 @@ use std::path::{Path, PathBuf};
 /// The default parallelism: the CPUs of this thread's affinity mask,
 /// lowered to the cgroup CPU limit rounded up; at least 1.
 pub(crate) fn default_parallelism() -> usize {
-    let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
-    // `available_parallelism` already took the quota, rounded down; undo
-    // that by taking the affinity count on its own where we can.
-    let cpus = affinity_cpus().unwrap_or(cpus);
+    // Not `available_parallelism` first: it reads the cgroup files too and
+    // rounds the quota down; it is only the fallback.
+    let cpus = affinity_cpus()
+        .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
     match cgroup_limit() {
         Some(limit) => cpus.min(limit).max(1),
         None => cpus,
@@ -51,7 +51,7 @@ fn affinity_cpus() -> Option<usize> {
 
 /// The CPU limit of this process's cgroups, rounded up, or `None` if there
 /// is none (or it cannot be read).
-pub(crate) fn cgroup_limit() -> Option<usize> {
+fn cgroup_limit() -> Option<usize> {
     let cgroups = std::fs::read_to_string("/proc/self/cgroup").ok()?;
     let mountinfo = std::fs::read_to_string("/proc/self/mountinfo").ok()?;
     let mut best: Option<usize> = None;
