@@ -87,6 +87,8 @@
 //! - `timers.rs`: the per-carrier timer queue (a data structure).
 //! - `unwinding.rs`: panics carried across a suspension.
 //! - `monitor.rs`: the monitor thread (stalls, blocked carriers).
+//! - `schedstat.rs`: a carrier's time on a CPU and waiting for one, as the
+//!   kernel counts it (how the monitor tells held from descheduled).
 //! - `report.rs`: the monitor's reports, written up and recorded off the
 //!   monitor (`weft-reports`).
 //! - `blocked.rs`: marking a carrier blocked around a pinned or offloaded wait.
@@ -97,6 +99,7 @@ mod carrier;
 mod idle;
 mod monitor;
 mod report;
+mod schedstat;
 mod schedule;
 mod shared;
 mod sim;

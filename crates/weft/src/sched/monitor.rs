@@ -18,6 +18,7 @@ use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant, SystemTime};
 
 use super::report::{self, Report};
+use super::schedstat::{self, SchedStat};
 use super::shared::Shared;
 use super::slot::CarrierSlot;
 use crossbeam_deque::Steal;
@@ -67,6 +68,14 @@ struct Watch {
     /// The thread whose hold of this carrier an event reported, until the
     /// monitor sees the hold end and tells `events` its whole length.
     reported_hold: Option<u64>,
+    /// The carrier's schedstat at the previous look, if that look saw it
+    /// on the current hold.
+    stat: Option<SchedStat>,
+    /// Its time on a CPU at the first look that saw the current hold.
+    run_at_first_look: Option<u64>,
+    /// The current hold was judged a stall: it stays one until it ends,
+    /// however the kernel schedules the carrier afterwards.
+    judged: bool,
 }
 
 /// The monitor's memory across ticks. Only the monitor thread touches it.
@@ -143,6 +152,9 @@ impl Watcher {
                 prev: self.last_pass,
                 began: self.last_pass,
                 reported_hold: None,
+                stat: None,
+                run_at_first_look: None,
+                judged: false,
             },
         );
         self.last_pass = now;
@@ -215,8 +227,8 @@ fn watch_carrier(
     }
     watch.prev = now;
     watch.last = sw;
-    let held = now.saturating_duration_since(watch.since);
-    if same && held >= shared.stall_threshold {
+    let held = hold_so_far(w, watch, same, busy, now);
+    if same && held >= shared.stall_threshold && judge_held(w, watch, shared.stall_threshold) {
         // Handoff first: the threads behind the hold run elsewhere from
         // now on, whatever the events below cost.
         if mark_held(w, sw) {
@@ -244,6 +256,59 @@ fn watch_carrier(
         shared.notify_work();
     }
     busy
+}
+
+/// How long the thread on carrier `w` has held it, as far as the monitor
+/// can tell: from the first look that saw the hold, less the time the
+/// kernel left the carrier waiting for a CPU meanwhile (its schedstat,
+/// read at every look while the carrier is busy). A carrier a neighbour's
+/// time slice or a throttled quota kept off the CPU for 100 ms was not
+/// held by its thread for those 100 ms; counting them made the monitor
+/// report stalls, bring in spares and hand threads off on a loaded
+/// machine where every hold was microseconds long.
+fn hold_so_far(
+    w: &CarrierSlot,
+    watch: &mut Watch,
+    same: bool,
+    busy: bool,
+    now: Instant,
+) -> Duration {
+    let stat = if busy {
+        schedstat::read(w.tid.load(Ordering::Relaxed))
+    } else {
+        None
+    };
+    if !same {
+        watch.run_at_first_look = stat.map(|s| s.run_ns);
+        watch.judged = false;
+    } else if let (Some(s), Some(prev)) = (stat, watch.stat) {
+        let waited = Duration::from_nanos(s.wait_ns.saturating_sub(prev.wait_ns));
+        watch.since = (watch.since + waited).min(now);
+    }
+    watch.stat = stat;
+    now.saturating_duration_since(watch.since)
+}
+
+/// Whether a hold already past the threshold by [`hold_so_far`] is a
+/// stall. The kernel adds a wait to the schedstat only when it ends, so a
+/// carrier that is waiting for a CPU right now — runnable (`R`) and on a
+/// CPU for less than half the threshold since the hold was first seen —
+/// is not judged yet: its wait will be known at a later look. A thread
+/// that computes is on a CPU and passes; one that sleeps in the kernel is
+/// not runnable and passes. Once judged a stall, a hold stays one until it
+/// ends (its threads are not handed back and forth).
+fn judge_held(w: &CarrierSlot, watch: &mut Watch, threshold: Duration) -> bool {
+    if watch.judged {
+        return true;
+    }
+    if let (Some(now), Some(first)) = (watch.stat, watch.run_at_first_look) {
+        let on_cpu = Duration::from_nanos(now.run_ns.saturating_sub(first));
+        if on_cpu < threshold / 2 && kernel_state(w.tid.load(Ordering::Relaxed)) == Some('R') {
+            return false;
+        }
+    }
+    watch.judged = true;
+    true
 }
 
 /// Carrier `i` has been on switch `sw` for `held`, past the stall

@@ -2,6 +2,8 @@
 //! module with `mod common;`; not every file uses every helper).
 #![allow(dead_code)]
 
+pub mod cgroup;
+
 use std::process::{Command, Output};
 use std::time::{Duration, Instant};
 
