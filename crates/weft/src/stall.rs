@@ -93,8 +93,13 @@ impl Blocked {
 
 /// Why a carrier's threads that may move go elsewhere (the handoff of
 /// ARCHITECTURE.md, "Affinity and handoff"): held by one thread past the
-/// stall threshold (the monitor's mark), or a spare off duty (its own).
-/// Zero while the carrier serves its threads.
+/// stall threshold (the monitor's mark), blocked in a wait it knows holds
+/// its OS thread (its own mark: a pinned park, a futex wait or a contended
+/// C lock in the kernel), or a spare off duty (its own). Zero while the
+/// carrier serves its threads.
+///
+/// Only the carrier raises and lowers its own marks, so only the held
+/// mark needs the rule below.
 ///
 /// # The rule for the held mark
 ///
@@ -120,6 +125,7 @@ pub struct Handoff(AtomicU8);
 
 const HELD: u8 = 1;
 const OFF_DUTY: u8 = 2;
+const BLOCKED: u8 = 4;
 
 impl Handoff {
     /// Serving its threads.
@@ -168,6 +174,21 @@ impl Handoff {
         if self.0.load(Ordering::SeqCst) & HELD != 0 {
             self.0.fetch_and(!HELD, Ordering::SeqCst);
         }
+    }
+
+    /// The carrier enters (`true`) or leaves (`false`) a wait that holds
+    /// its OS thread.
+    pub fn set_blocked(&self, blocked: bool) {
+        if blocked {
+            self.0.fetch_or(BLOCKED, Ordering::SeqCst);
+        } else {
+            self.0.fetch_and(!BLOCKED, Ordering::SeqCst);
+        }
+    }
+
+    /// Whether the carrier's own blocked mark is raised.
+    pub fn is_blocked(&self) -> bool {
+        self.0.load(Ordering::SeqCst) & BLOCKED != 0
     }
 
     /// A spare goes off duty (`true`) or back on duty (`false`).

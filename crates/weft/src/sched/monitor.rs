@@ -243,6 +243,12 @@ fn watch_carrier(
         // Not held (any more): a mark left raised is lowered (the rule of
         // `stall::Handoff`).
         w.handoff.heal();
+        if w.handoff.is_blocked() {
+            // Blocked in a wait it saw coming (`blocked.rs`): it handed off
+            // its queues itself; a waker that read its mark too late
+            // queued a thread behind it since.
+            hand_off(shared, i, w);
+        }
     }
     if pinned || w.stalled.is_set() || w.handing_off() {
         // The owner cannot fire them. Threads that may move (and unbound

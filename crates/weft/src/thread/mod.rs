@@ -94,7 +94,7 @@ pub use join_async::JoinFuture;
 pub(crate) use life::install;
 pub(crate) use park::{borrow_parked, park_deadline};
 pub use park::{panicking, park, park_timeout, sleep, sleep_until, yield_now};
-pub(crate) use pinned::pinned_park;
+pub(crate) use pinned::{hold_carrier, pinned_park};
 pub(crate) use record::{
     CoroSlot, Kind, NO_HOME, VThread, abort_after_drop_panic, blocker_of, set_state_of, state_of,
 };

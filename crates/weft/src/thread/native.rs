@@ -46,6 +46,14 @@
 //! - Releasing a lock the thread does not hold is undefined for C; the
 //!   count never goes below zero.
 //!
+//! - Waited for: a blocking lock call on a virtual thread tries the
+//!   non-blocking variant first (`pthread_mutex_trylock`,
+//!   `pthread_rwlock_tryrdlock`/`trywrlock`, `ftrylockfile`); if the lock
+//!   is taken it waits with its carrier's blocking section open
+//!   (`thread::hold_carrier`), so the carrier's other threads run
+//!   elsewhere from the start of the wait. Spin locks spin in user space
+//!   and are called as they are.
+//!
 //! The cost is one load of the mounted record and, on a virtual thread,
 //! an add on `pin_depth`: a few nanoseconds on a lock/unlock pair
 //! (`tests-transparent/examples/hook_cost.rs`).
@@ -88,12 +96,34 @@ mod glibc {
         }
     }
 
+    /// Takes a lock that may wait in the kernel: on a virtual thread,
+    /// `try_lock` first (`None`: the lock is taken by someone else), and if
+    /// that fails, `lock` with the carrier's blocking section open
+    /// (`thread::hold_carrier`): the carrier's other threads run elsewhere
+    /// while it waits, from the start of the wait rather than when the
+    /// monitor finds it held past the stall threshold. An uncontended lock
+    /// costs the same one atomic instruction either way.
+    #[inline]
+    fn lock_or_wait<R>(try_lock: impl FnOnce() -> Option<R>, lock: impl FnOnce() -> R) -> R {
+        if current_virtual().is_none() {
+            return lock();
+        }
+        if let Some(r) = try_lock() {
+            return r;
+        }
+        let _section = crate::thread::hold_carrier();
+        lock()
+    }
+
     /// Defines each C lock function: glibc's (`libc_next::$next`), then
     /// count what it took or released. `$kind`: which results mean "the
-    /// lock is held now" or "released".
+    /// lock is held now" or "released". `waits after $try`: a call that
+    /// may wait, tried first with the non-blocking `$try` on its first
+    /// argument ([`lock_or_wait`]; `EBUSY` means taken).
     macro_rules! lock_hooks {
         ($(
-            $kind:ident fn $name:ident($($arg:ident: $ty:ty),*) -> $ret:ty = $next:ident;
+            $kind:ident fn $name:ident($first:ident: $fty:ty $(, $arg:ident: $ty:ty)*) -> $ret:ty
+                = $next:ident $(waits after $try:ident)?;
         )*) => {
             $(
                 #[doc = concat!("`", stringify!($name), "`: glibc's, counted (see the module docs).")]
@@ -102,10 +132,23 @@ mod glibc {
                 ///
                 /// As glibc's.
                 #[unsafe(no_mangle)]
-                pub unsafe extern "C" fn $name($($arg: $ty),*) -> $ret {
+                pub unsafe extern "C" fn $name($first: $fty $(, $arg: $ty)*) -> $ret {
                     let real = crate::libc_next::$next.get_or_abort();
                     // SAFETY: forwarded unchanged.
-                    let r = unsafe { real($($arg),*) };
+                    let call = || unsafe { real($first $(, $arg)*) };
+                    $(
+                        let try_real = crate::libc_next::$try.get_or_abort();
+                        let call = || lock_or_wait(
+                            || {
+                                // SAFETY: the lock the caller passed, as
+                                // glibc's blocking call would take it.
+                                let t = unsafe { try_real($first) };
+                                (t != libc::EBUSY).then_some(t)
+                            },
+                            call,
+                        );
+                    )?
+                    let r = call();
                     lock_hooks!(@count $kind r);
                     r
                 }
@@ -121,10 +164,6 @@ mod glibc {
                 released();
             }
         };
-        (@count file_lock $r:ident) => {
-            let () = $r;
-            acquired();
-        };
         (@count file_trylock $r:ident) => {
             if $r == 0 {
                 acquired();
@@ -136,6 +175,25 @@ mod glibc {
         };
     }
 
+    /// `flockfile`: glibc's, counted (see the module docs); a `FILE` lock
+    /// another thread holds is waited for as [`lock_or_wait`] says.
+    ///
+    /// # Safety
+    ///
+    /// As glibc's.
+    #[unsafe(no_mangle)]
+    pub unsafe extern "C" fn flockfile(f: *mut libc::FILE) {
+        let real = crate::libc_next::FLOCKFILE.get_or_abort();
+        let try_real = crate::libc_next::FTRYLOCKFILE.get_or_abort();
+        lock_or_wait(
+            // SAFETY: the stream the caller passed, as `flockfile` takes it.
+            || (unsafe { try_real(f) } == 0).then_some(()),
+            // SAFETY: forwarded unchanged.
+            || unsafe { real(f) },
+        );
+        acquired();
+    }
+
     type Mutex = *mut libc::pthread_mutex_t;
     type RwLock = *mut libc::pthread_rwlock_t;
     type Spin = *mut libc::pthread_spinlock_t;
@@ -143,24 +201,23 @@ mod glibc {
     type File = *mut libc::FILE;
 
     lock_hooks! {
-        lock fn pthread_mutex_lock(m: Mutex) -> c_int = PTHREAD_MUTEX_LOCK;
+        lock fn pthread_mutex_lock(m: Mutex) -> c_int = PTHREAD_MUTEX_LOCK waits after PTHREAD_MUTEX_TRYLOCK;
         lock fn pthread_mutex_trylock(m: Mutex) -> c_int = PTHREAD_MUTEX_TRYLOCK;
-        lock fn pthread_mutex_timedlock(m: Mutex, t: Ts) -> c_int = PTHREAD_MUTEX_TIMEDLOCK;
-        lock fn pthread_mutex_clocklock(m: Mutex, c: libc::clockid_t, t: Ts) -> c_int = PTHREAD_MUTEX_CLOCKLOCK;
+        lock fn pthread_mutex_timedlock(m: Mutex, t: Ts) -> c_int = PTHREAD_MUTEX_TIMEDLOCK waits after PTHREAD_MUTEX_TRYLOCK;
+        lock fn pthread_mutex_clocklock(m: Mutex, c: libc::clockid_t, t: Ts) -> c_int = PTHREAD_MUTEX_CLOCKLOCK waits after PTHREAD_MUTEX_TRYLOCK;
         unlock fn pthread_mutex_unlock(m: Mutex) -> c_int = PTHREAD_MUTEX_UNLOCK;
-        lock fn pthread_rwlock_rdlock(l: RwLock) -> c_int = PTHREAD_RWLOCK_RDLOCK;
+        lock fn pthread_rwlock_rdlock(l: RwLock) -> c_int = PTHREAD_RWLOCK_RDLOCK waits after PTHREAD_RWLOCK_TRYRDLOCK;
         lock fn pthread_rwlock_tryrdlock(l: RwLock) -> c_int = PTHREAD_RWLOCK_TRYRDLOCK;
-        lock fn pthread_rwlock_timedrdlock(l: RwLock, t: Ts) -> c_int = PTHREAD_RWLOCK_TIMEDRDLOCK;
-        lock fn pthread_rwlock_clockrdlock(l: RwLock, c: libc::clockid_t, t: Ts) -> c_int = PTHREAD_RWLOCK_CLOCKRDLOCK;
-        lock fn pthread_rwlock_wrlock(l: RwLock) -> c_int = PTHREAD_RWLOCK_WRLOCK;
+        lock fn pthread_rwlock_timedrdlock(l: RwLock, t: Ts) -> c_int = PTHREAD_RWLOCK_TIMEDRDLOCK waits after PTHREAD_RWLOCK_TRYRDLOCK;
+        lock fn pthread_rwlock_clockrdlock(l: RwLock, c: libc::clockid_t, t: Ts) -> c_int = PTHREAD_RWLOCK_CLOCKRDLOCK waits after PTHREAD_RWLOCK_TRYRDLOCK;
+        lock fn pthread_rwlock_wrlock(l: RwLock) -> c_int = PTHREAD_RWLOCK_WRLOCK waits after PTHREAD_RWLOCK_TRYWRLOCK;
         lock fn pthread_rwlock_trywrlock(l: RwLock) -> c_int = PTHREAD_RWLOCK_TRYWRLOCK;
-        lock fn pthread_rwlock_timedwrlock(l: RwLock, t: Ts) -> c_int = PTHREAD_RWLOCK_TIMEDWRLOCK;
-        lock fn pthread_rwlock_clockwrlock(l: RwLock, c: libc::clockid_t, t: Ts) -> c_int = PTHREAD_RWLOCK_CLOCKWRLOCK;
+        lock fn pthread_rwlock_timedwrlock(l: RwLock, t: Ts) -> c_int = PTHREAD_RWLOCK_TIMEDWRLOCK waits after PTHREAD_RWLOCK_TRYWRLOCK;
+        lock fn pthread_rwlock_clockwrlock(l: RwLock, c: libc::clockid_t, t: Ts) -> c_int = PTHREAD_RWLOCK_CLOCKWRLOCK waits after PTHREAD_RWLOCK_TRYWRLOCK;
         unlock fn pthread_rwlock_unlock(l: RwLock) -> c_int = PTHREAD_RWLOCK_UNLOCK;
         lock fn pthread_spin_lock(l: Spin) -> c_int = PTHREAD_SPIN_LOCK;
         lock fn pthread_spin_trylock(l: Spin) -> c_int = PTHREAD_SPIN_TRYLOCK;
         unlock fn pthread_spin_unlock(l: Spin) -> c_int = PTHREAD_SPIN_UNLOCK;
-        file_lock fn flockfile(f: File) -> () = FLOCKFILE;
         file_trylock fn ftrylockfile(f: File) -> c_int = FTRYLOCKFILE;
         file_unlock fn funlockfile(f: File) -> () = FUNLOCKFILE;
     }

@@ -17,6 +17,17 @@ use crate::events::{Event, EventKind};
 
 use super::*;
 
+/// Opens a blocking section on the current virtual thread's carrier for a
+/// wait that will hold it (a futex wait or a C lock in the kernel): its
+/// other threads run elsewhere until the guard is dropped (the
+/// scheduler's `blocked.rs`). `None` on an OS thread, or when a section is
+/// already open.
+pub(crate) fn hold_carrier() -> Option<Box<dyn Send>> {
+    super::current::current_virtual_no_switch()?
+        .scheduler()?
+        .block_carrier()
+}
+
 /// A park that holds the carrier: waits on the carrier's OS thread until
 /// the permit arrives, the deadline passes, or an interrupt.
 ///

@@ -52,7 +52,10 @@
 //! the thread holds a C lock (`thread/native.rs`), waits made by Weft while
 //! a thread is already parking or inside this module, and waits that
 //! glibc issues inline (`pthread_mutex_lock`, `pthread_cond_wait`: C
-//! code's pthread locks) go to the kernel.
+//! code's pthread locks) go to the kernel. Those made through `syscall`
+//! by a running virtual thread open its carrier's blocking section
+//! (`thread::hold_carrier`): the carrier's other threads run elsewhere
+//! while it waits.
 //!
 //! # Every wake that can reach an emulated waiter
 //!
@@ -135,9 +138,28 @@ pub unsafe extern "C" fn syscall(
         if let Some(r) = handled {
             return r;
         }
+        if waits(a2 as i32) && super::queue::running_virtual() {
+            // A wait of the program's that holds the carrier (pinned, a
+            // shared or PI futex): its other threads run elsewhere
+            // meanwhile (`thread::hold_carrier`).
+            let _section = crate::thread::hold_carrier();
+            // SAFETY: the caller's contract.
+            return unsafe { sys::sc(n, [a1, a2, a3, a4, a5, a6]) };
+        }
     }
     // SAFETY: the caller's contract.
     unsafe { sys::sc(n, [a1, a2, a3, a4, a5, a6]) }
+}
+
+/// Whether futex operation `op` may wait in the kernel.
+fn waits(op: i32) -> bool {
+    const FUTEX_LOCK_PI: i32 = 6;
+    const FUTEX_WAIT_REQUEUE_PI: i32 = 11;
+    const FUTEX_LOCK_PI2: i32 = 13;
+    matches!(
+        op & !(FUTEX_PRIVATE_FLAG | FUTEX_CLOCK_REALTIME),
+        FUTEX_WAIT | FUTEX_WAIT_BITSET | FUTEX_LOCK_PI | FUTEX_WAIT_REQUEUE_PI | FUTEX_LOCK_PI2
+    )
 }
 
 /// The futex operations handled here, or `None` for the kernel.

@@ -41,6 +41,14 @@ pub(super) fn may_park(c_locks: u32) -> bool {
     }
 }
 
+/// Whether the caller is a virtual thread running its own code: not
+/// parking already, not inside a wait of this module.
+pub(super) fn running_virtual() -> bool {
+    !IN_WAIT.with(Cell::get)
+        && crate::thread::current_virtual()
+            .is_some_and(|t| crate::thread::state_of(t) == crate::thread::State::Running)
+}
+
 std::thread_local! {
     /// Set while this thread is inside [`park_queued`]: a futex wait made
     /// by the park there (the scheduler's own locks) goes to the kernel.
