@@ -302,18 +302,32 @@ to_ms() {
     }'
 }
 
+# cpu_ticks PID: user + system CPU time of process PID (all its threads),
+# in clock ticks (/proc/PID/stat fields 14 and 15, after the command name).
+cpu_ticks() {
+    awk '{ sub(/^.*\) /, ""); print $12 + $13 }' "/proc/$1/stat"
+}
+clk_tck=$(getconf CLK_TCK)
+
 # measure NAME RUN: one wrk measurement of the running server; appends
-# "NAME RUN REQ/S P99_MS ERRORS" to the results.
+# "NAME RUN REQ/S P99_MS ERRORS CPUS" to the results (CPUS: the server's
+# CPU time over the measurement, in CPUs: how much of the machine it got).
 measure() {
     local url="http://127.0.0.1:$port/hello" log="$out/wrk-$1-run$2.txt"
     if ((warmup)); then
         timeout $((warmup + 15)) wrk -t1 -c"$connections" -d"${warmup}s" "$url" >/dev/null 2>&1 || true
     fi
+    local t0 c0 t1 c1 cpus
+    t0=$(date +%s.%N)
+    c0=$(cpu_ticks "$server_pid")
     if ! timeout $((duration + 30)) wrk -t1 -c"$connections" -d"${duration}s" --latency "$url" >"$log" 2>&1; then
         echo "shared-cores: $1 run $2: wrk failed or timed out:" >&2
         cat "$log" >&2
         return 1
     fi
+    c1=$(cpu_ticks "$server_pid")
+    t1=$(date +%s.%N)
+    cpus=$(awk -v a="$c0" -v b="$c1" -v hz="$clk_tck" -v t0="$t0" -v t1="$t1" 'BEGIN { printf "%.3f", (b - a) / hz / (t1 - t0) }')
     local rps p99 errors
     rps=$(awk '/^Requests\/sec:/ { print $2 }' "$log")
     p99=$(awk '$1 == "99%" { print $2 }' "$log")
@@ -326,8 +340,8 @@ measure() {
         cat "$log" >&2
         return 1
     fi
-    printf '%s %s %s %s %s\n' "$1" "$2" "$rps" "$(to_ms "$p99")" "$errors" >>"$out/results.txt"
-    printf '  %-13s run %d: %10.0f req/s  p99 %8.3f ms  errors %s\n' "$1" "$2" "$rps" "$(to_ms "$p99")" "$errors" >&2
+    printf '%s %s %s %s %s %s\n' "$1" "$2" "$rps" "$(to_ms "$p99")" "$errors" "$cpus" >>"$out/results.txt"
+    printf '  %-13s run %d: %10.0f req/s  p99 %8.3f ms  errors %s  server CPU %s\n' "$1" "$2" "$rps" "$(to_ms "$p99")" "$errors" "$cpus" >&2
 }
 
 # ---------------------------------------------------------------------------
@@ -361,9 +375,12 @@ load_after=$(uptime)
 # ---------------------------------------------------------------------------
 median() { sort -g | awk '{ a[NR] = $1 } END { if (NR == 0) print "nan"; else if (NR % 2) print a[(NR + 1) / 2]; else print (a[NR / 2] + a[NR / 2 + 1]) / 2 }'; }
 
-declare -A med_rps med_p99 all_rps all_err
+declare -A med_rps med_p99 all_rps all_err med_cpu med_eff
 for s in "${runnable[@]}"; do
     med_rps[$s]=$(awk -v s="$s" '$1 == s { print $3 }' "$out/results.txt" | median)
+    med_cpu[$s]=$(awk -v s="$s" '$1 == s { print $6 }' "$out/results.txt" | median)
+    # Requests per millisecond of the server's CPU time, per round.
+    med_eff[$s]=$(awk -v s="$s" '$1 == s && $6 > 0 { print $3 / $6 / 1000 }' "$out/results.txt" | median)
     med_p99[$s]=$(awk -v s="$s" '$1 == s { print $4 }' "$out/results.txt" | median)
     all_rps[$s]=$(awk -v s="$s" '$1 == s { printf "%s%.1f", sep, $3 / 1000; sep = " / " }' "$out/results.txt")
     all_err[$s]=$(awk -v s="$s" '$1 == s { n += $5 } END { print n + 0 }' "$out/results.txt")
@@ -384,13 +401,14 @@ base_p99=${med_p99[weft-http]:-}
     echo "load before: $load_before"
     echo "load after:  $load_after"
     echo
-    echo "| server | req/s (median) | vs weft-http | p99 (median) | vs weft-http | req/s per round (k) | errors |"
-    echo "|---|---:|---:|---:|---:|---|---:|"
+    echo "| server | req/s (median) | vs weft-http | p99 (median) | vs weft-http | req/s per round (k) | errors | server CPU (CPUs) | requests per CPU-ms |"
+    echo "|---|---:|---:|---:|---:|---|---:|---:|---:|"
     for s in "${runnable[@]}"; do
         awk -v s="$s" -v r="${med_rps[$s]}" -v p="${med_p99[$s]}" -v rr="$(rel "${med_rps[$s]}" "$base_rps")" \
-            -v rp="$(rel "${med_p99[$s]}" "$base_p99")" -v all="${all_rps[$s]}" -v e="${all_err[$s]}" 'BEGIN {
-            if (r == "nan") { printf "| %s | failed | | | | | |\n", s; exit }
-            printf "| %s | %.1f k | %s | %.2f ms | %s | %s | %s |\n", s, r / 1000, rr, p, rp, all, e }'
+            -v rp="$(rel "${med_p99[$s]}" "$base_p99")" -v all="${all_rps[$s]}" -v e="${all_err[$s]}" \
+            -v c="${med_cpu[$s]}" -v f="${med_eff[$s]}" 'BEGIN {
+            if (r == "nan") { printf "| %s | failed | | | | | | | |\n", s; exit }
+            printf "| %s | %.1f k | %s | %.2f ms | %s | %s | %s | %.2f | %.1f |\n", s, r / 1000, rr, p, rp, all, e, c, f }'
     done
     echo
     echo "wrk outputs: $out/wrk-<server>-run<N>.txt; raw figures: $out/results.txt"
