@@ -134,7 +134,11 @@
 //! the carrier instead of unmounting, and each is recorded as a
 //! [`Pinned`](events::EventKind::Pinned) event whose detail names the C
 //! lock. So a C library's lock never has two owners, and a second virtual
-//! thread of the carrier never blocks behind a parked owner.
+//! thread of the carrier never blocks behind a parked owner. A virtual
+//! thread that has to wait for a C lock someone else holds, or whose wait
+//! goes to the kernel while pinned, makes its carrier hand its other
+//! threads off when the wait begins, not at the stall threshold
+//! (ARCHITECTURE.md, "Affinity and handoff").
 //!
 //! Holding an OS-level lock (`std::sync::Mutex`, `parking_lot`) across a
 //! weft blocking call no longer deadlocks: the holder parks, and if
