@@ -109,3 +109,38 @@ fn a_held_mark_is_never_left_on_an_empty_carrier() {
         assert!(!mark.is_held(), "held mark left on an empty carrier");
     });
 }
+
+/// The carrier's own blocked mark (`sched/blocked.rs`) and the monitor's
+/// held mark share one word: raising or lowering either never changes the
+/// other, whatever the interleaving, and while the carrier is in its
+/// blocking section a waker sees it handing off.
+#[test]
+fn the_blocked_mark_and_the_held_mark_do_not_clobber_each_other() {
+    use weft::stall::Handoff;
+    loom::model(|| {
+        let mark = Arc::new(Handoff::new());
+        let monitor = {
+            let mark = mark.clone();
+            loom::thread::spawn(move || {
+                assert!(mark.mark_held(|| true));
+                assert!(mark.is_held(), "the held mark was lowered by the carrier");
+                mark.heal();
+            })
+        };
+        let carrier = {
+            let mark = mark.clone();
+            loom::thread::spawn(move || {
+                mark.set_blocked(true);
+                assert!(
+                    mark.is_blocked(),
+                    "the blocked mark was lowered by the monitor"
+                );
+                assert!(mark.handing_off());
+                mark.set_blocked(false);
+            })
+        };
+        monitor.join().unwrap();
+        carrier.join().unwrap();
+        assert!(!mark.is_blocked() && !mark.is_held() && !mark.handing_off());
+    });
+}
