@@ -235,7 +235,12 @@ fn runs_on_a_given_runtime() {
     })
     .unwrap();
     assert_eq!(r.successes, 500);
-    assert_eq!(h.stats().accepted_connections, 100);
+    // Keep-alive: at most one connection per user. A user connects at its
+    // first request, so on a loaded machine the users the one carrier
+    // starts after the 500 requests are claimed never connect (CI saw 63):
+    // not every user need have connected.
+    let accepted = h.stats().accepted_connections;
+    assert!((1..=100).contains(&accepted), "{accepted} connections");
 }
 
 #[test]

@@ -12,9 +12,37 @@
 //! waited behind the carrier for the whole wait: the test stopped at its
 //! watchdog. None asserts a time; the watchdog fires after minutes.
 
+use std::alloc::{GlobalAlloc, Layout, System};
+use std::cell::Cell;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicI32, Ordering};
 use std::time::{Duration, Instant};
+
+/// The system allocator, counting the allocations of threads that ask.
+struct Counting;
+
+std::thread_local! {
+    /// Allocations of this thread while `Some` (a virtual thread's own:
+    /// it has its own thread-locals).
+    static COUNT: Cell<Option<u64>> = const { Cell::new(None) };
+}
+
+// SAFETY: forwards to `System`; the count is a const-initialised
+// thread-local that never allocates.
+unsafe impl GlobalAlloc for Counting {
+    unsafe fn alloc(&self, l: Layout) -> *mut u8 {
+        let _ = COUNT.try_with(|c| c.set(c.get().map(|n| n + 1)));
+        // SAFETY: the caller's contract, forwarded.
+        unsafe { System.alloc(l) }
+    }
+    unsafe fn dealloc(&self, p: *mut u8, l: Layout) {
+        // SAFETY: the caller's contract, forwarded.
+        unsafe { System.dealloc(p, l) }
+    }
+}
+
+#[global_allocator]
+static ALLOC: Counting = Counting;
 
 use weft::Runtime;
 use weft_native_tests::*;
@@ -108,6 +136,34 @@ fn a_contended_c_mutex_hands_the_carrier_off() {
         },
         || assert_eq!(m.unlock(), 0),
     );
+}
+
+/// The blocking section may open inside a C allocator's own lock
+/// (jemalloc takes its arena locks with `pthread_mutex_lock`), so the
+/// waiting thread must not allocate in it: the carrier only raises flags
+/// and the monitor does the rest. Before, the section boxed its guard and
+/// the carrier moved its queues and started a spare itself.
+#[test]
+fn a_contended_c_mutex_allocates_nothing_on_the_waiting_thread() {
+    let m = CMutex::new(libc::PTHREAD_MUTEX_NORMAL);
+    assert_eq!(m.lock(), 0);
+    let m2 = m.clone();
+    let (count_tx, count_rx) = std::sync::mpsc::channel::<u64>();
+    bound_thread_runs_while_the_carrier_waits(
+        "pthread_mutex_lock, counting allocations",
+        move || {
+            COUNT.with(|c| c.set(Some(0)));
+            let r = m2.lock();
+            let n = COUNT.with(|c| c.replace(None)).unwrap();
+            assert_eq!(r, 0);
+            assert_eq!(m2.unlock(), 0);
+            count_tx.send(n).unwrap();
+        },
+        || assert_eq!(m.unlock(), 0),
+    );
+    if let Ok(n) = count_rx.try_recv() {
+        assert_eq!(n, 0, "the waiting thread allocated {n} times in the lock");
+    }
 }
 
 #[test]

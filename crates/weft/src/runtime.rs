@@ -67,8 +67,12 @@ impl Schedule for Handle {
         Schedule::suspended_unwinders(&*self.shared)
     }
 
-    fn block_carrier(&self) -> Option<Box<dyn Send>> {
+    fn block_carrier(&self) -> bool {
         Schedule::block_carrier(&*self.shared)
+    }
+
+    fn unblock_carrier(&self) {
+        Schedule::unblock_carrier(&*self.shared)
     }
 
     fn panicked(&self, thread: &VThread, payload: &(dyn std::any::Any + Send)) {

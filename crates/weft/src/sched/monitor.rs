@@ -40,6 +40,14 @@ pub(super) const MONITOR_TICK: Duration = Duration::from_millis(10);
 pub(super) const MONITOR_QUIET_TICKS: u32 = 10;
 
 impl Shared {
+    /// Makes the monitor run a pass now (a carrier opened a blocking
+    /// section: `blocked.rs`). A futex wake; allocates nothing.
+    pub(super) fn poke_monitor(&self) {
+        if let Some(t) = self.monitor.thread.get() {
+            t.unpark();
+        }
+    }
+
     pub(super) fn wake_monitor(&self) {
         if self.monitor.deep_sleep.swap(false, Ordering::SeqCst)
             && let Some(t) = self.monitor.thread.get()
@@ -133,7 +141,8 @@ pub(crate) fn run_monitor(weak: std::sync::Weak<Shared>, built: Instant) {
             continue;
         }
         drop(shared);
-        std::thread::sleep(tick);
+        // Until the next tick, or a poke (`Shared::poke_monitor`).
+        std::thread::park_timeout(tick);
     }
 }
 

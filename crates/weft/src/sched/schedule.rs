@@ -5,7 +5,7 @@
 use crate::thread::RecordArc;
 use std::sync::Arc;
 
-use super::blocked::enter_blocking;
+use super::blocked::{enter_blocking, exit_blocking};
 use super::shared::Shared;
 use super::unwinding;
 use crate::thread::{Kind, Schedule, VThread};
@@ -32,8 +32,12 @@ impl Schedule for Shared {
         unwinding::suspended_unwinders()
     }
 
-    fn block_carrier(&self) -> Option<Box<dyn Send>> {
-        enter_blocking().map(|g| Box::new(g) as Box<dyn Send>)
+    fn block_carrier(&self) -> bool {
+        enter_blocking()
+    }
+
+    fn unblock_carrier(&self) {
+        exit_blocking()
     }
 
     fn panicked(&self, thread: &VThread, payload: &(dyn std::any::Any + Send)) {

@@ -17,15 +17,27 @@ use crate::events::{Event, EventKind};
 
 use super::*;
 
+/// A blocking section of the current carrier (the scheduler's
+/// `blocked.rs`), closed on drop, on the same carrier: the thread does not
+/// unmount while it lives.
+pub(crate) struct CarrierHeld(&'static VThread);
+
+impl Drop for CarrierHeld {
+    fn drop(&mut self) {
+        if let Some(s) = self.0.scheduler() {
+            s.unblock_carrier();
+        }
+    }
+}
+
 /// Opens a blocking section on the current virtual thread's carrier for a
 /// wait that will hold it (a futex wait or a C lock in the kernel): its
-/// other threads run elsewhere until the guard is dropped (the
-/// scheduler's `blocked.rs`). `None` on an OS thread, or when a section is
-/// already open.
-pub(crate) fn hold_carrier() -> Option<Box<dyn Send>> {
-    super::current::current_virtual_no_switch()?
-        .scheduler()?
-        .block_carrier()
+/// other threads run elsewhere until the guard is dropped. `None` on an OS
+/// thread, or when a section is already open. Allocates nothing (a C
+/// allocator's lock may be what it waits for).
+pub(crate) fn hold_carrier() -> Option<CarrierHeld> {
+    let t = super::current::current_virtual_no_switch()?;
+    t.scheduler()?.block_carrier().then_some(CarrierHeld(t))
 }
 
 /// A park that holds the carrier: waits on the carrier's OS thread until
@@ -52,7 +64,7 @@ pub(crate) fn pinned_park(thread: &VThread, deadline: Option<Instant>) {
     // Pairs with the fence in `Thread::unpark`: either the unparker sees
     // `pinned_waiting`, or we see its permit below.
     fence(Ordering::SeqCst);
-    let guard = thread.scheduler().and_then(|s| s.block_carrier());
+    let guard = hold_carrier();
     // The carrier is held from here: the stack capture counts.
     let t0 = Instant::now();
     let stack = (explicit_pin && crate::events::capture_stacks()).then(|| {

@@ -81,10 +81,15 @@ pub(crate) trait Schedule: Send + Sync + 'static {
     fn suspended_unwinders(&self) -> u32;
 
     /// The calling virtual thread waits without unmounting (a pinned
-    /// wait): its carrier counts as blocked, and a spare may come in, until
-    /// the returned guard is dropped (on the same carrier). `None` when not
-    /// called on a carrier.
-    fn block_carrier(&self) -> Option<Box<dyn Send>>;
+    /// wait, a wait in the kernel): its carrier opens a blocking section
+    /// (the scheduler's `blocked.rs`) until [`Schedule::unblock_carrier`]
+    /// on the same carrier. False when not called on a carrier, or when a
+    /// section is already open (then there is nothing to close). Neither
+    /// allocates nor starts a thread: it may run inside a C allocator's
+    /// lock hook.
+    fn block_carrier(&self) -> bool;
+    /// Closes the section a `true` [`Schedule::block_carrier`] opened.
+    fn unblock_carrier(&self);
     /// The calling virtual thread's body ended in a panic with `payload`
     /// (`life.rs`): a simulation running on the calling carrier records
     /// it (`crate::sim`), to fail the run if nobody sees it.
