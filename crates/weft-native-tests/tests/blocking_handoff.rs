@@ -230,3 +230,49 @@ fn a_pinned_park_hands_the_carrier_off() {
         move || rx.recv().unwrap().unpark(),
     );
 }
+
+/// A thread already queued behind the carrier when it blocks — woken by
+/// the waiter itself an instant before, so it sits in the carrier's `next`
+/// slot — runs elsewhere too: the carrier pokes the monitor, which hands
+/// its queues off. Before, it waited for the whole wait.
+#[test]
+fn a_thread_queued_behind_a_blocking_carrier_runs_elsewhere() {
+    if !areas_supported() {
+        eprintln!("skipped: threads without areas of their own never move");
+        return;
+    }
+    let rt = Runtime::builder()
+        .parallelism(1)
+        .stall_threshold(Duration::from_secs(3600))
+        .build()
+        .unwrap();
+    let (ping, pings) = weft::channel::unbounded::<u32>();
+    let (pong, pongs) = std::sync::mpsc::channel::<u32>();
+    let echo = rt.spawn(move || {
+        for n in pings {
+            pong.send(n).unwrap();
+        }
+    });
+    ping.send(1).unwrap();
+    assert_eq!(pongs.recv_timeout(STUCK), Ok(1), "first ping");
+    let m = CMutex::new(libc::PTHREAD_MUTEX_NORMAL);
+    assert_eq!(m.lock(), 0);
+    let (m2, ping2) = (m.clone(), ping.clone());
+    let waiter = rt.spawn(move || {
+        // Wakes the echo thread onto this carrier's queue, then blocks
+        // before this carrier can run it.
+        ping2.send(2).unwrap();
+        assert_eq!(m2.lock(), 0);
+        assert_eq!(m2.unlock(), 0);
+    });
+    let answer = pongs.recv_timeout(STUCK);
+    assert_eq!(m.unlock(), 0);
+    assert_eq!(
+        answer,
+        Ok(2),
+        "the queued thread did not run while its carrier waited"
+    );
+    within_watchdog("the waiter", move || waiter.join().unwrap());
+    drop(ping);
+    within_watchdog("the echo thread", move || echo.join().unwrap());
+}

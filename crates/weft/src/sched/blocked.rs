@@ -18,10 +18,11 @@
 //! inside a C allocator's lock hook (jemalloc takes its arena locks with
 //! `pthread_mutex_lock`), where allocating — a crossbeam queue's new
 //! block, a spare's thread — could re-enter the allocator. Step 3 and any
-//! spare are the monitor's: the carrier pokes it (`Thread::unpark`, a
-//! futex wake), and its next pass, at once, finds the blocked mark, hands
-//! the queues off (as it does every pass while the mark is up) and wakes
-//! or starts a carrier for them. So its threads run elsewhere when it
+//! spare are the monitor's: when threads are queued behind it the carrier
+//! pokes it (`Thread::unpark`, a futex wake, at most one per pass), and
+//! its next pass, at once, finds the blocked mark, hands the queues off
+//! (as it does every pass while the mark is up) and wakes or starts a
+//! carrier for them. So its threads run elsewhere when it
 //! blocks, as Go's `entersyscallblock` hands its P off at once, instead of
 //! when the monitor finds the hold past the stall threshold (20 ms). A
 //! waker that read the mark just before it was raised queues its thread
@@ -46,7 +47,11 @@ pub(super) fn enter_blocking() -> bool {
     me.pinned.store(true, Ordering::SeqCst);
     c.shared.blocked.enter();
     me.handoff.set_blocked(true);
-    c.shared.poke_monitor();
+    // Threads queued behind the carrier now: the monitor moves them. (A
+    // thread woken later is routed elsewhere by its waker, rule 2.)
+    if me.has_home_work() || !c.local.is_empty() {
+        c.shared.poke_monitor();
+    }
     true
 }
 

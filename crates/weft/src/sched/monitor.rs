@@ -32,6 +32,9 @@ pub(super) struct Monitor {
     /// Set while the monitor sleeps without a timeout because no carrier
     /// was busy; the first carrier to mount a thread wakes it.
     pub(super) deep_sleep: AtomicBool,
+    /// A carrier poked the monitor since its last pass began: further
+    /// pokes need not wake it again (one pass sees them all).
+    pub(super) poked: AtomicBool,
 }
 
 /// Upper bound on the monitor's tick while any carrier is busy.
@@ -41,9 +44,12 @@ pub(super) const MONITOR_QUIET_TICKS: u32 = 10;
 
 impl Shared {
     /// Makes the monitor run a pass now (a carrier opened a blocking
-    /// section: `blocked.rs`). A futex wake; allocates nothing.
+    /// section with threads queued behind it: `blocked.rs`). At most one
+    /// futex wake per pass, however many carriers poke; allocates nothing.
     pub(super) fn poke_monitor(&self) {
-        if let Some(t) = self.monitor.thread.get() {
+        if !self.monitor.poked.swap(true, Ordering::SeqCst)
+            && let Some(t) = self.monitor.thread.get()
+        {
             t.unpark();
         }
     }
@@ -129,6 +135,9 @@ pub(crate) fn run_monitor(weak: std::sync::Weak<Shared>, built: Instant) {
             return;
         }
         let _ = shared.monitor.thread.set(std::thread::current());
+        // Pokes from here on wake the next pass; this one sees what the
+        // earlier ones were for (the poker raised its mark first).
+        shared.monitor.poked.store(false, Ordering::SeqCst);
         let tick = MONITOR_TICK
             .min(shared.stall_threshold / 2)
             .max(Duration::from_millis(1));

@@ -151,6 +151,7 @@ impl Shared {
             monitor: Monitor {
                 thread: OnceLock::new(),
                 deep_sleep: AtomicBool::new(false),
+                poked: AtomicBool::new(false),
             },
             core,
             max,
