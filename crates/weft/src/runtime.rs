@@ -67,8 +67,8 @@ impl Schedule for Handle {
         Schedule::suspended_unwinders(&*self.shared)
     }
 
-    fn block_carrier(&self) -> bool {
-        Schedule::block_carrier(&*self.shared)
+    fn block_carrier(&self, pinned_park: bool) -> bool {
+        Schedule::block_carrier(&*self.shared, pinned_park)
     }
 
     fn unblock_carrier(&self) {

@@ -5,8 +5,11 @@
 //! futex wait that goes to the kernel, a C lock found taken — opens a
 //! blocking section ([`enter_blocking`], until [`exit_blocking`]; the
 //! thread side's guard is `thread::CarrierHeld`). The carrier
-//! 1. raises its `pinned` flag and counts itself in the runtime's blocked
-//!    count (`stall.rs`), so a spare may come in;
+//! 1. counts itself in the runtime's blocked count (`stall.rs`), so a
+//!    spare may come in, and for a pinned park raises its `pinned` flag
+//!    (the monitor then reports the wait as the pinned event it is, not
+//!    as a stall; any other wait is reported as before, with its system
+//!    call, if it lasts past the threshold);
 //! 2. raises its own blocked mark in `handoff` (`stall::Handoff`): from
 //!    then on a wake-up of one of its threads that may move queues it
 //!    elsewhere (handoff rule 2, ARCHITECTURE.md "Affinity and handoff");
@@ -36,15 +39,18 @@ use std::sync::atomic::Ordering;
 
 use super::carrier::carrier;
 
-/// Opens a blocking section on the calling carrier (module docs). False
-/// when not called on a carrier, or inside a section already open.
-pub(super) fn enter_blocking() -> bool {
+/// Opens a blocking section on the calling carrier (module docs);
+/// `pinned_park`: for a pinned park. False when not called on a carrier,
+/// or inside a section already open.
+pub(super) fn enter_blocking(pinned_park: bool) -> bool {
     let Some(c) = carrier() else { return false };
     let me = c.me();
-    if me.pinned.load(Ordering::Relaxed) {
+    if me.handoff.is_blocked() {
         return false;
     }
-    me.pinned.store(true, Ordering::SeqCst);
+    if pinned_park {
+        me.pinned.store(true, Ordering::SeqCst);
+    }
     c.shared.blocked.enter();
     me.handoff.set_blocked(true);
     // Threads queued behind the carrier now: the monitor moves them. (A
@@ -60,6 +66,8 @@ pub(super) fn exit_blocking() {
     let Some(c) = carrier() else { return };
     let me = c.me();
     me.handoff.set_blocked(false);
-    me.pinned.store(false, Ordering::SeqCst);
+    if me.pinned.load(Ordering::Relaxed) {
+        me.pinned.store(false, Ordering::SeqCst);
+    }
     c.shared.blocked.exit();
 }

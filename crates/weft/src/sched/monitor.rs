@@ -428,7 +428,9 @@ fn unstarted_behind(shared: &Shared, i: usize) -> usize {
 /// parallelism carriers are on duty; past that, CPU-bound stalls add no
 /// carrier at all.
 fn count_stalled(shared: &Shared, w: &CarrierSlot, sw: u64, cpu: bool) {
-    let count = !cpu || shared.active.load(Ordering::SeqCst) < 2 * shared.core;
+    // A carrier in a blocking section counted itself already (`blocked.rs`).
+    let count =
+        (!cpu || shared.active.load(Ordering::SeqCst) < 2 * shared.core) && !w.handoff.is_blocked();
     if count && shared.blocked.mark(&w.stalled) {
         // The carrier may have moved on in between; undo (whoever clears
         // the flag uncounts it, once).

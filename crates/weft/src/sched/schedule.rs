@@ -32,8 +32,8 @@ impl Schedule for Shared {
         unwinding::suspended_unwinders()
     }
 
-    fn block_carrier(&self) -> bool {
-        enter_blocking()
+    fn block_carrier(&self, pinned_park: bool) -> bool {
+        enter_blocking(pinned_park)
     }
 
     fn unblock_carrier(&self) {

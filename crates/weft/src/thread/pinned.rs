@@ -36,8 +36,15 @@ impl Drop for CarrierHeld {
 /// thread, or when a section is already open. Allocates nothing (a C
 /// allocator's lock may be what it waits for).
 pub(crate) fn hold_carrier() -> Option<CarrierHeld> {
+    open_section(false)
+}
+
+/// [`hold_carrier`]; `pinned_park` for [`pinned_park`]'s own wait.
+fn open_section(pinned_park: bool) -> Option<CarrierHeld> {
     let t = super::current::current_virtual_no_switch()?;
-    t.scheduler()?.block_carrier().then_some(CarrierHeld(t))
+    t.scheduler()?
+        .block_carrier(pinned_park)
+        .then_some(CarrierHeld(t))
 }
 
 /// A park that holds the carrier: waits on the carrier's OS thread until
@@ -64,7 +71,7 @@ pub(crate) fn pinned_park(thread: &VThread, deadline: Option<Instant>) {
     // Pairs with the fence in `Thread::unpark`: either the unparker sees
     // `pinned_waiting`, or we see its permit below.
     fence(Ordering::SeqCst);
-    let guard = hold_carrier();
+    let guard = open_section(true);
     // The carrier is held from here: the stack capture counts.
     let t0 = Instant::now();
     let stack = (explicit_pin && crate::events::capture_stacks()).then(|| {

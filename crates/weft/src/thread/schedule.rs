@@ -83,11 +83,12 @@ pub(crate) trait Schedule: Send + Sync + 'static {
     /// The calling virtual thread waits without unmounting (a pinned
     /// wait, a wait in the kernel): its carrier opens a blocking section
     /// (the scheduler's `blocked.rs`) until [`Schedule::unblock_carrier`]
-    /// on the same carrier. False when not called on a carrier, or when a
-    /// section is already open (then there is nothing to close). Neither
-    /// allocates nor starts a thread: it may run inside a C allocator's
-    /// lock hook.
-    fn block_carrier(&self) -> bool;
+    /// on the same carrier; `pinned_park` for a pinned park (the monitor
+    /// reports it as such, not as a stall). False when not called on a
+    /// carrier, or when a section is already open (then there is nothing
+    /// to close). Neither allocates nor starts a thread: it may run inside
+    /// a C allocator's lock hook.
+    fn block_carrier(&self, pinned_park: bool) -> bool;
     /// Closes the section a `true` [`Schedule::block_carrier`] opened.
     fn unblock_carrier(&self);
     /// The calling virtual thread's body ended in a panic with `payload`
