@@ -65,36 +65,66 @@ fn kernel_wait(tid: i32) -> Option<(char, i64)> {
     Some((state, call.split_whitespace().next()?.parse().ok()?))
 }
 
-/// Runs `wait` on a virtual thread of a one-carrier runtime and checks
-/// that a thread bound to that carrier answers a ping while the wait
-/// lasts; `release` (called on this OS thread) ends the wait.
+/// A one-carrier runtime that never hands off on its own (a stall
+/// threshold of an hour), with a started thread bound to its carrier that
+/// answers each ping with a pong.
+struct Echo {
+    rt: Runtime,
+    ping: weft::channel::Sender<u32>,
+    pongs: std::sync::mpsc::Receiver<u32>,
+    thread: weft::JoinHandle<()>,
+}
+
+impl Echo {
+    /// `None` where threads have no areas of their own (they never move).
+    fn start() -> Option<Echo> {
+        if !areas_supported() {
+            eprintln!("skipped: threads without areas of their own never move");
+            return None;
+        }
+        let rt = Runtime::builder()
+            .parallelism(1)
+            .stall_threshold(Duration::from_secs(3600))
+            .build()
+            .unwrap();
+        let (ping, pings) = weft::channel::unbounded::<u32>();
+        let (pong, pongs) = std::sync::mpsc::channel::<u32>();
+        let thread = rt.spawn(move || {
+            for n in pings {
+                pong.send(n).unwrap();
+            }
+        });
+        // The echo thread has started, so it is bound to the one carrier.
+        ping.send(1).unwrap();
+        assert_eq!(pongs.recv_timeout(STUCK), Ok(1), "first ping");
+        Some(Echo {
+            rt,
+            ping,
+            pongs,
+            thread,
+        })
+    }
+
+    /// Ends the echo thread and the runtime.
+    fn stop(self) {
+        drop(self.ping);
+        let thread = self.thread;
+        within_watchdog("the echo thread", move || thread.join().unwrap());
+    }
+}
+
+/// Runs `wait` on a virtual thread of an [`Echo`] runtime and checks that
+/// the echo thread answers a ping while the wait lasts; `release` (called
+/// on this OS thread) ends the wait.
 fn bound_thread_runs_while_the_carrier_waits(
     what: &str,
     wait: impl FnOnce() + Send + 'static,
     release: impl FnOnce(),
 ) {
-    if !areas_supported() {
-        eprintln!("skipped: threads without areas of their own never move");
-        return;
-    }
-    let rt = Runtime::builder()
-        .parallelism(1)
-        .stall_threshold(Duration::from_secs(3600))
-        .build()
-        .unwrap();
-    let (ping, pings) = weft::channel::unbounded::<u32>();
-    let (pong, pongs) = std::sync::mpsc::channel::<u32>();
-    let echo = rt.spawn(move || {
-        for n in pings {
-            pong.send(n).unwrap();
-        }
-    });
-    // The echo thread has started, so it is bound to the one carrier.
-    ping.send(1).unwrap();
-    assert_eq!(pongs.recv_timeout(STUCK), Ok(1), "{what}: first ping");
+    let Some(echo) = Echo::start() else { return };
     let tid = Arc::new(AtomicI32::new(0));
     let t = tid.clone();
-    let waiter = rt.spawn(move || {
+    let waiter = echo.rt.spawn(move || {
         // SAFETY: gettid has no preconditions.
         t.store(unsafe { libc::gettid() }, Ordering::SeqCst);
         wait();
@@ -110,8 +140,8 @@ fn bound_thread_runs_while_the_carrier_waits(
         assert!(t0.elapsed() < STUCK, "{what}: the carrier never waited");
         std::thread::sleep(Duration::from_millis(1));
     }
-    ping.send(2).unwrap();
-    let answer = pongs.recv_timeout(STUCK);
+    echo.ping.send(2).unwrap();
+    let answer = echo.pongs.recv_timeout(STUCK);
     release();
     assert_eq!(
         answer,
@@ -119,8 +149,7 @@ fn bound_thread_runs_while_the_carrier_waits(
         "{what}: the bound thread did not run while its carrier waited"
     );
     within_watchdog("the waiter", move || waiter.join().unwrap());
-    drop(ping);
-    within_watchdog("the echo thread", move || echo.join().unwrap());
+    echo.stop();
 }
 
 #[test]
@@ -237,35 +266,18 @@ fn a_pinned_park_hands_the_carrier_off() {
 /// its queues off. Before, it waited for the whole wait.
 #[test]
 fn a_thread_queued_behind_a_blocking_carrier_runs_elsewhere() {
-    if !areas_supported() {
-        eprintln!("skipped: threads without areas of their own never move");
-        return;
-    }
-    let rt = Runtime::builder()
-        .parallelism(1)
-        .stall_threshold(Duration::from_secs(3600))
-        .build()
-        .unwrap();
-    let (ping, pings) = weft::channel::unbounded::<u32>();
-    let (pong, pongs) = std::sync::mpsc::channel::<u32>();
-    let echo = rt.spawn(move || {
-        for n in pings {
-            pong.send(n).unwrap();
-        }
-    });
-    ping.send(1).unwrap();
-    assert_eq!(pongs.recv_timeout(STUCK), Ok(1), "first ping");
+    let Some(echo) = Echo::start() else { return };
     let m = CMutex::new(libc::PTHREAD_MUTEX_NORMAL);
     assert_eq!(m.lock(), 0);
-    let (m2, ping2) = (m.clone(), ping.clone());
-    let waiter = rt.spawn(move || {
+    let (m2, ping2) = (m.clone(), echo.ping.clone());
+    let waiter = echo.rt.spawn(move || {
         // Wakes the echo thread onto this carrier's queue, then blocks
         // before this carrier can run it.
         ping2.send(2).unwrap();
         assert_eq!(m2.lock(), 0);
         assert_eq!(m2.unlock(), 0);
     });
-    let answer = pongs.recv_timeout(STUCK);
+    let answer = echo.pongs.recv_timeout(STUCK);
     assert_eq!(m.unlock(), 0);
     assert_eq!(
         answer,
@@ -273,6 +285,5 @@ fn a_thread_queued_behind_a_blocking_carrier_runs_elsewhere() {
         "the queued thread did not run while its carrier waited"
     );
     within_watchdog("the waiter", move || waiter.join().unwrap());
-    drop(ping);
-    within_watchdog("the echo thread", move || echo.join().unwrap());
+    echo.stop();
 }

@@ -66,8 +66,6 @@ pub(super) fn exit_blocking() {
     let Some(c) = carrier() else { return };
     let me = c.me();
     me.handoff.set_blocked(false);
-    if me.pinned.load(Ordering::Relaxed) {
-        me.pinned.store(false, Ordering::SeqCst);
-    }
+    me.pinned.store(false, Ordering::SeqCst);
     c.shared.blocked.exit();
 }

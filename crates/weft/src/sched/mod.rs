@@ -91,7 +91,8 @@
 //!   kernel counts it (how the monitor tells held from descheduled).
 //! - `report.rs`: the monitor's reports, written up and recorded off the
 //!   monitor (`weft-reports`).
-//! - `blocked.rs`: marking a carrier blocked around a pinned or offloaded wait.
+//! - `blocked.rs`: a carrier's blocking section around a wait that holds
+//!   it (a pinned park, a kernel futex wait, a C lock found taken).
 //! - `stats.rs`: a plain snapshot of the figures, for `metrics` to read.
 
 mod blocked;

@@ -262,9 +262,9 @@ fn watch_carrier(
         // `stall::Handoff`).
         w.handoff.heal();
         if w.handoff.is_blocked() {
-            // Blocked in a wait it saw coming (`blocked.rs`): it handed off
-            // its queues itself; a waker that read its mark too late
-            // queued a thread behind it since.
+            // Blocked in a wait it saw coming (`blocked.rs`): the threads
+            // queued behind it when it blocked, and any a waker that read
+            // its mark too late queued since, run elsewhere.
             hand_off(shared, i, w);
         }
     }

@@ -129,6 +129,7 @@ pub unsafe extern "C" fn syscall(
     a5: usize,
     a6: usize,
 ) -> c_long {
+    let mut _section = None;
     // In a signal handler of the program's, straight to the kernel: the
     // interrupted code may hold a bucket lock here (or be inside malloc).
     if n == libc::SYS_futex && !super::signals::in_handler() {
@@ -138,13 +139,11 @@ pub unsafe extern "C" fn syscall(
         if let Some(r) = handled {
             return r;
         }
-        if waits(a2 as i32) && super::queue::running_virtual() {
+        if waits(a2 as i32) && super::queue::running_virtual().is_some() {
             // A wait of the program's that holds the carrier (pinned, a
             // shared or PI futex): its other threads run elsewhere
             // meanwhile (`thread::hold_carrier`).
-            let _section = crate::thread::hold_carrier();
-            // SAFETY: the caller's contract.
-            return unsafe { sys::sc(n, [a1, a2, a3, a4, a5, a6]) };
+            _section = crate::thread::hold_carrier();
         }
     }
     // SAFETY: the caller's contract.

@@ -29,24 +29,19 @@ pub(super) fn cond_key(cond: usize) -> usize {
 /// a futex wait, 1 for a condition variable's, whose mutex is released
 /// before the park).
 pub(super) fn may_park(c_locks: u32) -> bool {
-    if IN_WAIT.with(Cell::get) || !crate::tls::isolated() || !super::fds::on_virtual() {
-        return false;
-    }
-    match crate::thread::current_virtual() {
-        Some(t) => {
-            t.pin_depth.get() == c_locks * crate::thread::C_LOCK
-                && crate::thread::state_of(t) == crate::thread::State::Running
-        }
-        None => false,
-    }
+    crate::tls::isolated()
+        && super::fds::on_virtual()
+        && running_virtual().is_some_and(|t| t.pin_depth.get() == c_locks * crate::thread::C_LOCK)
 }
 
-/// Whether the caller is a virtual thread running its own code: not
-/// parking already, not inside a wait of this module.
-pub(super) fn running_virtual() -> bool {
-    !IN_WAIT.with(Cell::get)
-        && crate::thread::current_virtual()
-            .is_some_and(|t| crate::thread::state_of(t) == crate::thread::State::Running)
+/// The calling virtual thread if it is running its own code: not parking
+/// already, not inside a wait of this module.
+pub(super) fn running_virtual() -> Option<&'static crate::thread::VThread> {
+    if IN_WAIT.with(Cell::get) {
+        return None;
+    }
+    crate::thread::current_virtual()
+        .filter(|t| crate::thread::state_of(t) == crate::thread::State::Running)
 }
 
 std::thread_local! {
