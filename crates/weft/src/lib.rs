@@ -376,7 +376,8 @@ pub use executor::Executor;
 pub use future::block_on;
 pub use local::LocalKey;
 pub use runtime::{
-    DEFAULT_MAX_POOL_SIZE, DEFAULT_STACK_SIZE, Runtime, RuntimeBuilder, default_runtime,
+    DEFAULT_HELD_CARRIER_NICE, DEFAULT_MAX_POOL_SIZE, DEFAULT_STACK_SIZE, Runtime, RuntimeBuilder,
+    default_runtime,
 };
 pub use scope::{Scope, ScopedJoinHandle, scope};
 pub use stack::guard_pages_in_place;

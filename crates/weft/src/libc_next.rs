@@ -332,6 +332,9 @@ hooks! {
         gettimeofday: GETTIMEOFDAY = fn(*mut timeval, *mut c_void) -> c_int;
         time: TIME = fn(*mut libc::time_t) -> libc::time_t;
         getrandom: GETRANDOM = fn(*mut c_void, size_t, c_uint) -> ssize_t;
+    }
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    "sched/starter.rs" {
         pthread_create: PTHREAD_CREATE = fn(
             *mut libc::pthread_t,
             *const libc::pthread_attr_t,

@@ -67,6 +67,10 @@ pub struct Metrics {
     /// Started virtual threads moved off a stalled carrier (a thread past the
     /// stall threshold on it) to run elsewhere: handoff.
     pub threads_moved: usize,
+    /// Carriers' OS threads lowered in priority while one virtual thread
+    /// computed on them and others waited
+    /// ([`RuntimeBuilder::held_carrier_nice`](crate::RuntimeBuilder::held_carrier_nice)).
+    pub carriers_lowered: usize,
     /// Pending timer entries.
     pub timers_pending: usize,
     /// Sockets registered with the poller.
@@ -136,6 +140,7 @@ pub fn snapshot() -> Metrics {
         m.steals += s.steals;
         m.placed += s.placed;
         m.threads_moved += s.moved;
+        m.carriers_lowered += s.lowered;
         m.timers_pending += s.timers_pending;
         let same = m
             .runtimes
@@ -407,6 +412,12 @@ impl Metrics {
                 Counter,
                 "Started virtual threads moved off a held carrier to run elsewhere.",
                 plain(u(self.threads_moved)),
+            ),
+            row(
+                "weft_carriers_lowered_total",
+                Counter,
+                "Carrier OS threads lowered in priority while one virtual thread computed on them.",
+                plain(u(self.carriers_lowered)),
             ),
             row(
                 "weft_timers_pending",

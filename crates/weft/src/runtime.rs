@@ -107,6 +107,7 @@ struct Config {
     name: String,
     stall_threshold: Duration,
     spare_keepalive: Duration,
+    held_carrier_nice: u8,
     /// The process copy it was built in (`fork.rs`): in a `fork` child
     /// its carriers are gone, and spawning on it is an error.
     generation: u32,
@@ -118,6 +119,11 @@ struct Config {
 /// Default time an idle spare carrier waits for duty before it exits.
 pub const DEFAULT_SPARE_KEEPALIVE: Duration = Duration::from_secs(10);
 
+/// The nice value a held carrier's OS thread is lowered to by default
+/// ([`RuntimeBuilder::held_carrier_nice`]): a tenth of the CPU weight of a
+/// carrier at nice 0 (the kernel weighs nice 0 at 1024, nice 10 at 110).
+pub const DEFAULT_HELD_CARRIER_NICE: u8 = 10;
+
 /// Configures and starts a [`Runtime`].
 #[derive(Debug, Default)]
 #[must_use = "a RuntimeBuilder does nothing until `build` is called"]
@@ -128,6 +134,7 @@ pub struct RuntimeBuilder {
     name: Option<String>,
     stall_threshold: Option<Duration>,
     spare_keepalive: Option<Duration>,
+    held_carrier_nice: Option<u8>,
     migrate: bool,
     carrier_thread_locals: bool,
     sim: Option<Arc<crate::sched::Simulation>>,
@@ -227,6 +234,31 @@ impl RuntimeBuilder {
         self
     }
 
+    /// The nice value a carrier's OS thread is lowered to while one
+    /// virtual thread computes on it past the stall threshold beside
+    /// virtual threads that run briefly, as a server's requests do
+    /// (default [`DEFAULT_HELD_CARRIER_NICE`], 10;
+    /// `WEFT_HELD_CARRIER_NICE` for the default runtime; 0 never lowers).
+    ///
+    /// The kernel shares the CPU per OS thread, so without it a long
+    /// computation gets as much of the machine as a carrier serving every
+    /// other virtual thread; lowered, it gets about what one `std` thread
+    /// among many would. Computations beside other computations only, or
+    /// alone, are not lowered, nor is anything on a runtime whose
+    /// `max_pool_size` leaves no room for a spare. An unprivileged process
+    /// cannot raise a priority back, so the lowered OS thread leaves the
+    /// runtime when the computation suspends (a fresh one takes its
+    /// place), and OS threads started on it meanwhile start at the
+    /// runtime's own priority. A thread that stays on its carrier
+    /// ([`stay_on_carrier`](crate::stay_on_carrier)) keeps running there,
+    /// lowered, and starts its OS threads lowered. The count so far is
+    /// [`Runtime::carriers_lowered`]. Values above 19 are an error at
+    /// [`build`](Self::build).
+    pub fn held_carrier_nice(mut self, nice: u8) -> Self {
+        self.held_carrier_nice = Some(nice);
+        self
+    }
+
     /// Prefix of the carriers' OS thread names (default `weft-carrier`).
     pub fn name(mut self, name: impl Into<String>) -> Self {
         self.name = Some(name.into());
@@ -289,6 +321,12 @@ impl RuntimeBuilder {
         if max_pool_size > 32_767 {
             return Err(invalid("max_pool_size must be at most 32767"));
         }
+        let held_carrier_nice = self.held_carrier_nice.unwrap_or(DEFAULT_HELD_CARRIER_NICE);
+        if held_carrier_nice > 19 {
+            return Err(invalid(format!(
+                "held_carrier_nice must be between 0 and 19, got {held_carrier_nice}"
+            )));
+        }
         let config = Config {
             parallelism,
             max_pool_size,
@@ -296,6 +334,7 @@ impl RuntimeBuilder {
             name: self.name.unwrap_or_else(|| "weft-carrier".into()),
             stall_threshold,
             spare_keepalive: self.spare_keepalive.unwrap_or(DEFAULT_SPARE_KEEPALIVE),
+            held_carrier_nice,
             generation: crate::fork::generation(),
             #[cfg(feature = "tokio")]
             tokio: self.tokio,
@@ -310,6 +349,7 @@ impl RuntimeBuilder {
                 name: config.name.clone(),
                 stall_threshold: config.stall_threshold,
                 spare_keepalive: config.spare_keepalive,
+                held_nice: config.held_carrier_nice,
                 migrate: self.migrate,
                 thread_local_areas: !self.carrier_thread_locals,
                 sim: self.sim.clone(),
@@ -443,6 +483,13 @@ impl Runtime {
     /// (handoff; see the crate docs, "Affinity and handoff").
     pub fn threads_moved(&self) -> usize {
         self.handle.shared.threads_moved()
+    }
+
+    /// Carriers' OS threads lowered in priority so far while one virtual
+    /// thread computed on them and others waited (see
+    /// [`RuntimeBuilder::held_carrier_nice`]).
+    pub fn carriers_lowered(&self) -> usize {
+        self.handle.shared.demoted.load(Ordering::Relaxed)
     }
 
     /// Whether started threads of this runtime may change carriers (see
@@ -585,6 +632,9 @@ fn build_default() -> io::Result<Runtime> {
     if let Some(d) = env_duration("WEFT_STALL_THRESHOLD")? {
         b = b.stall_threshold(d);
     }
+    if let Some(n) = env_nice("WEFT_HELD_CARRIER_NICE")? {
+        b = b.held_carrier_nice(n);
+    }
     // Keep the implicit pool bound consistent with a large parallelism.
     if b.max_pool_size.is_none()
         && let Some(p) = b.parallelism
@@ -594,9 +644,23 @@ fn build_default() -> io::Result<Runtime> {
     b.build().map_err(|e| {
         io::Error::new(
             e.kind(),
-            format!("{e} (default runtime, configured by WEFT_PARALLELISM / WEFT_MAX_POOL_SIZE / WEFT_STACK_SIZE)"),
+            format!("{e} (default runtime, configured by WEFT_PARALLELISM / WEFT_MAX_POOL_SIZE / WEFT_STACK_SIZE / WEFT_STALL_THRESHOLD / WEFT_HELD_CARRIER_NICE)"),
         )
     })
+}
+
+/// A nice value, 0 to 19.
+fn env_nice(var: &str) -> io::Result<Option<u8>> {
+    match std::env::var(var) {
+        Err(std::env::VarError::NotPresent) => Ok(None),
+        Err(std::env::VarError::NotUnicode(_)) => Err(invalid(format!("{var} is not valid UTF-8"))),
+        Ok(v) => match v.trim().parse::<u8>() {
+            Ok(n) if n <= 19 => Ok(Some(n)),
+            _ => Err(invalid(format!(
+                "{var}={v:?} is not a nice value from 0 to 19"
+            ))),
+        },
+    }
 }
 
 fn env_usize(var: &str) -> io::Result<Option<usize>> {

@@ -95,11 +95,15 @@ impl Blocked {
 /// ARCHITECTURE.md, "Affinity and handoff"): held by one thread past the
 /// stall threshold (the monitor's mark), blocked in a wait it knows holds
 /// its OS thread (its own mark: a pinned park, a futex wait or a contended
-/// C lock in the kernel), or a spare off duty (its own). Zero while the
-/// carrier serves its threads.
+/// C lock in the kernel), a spare off duty (its own), or an OS thread the
+/// monitor lowered in priority during a hold (the monitor's demoted mark,
+/// ARCHITECTURE.md "Sharing the cores"). Zero while the carrier serves its
+/// threads.
 ///
-/// Only the carrier raises and lowers its own marks, so only the held
-/// mark needs the rule below.
+/// Only the carrier raises and lowers its own marks, so only the
+/// monitor's two marks need the rule below; the demoted mark is never
+/// lowered once the carrier has seen it (the OS thread leaves the slot,
+/// and the slot's next thread starts from [`Handoff::reset`]).
 ///
 /// # The rule for the held mark
 ///
@@ -126,6 +130,7 @@ pub struct Handoff(AtomicU8);
 const HELD: u8 = 1;
 const OFF_DUTY: u8 = 2;
 const BLOCKED: u8 = 4;
+const DEMOTED: u8 = 8;
 
 impl Handoff {
     /// Serving its threads.
@@ -169,11 +174,36 @@ impl Handoff {
     }
 
     /// The carrier, after it emptied its `mounted` pointer (SeqCst): the
-    /// hold is over. One load when no mark was raised.
-    pub fn hold_ended(&self) {
-        if self.0.load(Ordering::SeqCst) & HELD != 0 {
+    /// hold is over. One load when no mark was raised. True if the monitor
+    /// lowered the carrier's OS thread's priority during the hold (the
+    /// demoted mark, which stays raised): the carrier then leaves its slot.
+    pub fn hold_ended(&self) -> bool {
+        let marks = self.0.load(Ordering::SeqCst);
+        if marks & HELD != 0 {
             self.0.fetch_and(!HELD, Ordering::SeqCst);
         }
+        marks & DEMOTED != 0
+    }
+
+    /// The monitor is about to lower the priority of the carrier's OS
+    /// thread during a hold it marked: raises the demoted mark, then asks
+    /// `still_held`, as [`Handoff::mark_held`] does. False, with the mark
+    /// lowered again, if the hold has ended: the monitor must not lower
+    /// the priority then (the carrier may have passed its check). A
+    /// carrier that saw the mark in between leaves its slot anyway, which
+    /// costs one OS thread, not correctness.
+    pub fn mark_demoted(&self, still_held: impl FnOnce() -> bool) -> bool {
+        self.0.fetch_or(DEMOTED, Ordering::SeqCst);
+        if !still_held() {
+            self.0.fetch_and(!DEMOTED, Ordering::SeqCst);
+            return false;
+        }
+        true
+    }
+
+    /// Whether the monitor lowered this carrier's priority.
+    pub fn is_demoted(&self) -> bool {
+        self.0.load(Ordering::SeqCst) & DEMOTED != 0
     }
 
     /// The carrier enters (`true`) or leaves (`false`) a wait that holds

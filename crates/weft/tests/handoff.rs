@@ -296,11 +296,17 @@ impl Drop for Hogs {
 
 /// A runtime with one core carrier (everything starts there) and room for
 /// spares: a hold brings one in and the held carrier's threads move to it.
+///
+/// The runtimes here never lower a held carrier (`held_carrier_nice(0)`):
+/// a lowered carrier's OS thread leaves the runtime after the hold
+/// (`held_carrier.rs`), and these tests find their hogs by their
+/// carriers' thread ids.
 fn one_carrier(threshold: Duration) -> Runtime {
     Runtime::builder()
         .parallelism(1)
         .max_pool_size(4)
         .stall_threshold(threshold)
+        .held_carrier_nice(0)
         .build()
         .unwrap()
 }
@@ -312,6 +318,7 @@ fn two_carriers(threshold: Duration) -> weft::RuntimeBuilder {
         .parallelism(2)
         .max_pool_size(2)
         .stall_threshold(threshold)
+        .held_carrier_nice(0)
 }
 
 // ---------------------------------------------------------------------
@@ -1009,6 +1016,7 @@ fn ping_pong_under_repeated_holds_loses_no_wake_up() {
         .parallelism(2)
         .max_pool_size(4)
         .stall_threshold(Duration::from_millis(1))
+        .held_carrier_nice(0)
         .build()
         .unwrap();
     let hogs = Hogs::start(&rt, 2);

@@ -97,6 +97,7 @@
 
 mod blocked;
 mod carrier;
+mod demote;
 mod idle;
 mod monitor;
 mod report;
@@ -105,6 +106,7 @@ mod schedule;
 mod shared;
 mod sim;
 mod slot;
+mod starter;
 mod stats;
 mod timers;
 mod unwinding;

@@ -107,7 +107,15 @@ struct Watcher {
     /// pass's start instead measured a hold already on at the first look
     /// from that look: recorded shorter than the thread's own wait.)
     last_pass: Instant,
+    /// The carriers' switch counts summed at the previous pass.
+    switches: u64,
 }
+
+/// Threads the other carriers must have run since the previous pass for a
+/// computation holding a carrier to be lowered ([`lower_if_waited_on`]):
+/// 1,600 a second at the 10 ms tick, where a server under load runs tens
+/// of thousands and a batch of computations a few.
+const SHORT_RUNS_TO_LOWER: u64 = 16;
 
 /// Body of the monitor thread. It never runs virtual threads. Each tick it
 /// 1. fires due timers of carriers that are blocked (their owners cannot),
@@ -128,6 +136,7 @@ pub(crate) fn run_monitor(weak: std::sync::Weak<Shared>, built: Instant) {
         quiet: 0,
         polls: u64::MAX,
         last_pass: built,
+        switches: 0,
     };
     loop {
         let Some(shared) = weak.upgrade() else { return };
@@ -176,9 +185,17 @@ impl Watcher {
             },
         );
         self.last_pass = now;
+        // Threads run since the previous pass, on every carrier (a held
+        // one adds none).
+        let total = shared.carriers[..shared.slots_used.load(Ordering::Acquire)]
+            .iter()
+            .map(|w| w.switches.load(Ordering::Relaxed))
+            .sum::<u64>();
+        let ran = total.wrapping_sub(self.switches);
+        self.switches = total;
         let mut any_busy = false;
         for (i, (w, watch)) in shared.carriers.iter().zip(&mut self.carriers).enumerate() {
-            any_busy |= watch_carrier(shared, i, w, watch, now, wall);
+            any_busy |= watch_carrier(shared, i, w, watch, now, wall, ran);
         }
         any_busy
     }
@@ -221,6 +238,7 @@ fn watch_carrier(
     watch: &mut Watch,
     now: Instant,
     wall: SystemTime,
+    ran: u64,
 ) -> bool {
     let sw = w.switches.load(Ordering::Relaxed);
     let busy = !w.mounted.load(Ordering::Relaxed).is_null();
@@ -251,6 +269,7 @@ fn watch_carrier(
         // now on, whatever the events below cost.
         if mark_held(w, sw) {
             hand_off(shared, i, w);
+            lower_if_busy_beside(shared, w, sw, ran);
         }
         // The hold so far, from before it began: what the events report.
         let so_far = now.saturating_duration_since(watch.began);
@@ -311,6 +330,33 @@ fn hold_so_far(
     }
     watch.stat = stat;
     now.saturating_duration_since(watch.since)
+}
+
+/// Carrier `w` is held on switch `sw` past the stall threshold, and the
+/// runtime's carriers ran `ran` threads since the previous pass: lowers
+/// the carrier's OS thread (`demote.rs`) if the hold is a computation (the
+/// kernel says `R`) beside virtual threads that run briefly — the other
+/// carriers ran at least [`SHORT_RUNS_TO_LOWER`] threads since the
+/// previous pass, as a server's do. A computation beside other
+/// computations (a batch: a few threads run per pass) gains nothing from
+/// it, and its OS thread would be replaced for nothing; one alone keeps
+/// its priority too, as does everything on a runtime built with
+/// `held_carrier_nice(0)` or with no room for a spare (`max_pool_size`
+/// equal to the parallelism: the lowered carrier, which leaves, could not
+/// be stood in for while it serves the threads that stay on it).
+fn lower_if_busy_beside(shared: &Shared, w: &CarrierSlot, sw: u64, ran: u64) {
+    if shared.held_nice == 0
+        || shared.max == shared.core
+        || ran < SHORT_RUNS_TO_LOWER
+        || w.handoff.is_demoted()
+    {
+        return;
+    }
+    if kernel_state(w.tid.load(Ordering::Relaxed)) == Some('R')
+        && super::demote::lower(w, sw, shared.held_nice)
+    {
+        shared.demoted.fetch_add(1, Ordering::Relaxed);
+    }
 }
 
 /// Whether a hold already past the threshold by [`hold_so_far`] is a

@@ -77,6 +77,11 @@ pub(crate) struct Shared {
     pub(super) spare_keepalive: Duration,
     /// Spare carriers ever started (metrics).
     pub(crate) spares_started: AtomicUsize,
+    /// The nice value the monitor lowers a held carrier's OS thread to
+    /// (`demote.rs`); 0: never.
+    pub(super) held_nice: u8,
+    /// Carriers' OS threads lowered so far (metrics).
+    pub(crate) demoted: AtomicUsize,
     /// Weak self-reference, so compensation can start carrier threads.
     pub(super) me_weak: OnceLock<std::sync::Weak<Shared>>,
     /// Started threads may move between carriers (the `unsafe` opt-in,
@@ -103,6 +108,8 @@ pub(crate) struct SchedConfig {
     pub(crate) name: String,
     pub(crate) stall_threshold: Duration,
     pub(crate) spare_keepalive: Duration,
+    /// See `Shared::held_nice`.
+    pub(crate) held_nice: u8,
     pub(crate) migrate: bool,
     /// See `Shared::thread_local_areas`.
     pub(crate) thread_local_areas: bool,
@@ -123,6 +130,7 @@ impl Shared {
             name,
             stall_threshold,
             spare_keepalive,
+            held_nice,
             migrate,
             thread_local_areas,
             sim,
@@ -164,6 +172,8 @@ impl Shared {
             stall_threshold,
             spare_keepalive,
             spares_started: AtomicUsize::new(0),
+            held_nice,
+            demoted: AtomicUsize::new(0),
             me_weak: OnceLock::new(),
             migrate,
             thread_local_areas: thread_local_areas && !migrate,
@@ -382,6 +392,27 @@ impl Shared {
         if spawned.is_err() {
             // The slot's queue went down with the closure; make a new one is
             // impossible (its stealer is fixed), so the slot stays unused.
+            self.active.fetch_sub(1, Ordering::SeqCst);
+        }
+    }
+
+    /// Starts a new OS thread for core slot `i`, whose lowered one left it
+    /// (`demote.rs`): counted on duty again, so a spare that came in for it
+    /// goes off duty when it runs out of work. Not while shutting down.
+    pub(super) fn restart_core(&self, i: usize, local: Worker<RecordArc>) {
+        if self.shutdown.load(Ordering::SeqCst) {
+            return;
+        }
+        let Some(me) = self.self_arc() else {
+            return;
+        };
+        self.active.fetch_add(1, Ordering::SeqCst);
+        let spawned = std::thread::Builder::new()
+            .name(format!("{}-{i}", self.name))
+            .spawn(move || run_carrier(me, i, local));
+        if spawned.is_err() {
+            // As in `compensate_up_to`: the slot stays unused, and a spare
+            // serves in its place.
             self.active.fetch_sub(1, Ordering::SeqCst);
         }
     }

@@ -42,6 +42,8 @@ pub(crate) struct SchedStats {
     pub(crate) placed: usize,
     /// Started threads moved off a stalled carrier (handoff).
     pub(crate) moved: usize,
+    /// Carriers' OS threads lowered in priority during a hold (`demote.rs`).
+    pub(crate) lowered: usize,
     /// Entries in the carriers' timer heaps.
     pub(crate) timers_pending: usize,
     /// Why the runtime's threads share their carriers' thread-locals
@@ -78,6 +80,7 @@ impl Shared {
             steals: self.steals.load(Ordering::Relaxed),
             placed: self.placed.load(Ordering::Relaxed),
             moved: self.threads_moved(),
+            lowered: self.demoted.load(Ordering::Relaxed),
             timers_pending: self
                 .carriers
                 .iter()

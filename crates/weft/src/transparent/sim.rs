@@ -7,8 +7,9 @@
 //!
 //! An OS thread started from a simulation's thread (`std::thread::spawn`,
 //! `pthread_create`) would run outside it, on real time and its own
-//! schedule: `pthread_create` fails there with `EPERM`, and says why on
-//! stderr once (`weft::spawn` is the simulated way).
+//! schedule: Weft's `pthread_create` (`sched/starter.rs`) fails there with
+//! `EPERM` (`sched/sim.rs`, `refuse_os_thread`), and says why on stderr
+//! once (`weft::spawn` is the simulated way).
 //!
 //! Sleeps need no hook of their own here: `nanosleep` and friends park a
 //! virtual thread until a deadline read from `clock::now()`, which is
@@ -120,33 +121,5 @@ pub unsafe extern "C" fn getrandom(buf: *mut c_void, len: size_t, flags: c_uint)
         Some(f) => unsafe { f(buf, len, flags) },
         // SAFETY: as above, as a system call.
         None => unsafe { libc::syscall(libc::SYS_getrandom, buf, len, flags) as ssize_t },
-    }
-}
-
-/// # Safety
-/// libc's `pthread_create(3)` contract.
-#[unsafe(no_mangle)]
-pub unsafe extern "C" fn pthread_create(
-    thread: *mut libc::pthread_t,
-    attr: *const libc::pthread_attr_t,
-    start: extern "C" fn(*mut c_void) -> *mut c_void,
-    arg: *mut c_void,
-) -> c_int {
-    if crate::clock::is_virtual() {
-        static SAID: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
-        if !SAID.swap(true, std::sync::atomic::Ordering::Relaxed) {
-            eprintln!(
-                "weft::sim: an OS thread was started inside a simulation \
-                 (std::thread::spawn or pthread_create): it would run outside the \
-                 simulation's clock and schedule, so it is refused (EPERM); \
-                 use weft::spawn"
-            );
-        }
-        return libc::EPERM;
-    }
-    match libc_next::PTHREAD_CREATE.resolve() {
-        // SAFETY: libc's own call, with the caller's arguments.
-        Some(f) => unsafe { f(thread, attr, start, arg) },
-        None => libc::EAGAIN,
     }
 }

@@ -89,8 +89,12 @@ pub(crate) struct Carrier {
     /// bounces between the spawner and this carrier on every thread).
     pub(super) finished: RefCell<Vec<RecordArc>>,
     /// Whether this carrier polls the readiness source (`netpoll`, "Who
-    /// polls"): a core carrier, unless `WEFT_NETPOLL=thread`.
-    pub(super) polls: bool,
+    /// polls"): a core carrier, unless `WEFT_NETPOLL=thread`, until it
+    /// leaves its slot ([`Carrier::leave`]).
+    pub(super) polls: Cell<bool>,
+    /// The monitor lowered this OS thread's priority during a hold
+    /// (`sched/demote.rs`): it leaves its slot ([`Carrier::leave`]).
+    pub(super) leaving: Cell<bool>,
     /// The layout of virtual threads' own thread-local areas (`tls/`),
     /// or `None`: threads share this carrier's thread-locals.
     pub(super) areas: Option<&'static crate::tls::Layout>,
@@ -241,6 +245,10 @@ impl Carrier {
 
     pub(super) fn main_loop(&self) {
         loop {
+            if self.leaving.get() {
+                self.leave();
+                return;
+            }
             if let Some(t) = self.find_local() {
                 self.stop_searching();
                 self.run(t);
@@ -291,12 +299,28 @@ impl Carrier {
             }
             if self.is_spare() && self.surplus() {
                 self.stop_searching();
-                if !self.retire() {
+                if !self.retire(true) {
                     return; // keep-alive expired: the thread exits
                 }
                 continue;
             }
+            if self.me().handoff.is_demoted() {
+                // Lowered, and the end of the hold did not say so (the
+                // mark went up as it ended): leave now, not lowered for good.
+                self.stop_searching();
+                self.leaving.set(true);
+                continue;
+            }
             self.sleep();
+        }
+    }
+
+    /// Stops polling the readiness source, if it did (`netpoll`): the last
+    /// carrier to stop hands the waiter role back to the poller thread.
+    pub(super) fn stop_polling(&self) {
+        if self.polls.replace(false) {
+            crate::netpoll::carrier_left();
+            super::hand_on_waiter_role();
         }
     }
 
@@ -332,10 +356,13 @@ pub(crate) fn run_carrier(shared: Arc<Shared>, index: usize, local: Worker<Recor
         spare_dtvs: RefCell::new(Vec::new()),
         suspended_unwinders: Cell::new(0),
         finished: RefCell::new(Vec::new()),
-        polls: index < shared_core
-            && shared_sim.is_none()
-            && crate::netpoll::carriers_poll()
-            && crate::netpoll::source().is_ok(),
+        polls: Cell::new(
+            index < shared_core
+                && shared_sim.is_none()
+                && crate::netpoll::carriers_poll()
+                && crate::netpoll::source().is_ok(),
+        ),
+        leaving: Cell::new(false),
         polling: Cell::new(false),
         areas: match shared_areas {
             true => crate::tls::layout(),
@@ -348,7 +375,7 @@ pub(crate) fn run_carrier(shared: Arc<Shared>, index: usize, local: Worker<Recor
         // pins a virtual thread (once per carrier, not per spawn).
         crate::tls::set_pin(pin_mounted);
     }
-    if carrier.polls {
+    if carrier.polls.get() {
         crate::netpoll::carrier_joined();
     }
     CARRIER.with(|c| c.set(&carrier));
@@ -367,18 +394,23 @@ pub(crate) fn run_carrier(shared: Arc<Shared>, index: usize, local: Worker<Recor
         }
         None => carrier.main_loop(),
     }
-    if carrier.polls {
-        crate::netpoll::carrier_left();
-        super::hand_on_waiter_role();
-    }
+    carrier.stop_polling();
     carrier.flush_finished();
     CARRIER.with(|c| c.set(std::ptr::null()));
     let mut cache = carrier.stack_cache.take();
     carrier.shared.stacks.release_batch(&mut cache);
     carrier.spare_dtvs.take();
-    if index >= carrier.shared.core {
-        let Carrier { shared, local, .. } = carrier;
+    let left = carrier.leaving.get();
+    let Carrier { shared, local, .. } = carrier;
+    if index >= shared.core {
         shared.return_slot(index, local);
+    } else if left {
+        // A core slot whose lowered OS thread left: a new one serves it
+        // (started by the starter, at the runtime's priority).
+        shared.restart_core(index, local);
+    }
+    if left {
+        super::starter::exited(shared.carriers[index].tid.load(Ordering::Relaxed));
     }
 }
 

@@ -166,7 +166,10 @@ impl Carrier {
         // The hold, if the monitor found one, is over: serve our threads
         // again. After the `mounted` swap above (the rule of
         // `stall::Handoff`).
-        me.handoff.hold_ended();
+        if me.handoff.hold_ended() {
+            // Lowered during the hold (`demote.rs`): leave the slot.
+            self.leaving.set(true);
+        }
         if me.stalled.is_set() {
             // The monitor counted us as blocked while the thread held us.
             self.shared.blocked.clear(&me.stalled);

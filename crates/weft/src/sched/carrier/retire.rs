@@ -4,6 +4,12 @@
 //! serving those that stay, and exits only once none is left and its
 //! keep-alive has passed. Unbound threads (a runtime that allows
 //! migration) are handed to the rest of the runtime.
+//!
+//! A carrier whose OS thread the monitor lowered during a hold
+//! (`sched/demote.rs`) goes off duty the same way when the hold ends
+//! ([`Carrier::leave`]), core or spare, but for good: no compensator
+//! calls it back, it stops polling, and it exits as soon as no thread
+//! that stays is left, without a keep-alive.
 
 use std::sync::atomic::Ordering;
 use std::time::Instant;
@@ -20,9 +26,23 @@ impl Carrier {
         s.active.load(Ordering::SeqCst) > s.core + s.blocked.get()
     }
 
-    /// Leaves duty, then waits in keep-alive. Returns true if called back
-    /// to duty (already counted active again by the caller of
-    /// `compensate`), false if the keep-alive expired.
+    /// Leaves the slot for good: the monitor lowered this OS thread's
+    /// priority during the hold that just ended, and an unprivileged
+    /// process cannot raise it back. Off duty as [`Carrier::retire`], not
+    /// to be called back; a carrier comes in for it (compensation, whose
+    /// new OS thread starts at the runtime's priority), and the caller,
+    /// `run_carrier`, gives a core slot a new OS thread once this one is
+    /// done with the threads that stay here.
+    pub(in crate::sched) fn leave(&self) {
+        self.stop_polling();
+        self.retire(false);
+    }
+
+    /// Leaves duty, then waits in keep-alive (`recall`: a compensator may
+    /// call it back) or until no thread that stays is left (not `recall`:
+    /// [`Carrier::leave`]). Returns true if called back to duty (already
+    /// counted active again by the caller of `compensate`), false if the
+    /// keep-alive expired or the carrier left.
     ///
     /// Off duty a spare takes no new work. Threads bound to it that may
     /// move are handed off (`stall::Handoff`); those that stay can run nowhere
@@ -32,7 +52,7 @@ impl Carrier {
     /// goes). Unbound threads (a runtime that
     /// allows migration) are handed over: timers to carrier 0, the `next`
     /// slot to the injector.
-    pub(in crate::sched) fn retire(&self) -> bool {
+    pub(in crate::sched) fn retire(&self, recall: bool) -> bool {
         let shared = &*self.shared;
         let me = self.me();
         // Off duty, the threads that may move go elsewhere too (handoff):
@@ -44,7 +64,11 @@ impl Carrier {
         self.hand_over_unbound();
         me.spare_wake.store(false, Ordering::SeqCst);
         shared.active.fetch_sub(1, Ordering::SeqCst);
-        shared.idle_spares.lock().unpoison().push(self.index);
+        if recall {
+            shared.idle_spares.lock().unpoison().push(self.index);
+        } else {
+            shared.compensate();
+        }
         // Work may have arrived while we were leaving; let a compensator see
         // that we are available.
         shared.notify_work();
@@ -67,6 +91,9 @@ impl Carrier {
                 continue;
             }
             let serving = me.homed.load(Ordering::Relaxed) > 0;
+            if !serving && !recall {
+                return false;
+            }
             let now = Instant::now();
             if !serving && (now >= deadline || shared.shutdown.load(Ordering::SeqCst)) {
                 let mut spares = shared.idle_spares.lock().unpoison();

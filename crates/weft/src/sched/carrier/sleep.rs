@@ -82,7 +82,7 @@ impl Carrier {
     /// Polls the readiness source (`netpoll`, rule 1); true if it woke
     /// anything.
     pub(in crate::sched) fn poll_io(&self) -> bool {
-        if !self.polls {
+        if !self.polls.get() {
             return false;
         }
         let Some(source) = crate::netpoll::get() else {
@@ -99,7 +99,7 @@ impl Carrier {
     /// by an event, a kick (`crate::doorbell`) or `until`. False if it did
     /// not.
     pub(in crate::sched) fn poll_wait(&self, seen: u32, until: Option<Instant>) -> bool {
-        if !self.polls {
+        if !self.polls.get() {
             return false;
         }
         let Some(role) = crate::netpoll::get().and_then(|s| s.try_role()) else {

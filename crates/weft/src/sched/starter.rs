@@ -1,0 +1,230 @@
+//! Where OS threads started on a lowered carrier come from (`demote.rs`):
+//! Weft's `pthread_create`, in place of libc's, and the *starter* thread
+//! behind it.
+//!
+//! A new thread inherits its creator's nice value, and an unprivileged
+//! process cannot lower it again. So a spare carrier started by a lowered
+//! carrier, a core slot's new OS thread started by the lowered one that
+//! left it, or a `std::thread::spawn` in the computation that was lowered
+//! would run lowered for good. On an OS thread the monitor lowered
+//! ([`lowered`], until [`exited`]) `pthread_create` hands the start to the
+//! starter, an OS thread at the runtime's priority that the monitor starts
+//! before it lowers anything ([`ready`]). The starter takes on the
+//! caller's signal mask and CPU affinity for the call, what a new thread
+//! inherits besides its priority; the caller waits for the result.
+//!
+//! A virtual thread that stays on its carrier (`thread/stay.rs`) starts its
+//! OS threads itself, lowered: it may have changed other state the kernel
+//! keeps per OS thread (capabilities, namespaces), which the starter does
+//! not have. Anywhere else `pthread_create` is libc's, after one relaxed
+//! load (no carrier is lowered) or a `gettid` and a look at a short list.
+
+use std::collections::VecDeque;
+use std::ffi::{c_int, c_void};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Condvar, Mutex};
+
+use crate::libc_next;
+use crate::unpoison::Unpoison;
+
+/// The arguments of one `pthread_create` carried out by the starter.
+struct Request {
+    thread: *mut libc::pthread_t,
+    attr: *const libc::pthread_attr_t,
+    start: extern "C" fn(*mut c_void) -> *mut c_void,
+    arg: *mut c_void,
+    mask: libc::sigset_t,
+    affinity: Option<libc::cpu_set_t>,
+    done: Mutex<Option<c_int>>,
+    finished: Condvar,
+}
+
+// SAFETY: the pointers are the caller's arguments to `pthread_create`,
+// valid until it returns; the caller waits for `done` before returning,
+// and the starter touches them only before it sets `done`.
+unsafe impl Send for Request {}
+// SAFETY: as above; the rest is a `Mutex` and a `Condvar`.
+unsafe impl Sync for Request {}
+
+/// The starter thread's queue.
+struct Starter {
+    requests: Mutex<VecDeque<Arc<Request>>>,
+    arrived: Condvar,
+}
+
+static STARTER: crate::fork::PerProcess<Option<Starter>> = crate::fork::PerProcess::new();
+
+/// The OS threads lowered now (kernel thread ids): few, and looked at only
+/// by a `pthread_create` while [`LOWERED_COUNT`] is not zero.
+static LOWERED: Mutex<Vec<i32>> = Mutex::new(Vec::new());
+static LOWERED_COUNT: AtomicUsize = AtomicUsize::new(0);
+
+/// The monitor is about to lower OS thread `tid`.
+pub(super) fn lowered(tid: i32) {
+    let mut l = LOWERED.lock().unpoison();
+    if !l.contains(&tid) {
+        l.push(tid);
+        LOWERED_COUNT.fetch_add(1, Ordering::SeqCst);
+    }
+}
+
+/// Lowered OS thread `tid` is done starting threads (it is about to exit).
+pub(super) fn exited(tid: i32) {
+    let mut l = LOWERED.lock().unpoison();
+    if let Some(p) = l.iter().position(|&t| t == tid) {
+        l.swap_remove(p);
+        LOWERED_COUNT.fetch_sub(1, Ordering::SeqCst);
+    }
+}
+
+/// Starts the starter if it is not running; false if it could not be
+/// started (then nothing may be lowered).
+pub(super) fn ready() -> bool {
+    starter().is_some()
+}
+
+/// The starter of this process copy, started by the first call (the
+/// monitor's, before it lowers a carrier); `None` if it could not be
+/// started.
+fn starter() -> Option<&'static Starter> {
+    STARTER
+        .get_or_init(|| {
+            let ready = std::thread::Builder::new()
+                .name("weft-starter".into())
+                .spawn(serve);
+            ready.ok().map(|_| Starter {
+                requests: Mutex::new(VecDeque::new()),
+                arrived: Condvar::new(),
+            })
+        })
+        .as_ref()
+}
+
+/// The starter thread's body: carries out requests until the process ends.
+fn serve() {
+    // Made before this thread was started (`starter`), or being made: wait
+    // for it.
+    let me = loop {
+        if let Some(Some(s)) = STARTER.get() {
+            break s;
+        }
+        std::thread::yield_now();
+    };
+    loop {
+        let req = {
+            let mut q = me.requests.lock().unpoison();
+            loop {
+                if let Some(r) = q.pop_front() {
+                    break r;
+                }
+                q = me.arrived.wait(q).unpoison();
+            }
+        };
+        let r = start_as_caller(&req);
+        *req.done.lock().unpoison() = Some(r);
+        req.finished.notify_one();
+    }
+}
+
+/// Starts the requested thread from this one (the starter, at the
+/// runtime's own priority) with the caller's signal mask and affinity.
+fn start_as_caller(req: &Request) -> c_int {
+    let Some(create) = libc_next::PTHREAD_CREATE.resolve() else {
+        return libc::EAGAIN;
+    };
+    // SAFETY: an empty set to fill, then masks and sets of this thread,
+    // with valid pointers and sizes.
+    unsafe {
+        let mut own_mask: libc::sigset_t = std::mem::zeroed();
+        libc::pthread_sigmask(libc::SIG_SETMASK, &req.mask, &mut own_mask);
+        let mut own_set: libc::cpu_set_t = std::mem::zeroed();
+        let size = std::mem::size_of::<libc::cpu_set_t>();
+        let moved = req.affinity.is_some_and(|set| {
+            libc::sched_getaffinity(0, size, &mut own_set) == 0
+                && libc::sched_setaffinity(0, size, &set) == 0
+        });
+        // SAFETY: libc's own call with the caller's arguments, which stay
+        // valid until the caller returns (it waits for us).
+        let r = create(req.thread, req.attr, req.start, req.arg);
+        if moved {
+            libc::sched_setaffinity(0, size, &own_set);
+        }
+        libc::pthread_sigmask(libc::SIG_SETMASK, &own_mask, std::ptr::null_mut());
+        r
+    }
+}
+
+/// Whether a thread started here now must be started by the starter: the
+/// monitor lowered this OS thread, and the code running on it is not a
+/// virtual thread that stays.
+fn lowered_here() -> bool {
+    if LOWERED_COUNT.load(Ordering::Relaxed) == 0 {
+        return false;
+    }
+    // SAFETY: gettid has no preconditions.
+    let tid = unsafe { libc::gettid() };
+    if !LOWERED.lock().unpoison().contains(&tid) {
+        return false;
+    }
+    crate::thread::current_virtual().is_none_or(|t| !t.stays.load(Ordering::Relaxed))
+}
+
+/// libc's `pthread_create`, except on an OS thread the monitor lowered:
+/// there the starter starts the thread, so that it does not inherit the
+/// lowered priority (the module docs). Inside a simulation it is refused
+/// (`sched/sim.rs`, with the `transparent` feature).
+///
+/// # Safety
+/// libc's `pthread_create(3)` contract.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn pthread_create(
+    thread: *mut libc::pthread_t,
+    attr: *const libc::pthread_attr_t,
+    start: extern "C" fn(*mut c_void) -> *mut c_void,
+    arg: *mut c_void,
+) -> c_int {
+    #[cfg(all(
+        feature = "transparent",
+        any(target_arch = "x86_64", target_arch = "aarch64")
+    ))]
+    if super::sim::refuse_os_thread() {
+        return libc::EPERM;
+    }
+    if lowered_here()
+        && let Some(Some(s)) = STARTER.get()
+    {
+        // SAFETY: an empty set for the mask and one for the affinity,
+        // filled by the calls with valid pointers and sizes.
+        let (mask, affinity) = unsafe {
+            let mut mask: libc::sigset_t = std::mem::zeroed();
+            libc::pthread_sigmask(libc::SIG_SETMASK, std::ptr::null(), &mut mask);
+            let mut set: libc::cpu_set_t = std::mem::zeroed();
+            let ok = libc::sched_getaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &mut set);
+            (mask, (ok == 0).then_some(set))
+        };
+        let req = Arc::new(Request {
+            thread,
+            attr,
+            start,
+            arg,
+            mask,
+            affinity,
+            done: Mutex::new(None),
+            finished: Condvar::new(),
+        });
+        s.requests.lock().unpoison().push_back(req.clone());
+        s.arrived.notify_one();
+        let mut done = req.done.lock().unpoison();
+        loop {
+            if let Some(r) = *done {
+                return r;
+            }
+            done = req.finished.wait(done).unpoison();
+        }
+    }
+    match libc_next::PTHREAD_CREATE.resolve() {
+        // SAFETY: libc's own call, with the caller's arguments.
+        Some(f) => unsafe { f(thread, attr, start, arg) },
+        None => libc::EAGAIN,
+    }
+}
