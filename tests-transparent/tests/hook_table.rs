@@ -1,6 +1,7 @@
 //! The hook table (`weft/src/libc_next.rs`) is the one list of the
 //! functions Weft defines in place of libc's — the transparent hooks and
-//! the rest (`tls/`, `thread/native.rs`, `thread/os_state.rs`): each row
+//! the rest (`tls/`, `thread/native.rs`, `thread/os_state.rs`,
+//! `sched/starter.rs`): each row
 //! must be defined, in the file its row names, and interposed in this
 //! executable; no function may be defined without a row; the transparent
 //! module docs' list ("Covered calls") names exactly the transparent rows,

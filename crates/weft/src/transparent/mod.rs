@@ -139,9 +139,12 @@
 //!   `Object.wait()`): `pthread_cond_wait`, `pthread_cond_timedwait`,
 //!   `pthread_cond_clockwait`, `pthread_cond_signal`,
 //!   `pthread_cond_broadcast`;
-//! - a simulation's clock, entropy and threads (`sim.rs`, see
+//! - a simulation's clock and entropy (`sim.rs`, see
 //!   [`weft::sim`](crate::sim)): `clock_gettime`, `gettimeofday`, `time`,
-//!   `getrandom`, `pthread_create`.
+//!   `getrandom`.
+//!
+//! An OS thread started inside a simulation is refused (`EPERM`) by Weft's
+//! own `pthread_create`, which every build defines (`sched/starter.rs`).
 //!
 //! Through `syscall`'s `SYS_futex`, `std::sync` (`Mutex`, `RwLock`,
 //! `Condvar`, `Once`), `std::thread::park`, std `mpsc`,
