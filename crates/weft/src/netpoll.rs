@@ -18,8 +18,10 @@
 //!
 //! # Who polls
 //!
-//! In mode `carriers` (the default) and while a runtime's core carriers
-//! run ([`carrier_joined`]), the carriers do, as Go's scheduler does:
+//! In mode `carriers` (the default) and while a runtime's carriers are on
+//! duty ([`carrier_joined`]; spares too, so that readiness does not wait
+//! for the monitor's tick while every core carrier is held), the carriers
+//! do, as Go's scheduler does:
 //!
 //! 1. a carrier whose queues are empty polls before it searches for work,
 //!    and a busy one every 61st scheduling round, so readiness reaches
@@ -108,7 +110,7 @@ pub(crate) struct Source {
 /// the other's tokens (`IoState` addresses of the other address space).
 static SOURCE: PerProcess<Source> = PerProcess::new();
 
-/// Core carriers that poll (see "Who polls"). A futex word: the poller
+/// Carriers that poll (see "Who polls"). A futex word: the poller
 /// thread sleeps on it while it is not zero. Per process copy, as
 /// [`SOURCE`]: a child's count starts from its own carriers.
 fn carriers() -> &'static AtomicU32 {
@@ -150,7 +152,7 @@ pub(crate) fn carriers_poll() -> bool {
     })
 }
 
-/// A core carrier starts polling (rules 1–2). The first one moves the
+/// A carrier starts polling (rules 1–2). The first one moves the
 /// poller thread out of the outer set.
 pub(crate) fn carrier_joined() {
     if carriers().fetch_add(1, Ordering::SeqCst) == 0
@@ -160,7 +162,7 @@ pub(crate) fn carrier_joined() {
     }
 }
 
-/// A core carrier stops polling (it exits). The last one hands the waiter
+/// A carrier stops polling (it exits or goes off duty). The last one hands the waiter
 /// role back to the poller thread.
 pub(crate) fn carrier_left() {
     if carriers().fetch_sub(1, Ordering::SeqCst) == 1 {

@@ -518,14 +518,18 @@ pub(crate) fn runtimes() -> Vec<Arc<Shared>> {
 /// No sleeper is missed: a carrier raises `sleeping` before it tries the
 /// role, and the caller lowered the role before it reads `sleeping` (all
 /// SeqCst), so one that failed because the caller still held the role is
-/// seen here. Rare (a runtime starting or ending), so every sleeper is
-/// kicked rather than chosen.
+/// seen here. Rare (a runtime starting or ending, a spare going off
+/// duty), so every sleeper is kicked rather than chosen.
 pub(crate) fn hand_on_waiter_role() {
     if !crate::netpoll::carriers_poll() {
         return;
     }
     for rt in runtimes() {
-        for w in rt.carriers.iter().take(rt.core) {
+        for w in rt
+            .carriers
+            .iter()
+            .take(rt.slots_used.load(Ordering::Acquire))
+        {
             if w.sleeping.load(Ordering::SeqCst) {
                 w.kick();
             }

@@ -89,8 +89,8 @@ pub(crate) struct Carrier {
     /// bounces between the spawner and this carrier on every thread).
     pub(super) finished: RefCell<Vec<RecordArc>>,
     /// Whether this carrier polls the readiness source (`netpoll`, "Who
-    /// polls"): a core carrier, unless `WEFT_NETPOLL=thread`, until it
-    /// leaves its slot ([`Carrier::leave`]).
+    /// polls"): while on duty ([`Carrier::start_polling`]), unless
+    /// `WEFT_NETPOLL=thread`.
     pub(super) polls: Cell<bool>,
     /// The monitor lowered this OS thread's priority during a hold
     /// (`sched/demote.rs`): it leaves its slot ([`Carrier::leave`]).
@@ -315,6 +315,18 @@ impl Carrier {
         }
     }
 
+    /// Starts polling the readiness source (`netpoll`, "Who polls"): every
+    /// carrier on duty does, spares too (when every core carrier is held,
+    /// readiness would otherwise wait for the monitor's tick), unless
+    /// `WEFT_NETPOLL=thread`.
+    pub(super) fn start_polling(&self) {
+        if !self.polls.get() && crate::netpoll::carriers_poll() && crate::netpoll::source().is_ok()
+        {
+            self.polls.set(true);
+            crate::netpoll::carrier_joined();
+        }
+    }
+
     /// Stops polling the readiness source, if it did (`netpoll`): the last
     /// carrier to stop hands the waiter role back to the poller thread.
     pub(super) fn stop_polling(&self) {
@@ -339,7 +351,6 @@ pub(crate) fn run_carrier(shared: Arc<Shared>, index: usize, local: Worker<Recor
     // SAFETY: gettid has no preconditions.
     w.tid.store(unsafe { libc::gettid() }, Ordering::Relaxed);
     crate::stack::ensure_altstack();
-    let shared_core = shared.core;
     let shared_areas = shared.thread_local_areas;
     let shared_sim = shared.sim.clone();
     let carrier = Carrier {
@@ -356,12 +367,7 @@ pub(crate) fn run_carrier(shared: Arc<Shared>, index: usize, local: Worker<Recor
         spare_dtvs: RefCell::new(Vec::new()),
         suspended_unwinders: Cell::new(0),
         finished: RefCell::new(Vec::new()),
-        polls: Cell::new(
-            index < shared_core
-                && shared_sim.is_none()
-                && crate::netpoll::carriers_poll()
-                && crate::netpoll::source().is_ok(),
-        ),
+        polls: Cell::new(false),
         leaving: Cell::new(false),
         polling: Cell::new(false),
         areas: match shared_areas {
@@ -375,8 +381,8 @@ pub(crate) fn run_carrier(shared: Arc<Shared>, index: usize, local: Worker<Recor
         // pins a virtual thread (once per carrier, not per spawn).
         crate::tls::set_pin(pin_mounted);
     }
-    if carrier.polls.get() {
-        crate::netpoll::carrier_joined();
+    if shared_sim.is_none() {
+        carrier.start_polling();
     }
     CARRIER.with(|c| c.set(&carrier));
     match &carrier.shared.sim {

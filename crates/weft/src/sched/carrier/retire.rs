@@ -34,7 +34,6 @@ impl Carrier {
     /// `run_carrier`, gives a core slot a new OS thread once this one is
     /// done with the threads that stay here.
     pub(in crate::sched) fn leave(&self) {
-        self.stop_polling();
         self.retire(false);
     }
 
@@ -55,6 +54,8 @@ impl Carrier {
     pub(in crate::sched) fn retire(&self, recall: bool) -> bool {
         let shared = &*self.shared;
         let me = self.me();
+        // Off duty it fetches no readiness for others.
+        self.stop_polling();
         // Off duty, the threads that may move go elsewhere too (handoff):
         // woken ones and due sleepers as they come, queued ones now.
         me.handoff.set_off_duty(true);
@@ -77,6 +78,7 @@ impl Carrier {
             let seen = me.bell.seen();
             if me.spare_wake.swap(false, Ordering::SeqCst) {
                 me.handoff.set_off_duty(false);
+                self.start_polling();
                 return true;
             }
             if let Some(t) = self.find_home() {
@@ -107,6 +109,7 @@ impl Carrier {
                     let seen = me.bell.seen();
                     if me.spare_wake.swap(false, Ordering::SeqCst) {
                         me.handoff.set_off_duty(false);
+                        self.start_polling();
                         return true;
                     }
                     me.wait_kick(seen, None);
