@@ -110,6 +110,46 @@ fn a_held_mark_is_never_left_on_an_empty_carrier() {
     });
 }
 
+/// The demoted mark (`sched/demote.rs`): the monitor raises it during a
+/// hold it marked, and lowers the carrier's OS thread only if the hold is
+/// still on after the mark is up; the carrier ends the hold. Whatever the
+/// interleaving, a carrier the monitor lowered leaves: it saw the mark when
+/// the hold ended, or the mark is still up for its next look (the carrier
+/// checks it before it sleeps); and the carrier lowers neither the mark
+/// nor its own off-duty mark beside it.
+#[test]
+fn a_lowered_carrier_always_learns_it() {
+    use loom::sync::atomic::{AtomicBool, Ordering};
+    use weft::stall::Handoff;
+    loom::model(|| {
+        let mark = Arc::new(Handoff::new());
+        let mounted = Arc::new(AtomicBool::new(true));
+        let monitor = {
+            let (mark, mounted) = (mark.clone(), mounted.clone());
+            loom::thread::spawn(move || {
+                mark.mark_held(|| mounted.load(Ordering::SeqCst))
+                    && mark.mark_demoted(|| mounted.load(Ordering::SeqCst))
+            })
+        };
+        let carrier = {
+            let (mark, mounted) = (mark.clone(), mounted.clone());
+            loom::thread::spawn(move || {
+                mounted.store(false, Ordering::SeqCst);
+                mark.hold_ended()
+            })
+        };
+        let lowered = monitor.join().unwrap();
+        let saw = carrier.join().unwrap();
+        // The carrier's next look before it sleeps.
+        let leaves = saw || mark.is_demoted();
+        assert!(!lowered || leaves, "a lowered carrier kept serving");
+        if lowered {
+            mark.set_off_duty(true);
+            assert!(mark.is_demoted() && mark.handing_off());
+        }
+    });
+}
+
 /// The carrier's own blocked mark (`sched/blocked.rs`) and the monitor's
 /// held mark share one word: raising or lowering either never changes the
 /// other, whatever the interleaving, and while the carrier is in its

@@ -93,6 +93,10 @@
 //!   monitor (`weft-reports`).
 //! - `blocked.rs`: a carrier's blocking section around a wait that holds
 //!   it (a pinned park, a kernel futex wait, a C lock found taken).
+//! - `demote.rs`: lowering the OS thread of a carrier a computation holds
+//!   beside short threads (the monitor's judgement is in `monitor.rs`).
+//! - `starter.rs`: Weft's `pthread_create`, and the starter thread that
+//!   starts OS threads for a lowered carrier at the runtime's priority.
 //! - `stats.rs`: a plain snapshot of the figures, for `metrics` to read.
 
 mod blocked;

@@ -68,8 +68,12 @@ pub(super) fn lowered(tid: i32) {
     }
 }
 
-/// Lowered OS thread `tid` is done starting threads (it is about to exit).
+/// Carrier OS thread `tid`, lowered or not, is done starting threads (it
+/// is about to exit). One load unless some OS thread is lowered.
 pub(super) fn exited(tid: i32) {
+    if LOWERED_COUNT.load(Ordering::SeqCst) == 0 {
+        return;
+    }
     let mut l = LOWERED.lock().unpoison();
     if let Some(p) = l.iter().position(|&t| t == tid) {
         l.swap_remove(p);

@@ -415,9 +415,12 @@ pub(crate) fn run_carrier(shared: Arc<Shared>, index: usize, local: Worker<Recor
         // (started by the starter, at the runtime's priority).
         shared.restart_core(index, local);
     }
-    if left {
-        super::starter::exited(shared.carriers[index].tid.load(Ordering::Relaxed));
-    }
+    // Lowered or not (a runtime may shut down during a lowered hold): this
+    // OS thread starts nothing more.
+    // (Its own id: a core slot's new OS thread may have stored its own in
+    // the slot already.)
+    // SAFETY: gettid has no preconditions.
+    super::starter::exited(unsafe { libc::gettid() });
 }
 
 /// Pins (`true`) or unpins the calling virtual thread, as a `weft::pinned`
