@@ -206,6 +206,10 @@ pub struct Hogged {
     pub errors: u64,
     /// Response time of the slowest CPU-bound request, milliseconds.
     pub slowest_ms: f64,
+    /// Rounds of the hash the least-served CPU-bound request computed in
+    /// its 4 s (its own answer, `spun <rounds> rounds`): what a scheduler
+    /// that gives `/hello` more of the machine takes from the computation.
+    pub least_rounds: u64,
 }
 
 /// How long after the CPU-bound requests were sent the light load begins.
@@ -249,11 +253,13 @@ pub fn hogged(
     std::thread::sleep(HOG_LEAD);
     let load = weft_load::run(&hello(window)).map_err(|e| e.to_string());
     let mut slowest = Duration::ZERO;
+    let mut least_rounds = u64::MAX;
     for h in held {
-        let took = h
+        let (took, rounds) = h
             .join()
             .map_err(|_| "a CPU-bound request's thread panicked")??;
         slowest = slowest.max(took);
+        least_rounds = least_rounds.min(rounds);
     }
     let r = load?;
     Ok(Hogged {
@@ -261,12 +267,13 @@ pub fn hogged(
         p99_ms: (r.successes > 0).then_some(r.latency.p99_ms),
         errors: r.failures,
         slowest_ms: slowest.as_secs_f64() * 1e3,
+        least_rounds,
     })
 }
 
 /// `GET /cpu` on a new connection (`Connection: close`); its response
-/// time, or why it failed.
-fn cpu_request(port: u16, limit: Duration) -> Result<Duration, String> {
+/// time and the rounds it says it computed, or why it failed.
+fn cpu_request(port: u16, limit: Duration) -> Result<(Duration, u64), String> {
     use std::io::{Read, Write};
     let t0 = Instant::now();
     let mut s = std::net::TcpStream::connect(("127.0.0.1", port))
@@ -279,10 +286,14 @@ fn cpu_request(port: u16, limit: Duration) -> Result<Duration, String> {
         .map_err(|e| format!("CPU-bound request: no answer within {limit:?}: {e}"))?;
     let took = t0.elapsed();
     let text = String::from_utf8_lossy(&answer);
-    if !(text.starts_with("HTTP/1.1 200") && text.contains("spun ")) {
-        return Err(format!("CPU-bound request: unexpected answer {text:?}"));
+    let rounds = text
+        .split_once("spun ")
+        .and_then(|(_, rest)| rest.split_once(" rounds"))
+        .and_then(|(n, _)| n.parse::<u64>().ok());
+    match rounds {
+        Some(n) if text.starts_with("HTTP/1.1 200") => Ok((took, n)),
+        _ => Err(format!("CPU-bound request: unexpected answer {text:?}")),
     }
-    Ok(took)
 }
 
 /// What an idle-connections run produced.

@@ -597,7 +597,7 @@ fn hog_rows(z: &Sizing) -> Vec<Spec> {
         row(
             "hog-1",
             "HTTP hello during one 4 s CPU-bound request",
-            "a GET /cpu computes for 4 s on the server (rounds of a multiply-xorshift hash until 4 s have passed since the handler began: the same loop in every language); 250 ms after it was sent, 50 new weft-load keep-alive users on GET /hello for 3 s (after a 1 s warmup of the same load before it); responses / s, p99, and the CPU-bound request's own response time (ideal 4 s)",
+            "a GET /cpu computes for 4 s on the server (rounds of a multiply-xorshift hash until 4 s have passed since the handler began: the same loop in every language); 250 ms after it was sent, 50 new weft-load keep-alive users on GET /hello for 3 s (after a 1 s warmup of the same load before it); responses / s, p99, the CPU-bound request's own response time (ideal 4 s) and the rounds it computed (what serving /hello took from it)",
             1,
         ),
         row(
@@ -885,6 +885,7 @@ fn run_once(
                 rss_kib: rss,
                 errors: load.errors,
                 slowest_ms: Some(load.slowest_ms),
+                hog_rounds: Some(load.least_rounds as f64),
                 ..Run::default()
             })
         }

@@ -68,6 +68,10 @@ pub struct Run {
     /// Workloads beside CPU-bound requests: the slowest one's response
     /// time (ms).
     pub slowest_ms: Option<f64>,
+    /// Workloads beside CPU-bound requests: the rounds of the hash the
+    /// least-served one computed (higher: the computation got more CPU).
+    #[serde(default)]
+    pub hog_rounds: Option<f64>,
     /// Parked-thread workloads: from the first spawn until the last thread
     /// had counted itself, right before it blocked (ms).
     pub parked_ms: Option<f64>,
@@ -103,6 +107,7 @@ impl Cell {
                 Metric::Handshakes => r.handshakes_per_sec,
                 Metric::HandshakeP99 => r.handshake_p99_ms,
                 Metric::Slowest => r.slowest_ms,
+                Metric::HogWork => r.hog_rounds,
                 Metric::Parked => r.parked_ms,
             })
             .collect();
@@ -306,6 +311,8 @@ pub enum Metric {
     HandshakeP99,
     /// Response time of the slowest CPU-bound request.
     Slowest,
+    /// Rounds computed by the least-served CPU-bound request.
+    HogWork,
     /// Time until all threads are parked.
     Parked,
 }
@@ -324,6 +331,7 @@ impl Metric {
                 Metric::Handshakes => r.handshakes_per_sec.is_some(),
                 Metric::HandshakeP99 => r.handshake_p99_ms.is_some(),
                 Metric::Slowest => r.slowest_ms.is_some(),
+                Metric::HogWork => r.hog_rounds.is_some(),
                 Metric::Parked => r.parked_ms.is_some(),
             })
         })
@@ -338,6 +346,7 @@ impl Metric {
             }
             Metric::Rss => format_kib(v as u64),
             Metric::Handshakes => HANDSHAKES.format(v),
+            Metric::HogWork => format!("{} rounds", thousands(v.round() as u64)),
         }
     }
 }
@@ -376,6 +385,7 @@ impl Report {
                 Metric::Handshakes,
                 Metric::HandshakeP99,
                 Metric::Slowest,
+                Metric::HogWork,
                 Metric::Parked,
             ] {
                 if metric.present(w) {
@@ -414,6 +424,7 @@ impl Report {
             }
             Metric::HandshakeP99 => format!("{} — TLS handshake p99", w.title),
             Metric::Slowest => format!("{} — slowest CPU-bound request", w.title),
+            Metric::HogWork => format!("{} — rounds the CPU-bound request computed", w.title),
             Metric::Parked => format!("{} — time until all are parked", w.title),
         }
     }
@@ -427,6 +438,7 @@ impl Report {
             | Metric::Handshakes
             | Metric::HandshakeP99
             | Metric::Slowest
+            | Metric::HogWork
             | Metric::Parked => None,
         }
         .unwrap_or_default()
@@ -637,6 +649,13 @@ pub fn svg(w: &WorkloadResult, columns: &[ColumnSummary]) -> String {
         panels.push((
             "the CPU-bound request's response time, ms (slowest of the run)".into(),
             Metric::Slowest,
+            None,
+        ));
+    }
+    if Metric::HogWork.present(w) {
+        panels.push((
+            "rounds the least-served CPU-bound request computed in its 4 s (higher: more CPU for it)".into(),
+            Metric::HogWork,
             None,
         ));
     }

@@ -78,6 +78,13 @@
 //! `gettid()` names the new OS thread. [`Runtime::threads_moved`] and the
 //! `weft_threads_moved_total` metric count moves.
 //!
+//! A hold that is a computation beside threads that run briefly (a
+//! server's requests) also gets its carrier's OS thread lowered in
+//! priority (nice 5, `WEFT_HELD_CARRIER_NICE`), so that the kernel shares
+//! the machine as it would between one `std` thread and many; that OS
+//! thread leaves the runtime when the computation suspends, and a fresh one
+//! takes its place ([`RuntimeBuilder::held_carrier_nice`]).
+//!
 //! Some threads **stay** on their carrier for good, and wait for it when it
 //! is held: a thread that changed state the kernel keeps per OS thread
 //! through libc — `pthread_sigmask`, `sigprocmask`, `sched_setaffinity`,
@@ -184,6 +191,7 @@
 //! | `WEFT_STACK_SIZE` | reserved stack per virtual thread, bytes or with a `k`/`m`/`g` suffix (rounded up to a power of two or one and a half times one: 96k stays 96 KiB) | 128 KiB |
 //! | `WEFT_THREAD_LOCALS` | `carrier`: virtual threads share their carrier's thread-locals (see "Thread-locals") | each has its own |
 //! | `WEFT_STALL_THRESHOLD` | how long one virtual thread may hold a carrier before the monitor reports a stall (`20ms`, `500us`, `1s`) | 20 ms |
+//! | `WEFT_HELD_CARRIER_NICE` | nice value (0–19) a carrier's OS thread is lowered to while one thread computes on it beside short ones; `0` never lowers ([`RuntimeBuilder::held_carrier_nice`]) | 5 |
 //! | `WEFT_MAX_BLOCKING_THREADS` | OS threads that run [`blocking`] closures | 512 |
 //! | `WEFT_TOKIO_THREADS` | worker threads of the Tokio runtime Weft starts for [`block_on`] (feature `tokio`, see [`async_interop`]); a bad value is reported on stderr and the default kept | 2 |
 //! | `WEFT_NETPOLL` | who fetches socket readiness: `carriers` (carriers poll; the `weft-poller` thread only while no runtime runs) or `thread` (the poller thread always) | `carriers` |

@@ -120,9 +120,13 @@ struct Config {
 pub const DEFAULT_SPARE_KEEPALIVE: Duration = Duration::from_secs(10);
 
 /// The nice value a held carrier's OS thread is lowered to by default
-/// ([`RuntimeBuilder::held_carrier_nice`]): a tenth of the CPU weight of a
-/// carrier at nice 0 (the kernel weighs nice 0 at 1024, nice 10 at 110).
-pub const DEFAULT_HELD_CARRIER_NICE: u8 = 10;
+/// ([`RuntimeBuilder::held_carrier_nice`]): a third of the CPU weight of a
+/// carrier at nice 0 (the kernel weighs nice 0 at 1024, nice 5 at 335).
+/// Nice 10 served more `/hello` beside a computation but left the
+/// computation a quarter of what a `std` thread's got beside busy
+/// processes; nice 5 about half, and more than `std`'s on a quiet machine
+/// (docs/bench.md, "A computation beside short requests").
+pub const DEFAULT_HELD_CARRIER_NICE: u8 = 5;
 
 /// Configures and starts a [`Runtime`].
 #[derive(Debug, Default)]
@@ -237,7 +241,7 @@ impl RuntimeBuilder {
     /// The nice value a carrier's OS thread is lowered to while one
     /// virtual thread computes on it past the stall threshold beside
     /// virtual threads that run briefly, as a server's requests do
-    /// (default [`DEFAULT_HELD_CARRIER_NICE`], 10;
+    /// (default [`DEFAULT_HELD_CARRIER_NICE`], 5;
     /// `WEFT_HELD_CARRIER_NICE` for the default runtime; 0 never lowers).
     ///
     /// The kernel shares the CPU per OS thread, so without it a long

@@ -103,7 +103,7 @@ fn chatter(stop: &Arc<AtomicBool>, ran: &Arc<AtomicBool>) -> Vec<weft::JoinHandl
 
 /// One carrier; a thread computes on it and starts two that yield to each
 /// other, which queue behind it. The monitor hands them to a spare and,
-/// seeing them run there, lowers the computing carrier (default nice 10);
+/// seeing them run there, lowers the computing carrier (the default nice value, 5);
 /// an OS thread started during the lowered hold starts at nice 0; when
 /// the computation ends the lowered OS thread exits and a new one serves
 /// the slot at nice 0.
@@ -122,7 +122,9 @@ fn a_computation_beside_short_threads_is_lowered_and_its_carrier_leaves() {
             compute_until("the queued threads running elsewhere", || {
                 r.load(Ordering::SeqCst)
             });
-            compute_until("the carrier lowered to nice 10", || nice() == 10);
+            compute_until("the carrier lowered to the default nice value", || {
+                nice() == i32::from(weft::DEFAULT_HELD_CARRIER_NICE)
+            });
             // An OS thread started here inherits nothing of the lowering.
             let child = std::thread::spawn(nice).join().expect("OS thread");
             assert_eq!(gettid(), tid, "a computing thread never moves");

@@ -16,7 +16,7 @@
 //!    `monitor.rs`'s `lower_if_busy_beside`): a hold past the stall
 //!    threshold, on a CPU (the kernel says `R`), while the runtime's
 //!    other carriers run many short threads, gets the carrier's OS thread
-//!    lowered to the runtime's held-carrier nice value (default 10,
+//!    lowered to the runtime's held-carrier nice value (default 5,
 //!    `RuntimeBuilder::held_carrier_nice`). The mark first, then the
 //!    system call, under the rule of `stall::Handoff` (the hold must still
 //!    be on after the mark is up). Computations alone or beside other
