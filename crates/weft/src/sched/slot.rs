@@ -13,10 +13,10 @@
 use crate::doorbell::Ring;
 use crate::thread::RecordArc;
 use crate::unpoison::Unpoison;
+use std::sync::Mutex;
 use std::sync::atomic::{
     AtomicBool, AtomicI32, AtomicPtr, AtomicU64, AtomicUsize, Ordering, fence,
 };
-use std::sync::{Mutex, OnceLock};
 use std::time::Instant;
 
 use crossbeam_deque::{Injector, Steal};
@@ -36,7 +36,6 @@ pub(super) struct Identity {
 }
 
 pub(super) struct CarrierSlot {
-    pub(super) os_thread: OnceLock<std::thread::Thread>,
     /// Set by a notifier that removed this carrier from the sleeper list.
     pub(super) notified: AtomicBool,
     /// The LIFO `next` slot: an `RecordArc` turned into a raw pointer, or
@@ -135,7 +134,6 @@ impl CarrierSlot {
 
     pub(super) fn new() -> CarrierSlot {
         CarrierSlot {
-            os_thread: OnceLock::new(),
             notified: AtomicBool::new(false),
             next: AtomicPtr::new(std::ptr::null_mut()),
             switches: AtomicU64::new(0),

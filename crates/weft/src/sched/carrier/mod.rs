@@ -347,7 +347,6 @@ pub(crate) fn run_carrier(shared: Arc<Shared>, index: usize, local: Worker<Recor
     let w = &shared.carriers[index];
     // A slot a spare left off duty starts serving again.
     w.handoff.reset();
-    let _ = w.os_thread.set(std::thread::current());
     // SAFETY: gettid has no preconditions.
     w.tid.store(unsafe { libc::gettid() }, Ordering::Relaxed);
     crate::stack::ensure_altstack();
