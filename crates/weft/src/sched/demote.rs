@@ -50,11 +50,12 @@ use super::starter;
 /// Lowers the OS thread of carrier `w`, held on switch `sw` past the
 /// stall threshold by a computation that other virtual threads wait
 /// behind (the monitor's judgement, `monitor.rs`), to nice value `nice`;
-/// once per hold. False if nothing was lowered: the carrier was already,
-/// the starter could not be started (a spare started by the lowered
-/// carrier would be lowered for good), or the hold ended.
+/// once per hold (the caller checks that it is not lowered already).
+/// False if nothing was lowered: the starter could not be started (a
+/// spare started by the lowered carrier would be lowered for good), or
+/// the hold ended.
 pub(super) fn lower(w: &CarrierSlot, sw: u64, nice: u8) -> bool {
-    if w.handoff.is_demoted() || !starter::ready() {
+    if !starter::ready() {
         return false;
     }
     let still_held =

@@ -19,15 +19,15 @@
 //! not have. Anywhere else `pthread_create` is libc's, after one relaxed
 //! load (no carrier is lowered) or a `gettid` and a look at a short list.
 
-use std::collections::VecDeque;
 use std::ffi::{c_int, c_void};
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, Condvar, Mutex};
+use std::sync::{Mutex, mpsc};
 
 use crate::libc_next;
 use crate::unpoison::Unpoison;
 
-/// The arguments of one `pthread_create` carried out by the starter.
+/// The arguments of one `pthread_create` carried out by the starter, and
+/// where its result goes.
 struct Request {
     thread: *mut libc::pthread_t,
     attr: *const libc::pthread_attr_t,
@@ -35,22 +35,16 @@ struct Request {
     arg: *mut c_void,
     mask: libc::sigset_t,
     affinity: Option<libc::cpu_set_t>,
-    done: Mutex<Option<c_int>>,
-    finished: Condvar,
+    reply: mpsc::SyncSender<c_int>,
 }
 
 // SAFETY: the pointers are the caller's arguments to `pthread_create`,
-// valid until it returns; the caller waits for `done` before returning,
-// and the starter touches them only before it sets `done`.
+// valid until it returns; the caller waits for the reply before
+// returning, and the starter touches them only before it replies.
 unsafe impl Send for Request {}
-// SAFETY: as above; the rest is a `Mutex` and a `Condvar`.
-unsafe impl Sync for Request {}
 
 /// The starter thread's queue.
-struct Starter {
-    requests: Mutex<VecDeque<Arc<Request>>>,
-    arrived: Condvar,
-}
+struct Starter(mpsc::Sender<Request>);
 
 static STARTER: crate::fork::PerProcess<Option<Starter>> = crate::fork::PerProcess::new();
 
@@ -93,41 +87,18 @@ pub(super) fn ready() -> bool {
 fn starter() -> Option<&'static Starter> {
     STARTER
         .get_or_init(|| {
-            let ready = std::thread::Builder::new()
+            let (queue, requests) = mpsc::channel::<Request>();
+            let started = std::thread::Builder::new()
                 .name("weft-starter".into())
-                .spawn(serve);
-            ready.ok().map(|_| Starter {
-                requests: Mutex::new(VecDeque::new()),
-                arrived: Condvar::new(),
-            })
+                .spawn(move || {
+                    // Until the process ends: the sender is never dropped.
+                    for req in requests {
+                        let _ = req.reply.send(start_as_caller(&req));
+                    }
+                });
+            started.ok().map(|_| Starter(queue))
         })
         .as_ref()
-}
-
-/// The starter thread's body: carries out requests until the process ends.
-fn serve() {
-    // Made before this thread was started (`starter`), or being made: wait
-    // for it.
-    let me = loop {
-        if let Some(Some(s)) = STARTER.get() {
-            break s;
-        }
-        std::thread::yield_now();
-    };
-    loop {
-        let req = {
-            let mut q = me.requests.lock().unpoison();
-            loop {
-                if let Some(r) = q.pop_front() {
-                    break r;
-                }
-                q = me.arrived.wait(q).unpoison();
-            }
-        };
-        let r = start_as_caller(&req);
-        *req.done.lock().unpoison() = Some(r);
-        req.finished.notify_one();
-    }
 }
 
 /// Starts the requested thread from this one (the starter, at the
@@ -206,24 +177,20 @@ pub unsafe extern "C" fn pthread_create(
             let ok = libc::sched_getaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &mut set);
             (mask, (ok == 0).then_some(set))
         };
-        let req = Arc::new(Request {
+        let (reply, answer) = mpsc::sync_channel(1);
+        let req = Request {
             thread,
             attr,
             start,
             arg,
             mask,
             affinity,
-            done: Mutex::new(None),
-            finished: Condvar::new(),
-        });
-        s.requests.lock().unpoison().push_back(req.clone());
-        s.arrived.notify_one();
-        let mut done = req.done.lock().unpoison();
-        loop {
-            if let Some(r) = *done {
-                return r;
-            }
-            done = req.finished.wait(done).unpoison();
+            reply,
+        };
+        // The starter never ends (its loop holds the only receiver), so the
+        // send fails only in a process copy that lost it: there libc's own.
+        if s.0.send(req).is_ok() {
+            return answer.recv().unwrap_or(libc::EAGAIN);
         }
     }
     match libc_next::PTHREAD_CREATE.resolve() {
