@@ -112,7 +112,7 @@ struct Watcher {
 }
 
 /// Threads the other carriers must have run since the previous pass for a
-/// computation holding a carrier to be lowered ([`lower_if_waited_on`]):
+/// computation holding a carrier to be lowered ([`lower_if_busy_beside`]):
 /// 1,600 a second at the 10 ms tick, where a server under load runs tens
 /// of thousands and a batch of computations a few.
 const SHORT_RUNS_TO_LOWER: u64 = 16;
