@@ -112,10 +112,13 @@ fn six_hundred_selects_wait_at_once() {
     let _dog = watchdog("six_hundred_selects_wait_at_once", LIMIT);
     raise_fd_limit(8192);
     let rt = strict_runtime(1);
-    let mut selectors = Vec::new();
-    let mut writers = Vec::new();
     // select cannot watch descriptors at or above FD_SETSIZE (1024): the
-    // write ends move above it, the read ends stay low.
+    // write ends move above it, the read ends stay low. Every pipe is made
+    // before any selector starts: a parked `select` holds a descriptor of
+    // its own (a temporary epoll set), which would otherwise take low
+    // numbers the later read ends need.
+    let mut readers = Vec::new();
+    let mut writers = Vec::new();
     for _ in 0..N {
         let (r, w) = std::io::pipe().unwrap();
         // SAFETY: duplicating our own descriptor; the copy is owned once.
@@ -127,23 +130,29 @@ fn six_hundred_selects_wait_at_once() {
         };
         let fd = r.as_raw_fd();
         assert!(fd < libc::FD_SETSIZE as i32, "descriptor {fd} too high");
-        selectors.push(rt.spawn(move || {
-            // SAFETY: an fd_set on our stack, a descriptor below FD_SETSIZE.
-            unsafe {
-                let mut set: libc::fd_set = std::mem::zeroed();
-                libc::FD_SET(r.as_raw_fd(), &mut set);
-                let n = libc::select(
-                    r.as_raw_fd() + 1,
-                    &mut set,
-                    std::ptr::null_mut(),
-                    std::ptr::null_mut(),
-                    std::ptr::null_mut(),
-                );
-                (n, libc::FD_ISSET(r.as_raw_fd(), &set))
-            }
-        }));
+        readers.push(r);
         writers.push(w);
     }
+    let selectors: Vec<_> = readers
+        .into_iter()
+        .map(|r| {
+            rt.spawn(move || {
+                // SAFETY: an fd_set on our stack, a descriptor below FD_SETSIZE.
+                unsafe {
+                    let mut set: libc::fd_set = std::mem::zeroed();
+                    libc::FD_SET(r.as_raw_fd(), &mut set);
+                    let n = libc::select(
+                        r.as_raw_fd() + 1,
+                        &mut set,
+                        std::ptr::null_mut(),
+                        std::ptr::null_mut(),
+                        std::ptr::null_mut(),
+                    );
+                    (n, libc::FD_ISSET(r.as_raw_fd(), &set))
+                }
+            })
+        })
+        .collect();
     let ts: Vec<_> = selectors.iter().map(|h| h.thread().clone()).collect();
     all_parked_in(&ts, "select");
     let writers: Vec<_> = writers
