@@ -2,7 +2,9 @@
 //!
 //! A wait that holds the carrier's OS thread and that Weft sees coming —
 //! a pinned park (`weft::pinned`, or a weft call while a C lock is held), a
-//! futex wait that goes to the kernel, a C lock found taken — opens a
+//! futex wait that goes to the kernel (from a virtual thread, or from the
+//! carrier's own loop while it hands out readiness events:
+//! [`hold_carrier_loop`]), a C lock found taken — opens a
 //! blocking section ([`enter_blocking`], until [`exit_blocking`]; the
 //! thread side's guard is `thread::CarrierHeld`). The carrier
 //! 1. counts itself in the runtime's blocked count (`stall.rs`), so a
@@ -59,6 +61,57 @@ pub(super) fn enter_blocking(pinned_park: bool) -> bool {
         c.shared.poke_monitor();
     }
     true
+}
+
+/// A blocking section of a carrier's own loop, closed on drop (see
+/// [`hold_carrier_loop`]).
+pub(crate) struct LoopHeld {
+    /// The carrier was on the sleeper list and took itself off it.
+    off_list: bool,
+}
+
+impl Drop for LoopHeld {
+    fn drop(&mut self) {
+        exit_blocking();
+        if self.off_list
+            && let Some(c) = carrier()
+        {
+            // Back as a sleeper a notifier took off the list (as
+            // `Idle::carrier_to_notify` does): its sleep loop takes the
+            // flag and searches before it sleeps again.
+            c.shared.idle.searching.fetch_add(1, Ordering::SeqCst);
+            c.me().notified.store(true, Ordering::SeqCst);
+        }
+    }
+}
+
+/// Opens a blocking section on the calling carrier if it is handing out
+/// readiness events in its own loop (no virtual thread mounted), for a
+/// wait that will hold it: a waker the readiness handler runs takes a lock
+/// (through the `transparent` futex hook). A thread holding that lock may
+/// be bound to this carrier and queued behind it; it runs elsewhere
+/// meanwhile, if it may move. `None` elsewhere (a virtual thread's waits
+/// open theirs with `thread::hold_carrier`; the carrier's own locks are
+/// held for moments), or when a section is already open.
+///
+/// A carrier that polls on its way to sleep is on the sleeper list, where
+/// a notifier would pick it for new work it cannot run now: it takes
+/// itself off the list for the section, and work already queued gets
+/// another carrier (a spare, counted against the blocked one).
+pub(crate) fn hold_carrier_loop() -> Option<LoopHeld> {
+    let c = carrier()?;
+    let me = c.me();
+    if !c.polling.get() || !me.mounted.load(Ordering::Relaxed).is_null() {
+        return None;
+    }
+    if !enter_blocking(false) {
+        return None;
+    }
+    let off_list = me.sleeping.load(Ordering::SeqCst) && c.shared.idle.wake_self(c.index);
+    if c.shared.has_visible_work() {
+        c.shared.notify_work();
+    }
+    Some(LoopHeld { off_list })
 }
 
 /// Closes the section [`enter_blocking`] opened on the calling carrier.

@@ -36,9 +36,15 @@
 //! - **Bitsets**: a waker's bitset must intersect the waiter's (`FUTEX_WAKE`
 //!   is the all-ones bitset); a zero bitset is `EINVAL`.
 //! - **Wake counts**: the number woken, emulated and kernel waiters added.
+//!   A wake of a word that a carrier's OS thread waits on in the kernel
+//!   also passes its whole count to the kernel, so it can wake more than
+//!   asked (`queue.rs`, "A carrier waiting in the kernel beside emulated
+//!   waiters": otherwise an emulated waiter bound to that carrier could
+//!   take the only wake and never run).
 //! - **Spurious returns** (0 without a wake) happen, as the kernel allows:
-//!   after a [`Thread::interrupt`](crate::Thread::interrupt) or a thread
-//!   dump's borrow. Every user of futexes re-checks its word.
+//!   after a [`Thread::interrupt`](crate::Thread::interrupt), a thread
+//!   dump's borrow, or such an extra wake. Every user of futexes re-checks
+//!   its word.
 //!
 //! # Where a wait still blocks the carrier
 //!
@@ -95,7 +101,10 @@ use std::time::{Duration, Instant};
 
 use libc::c_long;
 
-use super::queue::{BITSET_ALL, Pair, Queued, may_park, park_queued, take, unpark_all, wake};
+use super::queue::{
+    BITSET_ALL, CarrierInKernel, Pair, Queued, carriers_in_kernel, may_park, park_queued, take,
+    unpark_all, wake,
+};
 use super::sys;
 
 const FUTEX_WAIT: i32 = 0;
@@ -130,20 +139,33 @@ pub unsafe extern "C" fn syscall(
     a6: usize,
 ) -> c_long {
     let mut _section = None;
+    let mut _loop_section = None;
+    let mut _counted = None;
     // In a signal handler of the program's, straight to the kernel: the
     // interrupted code may hold a bucket lock here (or be inside malloc).
     if n == libc::SYS_futex && !super::signals::in_handler() {
         let word = a1 as *const AtomicU32;
+        let op = a2 as i32;
         // SAFETY: the caller's contract for futex(2).
-        let handled = unsafe { futex(word, a2 as i32, a3 as u32, a4, a5, a6 as u32) };
+        let handled = unsafe { futex(word, op, a3 as u32, a4, a5, a6 as u32) };
         if let Some(r) = handled {
             return r;
         }
-        if waits(a2 as i32) && super::queue::running_virtual().is_some() {
-            // A wait of the program's that holds the carrier (pinned, a
-            // shared or PI futex): its other threads run elsewhere
-            // meanwhile (`thread::hold_carrier`).
-            _section = crate::thread::hold_carrier();
+        if waits(op) {
+            if super::queue::running_virtual().is_some() {
+                // A wait of the program's that holds the carrier (pinned, a
+                // shared or PI futex): its other threads run elsewhere
+                // meanwhile (`thread::hold_carrier`).
+                _section = crate::thread::hold_carrier();
+            } else {
+                // A carrier's own loop waiting (a waker the readiness
+                // handler runs takes a lock): the same, for the threads
+                // queued behind it.
+                _loop_section = crate::sched::hold_carrier_loop();
+            }
+            if op & FUTEX_PRIVATE_FLAG != 0 {
+                _counted = CarrierInKernel::enter(a1);
+            }
         }
     }
     // SAFETY: the caller's contract.
@@ -196,18 +218,24 @@ unsafe fn futex(
             } else {
                 0
             };
-            if woken >= max {
+            // The rest of the count for OS threads sleeping in the kernel;
+            // all of it if a carrier may be one of them (`queue`, "A
+            // carrier waiting in the kernel beside emulated waiters").
+            let left = match private && carriers_in_kernel(word as usize) {
+                true => max,
+                false => max - woken,
+            };
+            if left == 0 {
                 return Some(woken as c_long);
             }
-            // The rest of the count for OS threads sleeping in the kernel.
-            // SAFETY: the caller's futex arguments, with a smaller count.
+            // SAFETY: the caller's futex arguments, with a count no larger.
             let k = unsafe {
                 sys::sc(
                     libc::SYS_futex,
                     [
                         word as usize,
                         op as usize,
-                        max - woken,
+                        left,
                         timeout,
                         0,
                         bitset as usize,
@@ -226,11 +254,17 @@ unsafe fn futex(
                 sys::set_errno(libc::EAGAIN);
                 return Some(-1);
             };
-            // The rest of both counts for OS threads in the kernel.
+            // The rest of both counts for OS threads in the kernel (the
+            // whole wake count if a carrier may be one of them, as for
+            // `FUTEX_WAKE`).
+            let wake_left = match carriers_in_kernel(word as usize) {
+                true => max_wake,
+                false => max_wake - woken,
+            };
             let args = [
                 word as usize,
                 op as usize,
-                max_wake - woken,
+                wake_left,
                 max_move - moved,
                 word2,
                 val3 as usize,
@@ -246,11 +280,19 @@ unsafe fn futex(
             // SAFETY: futex(2) requires both words to be live and aligned.
             let (w1, w2) = unsafe { (&*word, &*(word2 as *const AtomicU32)) };
             let (n1, n2, holds) = wake_op(w1, w2, wop, max1, max2);
-            // The rest of each count for OS threads in the kernel: plain
-            // wakes, the operation is done.
+            // The rest of each count for OS threads in the kernel (all of
+            // it if a carrier may be one of them, as for `FUTEX_WAKE`):
+            // plain wakes, the operation is done.
             let wake = (op & FUTEX_PRIVATE_FLAG) | FUTEX_WAKE;
             let mut total = (n1 + n2) as c_long;
-            for (w, left) in [(word as usize, max1 - n1), (word2, max2 - n2)] {
+            let rest = |w: usize, max: usize, n: usize| match carriers_in_kernel(w) {
+                true => max,
+                false => max - n,
+            };
+            for (w, left) in [
+                (word as usize, rest(word as usize, max1, n1)),
+                (word2, rest(word2, max2, n2)),
+            ] {
                 if left > 0 && (w == word as usize || holds) {
                     // SAFETY: a FUTEX_WAKE on a word the caller vouched for.
                     let k = unsafe { sys::sc(libc::SYS_futex, [w, wake as usize, left, 0, 0, 0]) };

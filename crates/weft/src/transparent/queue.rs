@@ -8,9 +8,28 @@
 //! waiter checks its condition and enqueues itself under it, a waker
 //! dequeues under it and unparks after the unlock — the same shape as
 //! `sync/waitq.rs`, and why no wake-up between a check and a park is lost.
+//!
+//! # A carrier waiting in the kernel beside emulated waiters
+//!
+//! A carrier's OS thread can wait in the kernel on a word that virtual
+//! threads wait on here: a waker the readiness handler runs in the
+//! carrier's loop takes a `std::sync::Mutex` a virtual thread waits for,
+//! or a pinned thread does. A wake that dequeued an emulated waiter bound
+//! to that carrier and stopped there (its count used up) would leave both
+//! stuck: the thread waits for the carrier, the carrier for a wake. So a
+//! carrier counts itself in its word's bucket while it waits in the kernel
+//! ([`CarrierInKernel`]), and a wake of a word whose bucket counts one
+//! passes its whole count to the kernel as well ([`carriers_in_kernel`]):
+//! the extra wake-ups are spurious returns, which every futex user
+//! handles. The count is read without the bucket lock, so both sides
+//! order their write before their read with a SeqCst fence (Dekker's
+//! pattern): the carrier raises the count and then lets the kernel read
+//! the word; a waker changed the word before its call and then reads the
+//! count. Either the waker sees the count and wakes the kernel too, or the
+//! kernel's read of the word sees the change and does not wait.
 
 use std::cell::{Cell, UnsafeCell};
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering, fence};
 use std::time::Instant;
 
 /// All bits of a futex bitset: a waiter or waker without one.
@@ -63,6 +82,9 @@ pub(super) struct Waiter {
 
 pub(super) struct Bucket {
     lock: AtomicBool,
+    /// Carriers' OS threads waiting in the kernel on a word of this bucket
+    /// (module docs, [`CarrierInKernel`]).
+    carriers: AtomicUsize,
     /// SAFETY (field invariant): touched only with `lock` held.
     waiters: UnsafeCell<Vec<*const Waiter>>,
 }
@@ -75,6 +97,7 @@ pub(super) const BUCKETS: usize = 256;
 static TABLE: [Bucket; BUCKETS] = [const {
     Bucket {
         lock: AtomicBool::new(false),
+        carriers: AtomicUsize::new(0),
         waiters: UnsafeCell::new(Vec::new()),
     }
 }; BUCKETS];
@@ -203,6 +226,38 @@ pub(super) fn wake(addr: usize, max: usize, bits: u32) -> usize {
     let mut woken = Vec::new();
     take(bucket(addr).lock().waiters(), addr, max, bits, &mut woken);
     unpark_all(woken)
+}
+
+/// A carrier's OS thread waiting in the kernel on a futex word, counted in
+/// the word's bucket while it lives (module docs).
+pub(super) struct CarrierInKernel(&'static Bucket);
+
+impl CarrierInKernel {
+    /// Counts the calling OS thread's kernel wait on `addr` if it is a
+    /// carrier (running a virtual thread or its own loop); `None` on
+    /// any other OS thread.
+    pub(super) fn enter(addr: usize) -> Option<CarrierInKernel> {
+        crate::sched::carrier()?;
+        let b = bucket(addr);
+        b.carriers.fetch_add(1, Ordering::SeqCst);
+        // Before the kernel reads the word (module docs).
+        fence(Ordering::SeqCst);
+        Some(CarrierInKernel(b))
+    }
+}
+
+impl Drop for CarrierInKernel {
+    fn drop(&mut self) {
+        self.0.carriers.fetch_sub(1, Ordering::SeqCst);
+    }
+}
+
+/// Whether a carrier may be waiting in the kernel on `addr` (module
+/// docs): a wake of it then passes its whole count to the kernel. Called
+/// after the caller changed the word.
+pub(super) fn carriers_in_kernel(addr: usize) -> bool {
+    fence(Ordering::SeqCst);
+    bucket(addr).carriers.load(Ordering::SeqCst) != 0
 }
 
 /// Unparks threads dequeued under a bucket lock, after the unlock (the
