@@ -65,11 +65,13 @@ pub(super) fn enter_blocking(pinned_park: bool) -> bool {
 
 /// A blocking section of a carrier's own loop, closed on drop (see
 /// [`hold_carrier_loop`]).
+#[cfg(feature = "transparent")]
 pub(crate) struct LoopHeld {
     /// The carrier was on the sleeper list and took itself off it.
     off_list: bool,
 }
 
+#[cfg(feature = "transparent")]
 impl Drop for LoopHeld {
     fn drop(&mut self) {
         exit_blocking();
@@ -98,6 +100,7 @@ impl Drop for LoopHeld {
 /// a notifier would pick it for new work it cannot run now: it takes
 /// itself off the list for the section, and work already queued gets
 /// another carrier (a spare, counted against the blocked one).
+#[cfg(feature = "transparent")]
 pub(crate) fn hold_carrier_loop() -> Option<LoopHeld> {
     let c = carrier()?;
     let me = c.me();

@@ -115,6 +115,7 @@ mod stats;
 mod timers;
 mod unwinding;
 
+#[cfg(feature = "transparent")]
 pub(crate) use blocked::hold_carrier_loop;
 pub(crate) use carrier::{carrier, run_carrier};
 pub(crate) use monitor::run_monitor;
