@@ -20,6 +20,22 @@
 //! eventfd (a counter, which stays readable) wakes it even if written
 //! before it blocked. A carrier that sleeps on the futex waits only while
 //! the word still holds the value it read (`FUTEX_WAIT`'s own check).
+//!
+//! **One wake per sleep.** Many threads can be queued for a sleeping
+//! carrier before it is back on a CPU — a poll's batch of readiness for
+//! its threads, and beside busy processes its wake-up takes a while — and
+//! each kick used to make a system call. Only the first kick after the
+//! carrier's last look needs one: the carrier publishes the count it read
+//! ([`Doorbell::seen`], then a SeqCst fence), and a kicker whose bump
+//! finds the word already past that count leaves the wake to the kicker
+//! that moved it ([`Ring::Done`]). Never lost: a carrier blocks only with
+//! the word still at the count it read; the kicker that bumped it from
+//! there found the count published (the carrier's store and fence come
+//! before its block's read of the word, the kicker's bump and fence before
+//! its read of the count), so it rang; a later kicker that reads a stale
+//! count finds it different and skips, but then the word moved past the
+//! carrier's new count before the carrier could block on it.
+//!
 //! Model-checked with `loom` (`tests/loom_doorbell.rs` drives this code).
 
 #[cfg(loom)]
@@ -32,6 +48,9 @@ use std::sync::atomic::{AtomicBool, AtomicU32, Ordering, fence};
 pub struct Doorbell {
     /// Bumped by every kick; the futex word.
     word: AtomicU32,
+    /// The count the carrier last read ([`Doorbell::seen`]): only the kick
+    /// that moves the word from it wakes the carrier.
+    seen: AtomicU32,
     /// Set while the carrier sleeps (or is about to) in the readiness source.
     in_source: AtomicBool,
 }
@@ -43,6 +62,8 @@ pub enum Ring {
     Futex,
     /// Write the readiness source's eventfd.
     Source,
+    /// Nothing: an earlier kick since the carrier's last look wakes it.
+    Done,
 }
 
 impl Default for Doorbell {
@@ -56,20 +77,30 @@ impl Doorbell {
     pub fn new() -> Doorbell {
         Doorbell {
             word: AtomicU32::new(0),
+            seen: AtomicU32::new(0),
             in_source: AtomicBool::new(false),
         }
     }
 
     /// The kick count, read before the carrier looks for work: a kick
     /// after this read makes the sleep that follows return at once.
+    /// Only the carrier calls it: it publishes the count for kickers
+    /// (module docs, "One wake per sleep").
     pub fn seen(&self) -> u32 {
-        self.word.load(Ordering::SeqCst)
+        let w = self.word.load(Ordering::SeqCst);
+        self.seen.store(w, Ordering::SeqCst);
+        fence(Ordering::SeqCst);
+        w
     }
 
-    /// Kicks: bumps the word, then says how to wake the carrier.
+    /// Kicks: bumps the word, then says how to wake the carrier, or that
+    /// an earlier kick does.
     pub fn ring(&self) -> Ring {
-        self.word.fetch_add(1, Ordering::SeqCst);
+        let old = self.word.fetch_add(1, Ordering::SeqCst);
         fence(Ordering::SeqCst);
+        if old != self.seen.load(Ordering::SeqCst) {
+            return Ring::Done;
+        }
         if self.in_source.load(Ordering::SeqCst) {
             Ring::Source
         } else {
@@ -95,6 +126,12 @@ impl Doorbell {
     #[cfg(not(loom))]
     pub(crate) fn word(&self) -> &AtomicU32 {
         &self.word
+    }
+
+    /// The word, for the loom model's futex (its value check).
+    #[cfg(loom)]
+    pub fn word_now(&self) -> u32 {
+        self.word.load(Ordering::SeqCst)
     }
 
     /// Under loom only this module's protocol is driven (by the model);

@@ -112,6 +112,7 @@ impl CarrierSlot {
     /// `crate::doorbell`).
     pub(super) fn kick(&self) {
         match (self.bell.ring(), crate::netpoll::get()) {
+            (Ring::Done, _) => {}
             (Ring::Source, Some(source)) => source.wake(),
             _ => crate::futex::futex_wake(self.bell.word()),
         }
