@@ -29,7 +29,8 @@
 //! 2. a carrier about to sleep takes the waiter role if it is free and
 //!    blocks in the outer set instead of on its futex: an event, a kick
 //!    (which writes the eventfd, see `sched/slot.rs`) or its next timer
-//!    wakes it;
+//!    wakes it — once the process has registered a descriptor
+//!    ([`Source::in_use`]; the first registration kicks the sleepers);
 //! 3. a runtime's monitor polls on its tick if no one has since its last
 //!    tick (every carrier is running one thread for a long time).
 //!
@@ -83,6 +84,10 @@ const BATCH: usize = 256;
 /// The outer set's token for the wake eventfd (the inner set's is 1).
 const WAKE_TOKEN: u64 = 0;
 
+/// The waiter drains the wake eventfd at one wake in this many (see
+/// `Source::wait_outer`).
+const DRAIN_EVERY: u64 = 64;
+
 /// What `poll` does with a batch of events from the inner set.
 pub(crate) type Handler = fn(&[libc::epoll_event]);
 
@@ -98,6 +103,10 @@ pub(crate) struct Source {
     sections: AtomicUsize,
     /// Polls started (the monitor's "has anyone polled since my tick").
     polls: AtomicU64,
+    /// Wakes by the eventfd (one in [`DRAIN_EVERY`] drains it).
+    wakes: AtomicU64,
+    /// A descriptor was ever registered (see [`Source::in_use`]).
+    used: AtomicBool,
     /// Descriptors registered in the inner set (metrics; and no poll is
     /// worth a system call while it is zero).
     pub(crate) registered: AtomicUsize,
@@ -233,6 +242,8 @@ fn create() -> io::Result<Source> {
         role: AtomicBool::new(false),
         sections: AtomicUsize::new(0),
         polls: AtomicU64::new(0),
+        wakes: AtomicU64::new(0),
+        used: AtomicBool::new(false),
         registered: AtomicUsize::new(0),
     })
 }
@@ -257,7 +268,9 @@ impl Role<'_> {
             s.wait_outer(timeout);
         }
         drop(self);
-        s.poll_inner()
+        // Not a system call for nothing: a process without sockets still
+        // has a source, and its carriers sleep here.
+        s.poll()
     }
 }
 
@@ -289,6 +302,24 @@ impl Source {
             .compare_exchange(false, true, Ordering::SeqCst, Ordering::SeqCst)
             .ok()
             .map(|_| Role { source: self })
+    }
+
+    /// Whether a descriptor was ever registered. Until then carriers
+    /// sleep on their futex rather than in the outer set (rule 2): a
+    /// process without sockets — a computation, channels between threads —
+    /// pays a futex wake per kick, not an eventfd write and an epoll
+    /// wake-up. SeqCst: a carrier raises its `sleeping` flag before it
+    /// reads this, and [`Source::mark_used`]'s caller reads the flags
+    /// after it (`sched::hand_on_waiter_role`), so a sleeper that read
+    /// `false` is kicked and takes the role.
+    pub(crate) fn in_use(&self) -> bool {
+        self.used.load(Ordering::SeqCst)
+    }
+
+    /// Records a registration; true the first time (the caller then hands
+    /// the waiter role on, see [`Source::in_use`]).
+    pub(crate) fn mark_used(&self) -> bool {
+        !self.used.load(Ordering::Relaxed) && !self.used.swap(true, Ordering::SeqCst)
     }
 
     /// Polls, unless nothing is registered. Returns the events handled.
@@ -375,7 +406,13 @@ impl Source {
             } as i32;
         }
         for ev in events.iter().take(n.max(0) as usize) {
-            if ev.u64 == WAKE_TOKEN {
+            // Edge-triggered, the eventfd reports every write, drained or
+            // not: draining it is only hygiene (its count would take
+            // millennia of kicks to fill its 64 bits), so one wake in
+            // DRAIN_EVERY pays for the read, not every kick's wake-up.
+            if ev.u64 == WAKE_TOKEN
+                && self.wakes.fetch_add(1, Ordering::Relaxed) % DRAIN_EVERY == 0
+            {
                 let mut buf = 0u64;
                 // SAFETY: draining our eventfd into an 8-byte buffer (raw,
                 // as in `wake`).
