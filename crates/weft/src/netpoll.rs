@@ -411,7 +411,10 @@ impl Source {
             // millennia of kicks to fill its 64 bits), so one wake in
             // DRAIN_EVERY pays for the read, not every kick's wake-up.
             if ev.u64 == WAKE_TOKEN
-                && self.wakes.fetch_add(1, Ordering::Relaxed) % DRAIN_EVERY == 0
+                && self
+                    .wakes
+                    .fetch_add(1, Ordering::Relaxed)
+                    .is_multiple_of(DRAIN_EVERY)
             {
                 let mut buf = 0u64;
                 // SAFETY: draining our eventfd into an 8-byte buffer (raw,
