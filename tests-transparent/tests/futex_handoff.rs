@@ -119,6 +119,20 @@ struct Taker {
     done: std::sync::mpsc::Sender<()>,
 }
 
+impl Taker {
+    /// A taker of `lock`, and where it says it is done.
+    fn new(lock: &Arc<Mutex<u32>>) -> (Arc<Taker>, std::sync::mpsc::Receiver<()>) {
+        let (done, finished) = std::sync::mpsc::channel();
+        let taker = Arc::new(Taker {
+            lock: lock.clone(),
+            fired: AtomicBool::new(false),
+            tid: AtomicI32::new(0),
+            done,
+        });
+        (taker, finished)
+    }
+}
+
 impl Wake for Taker {
     fn wake(self: Arc<Self>) {
         self.wake_by_ref();
@@ -183,13 +197,7 @@ fn a_carrier_loop_waiting_for_a_lock_lets_the_holder_run_elsewhere() {
         .build()
         .unwrap();
     let lock = Arc::new(Mutex::new(0u32));
-    let (done, finished) = std::sync::mpsc::channel();
-    let taker = Arc::new(Taker {
-        lock: lock.clone(),
-        fired: AtomicBool::new(false),
-        tid: AtomicI32::new(0),
-        done,
-    });
+    let (taker, finished) = Taker::new(&lock);
     let (carrier, _a, b) = arm_taker(&rt, &taker);
     let (go, gos) = weft::channel::unbounded::<()>();
     let (holding, held) = std::sync::mpsc::channel();
@@ -225,13 +233,7 @@ fn a_wake_reaches_a_carrier_loop_waiting_beside_its_own_emulated_waiter() {
     let _dog = watchdog("a_wake_reaches_a_carrier_loop", STUCK);
     let rt = weft_transparent_tests::strict_runtime(1);
     let lock = Arc::new(Mutex::new(0u32));
-    let (done, finished) = std::sync::mpsc::channel();
-    let taker = Arc::new(Taker {
-        lock: lock.clone(),
-        fired: AtomicBool::new(false),
-        tid: AtomicI32::new(0),
-        done,
-    });
+    let (taker, finished) = Taker::new(&lock);
     let (carrier, _a, b) = arm_taker(&rt, &taker);
     let guard = lock.lock().unwrap();
     let l = lock.clone();

@@ -24,23 +24,6 @@ const LIMIT: Duration = Duration::from_secs(60);
 /// Bound of each step's wait (well inside the watchdog's `LIMIT`).
 const STEP: Duration = Duration::from_secs(20);
 
-/// The kernel id of this process's OS thread named `name`.
-fn tid_named(name: &str) -> Option<i32> {
-    std::fs::read_dir("/proc/self/task").ok()?.find_map(|t| {
-        let t = t.ok()?;
-        let comm = std::fs::read_to_string(t.path().join("comm")).ok()?;
-        (comm.trim_end() == name)
-            .then(|| t.file_name().to_str()?.parse().ok())
-            .flatten()
-    })
-}
-
-/// The system call OS thread `tid` is blocked in (`None`: running, gone).
-fn blocked_in(tid: i32) -> Option<i64> {
-    let s = std::fs::read_to_string(format!("/proc/self/task/{tid}/syscall")).ok()?;
-    s.split_whitespace().next()?.parse().ok()
-}
-
 #[test]
 fn the_first_registration_wakes_a_carrier_to_wait_for_its_events() {
     let _dog = Watchdog::new("first registration", LIMIT, || {
@@ -54,7 +37,7 @@ fn the_first_registration_wakes_a_carrier_to_wait_for_its_events() {
     // SAFETY: gettid has no preconditions.
     let carrier = rt.spawn(|| unsafe { libc::gettid() }).join().unwrap();
     common::wait_until("the carrier asleep on its futex", STEP, || {
-        blocked_in(carrier) == Some(libc::SYS_futex)
+        common::syscall_of(carrier) == Some(libc::SYS_futex)
     });
 
     // The poller thread, started by a registration the kernel refuses
@@ -70,10 +53,10 @@ fn the_first_registration_wakes_a_carrier_to_wait_for_its_events() {
         "epoll takes no regular file"
     );
     common::wait_until("the poller thread stepped aside", STEP, || {
-        tid_named("weft-poller").and_then(blocked_in) == Some(libc::SYS_futex)
+        common::tid_named("weft-poller").and_then(common::syscall_of) == Some(libc::SYS_futex)
     });
     common::wait_until("the carrier asleep on its futex again", STEP, || {
-        blocked_in(carrier) == Some(libc::SYS_futex)
+        common::syscall_of(carrier) == Some(libc::SYS_futex)
     });
 
     // An OS thread registers a socket and waits on it.
@@ -88,12 +71,12 @@ fn the_first_registration_wakes_a_carrier_to_wait_for_its_events() {
     });
     let tid = tid_rx.recv().unwrap();
     common::wait_until("the reader waiting", STEP, || {
-        blocked_in(tid) == Some(libc::SYS_futex)
+        common::syscall_of(tid) == Some(libc::SYS_futex)
     });
     // The carrier took the role when the registration kicked it.
     common::wait_until("the carrier asleep in the source", STEP, || {
         matches!(
-            blocked_in(carrier),
+            common::syscall_of(carrier),
             Some(libc::SYS_epoll_pwait | libc::SYS_epoll_pwait2 | libc::SYS_epoll_wait)
         )
     });

@@ -26,22 +26,9 @@ const LIMIT: Duration = Duration::from_secs(60);
 /// Bound of each step's wait (well inside the watchdog's `LIMIT`).
 const STEP: Duration = Duration::from_secs(20);
 
-/// The kernel id of this process's OS thread named `name`.
-fn tid_named(name: &str) -> Option<i32> {
-    std::fs::read_dir("/proc/self/task").ok()?.find_map(|t| {
-        let t = t.ok()?;
-        let comm = std::fs::read_to_string(t.path().join("comm")).ok()?;
-        (comm.trim_end() == name)
-            .then(|| t.file_name().to_str()?.parse().ok())
-            .flatten()
-    })
-}
-
 /// The system call OS thread `name` is blocked in (`None`: running, gone).
 fn blocked_in(name: &str) -> Option<i64> {
-    let tid = tid_named(name)?;
-    let s = std::fs::read_to_string(format!("/proc/self/task/{tid}/syscall")).ok()?;
-    s.split_whitespace().next()?.parse().ok()
+    common::tid_named(name).and_then(common::syscall_of)
 }
 
 fn in_epoll(name: &str) -> bool {
@@ -103,7 +90,9 @@ fn the_waiter_role_is_handed_on_when_its_carrier_leaves() {
 
     // 3. The first runtime ends.
     drop(first);
-    common::wait_until("hold-0 to exit", STEP, || tid_named("hold-0").is_none());
+    common::wait_until("hold-0 to exit", STEP, || {
+        common::tid_named("hold-0").is_none()
+    });
 
     // 4. The event: someone must fetch it.
     client.write_all(b"ready").unwrap();

@@ -166,3 +166,21 @@ pub fn held_thread(
     });
     (h, release, id)
 }
+
+/// The kernel id of this process's OS thread named `name`.
+pub fn tid_named(name: &str) -> Option<i32> {
+    std::fs::read_dir("/proc/self/task").ok()?.find_map(|t| {
+        let t = t.ok()?;
+        let comm = std::fs::read_to_string(t.path().join("comm")).ok()?;
+        (comm.trim_end() == name)
+            .then(|| t.file_name().to_str()?.parse().ok())
+            .flatten()
+    })
+}
+
+/// The system call this process's OS thread `tid` is blocked in (`None`:
+/// running, or gone).
+pub fn syscall_of(tid: i32) -> Option<i64> {
+    let s = std::fs::read_to_string(format!("/proc/self/task/{tid}/syscall")).ok()?;
+    s.split_whitespace().next()?.parse().ok()
+}
