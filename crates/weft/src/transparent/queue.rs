@@ -65,8 +65,27 @@ pub(super) fn running_virtual() -> Option<&'static crate::thread::VThread> {
 
 std::thread_local! {
     /// Set while this thread is inside [`park_queued`]: a futex wait made
-    /// by the park there (the scheduler's own locks) goes to the kernel.
+    /// there — by the park (the scheduler's own locks), or by anything the
+    /// wait reads on its way (a once-cell another thread is filling) — goes
+    /// to the kernel. Emulated, it would enter `park_queued` again from
+    /// inside itself, without bound.
     static IN_WAIT: Cell<bool> = const { Cell::new(false) };
+}
+
+/// [`IN_WAIT`] raised for its lifetime.
+struct InWait;
+
+impl InWait {
+    fn enter() -> InWait {
+        IN_WAIT.with(|w| w.set(true));
+        InWait
+    }
+}
+
+impl Drop for InWait {
+    fn drop(&mut self) {
+        IN_WAIT.with(|w| w.set(false));
+    }
 }
 
 /// A virtual thread waiting on a word; lives on its stack for the wait.
@@ -305,6 +324,7 @@ pub(super) fn park_queued(
     recheck: bool,
     call: &'static str,
 ) -> Queued {
+    let _in_wait = InWait::enter();
     let me = Waiter {
         addr: AtomicUsize::new(key),
         bits,
@@ -337,11 +357,9 @@ pub(super) fn park_queued(
                 (Some(d), Some(c)) => Some(d.min(c)),
                 (d, c) => d.or(c),
             };
-            IN_WAIT.with(|w| w.set(true));
             crate::thread::with_blocker(crate::thread::Blocker::Call { call, fd: -1 }, || {
                 crate::thread::park_deadline(until)
             });
-            IN_WAIT.with(|w| w.set(false));
         }
         // A requeue may have moved us to another word's bucket: lock the
         // one we are in (a move needs that bucket's lock, so it holds
@@ -399,10 +417,18 @@ const RECHECK_FIRST: std::time::Duration = std::time::Duration::from_millis(10);
 /// rustix's `linux_raw` backend, another language's runtime) ends the
 /// wait within it: `WEFT_FUTEX_RECHECK_MS`, 1,000 by default; 0 turns
 /// the re-checks off (such a wake is then lost for ever).
+///
+/// Read by the first waits of the process, each for itself if they come
+/// at once: a once-cell would make the later ones wait for the first on a
+/// futex, from inside a futex wait (see [`IN_WAIT`]).
 fn recheck_max() -> Option<std::time::Duration> {
-    static MS: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
-    let ms =
-        *MS.get_or_init(|| crate::knob::count("WEFT_FUTEX_RECHECK_MS", 1000, 0, "milliseconds"));
+    const UNREAD: usize = usize::MAX;
+    static MS: AtomicUsize = AtomicUsize::new(UNREAD);
+    let mut ms = MS.load(Ordering::Relaxed);
+    if ms == UNREAD {
+        ms = crate::knob::count("WEFT_FUTEX_RECHECK_MS", 1000, 0, "milliseconds").min(UNREAD - 1);
+        MS.store(ms, Ordering::Relaxed);
+    }
     (ms > 0).then(|| std::time::Duration::from_millis(ms as u64))
 }
 
