@@ -92,9 +92,10 @@ impl Drop for LoopHeld {
 /// wait that will hold it: a waker the readiness handler runs takes a lock
 /// (through the `transparent` futex hook). A thread holding that lock may
 /// be bound to this carrier and queued behind it; it runs elsewhere
-/// meanwhile, if it may move. `None` elsewhere (a virtual thread's waits
-/// open theirs with `thread::hold_carrier`; the carrier's own locks are
-/// held for moments), or when a section is already open.
+/// meanwhile, if it may move. Any futex wait there opens one, the
+/// scheduler's own brief locks' included: a section costs a few flags.
+/// `None` elsewhere (a virtual thread's waits open theirs with
+/// `thread::hold_carrier`), or when a section is already open.
 ///
 /// A carrier that polls on its way to sleep is on the sleeper list, where
 /// a notifier would pick it for new work it cannot run now: it takes
