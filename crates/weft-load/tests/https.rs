@@ -1,24 +1,43 @@
 //! `https://` targets: `insecure` for a self-signed server, verification
 //! failures counted as TLS errors, handshakes reported apart from latency.
 
+use std::collections::HashSet;
+use std::sync::Arc;
+
+use weft::sync::{Condvar, Mutex};
 use weft_http::{Response, Server, ServerConfig, TlsConfig};
 
-fn tls_server() -> weft_http::ServerHandle {
+/// A self-signed HTTPS server that answers no request until `users`
+/// connections have each sent one: every user's handshake then falls in
+/// the run, however fast the first user would otherwise use up its
+/// requests (it did, now and then, before the others' handshakes ended).
+fn tls_server(users: usize) -> weft_http::ServerHandle {
     let c = rcgen::generate_simple_self_signed(vec!["localhost".into()]).unwrap();
     let tls = TlsConfig::from_pem(
         c.cert.pem().as_bytes(),
         c.signing_key.serialize_pem().as_bytes(),
     )
     .unwrap();
+    let seen = Arc::new((Mutex::new(HashSet::new()), Condvar::new()));
     Server::bind("127.0.0.1:0", ServerConfig::default().tls(tls))
         .unwrap()
-        .serve(|_req: &mut weft_http::Request<'_>| Response::text("hello"))
+        .serve(move |req: &mut weft_http::Request<'_>| {
+            let (peers, arrived) = &*seen;
+            let mut peers = peers.lock().unwrap();
+            if peers.insert(req.remote_addr()) {
+                arrived.notify_all();
+            }
+            while peers.len() < users {
+                peers = arrived.wait(peers).unwrap();
+            }
+            Response::text("hello")
+        })
         .unwrap()
 }
 
 #[test]
 fn insecure_https_run_reports_handshakes_apart() {
-    let server = tls_server();
+    let server = tls_server(4);
     let report = weft_load::run(&weft_load::Config {
         url: format!("https://localhost:{}/", server.local_addr().port()),
         insecure: true,
@@ -41,7 +60,7 @@ fn insecure_https_run_reports_handshakes_apart() {
 
 #[test]
 fn https_without_insecure_fails_verification_for_a_self_signed_server() {
-    let server = tls_server();
+    let server = tls_server(1);
     let report = weft_load::run(&weft_load::Config {
         url: format!("https://localhost:{}/", server.local_addr().port()),
         concurrency: 1,
