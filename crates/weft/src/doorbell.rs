@@ -28,7 +28,9 @@
 //! carrier's last look needs one: the carrier publishes the count it read
 //! ([`Doorbell::seen`], then a SeqCst fence), and a kicker whose bump
 //! finds the word already past that count leaves the wake to the kicker
-//! that moved it ([`Ring::Done`]). Never lost: a carrier blocks only with
+//! that moved it, once that kicker has made its call (`rung`; until then
+//! it makes one too, so that a kicker the kernel preempts between its bump
+//! and its call does not hold the wake up). Never lost: a carrier blocks only with
 //! the word still at the count it read; the kicker that bumped it from
 //! there found the count published (the carrier's store and fence come
 //! before its block's read of the word, the kicker's bump and fence before
@@ -51,6 +53,8 @@ pub struct Doorbell {
     /// The count the carrier last read ([`Doorbell::seen`]): only the kick
     /// that moves the word from it wakes the carrier.
     seen: AtomicU32,
+    /// The last count read from `seen` whose wake call has been made.
+    rung: AtomicU32,
     /// Set while the carrier sleeps (or is about to) in the readiness source.
     in_source: AtomicBool,
 }
@@ -62,8 +66,6 @@ pub enum Ring {
     Futex,
     /// Write the readiness source's eventfd.
     Source,
-    /// Nothing: an earlier kick since the carrier's last look wakes it.
-    Done,
 }
 
 impl Default for Doorbell {
@@ -78,6 +80,7 @@ impl Doorbell {
         Doorbell {
             word: AtomicU32::new(0),
             seen: AtomicU32::new(0),
+            rung: AtomicU32::new(u32::MAX),
             in_source: AtomicBool::new(false),
         }
     }
@@ -93,19 +96,22 @@ impl Doorbell {
         w
     }
 
-    /// Kicks: bumps the word, then says how to wake the carrier, or that
-    /// an earlier kick does.
-    pub fn ring(&self) -> Ring {
+    /// Kicks: bumps the word, then calls `wake` with how to wake the
+    /// carrier — unless an earlier kick since the carrier's last look has
+    /// made that call already (module docs, "One wake per sleep").
+    pub fn ring(&self, wake: impl FnOnce(Ring)) {
         let old = self.word.fetch_add(1, Ordering::SeqCst);
         fence(Ordering::SeqCst);
-        if old != self.seen.load(Ordering::SeqCst) {
-            return Ring::Done;
+        let seen = self.seen.load(Ordering::SeqCst);
+        if old != seen && self.rung.load(Ordering::SeqCst) == seen {
+            return;
         }
-        if self.in_source.load(Ordering::SeqCst) {
+        wake(if self.in_source.load(Ordering::SeqCst) {
             Ring::Source
         } else {
             Ring::Futex
-        }
+        });
+        self.rung.store(seen, Ordering::SeqCst);
     }
 
     /// The carrier is about to block in the readiness source: raises the

@@ -10,7 +10,8 @@
 //! finished and every ring said `Ring::Futex`, the kick was lost.
 //!
 //! The futex models add "one wake per sleep" (a ring that finds the word
-//! already moved past the carrier's published count does nothing): two
+//! already moved past the carrier's published count, and that move's wake
+//! made, does nothing): two
 //! kickers each queue a thread and ring; the carrier looks twice if it
 //! must (a second look publishes a new count, which a kicker may read
 //! stale). A futex is a lock, a queued flag and a woken flag, as the
@@ -31,9 +32,11 @@ fn model(kicks: usize) {
             let (bell, source_rings, done) = (bell.clone(), source_rings.clone(), done.clone());
             loom::thread::spawn(move || {
                 for _ in 0..kicks {
-                    if bell.ring() == Ring::Source {
-                        source_rings.fetch_add(1, Ordering::SeqCst);
-                    }
+                    bell.ring(|how| {
+                        if how == Ring::Source {
+                            source_rings.fetch_add(1, Ordering::SeqCst);
+                        }
+                    });
                 }
                 done.store(true, Ordering::SeqCst);
             })
@@ -108,9 +111,11 @@ fn one_wake_per_sleep_loses_no_kick() {
                     (bell.clone(), futex.clone(), queued.clone(), done.clone());
                 loom::thread::spawn(move || {
                     queued.fetch_add(1, Ordering::SeqCst);
-                    if bell.ring() == Ring::Futex {
-                        futex.wake();
-                    }
+                    bell.ring(|how| {
+                        if how == Ring::Futex {
+                            futex.wake();
+                        }
+                    });
                     done.fetch_add(1, Ordering::SeqCst);
                 })
             })

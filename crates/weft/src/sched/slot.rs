@@ -111,11 +111,10 @@ impl CarrierSlot {
     /// Makes a sleeping carrier look again, however it sleeps (see
     /// `crate::doorbell`).
     pub(super) fn kick(&self) {
-        match (self.bell.ring(), crate::netpoll::get()) {
-            (Ring::Done, _) => {}
+        self.bell.ring(|how| match (how, crate::netpoll::get()) {
             (Ring::Source, Some(source)) => source.wake(),
             _ => crate::futex::futex_wake(self.bell.word()),
-        }
+        });
     }
 
     /// Sleeps while the kick count still equals `seen`, at most until `until`.
