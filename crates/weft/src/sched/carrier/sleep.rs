@@ -102,12 +102,7 @@ impl Carrier {
         if !self.polls.get() {
             return false;
         }
-        // Not before a descriptor is registered: until then a futex wake
-        // is the cheaper kick (`netpoll::Source::in_use`).
-        let Some(role) = crate::netpoll::get()
-            .filter(|s| s.in_use())
-            .and_then(|s| s.try_role())
-        else {
+        let Some(role) = crate::netpoll::get().and_then(|s| s.try_role()) else {
             return false;
         };
         let bell = &self.me().bell;
