@@ -312,6 +312,7 @@ pub mod doorbell;
 #[cfg(not(loom))]
 mod doorbell;
 mod dump;
+mod errno;
 pub mod events;
 mod executor;
 mod fork;

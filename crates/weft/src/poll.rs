@@ -436,22 +436,20 @@ impl Registration {
         let Some(p) = POLLER.get() else {
             return false;
         };
+        // errno is saved around the call: a failure here is not the
+        // caller's to see.
+        let saved = crate::errno::get();
         // SAFETY: deleting a registration we added, on a descriptor the
-        // caller still holds open (a failure, already closed, is harmless);
-        // `__errno_location` is this OS thread's errno slot, saved around
-        // the call.
+        // caller still holds open (a failure, already closed, is harmless).
         let r = unsafe {
-            let errno = libc::__errno_location();
-            let saved = *errno;
-            let r = libc::epoll_ctl(
+            libc::epoll_ctl(
                 p.source.inner_fd(),
                 libc::EPOLL_CTL_DEL,
                 self.state.fd,
                 std::ptr::null_mut(),
-            );
-            *errno = saved;
-            r
+            )
         };
+        crate::errno::set(saved);
         p.source.registered.fetch_sub(1, Ordering::Relaxed);
         r == 0
     }

@@ -150,10 +150,10 @@ pub(crate) fn suspend(thread: &VThread, s: Suspend) {
     // errno is per thread (POSIX): what this thread last set survives the
     // switch, whatever the carrier and its other threads set meanwhile
     // (libc's thread state, errno included, is the carrier's: `tls/`).
-    // SAFETY: __errno_location has no preconditions and returns the calling
-    // OS thread's errno, valid while it runs; read before the switch,
-    // written after it, each time on the thread running this code.
-    let errno = unsafe { *libc::__errno_location() };
+    // Read before the switch and written after it, each on the OS thread
+    // running this code then: `crate::errno` finds the slot afresh, where
+    // an address kept across the switch could be another carrier's.
+    let errno = crate::errno::get();
     let y = thread.yielder.get();
     // SAFETY: `yielder` was set when this coroutine started and points into
     // its own stack, which is the stack we are running on now; it is valid
@@ -163,8 +163,7 @@ pub(crate) fn suspend(thread: &VThread, s: Suspend) {
         (*y).suspend(s);
         crate::switching::set_switching(false);
     }
-    // SAFETY: as above.
-    unsafe { *libc::__errno_location() = errno };
+    crate::errno::set(errno);
     if unwinding && let Some(s) = thread.scheduler() {
         s.resume_unwinding();
     }

@@ -150,8 +150,7 @@ impl CoroSlot {
             // errno's home, is the carrier's (mirrored), and still holds
             // what the carrier's previous thread left there.
             let start = move |y: &corosensei::Yielder<(), Suspend>, ()| {
-                // SAFETY: __errno_location has no preconditions.
-                unsafe { *libc::__errno_location() = 0 };
+                crate::errno::set(0);
                 body.run(y)
             };
             // SAFETY: `body`'s true lifetime was erased in `spawn_unchecked`,

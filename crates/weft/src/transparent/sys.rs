@@ -5,14 +5,15 @@
 use libc::{c_int, c_long, socklen_t, timespec};
 use std::time::Duration;
 
+/// The calling OS thread's `errno` ([`crate::errno`]: safe to keep across
+/// a park, which a hook may make between reading and restoring it).
 pub(super) fn errno() -> c_int {
-    // SAFETY: `__errno_location` returns this thread's errno slot.
-    unsafe { *libc::__errno_location() }
+    crate::errno::get()
 }
 
+/// Sets the calling OS thread's `errno` (as [`errno`]).
 pub(super) fn set_errno(e: c_int) {
-    // SAFETY: as in `errno`.
-    unsafe { *libc::__errno_location() = e }
+    crate::errno::set(e)
 }
 
 /// `syscall(n, a...)` with up to six word arguments: -1 and `errno` on
