@@ -29,7 +29,8 @@
 //! 2. a carrier about to sleep takes the waiter role if it is free and
 //!    blocks in the outer set instead of on its futex: an event, a kick
 //!    (which writes the eventfd, see `sched/slot.rs`) or its next timer
-//!    wakes it;
+//!    wakes it — once the process has registered a descriptor
+//!    ([`Source::in_use`]; the first registration kicks the sleepers);
 //! 3. a runtime's monitor polls on its tick if no one has since its last
 //!    tick (every carrier is running one thread for a long time).
 //!
@@ -104,6 +105,8 @@ pub(crate) struct Source {
     polls: AtomicU64,
     /// Wakes by the eventfd (one in [`DRAIN_EVERY`] drains it).
     wakes: AtomicU64,
+    /// A descriptor was ever registered (see [`Source::in_use`]).
+    used: AtomicBool,
     /// Descriptors registered in the inner set (metrics; and no poll is
     /// worth a system call while it is zero).
     pub(crate) registered: AtomicUsize,
@@ -240,6 +243,7 @@ fn create() -> io::Result<Source> {
         sections: AtomicUsize::new(0),
         polls: AtomicU64::new(0),
         wakes: AtomicU64::new(0),
+        used: AtomicBool::new(false),
         registered: AtomicUsize::new(0),
     })
 }
@@ -298,6 +302,24 @@ impl Source {
             .compare_exchange(false, true, Ordering::SeqCst, Ordering::SeqCst)
             .ok()
             .map(|_| Role { source: self })
+    }
+
+    /// Whether a descriptor was ever registered. Until then carriers
+    /// sleep on their futex rather than in the outer set (rule 2): a
+    /// process without sockets — a computation, channels between threads —
+    /// pays a futex wake per kick, not an eventfd write and an epoll
+    /// wake-up. SeqCst: a carrier raises its `sleeping` flag before it
+    /// reads this, and [`Source::mark_used`]'s caller reads the flags
+    /// after it (`sched::hand_on_waiter_role`), so a sleeper that read
+    /// `false` is kicked and takes the role.
+    pub(crate) fn in_use(&self) -> bool {
+        self.used.load(Ordering::SeqCst)
+    }
+
+    /// Records a registration; true the first time (the caller then hands
+    /// the waiter role on, see [`Source::in_use`]).
+    pub(crate) fn mark_used(&self) -> bool {
+        !self.used.load(Ordering::Relaxed) && !self.used.swap(true, Ordering::SeqCst)
     }
 
     /// Polls, unless nothing is registered. Returns the events handled.

@@ -261,6 +261,11 @@ impl Registration {
             return Err(io::Error::last_os_error());
         }
         p.source.registered.fetch_add(1, Ordering::Relaxed);
+        if p.source.mark_used() {
+            // Carriers asleep on their futex: one takes the waiter role
+            // (`netpoll`, rule 2).
+            crate::sched::hand_on_waiter_role();
+        }
         Ok(Registration {
             state,
             deleted: AtomicBool::new(false),

@@ -102,7 +102,12 @@ impl Carrier {
         if !self.polls.get() {
             return false;
         }
-        let Some(role) = crate::netpoll::get().and_then(|s| s.try_role()) else {
+        // Not before a descriptor is registered: until then a futex wake
+        // is the cheaper kick (`netpoll::Source::in_use`).
+        let Some(role) = crate::netpoll::get()
+            .filter(|s| s.in_use())
+            .and_then(|s| s.try_role())
+        else {
             return false;
         };
         let bell = &self.me().bell;
