@@ -175,7 +175,12 @@ impl RuntimeBuilder {
     /// Also, code that reads a thread-local before and after such a call
     /// *in one function* may be compiled to reuse the first OS thread's
     /// address (llvm/llvm-project#98479); the caller accepts that no such
-    /// code runs on this runtime. Breaking any of these is undefined
+    /// code runs on this runtime. errno is such a thread-local: Weft's own
+    /// code finds its slot afresh on each side of a switch, but a caller's
+    /// function that reads errno after a call that parks (a libc call the
+    /// `transparent` hooks turn into a park, then
+    /// `io::Error::last_os_error()`) may read the slot of the carrier it
+    /// left. Breaking any of these is undefined
     /// behaviour. Weft itself keeps a thread that blocks while unwinding a
     /// panic on its carrier (its panic count belongs to that OS thread).
     pub unsafe fn allow_migration(mut self) -> Self {
