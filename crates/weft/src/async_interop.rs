@@ -99,7 +99,7 @@
 //!
 //! # Virtual threads from async code
 //!
-//! A [`JoinHandle`](crate::JoinHandle) is [`IntoFuture`](std::future::IntoFuture):
+//! A [`JoinHandle`](crate::JoinHandle) is [`IntoFuture`]:
 //! `handle.await` waits for the thread without blocking the executor's
 //! thread, on any executor (Tokio's, `futures::executor`, `smol`), and
 //! gives what `join` gives — `Err` with the panic's payload if the thread
