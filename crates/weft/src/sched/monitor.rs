@@ -64,7 +64,6 @@ impl Shared {
 }
 
 /// What the monitor remembers of one carrier between ticks.
-#[derive(Clone, Copy)]
 struct Watch {
     /// The carrier's switch count at the last tick.
     last: u64,
@@ -90,6 +89,8 @@ struct Watch {
     /// The current hold was judged a stall: it stays one until it ends,
     /// however the kernel schedules the carrier afterwards.
     judged: bool,
+    /// The carrier's schedstat file, open between looks.
+    schedstat: schedstat::Reader,
 }
 
 /// The monitor's memory across ticks. Only the monitor thread touches it.
@@ -171,19 +172,18 @@ impl Watcher {
         let now = Instant::now();
         // The same moment on the wall clock, for the events of this pass.
         let wall = SystemTime::now();
-        self.carriers.resize(
-            n,
-            Watch {
-                last: u64::MAX,
-                since: now,
-                prev: self.last_pass,
-                began: self.last_pass,
-                reported_hold: None,
-                stat: None,
-                run_at_first_look: None,
-                judged: false,
-            },
-        );
+        let first_look = self.last_pass;
+        self.carriers.resize_with(n, || Watch {
+            last: u64::MAX,
+            since: now,
+            prev: first_look,
+            began: first_look,
+            reported_hold: None,
+            stat: None,
+            run_at_first_look: None,
+            judged: false,
+            schedstat: schedstat::Reader::default(),
+        });
         self.last_pass = now;
         // Threads run since the previous pass, on every carrier (a held
         // one adds none).
@@ -317,7 +317,7 @@ fn hold_so_far(
     now: Instant,
 ) -> Duration {
     let stat = if busy {
-        schedstat::read(w.tid.load(Ordering::Relaxed))
+        watch.schedstat.read(w.tid.load(Ordering::Relaxed))
     } else {
         None
     };
