@@ -666,6 +666,30 @@ pub(crate) fn refuses_real_socket(domain: i32) -> bool {
     true
 }
 
+/// Whether an OS thread started now must be refused (`EPERM`): inside a
+/// simulation it would run outside its clock and schedule. Said once on
+/// stderr. Weft's `pthread_create` (`starter.rs`) asks, with the
+/// `transparent` feature (which makes the clock virtual for a simulation).
+#[cfg(all(
+    feature = "transparent",
+    any(target_arch = "x86_64", target_arch = "aarch64")
+))]
+pub(super) fn refuse_os_thread() -> bool {
+    if !crate::clock::is_virtual() {
+        return false;
+    }
+    static SAID: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+    if !SAID.swap(true, std::sync::atomic::Ordering::Relaxed) {
+        eprintln!(
+            "weft::sim: an OS thread was started inside a simulation \
+             (std::thread::spawn or pthread_create): it would run outside the \
+             simulation's clock and schedule, so it is refused (EPERM); \
+             use weft::spawn"
+        );
+    }
+    true
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -728,28 +752,4 @@ mod tests {
         );
         assert_eq!(s.choices.lock().unwrap().change_at, [1, 2, 3]);
     }
-}
-
-/// Whether an OS thread started now must be refused (`EPERM`): inside a
-/// simulation it would run outside its clock and schedule. Said once on
-/// stderr. Weft's `pthread_create` (`starter.rs`) asks, with the
-/// `transparent` feature (which makes the clock virtual for a simulation).
-#[cfg(all(
-    feature = "transparent",
-    any(target_arch = "x86_64", target_arch = "aarch64")
-))]
-pub(super) fn refuse_os_thread() -> bool {
-    if !crate::clock::is_virtual() {
-        return false;
-    }
-    static SAID: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
-    if !SAID.swap(true, std::sync::atomic::Ordering::Relaxed) {
-        eprintln!(
-            "weft::sim: an OS thread was started inside a simulation \
-             (std::thread::spawn or pthread_create): it would run outside the \
-             simulation's clock and schedule, so it is refused (EPERM); \
-             use weft::spawn"
-        );
-    }
-    true
 }
