@@ -46,9 +46,9 @@ impl Reader {
             return None;
         }
         if self.open.as_ref().is_none_or(|(t, _)| *t != tid) {
-            self.open = None;
-            let f = File::open(format!("/proc/self/task/{tid}/schedstat")).ok()?;
-            self.open = Some((tid, f));
+            self.open = File::open(format!("/proc/self/task/{tid}/schedstat"))
+                .ok()
+                .map(|f| (tid, f));
         }
         let (_, f) = self.open.as_ref()?;
         // "run wait slices\n": three decimal u64s, at most 62 bytes.
