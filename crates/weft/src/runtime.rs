@@ -287,13 +287,15 @@ impl RuntimeBuilder {
     /// after the rest of a CPU-bound neighbour's slice, while its share of
     /// the CPU stays its nice value's. Linux 6.12 and later honour it
     /// (`sched_attr::sched_runtime`); earlier kernels accept and ignore it.
-    /// Carriers with a real-time policy keep theirs and do not ask. If the
-    /// request fails, Weft says so once on standard error and the carriers
-    /// run with the kernel's default. An OS thread started on a carrier
-    /// (a `std::thread::spawn` in a virtual thread) starts with the
-    /// kernel's default, not the carrier's. Values other than zero outside
-    /// 100 µs..=100 ms, the kernel's range, are an error at
-    /// [`build`](Self::build).
+    /// Carriers with a real-time policy or a negative nice value keep
+    /// theirs and do not ask. If the request fails, Weft says so once on
+    /// standard error and the carriers run with the kernel's default.
+    /// Threads and processes started on a carrier (a `std::thread::spawn`
+    /// or a `Command` in a virtual thread) start with the kernel's
+    /// default: the request sets `SCHED_FLAG_RESET_ON_FORK`, which
+    /// `sched_getscheduler(0)` on a virtual thread shows. Values other
+    /// than zero outside 100 µs..=100 ms, the kernel's range, are an
+    /// error at [`build`](Self::build).
     pub fn carrier_time_slice(mut self, slice: Duration) -> Self {
         self.carrier_time_slice = Some(slice);
         self

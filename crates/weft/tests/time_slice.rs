@@ -1,7 +1,7 @@
 //! Each carrier asks the kernel for a time slice of its own
 //! (`sched/slice.rs`, ARCHITECTURE.md "Sharing the cores"), keeps its
-//! policy and nice value while it does, and the OS threads started on it
-//! start with the kernel's default.
+//! policy and nice value while it does, and the OS threads and processes
+//! started on it start with the kernel's default.
 //!
 //! The slice a thread runs with is read from `/proc/self/task/TID/sched`
 //! (`se.slice`, in nanoseconds). A kernel that does not show it, or that
@@ -101,6 +101,23 @@ fn os_threads_started_on_a_carrier_get_the_kernels_default() {
         Some(weft::DEFAULT_CARRIER_TIME_SLICE.as_nanos() as u64)
     );
     assert_eq!(started, kernels, "the OS thread kept its creator's slice");
+}
+
+#[test]
+fn processes_started_on_a_carrier_get_the_kernels_default() {
+    if !observable() {
+        return;
+    }
+    let kernels = own_slice();
+    let child = on_runtime(None, || {
+        let out = std::process::Command::new("/bin/sh")
+            .args(["-c", "grep '^se.slice' /proc/self/sched"])
+            .output()
+            .expect("sh");
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    });
+    let child: Option<u64> = child.split(':').nth(1).and_then(|v| v.trim().parse().ok());
+    assert_eq!(child, kernels, "the process kept its creator's slice");
 }
 
 /// A carrier's request writes back the nice value it read: built from an

@@ -31,19 +31,26 @@
 //!
 //! 1. **The request keeps everything else.** [`request`] reads the
 //!    thread's attributes (`sched_getattr`) and writes them back with the
-//!    slice, so the policy, the nice value and the reset-on-fork flag stay
-//!    as they were. Only a `SCHED_OTHER` or `SCHED_BATCH` thread asks: a
-//!    real-time or deadline policy set on the process is not ours to touch,
-//!    and `SCHED_IDLE` has no deadline to gain.
+//!    slice, so the policy and the nice value stay as they were. Only a
+//!    `SCHED_OTHER` or `SCHED_BATCH` thread at a nice value of 0 or more
+//!    asks: a real-time or deadline policy set on the process is not ours
+//!    to touch, `SCHED_IDLE` has no deadline to gain, and rule 3 would
+//!    change what a negative nice value passes on.
 //! 2. **A carrier asks once, when it starts**, before it runs any thread
 //!    (`run_carrier`). A failure is printed once per process and the
 //!    carriers run with the kernel's default slice.
-//! 3. **An OS thread started on a carrier starts with the kernel's
-//!    default.** A new thread inherits its creator's slice. Weft's
-//!    `pthread_create` (`starter.rs`) starts a thread whose creator is a
-//!    carrier that asked (and is not a virtual thread that stays on its
-//!    carrier, which may have set its own) through [`reset_default`],
-//!    before the caller's start routine runs.
+//! 3. **Nothing started on a carrier keeps its slice.** A new thread or
+//!    process inherits its creator's slice: a `std::thread::spawn` or a
+//!    `Command` in a virtual thread would run with the carrier's, and so
+//!    would everything that process runs after `exec`. The request sets
+//!    `SCHED_FLAG_RESET_ON_FORK`, with which the kernel gives a child the
+//!    default slice (measured: 1.4 ms in a thread and in an exec'd child,
+//!    where without the flag both had 0.1 ms). The flag also resets a
+//!    negative nice value to 0 and a real-time policy to `SCHED_OTHER` in
+//!    the child; neither applies to a carrier that asks (rule 1), and a
+//!    positive nice value is inherited as before. What remains visible is
+//!    the flag itself: `sched_getscheduler(0)` on a carrier (from a
+//!    virtual thread) returns `SCHED_OTHER | SCHED_RESET_ON_FORK`.
 
 use std::io;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -74,16 +81,15 @@ struct SchedAttr {
     sched_util_max: u32,
 }
 
-/// The flags `sched_setattr` takes back as they were read: only
-/// `SCHED_FLAG_RESET_ON_FORK`. (The others ask for something: keeping the
-/// parameters would drop the slice, and the clamp flags would rewrite the
-/// thread's utilisation clamps.)
+/// The one flag the request sets (rule 3). The others ask for something
+/// and are left clear: keeping the parameters would drop the slice, and
+/// the clamp flags would rewrite the thread's utilisation clamps.
 const SCHED_FLAG_RESET_ON_FORK: u64 = 0x01;
 
-/// Asks the kernel for `slice` as the calling thread's time slice, or for
-/// its default if `slice` is zero. Ok without a system call that changes
-/// anything if the thread's policy is not a fair one (rule 1).
-pub(crate) fn request(slice: Duration) -> io::Result<()> {
+/// Asks the kernel for `slice` (not zero) as the calling thread's time
+/// slice, for its children to start with the default (rule 3). Ok(false)
+/// without a change if rule 1 says the thread does not ask.
+pub(crate) fn request(slice: Duration) -> io::Result<bool> {
     let mut attr = SchedAttr {
         size: std::mem::size_of::<SchedAttr>() as u32,
         ..SchedAttr::default()
@@ -103,54 +109,41 @@ pub(crate) fn request(slice: Duration) -> io::Result<()> {
     if r != 0 {
         return Err(io::Error::last_os_error());
     }
-    if attr.sched_policy != libc::SCHED_OTHER as u32
-        && attr.sched_policy != libc::SCHED_BATCH as u32
-    {
-        return Ok(());
+    let fair = attr.sched_policy == libc::SCHED_OTHER as u32
+        || attr.sched_policy == libc::SCHED_BATCH as u32;
+    if !fair || attr.sched_nice < 0 {
+        return Ok(false);
     }
     attr.size = std::mem::size_of::<SchedAttr>() as u32;
-    attr.sched_flags &= SCHED_FLAG_RESET_ON_FORK;
+    attr.sched_flags = SCHED_FLAG_RESET_ON_FORK;
     attr.sched_runtime = slice.as_nanos().min(u64::MAX as u128) as u64;
     attr.sched_deadline = 0;
     attr.sched_period = 0;
-    // SAFETY: a complete `sched_attr` read from this thread, with only the
-    // slice changed; the kernel reads `size` bytes of it.
+    // SAFETY: a complete `sched_attr` read from this thread, with the slice
+    // and the flag changed; the kernel reads `size` bytes of it.
     let r = unsafe { libc::syscall(libc::SYS_sched_setattr, 0, &attr as *const SchedAttr, 0u32) };
     if r != 0 {
         return Err(io::Error::last_os_error());
     }
-    Ok(())
+    Ok(true)
 }
 
 /// Carries out rule 2 for a starting carrier: asks for `slice` (zero:
-/// nothing to ask) and prints the first failure in the process. True if
-/// the carrier now runs with a slice of its own, which the threads it
-/// starts must not keep (rule 3).
-pub(crate) fn request_for_carrier(slice: Duration) -> bool {
+/// nothing to ask) and prints the first failure in the process.
+pub(crate) fn request_for_carrier(slice: Duration) {
     if slice.is_zero() {
-        return false;
+        return;
     }
-    match request(slice) {
-        Ok(()) => true,
-        Err(e) => {
-            static TOLD: AtomicBool = AtomicBool::new(false);
-            if !TOLD.swap(true, Ordering::Relaxed) {
-                eprintln!(
-                    "weft: carriers cannot ask for a time slice of {} µs ({e}); they run with \
-                     the kernel's default (WEFT_CARRIER_TIME_SLICE=0 silences this)",
-                    slice.as_micros()
-                );
-            }
-            false
+    if let Err(e) = request(slice) {
+        static TOLD: AtomicBool = AtomicBool::new(false);
+        if !TOLD.swap(true, Ordering::Relaxed) {
+            eprintln!(
+                "weft: carriers cannot ask for a time slice of {} µs ({e}); they run with \
+                 the kernel's default (WEFT_CARRIER_TIME_SLICE=0 silences this)",
+                slice.as_micros()
+            );
         }
     }
-}
-
-/// Gives the calling thread the kernel's default slice (rule 3: the first
-/// thing a thread started on a carrier does). A failure leaves it with
-/// its creator's slice, a latency setting and no more: nothing to report.
-pub(crate) fn reset_default() {
-    let _ = request(Duration::ZERO);
 }
 
 #[cfg(test)]

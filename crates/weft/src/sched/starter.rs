@@ -18,12 +18,6 @@
 //! keeps per OS thread (capabilities, namespaces), which the starter does
 //! not have. Anywhere else `pthread_create` is libc's, after one relaxed
 //! load (no carrier is lowered) or a `gettid` and a look at a short list.
-//!
-//! A new thread also inherits its creator's time slice, and a carrier asks
-//! for a short one (`slice.rs`). So a thread started on a carrier that
-//! asked — by the carrier or by a virtual thread on it that does not stay
-//! — starts through [`with_default_slice`], which gives it the kernel's
-//! default before the caller's start routine runs.
 
 use std::ffi::{c_int, c_void};
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -199,47 +193,9 @@ pub unsafe extern "C" fn pthread_create(
             return answer.recv().unwrap_or(libc::EAGAIN);
         }
     }
-    let Some(create) = libc_next::PTHREAD_CREATE.resolve() else {
-        return libc::EAGAIN;
-    };
-    if started_on_sliced_carrier() {
-        let routine = Box::into_raw(Box::new(Routine { start, arg }));
-        // SAFETY: libc's own call with the caller's thread and attributes;
-        // the new thread owns `routine` (`with_default_slice` takes it
-        // back), or no thread was made and it is ours to free.
-        let r = unsafe { create(thread, attr, with_default_slice, routine.cast()) };
-        if r != 0 {
-            // SAFETY: made by `Box::into_raw` above; no thread has it.
-            drop(unsafe { Box::from_raw(routine) });
-        }
-        return r;
+    match libc_next::PTHREAD_CREATE.resolve() {
+        // SAFETY: libc's own call, with the caller's arguments.
+        Some(f) => unsafe { f(thread, attr, start, arg) },
+        None => libc::EAGAIN,
     }
-    // SAFETY: libc's own call, with the caller's arguments.
-    unsafe { create(thread, attr, start, arg) }
-}
-
-/// A caller's start routine and its argument, carried to the new thread
-/// by [`with_default_slice`].
-struct Routine {
-    start: extern "C" fn(*mut c_void) -> *mut c_void,
-    arg: *mut c_void,
-}
-
-/// Whether the calling OS thread is a carrier that asked for a time slice
-/// of its own, and the code on it is not a virtual thread that stays (it
-/// may have set the slice it wants its threads to have).
-fn started_on_sliced_carrier() -> bool {
-    super::carrier().is_some_and(|c| c.sliced)
-        && crate::thread::current_virtual().is_none_or(|t| !t.stays.load(Ordering::Relaxed))
-}
-
-/// The start routine of a thread started on a carrier that asked for a
-/// slice: the kernel's default slice first, then the caller's routine,
-/// whose result is the thread's.
-extern "C" fn with_default_slice(routine: *mut c_void) -> *mut c_void {
-    // SAFETY: `pthread_create` passed the `Routine` it boxed for this
-    // thread alone, and nothing else frees it once the thread exists.
-    let Routine { start, arg } = *unsafe { Box::from_raw(routine.cast::<Routine>()) };
-    super::slice::reset_default();
-    start(arg)
 }

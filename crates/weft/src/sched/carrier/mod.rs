@@ -102,9 +102,6 @@ pub(crate) struct Carrier {
     /// wake that run here are queued behind the others (`Shared::schedule`)
     /// instead of each taking the `next` slot.
     pub(super) polling: Cell<bool>,
-    /// This carrier's OS thread asked for a time slice of its own
-    /// (`sched/slice.rs`): the OS threads started here must not keep it.
-    pub(in crate::sched) sliced: bool,
 }
 
 /// Finished threads a carrier unregisters at once (see `Carrier::finished`);
@@ -357,7 +354,9 @@ pub(crate) fn run_carrier(shared: Arc<Shared>, index: usize, local: Worker<Recor
     let shared_sim = shared.sim.clone();
     // Before it runs anything (`slice.rs`, rule 2); not in a simulation,
     // whose one carrier runs alone by design.
-    let sliced = shared_sim.is_none() && super::slice::request_for_carrier(shared.time_slice);
+    if shared_sim.is_none() {
+        super::slice::request_for_carrier(shared.time_slice);
+    }
     let carrier = Carrier {
         index,
         shared,
@@ -375,7 +374,6 @@ pub(crate) fn run_carrier(shared: Arc<Shared>, index: usize, local: Worker<Recor
         polls: Cell::new(false),
         leaving: Cell::new(false),
         polling: Cell::new(false),
-        sliced,
         areas: match shared_areas {
             true => crate::tls::layout(),
             false => None,
