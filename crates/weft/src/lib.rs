@@ -192,7 +192,6 @@
 //! | `WEFT_THREAD_LOCALS` | `carrier`: virtual threads share their carrier's thread-locals (see "Thread-locals") | each has its own |
 //! | `WEFT_STALL_THRESHOLD` | how long one virtual thread may hold a carrier before the monitor reports a stall (`20ms`, `500us`, `1s`) | 20 ms |
 //! | `WEFT_HELD_CARRIER_NICE` | nice value (0–19) a carrier's OS thread is lowered to while one thread computes on it beside short ones; `0` never lowers ([`RuntimeBuilder::held_carrier_nice`]) | 5 |
-//! | `WEFT_CARRIER_TIME_SLICE` | the time slice each carrier asks Linux (6.12+) for, so that a woken carrier preempts a CPU-bound neighbour at once (`100us`, `1ms`); `0` keeps the kernel's default ([`RuntimeBuilder::carrier_time_slice`]) | 100 µs |
 //! | `WEFT_MAX_BLOCKING_THREADS` | OS threads that run [`blocking`] closures | 512 |
 //! | `WEFT_TOKIO_THREADS` | worker threads of the Tokio runtime Weft starts for [`block_on`] (feature `tokio`, see [`async_interop`]); a bad value is reported on stderr and the default kept | 2 |
 //! | `WEFT_NETPOLL` | who fetches socket readiness: `carriers` (carriers poll; the `weft-poller` thread only while no runtime runs) or `thread` (the poller thread always) | `carriers` |
@@ -386,8 +385,8 @@ pub use executor::Executor;
 pub use future::block_on;
 pub use local::LocalKey;
 pub use runtime::{
-    DEFAULT_CARRIER_TIME_SLICE, DEFAULT_HELD_CARRIER_NICE, DEFAULT_MAX_POOL_SIZE,
-    DEFAULT_STACK_SIZE, Runtime, RuntimeBuilder, default_runtime,
+    DEFAULT_HELD_CARRIER_NICE, DEFAULT_MAX_POOL_SIZE, DEFAULT_STACK_SIZE, Runtime, RuntimeBuilder,
+    default_runtime,
 };
 pub use scope::{Scope, ScopedJoinHandle, scope};
 pub use stack::guard_pages_in_place;

@@ -108,7 +108,6 @@ struct Config {
     stall_threshold: Duration,
     spare_keepalive: Duration,
     held_carrier_nice: u8,
-    carrier_time_slice: Duration,
     /// The process copy it was built in (`fork.rs`): in a `fork` child
     /// its carriers are gone, and spawning on it is an error.
     generation: u32,
@@ -129,13 +128,6 @@ pub const DEFAULT_SPARE_KEEPALIVE: Duration = Duration::from_secs(10);
 /// (docs/bench.md, "A computation beside short requests").
 pub const DEFAULT_HELD_CARRIER_NICE: u8 = 5;
 
-/// The time slice each carrier's OS thread asks the kernel for by default
-/// ([`RuntimeBuilder::carrier_time_slice`]): 100 µs, the shortest Linux
-/// grants. Beside two busy processes it took a round trip between two
-/// carriers from 6.6–7.9 µs to 4.4–4.6 µs at the median (docs/bench.md,
-/// "A carrier's time slice").
-pub const DEFAULT_CARRIER_TIME_SLICE: Duration = crate::sched::slice::DEFAULT;
-
 /// Configures and starts a [`Runtime`].
 #[derive(Debug, Default)]
 #[must_use = "a RuntimeBuilder does nothing until `build` is called"]
@@ -147,7 +139,6 @@ pub struct RuntimeBuilder {
     stall_threshold: Option<Duration>,
     spare_keepalive: Option<Duration>,
     held_carrier_nice: Option<u8>,
-    carrier_time_slice: Option<Duration>,
     migrate: bool,
     carrier_thread_locals: bool,
     sim: Option<Arc<crate::sched::Simulation>>,
@@ -277,30 +268,6 @@ impl RuntimeBuilder {
         self
     }
 
-    /// The time slice each carrier's OS thread asks Linux's scheduler for
-    /// when it starts (default [`DEFAULT_CARRIER_TIME_SLICE`], 100 µs;
-    /// `WEFT_CARRIER_TIME_SLICE` for the default runtime; zero keeps the
-    /// kernel's default, 0.75 ms times one plus the log2 of the CPUs).
-    ///
-    /// The slice decides *when* a thread runs, not how much: with a
-    /// shorter one a carrier woken for a hand-off runs at once instead of
-    /// after the rest of a CPU-bound neighbour's slice, while its share of
-    /// the CPU stays its nice value's. Linux 6.12 and later honour it
-    /// (`sched_attr::sched_runtime`); earlier kernels accept and ignore it.
-    /// Carriers with a real-time policy or a negative nice value keep
-    /// theirs and do not ask. If the request fails, Weft says so once on
-    /// standard error and the carriers run with the kernel's default.
-    /// Threads and processes started on a carrier (a `std::thread::spawn`
-    /// or a `Command` in a virtual thread) start with the kernel's
-    /// default: the request sets `SCHED_FLAG_RESET_ON_FORK`, which
-    /// `sched_getscheduler(0)` on a virtual thread shows. Values other
-    /// than zero outside 100 µs..=100 ms, the kernel's range, are an
-    /// error at [`build`](Self::build).
-    pub fn carrier_time_slice(mut self, slice: Duration) -> Self {
-        self.carrier_time_slice = Some(slice);
-        self
-    }
-
     /// Prefix of the carriers' OS thread names (default `weft-carrier`).
     pub fn name(mut self, name: impl Into<String>) -> Self {
         self.name = Some(name.into());
@@ -369,17 +336,6 @@ impl RuntimeBuilder {
                 "held_carrier_nice must be between 0 and 19, got {held_carrier_nice}"
             )));
         }
-        let carrier_time_slice = self
-            .carrier_time_slice
-            .unwrap_or(DEFAULT_CARRIER_TIME_SLICE);
-        if !carrier_time_slice.is_zero()
-            && !(crate::sched::slice::MIN..=crate::sched::slice::MAX).contains(&carrier_time_slice)
-        {
-            return Err(invalid(format!(
-                "carrier_time_slice must be zero (the kernel's default) or between 100 µs and \
-                 100 ms, got {carrier_time_slice:?}"
-            )));
-        }
         let config = Config {
             parallelism,
             max_pool_size,
@@ -388,7 +344,6 @@ impl RuntimeBuilder {
             stall_threshold,
             spare_keepalive: self.spare_keepalive.unwrap_or(DEFAULT_SPARE_KEEPALIVE),
             held_carrier_nice,
-            carrier_time_slice,
             generation: crate::fork::generation(),
             #[cfg(feature = "tokio")]
             tokio: self.tokio,
@@ -404,7 +359,6 @@ impl RuntimeBuilder {
                 stall_threshold: config.stall_threshold,
                 spare_keepalive: config.spare_keepalive,
                 held_nice: config.held_carrier_nice,
-                time_slice: config.carrier_time_slice,
                 migrate: self.migrate,
                 thread_local_areas: !self.carrier_thread_locals,
                 sim: self.sim.clone(),
@@ -690,9 +644,6 @@ fn build_default() -> io::Result<Runtime> {
     if let Some(n) = env_nice("WEFT_HELD_CARRIER_NICE")? {
         b = b.held_carrier_nice(n);
     }
-    if let Some(d) = env_slice("WEFT_CARRIER_TIME_SLICE")? {
-        b = b.carrier_time_slice(d);
-    }
     // Keep the implicit pool bound consistent with a large parallelism.
     if b.max_pool_size.is_none()
         && let Some(p) = b.parallelism
@@ -702,18 +653,9 @@ fn build_default() -> io::Result<Runtime> {
     b.build().map_err(|e| {
         io::Error::new(
             e.kind(),
-            format!("{e} (default runtime, configured by WEFT_PARALLELISM / WEFT_MAX_POOL_SIZE / WEFT_STACK_SIZE / WEFT_STALL_THRESHOLD / WEFT_HELD_CARRIER_NICE / WEFT_CARRIER_TIME_SLICE)"),
+            format!("{e} (default runtime, configured by WEFT_PARALLELISM / WEFT_MAX_POOL_SIZE / WEFT_STACK_SIZE / WEFT_STALL_THRESHOLD / WEFT_HELD_CARRIER_NICE)"),
         )
     })
-}
-
-/// A time slice: a duration as [`env_duration`] reads it, or `0` for the
-/// kernel's default (the range is checked by `build`).
-fn env_slice(var: &str) -> io::Result<Option<Duration>> {
-    match std::env::var(var) {
-        Ok(v) if v.trim() == "0" => Ok(Some(Duration::ZERO)),
-        _ => env_duration(var),
-    }
 }
 
 /// A nice value, 0 to 19.

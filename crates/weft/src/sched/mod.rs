@@ -109,7 +109,6 @@ mod schedstat;
 mod schedule;
 mod shared;
 mod sim;
-pub(crate) mod slice;
 mod slot;
 mod starter;
 mod stats;

@@ -80,9 +80,6 @@ pub(crate) struct Shared {
     /// The nice value the monitor lowers a held carrier's OS thread to
     /// (`demote.rs`); 0: never.
     pub(super) held_nice: u8,
-    /// The time slice each carrier asks the kernel for when it starts
-    /// (`slice.rs`); zero: the kernel's default.
-    pub(super) time_slice: Duration,
     /// Carriers' OS threads lowered so far (metrics).
     pub(crate) demoted: AtomicUsize,
     /// Weak self-reference, so compensation can start carrier threads.
@@ -113,8 +110,6 @@ pub(crate) struct SchedConfig {
     pub(crate) spare_keepalive: Duration,
     /// See `Shared::held_nice`.
     pub(crate) held_nice: u8,
-    /// See `Shared::time_slice`.
-    pub(crate) time_slice: Duration,
     pub(crate) migrate: bool,
     /// See `Shared::thread_local_areas`.
     pub(crate) thread_local_areas: bool,
@@ -136,7 +131,6 @@ impl Shared {
             stall_threshold,
             spare_keepalive,
             held_nice,
-            time_slice,
             migrate,
             thread_local_areas,
             sim,
@@ -179,7 +173,6 @@ impl Shared {
             spare_keepalive,
             spares_started: AtomicUsize::new(0),
             held_nice,
-            time_slice,
             demoted: AtomicUsize::new(0),
             me_weak: OnceLock::new(),
             migrate,

@@ -352,11 +352,6 @@ pub(crate) fn run_carrier(shared: Arc<Shared>, index: usize, local: Worker<Recor
     crate::stack::ensure_altstack();
     let shared_areas = shared.thread_local_areas;
     let shared_sim = shared.sim.clone();
-    // Before it runs anything (`slice.rs`, rule 2); not in a simulation,
-    // whose one carrier runs alone by design.
-    if shared_sim.is_none() {
-        super::slice::request_for_carrier(shared.time_slice);
-    }
     let carrier = Carrier {
         index,
         shared,
