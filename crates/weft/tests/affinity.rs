@@ -179,14 +179,6 @@ fn the_unsafe_opt_in_lets_threads_move() {
     assert!(moves > 0, "no thread moved with migration allowed");
 }
 
-/// errno is each virtual thread's own across suspensions that move it
-/// (POSIX: errno is per thread), and a thread that moves leaves the errno
-/// of the carrier it left alone: 300 threads on 3 carriers that allow
-/// migration set errno to values of their own, suspend, and must find
-/// their value again wherever they resume. A thread that wrote its saved
-/// errno back into the slot of the carrier it left (an address kept across
-/// the switch, `errno.rs`) fails here, and so does the thread whose slot
-/// it hit.
 /// The calling OS thread's errno slot, through a call the optimiser can
 /// neither merge with another nor move across a suspension (as Weft's own
 /// `errno.rs`): the test's own reads must not be the stale ones.
@@ -197,6 +189,14 @@ fn errno_slot() -> *mut libc::c_int {
     unsafe { location() }
 }
 
+/// errno is each virtual thread's own across suspensions that move it
+/// (POSIX: errno is per thread), and a thread that moves leaves the errno
+/// of the carrier it left alone: 300 threads on 3 carriers that allow
+/// migration set errno to values of their own, suspend, and must find
+/// their value again wherever they resume. A thread that wrote its saved
+/// errno back into the slot of the carrier it left (an address kept across
+/// the switch, `errno.rs`) fails here, and so does the thread whose slot
+/// it hit.
 #[test]
 fn errno_follows_a_thread_that_moves() {
     // SAFETY: the threads keep nothing tied to an OS thread across a
