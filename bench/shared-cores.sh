@@ -6,7 +6,8 @@
 #
 #     wrk -t1 -c100 -d5s --latency http://127.0.0.1:PORT/hello
 #
-# beside N CPU-bound neighbour processes (`yes > /dev/null`, --busy N) and,
+# beside N CPU-bound neighbour processes (`yes > /dev/null`, --busy N; each
+# bound to its own CPU unless --busy-placement free) and,
 # with --cpu-quota CPUS, inside a cgroup with a CPU quota (the server
 # process only: not wrk, not the neighbours). Rounds interleave the servers
 # (each round starts one server later), every measurement is a fresh server
@@ -15,6 +16,7 @@
 #
 #     bench/shared-cores.sh                          # 2 busy neighbours, 3 rounds
 #     bench/shared-cores.sh --busy 0                 # quiet(-ish) machine
+#     bench/shared-cores.sh --busy-placement free    # the kernel places the neighbours
 #     bench/shared-cores.sh --cpu-quota 1.5 --busy 0 # a container with 1.5 CPUs
 #     bench/shared-cores.sh --help
 #
@@ -31,6 +33,7 @@ out="$root/target/shared-cores"
 go_dir="$root/target/shared-cores" # the Go server's binary (bench/go)
 
 busy=2
+placement=spread
 quota=""
 runs=3
 duration=5
@@ -45,6 +48,10 @@ usage() {
     cat <<EOF
 usage: bench/shared-cores.sh [options]
   --busy N           CPU-bound neighbours (yes > /dev/null) during the run (default $busy)
+  --busy-placement HOW
+                     spread: neighbour i bound to the i-th CPU this script may use, round
+                     robin, so that every core is shared; free: wherever the kernel puts
+                     them, which changes from run to run (default $placement)
   --cpu-quota CPUS   run each server in a cgroup with this CPU quota, e.g. 1.5 (default: none)
   --runs N           rounds over all servers; medians over them (default $runs)
   --duration S       seconds per wrk measurement (default $duration)
@@ -79,7 +86,7 @@ while (($#)); do
         shift
         continue
         ;;
-    --busy | --cpu-quota | --runs | --duration | --warmup | --connections | --servers | --weft-bench | --out)
+    --busy | --busy-placement | --cpu-quota | --runs | --duration | --warmup | --connections | --servers | --weft-bench | --out)
         (($# >= 2)) || die "$opt needs a value"
         val=$2
         shift 2
@@ -88,6 +95,7 @@ while (($#)); do
     esac
     case $opt in
     --busy) in_range "$val" 0 64 || die "--busy $val: give a whole number 0..64" ;;
+    --busy-placement) [[ $val == spread || $val == free ]] || die "--busy-placement $val: give spread or free" ;;
     --runs) in_range "$val" 1 50 || die "--runs $val: give a whole number 1..50" ;;
     --duration) in_range "$val" 1 600 || die "--duration $val: give whole seconds 1..600" ;;
     --warmup) in_range "$val" 0 60 || die "--warmup $val: give whole seconds 0..60" ;;
@@ -99,6 +107,7 @@ while (($#)); do
     esac
     case $opt in
     --busy) busy=$((10#$val)) ;;
+    --busy-placement) placement=$val ;;
     --cpu-quota) quota=$val ;;
     --runs) runs=$((10#$val)) ;;
     --duration) duration=$((10#$val)) ;;
@@ -121,6 +130,8 @@ for s in "${chosen[@]}"; do
 done
 
 command -v wrk >/dev/null || die "wrk not found: install it (Debian/Ubuntu: apt-get install -y wrk)"
+((busy == 0)) || [[ $placement == free ]] || command -v taskset >/dev/null ||
+    die "taskset not found (util-linux): install it, or give --busy-placement free"
 
 go_bin="${GO:-$(command -v go || true)}"
 [[ -n $go_bin ]] || { [[ -x /usr/local/go/bin/go ]] && go_bin=/usr/local/go/bin/go; }
@@ -351,14 +362,39 @@ measure() {
 export CGROUP_PROCS="${cgroup_dir:+$cgroup_dir/cgroup.procs}"
 
 load_before=$(uptime)
+# The CPUs this script may use ("0-3,6" in /proc/self/status), one per word.
+allowed_cpus() {
+    local list range
+    list=$(awk '/^Cpus_allowed_list:/ { print $2 }' /proc/self/status)
+    IFS=, read -r -a ranges <<<"$list"
+    for range in "${ranges[@]}"; do
+        if [[ $range == *-* ]]; then seq "${range%-*}" "${range#*-}"; else echo "$range"; fi
+    done
+}
+cpus=($(allowed_cpus))
+((${#cpus[@]})) || die "cannot read the CPUs this process may use (/proc/self/status)"
+bound=()
 for ((i = 0; i < busy; i++)); do
-    yes >/dev/null &
+    if [[ $placement == spread ]]; then
+        cpu=${cpus[$((i % ${#cpus[@]}))]}
+        taskset -c "$cpu" yes >/dev/null &
+        bound+=("$cpu")
+    else
+        yes >/dev/null &
+    fi
     neighbours+=($!)
 done
+if ((busy == 0)); then
+    where=""
+elif [[ $placement == spread ]]; then
+    where=" bound to CPUs $(IFS=,; echo "${bound[*]}")"
+else
+    where=" placed by the kernel"
+fi
 ((busy == 0)) || sleep 1 # let the neighbours take their cores
 
 n=${#runnable[@]}
-echo "shared-cores: ${runnable[*]}; $runs rounds; $busy busy neighbours${quota:+; CPU quota $quota}" >&2
+echo "shared-cores: ${runnable[*]}; $runs rounds; $busy busy neighbours$where${quota:+; CPU quota $quota}" >&2
 for ((r = 1; r <= runs; r++)); do
     for ((k = 0; k < n; k++)); do
         s=${runnable[$(((r - 1 + k) % n))]}
@@ -396,7 +432,7 @@ base_rps=${med_rps[weft-http]:-}
 base_p99=${med_p99[weft-http]:-}
 {
     echo
-    echo "wrk -t1 -c$connections -d${duration}s --latency http://127.0.0.1:PORT/hello (warm-up ${warmup} s); $busy busy neighbours (yes > /dev/null)${quota:+; server in a cgroup, $quota_desc}"
+    echo "wrk -t1 -c$connections -d${duration}s --latency http://127.0.0.1:PORT/hello (warm-up ${warmup} s); $busy busy neighbours (yes > /dev/null)$where${quota:+; server in a cgroup, $quota_desc}"
     echo "medians of $runs rounds; $(nproc) CPUs; $(uname -r)"
     echo "load before: $load_before"
     echo "load after:  $load_after"

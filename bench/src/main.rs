@@ -106,6 +106,15 @@ struct Cli {
     /// host. Never rewrites docs/bench.md's table.
     #[arg(long, value_name = "N", default_value_t = 0)]
     busy: usize,
+    /// Where the `--busy` neighbours run. `spread` (the default) binds
+    /// neighbour i to the i-th CPU this process may use, round robin, so
+    /// that every core is shared. `free` leaves them to the kernel, which
+    /// often stacks two on one CPU beside a server that keeps waking on
+    /// the other: a run then measures a half-quiet machine, and runs
+    /// differ by where the neighbours landed (docs/bench.md, "Where the
+    /// neighbours run").
+    #[arg(long, value_enum, value_name = "HOW", default_value_t = Placement::Spread)]
+    busy_placement: Placement,
     /// Run every worker (not the load generator) in a cgroup of its own
     /// with a CPU quota of this many CPUs (e.g. 1.5), as a container with a
     /// CPU limit: needs root and a cgroup `cpu` controller (`quota.rs`).
@@ -1032,7 +1041,7 @@ fn suite(cli: &Cli) -> Result<(), String> {
     } else {
         None
     };
-    let neighbours = Neighbours::start(cli.busy)?;
+    let neighbours = Neighbours::start(cli.busy, cli.busy_placement)?;
     let results = run_specs(&specs, &columns, tls.as_ref());
     drop(neighbours);
     let rep = report::Report {
@@ -1263,24 +1272,92 @@ fn write_results(cli: &Cli, rep: &report::Report, out: &Path) -> Result<(), Stri
     Ok(())
 }
 
+/// Where `--busy` neighbours run (`--busy-placement`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+enum Placement {
+    /// Neighbour i bound to the i-th allowed CPU, round robin.
+    Spread,
+    /// Wherever the kernel puts them.
+    Free,
+}
+
 /// CPU-bound neighbour processes (`yes` writing to `/dev/null`), killed
 /// when dropped.
 struct Neighbours(Vec<std::process::Child>);
 
 impl Neighbours {
-    fn start(n: usize) -> Result<Neighbours, String> {
+    fn start(n: usize, placement: Placement) -> Result<Neighbours, String> {
+        let cpus = match placement {
+            Placement::Spread if n > 0 => allowed_cpus()?,
+            _ => Vec::new(),
+        };
         let mut started = Neighbours(Vec::new());
-        for _ in 0..n {
+        let mut bound = Vec::new();
+        for i in 0..n {
             let child = Command::new("yes")
                 .stdout(std::process::Stdio::null())
                 .spawn()
                 .map_err(|e| format!("cannot start a busy neighbour (yes): {e}"))?;
+            let pid = child.id();
             started.0.push(child);
+            if !cpus.is_empty() {
+                let cpu = cpus[i % cpus.len()];
+                bind_to_cpu(pid, cpu)
+                    .map_err(|e| format!("cannot bind busy neighbour {pid} to CPU {cpu}: {e}"))?;
+                bound.push(cpu.to_string());
+            }
         }
         if n > 0 {
-            println!("running beside {n} busy neighbour processes (yes > /dev/null)");
+            match placement {
+                Placement::Spread => println!(
+                    "running beside {n} busy neighbour processes (yes > /dev/null), bound to CPUs {}",
+                    bound.join(", ")
+                ),
+                Placement::Free => println!(
+                    "running beside {n} busy neighbour processes (yes > /dev/null), placed by the kernel"
+                ),
+            }
         }
         Ok(started)
+    }
+}
+
+/// The CPUs this process may run on (its affinity mask), in order.
+fn allowed_cpus() -> Result<Vec<usize>, String> {
+    // SAFETY: `cpu_set_t` is plain data, valid when zeroed.
+    let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
+    // SAFETY: `set` is a valid, writable `cpu_set_t` of the size passed.
+    let r = unsafe { libc::sched_getaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &mut set) };
+    if r != 0 {
+        return Err(format!(
+            "sched_getaffinity: {}",
+            std::io::Error::last_os_error()
+        ));
+    }
+    let cpus: Vec<usize> = (0..libc::CPU_SETSIZE as usize)
+        // SAFETY: `cpu` is below CPU_SETSIZE, the bits `set` holds.
+        .filter(|&cpu| unsafe { libc::CPU_ISSET(cpu, &set) })
+        .collect();
+    if cpus.is_empty() {
+        return Err("this process may run on no CPU".into());
+    }
+    Ok(cpus)
+}
+
+/// Binds process `pid` to one CPU.
+fn bind_to_cpu(pid: u32, cpu: usize) -> std::io::Result<()> {
+    // SAFETY: as in `allowed_cpus`.
+    let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
+    // SAFETY: `cpu` came from `allowed_cpus`, so it is below CPU_SETSIZE.
+    unsafe { libc::CPU_SET(cpu, &mut set) };
+    let pid = libc::pid_t::try_from(pid).map_err(std::io::Error::other)?;
+    // SAFETY: `set` is a valid `cpu_set_t` of the size passed; the call
+    // only reads it.
+    let r = unsafe { libc::sched_setaffinity(pid, std::mem::size_of::<libc::cpu_set_t>(), &set) };
+    if r == 0 {
+        Ok(())
+    } else {
+        Err(std::io::Error::last_os_error())
     }
 }
 
