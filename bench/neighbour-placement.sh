@@ -3,7 +3,7 @@
 # run"): starts two CPU-bound neighbours (`yes > /dev/null`), one hello
 # server and `wrk -t1 -c100 -d6s --latency` against it, and samples every
 # 2 ms for 4 s the state and CPU (/proc/PID/task/TID/stat) of the server's
-# threads, of wrk and of both neighbours. Prints wrk's req/s and latency
+# threads and of both neighbours. Prints wrk's req/s and latency
 # percentiles, and how often the two busiest server threads and the two
 # neighbours were on the same CPU.
 #
@@ -60,9 +60,9 @@ done
 wrk -t1 -c100 -d6s --latency "http://127.0.0.1:$port/hello" >"$tmp/wrk.out" &
 wrk_pid=$!
 sleep 1
-python3 - "$server" "$wrk_pid" "${neighbours[@]}" <<'PY'
+python3 - "$server" "${neighbours[@]}" <<'PY'
 import glob, os, sys, time
-server, wrk, n0, n1 = sys.argv[1:5]
+server, n0, n1 = sys.argv[1:4]
 
 def stat(path):
     """(state, cpu, utime + stime in ticks) of /proc/.../stat, or None."""

@@ -371,8 +371,10 @@ allowed_cpus() {
         if [[ $range == *-* ]]; then seq "${range%-*}" "${range#*-}"; else echo "$range"; fi
     done
 }
-cpus=($(allowed_cpus))
-((${#cpus[@]})) || die "cannot read the CPUs this process may use (/proc/self/status)"
+if ((busy > 0)) && [[ $placement == spread ]]; then
+    cpus=($(allowed_cpus))
+    ((${#cpus[@]})) || die "cannot read the CPUs this process may use (/proc/self/status)"
+fi
 bound=()
 for ((i = 0; i < busy; i++)); do
     if [[ $placement == spread ]]; then
