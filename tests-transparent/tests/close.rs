@@ -45,27 +45,40 @@ fn close_while_waiting_gives_ebadf() {
 /// its `errno` is that `EBADF`: letting go of the closed descriptor's
 /// poller registration on the way out (an `EPOLL_CTL_DEL` by number, now
 /// done at the close) set `errno` to `ENOENT` before.
+///
+/// The runtime's own threads open descriptors too (the monitor's
+/// `/proc/self/task/<tid>/` files), and one opened between the close and
+/// the `eventfd` takes the number: then the case was not reached and is
+/// tried again with a new pair (the call must end with `EBADF` either way).
 #[test]
 fn errno_is_the_calls_own_when_the_number_is_reused() {
     let _one = one_at_a_time();
-    let sv = socketpair();
-    let fd = sv[0];
-    let (tx, rx) = std::sync::mpsc::channel();
-    let r = read_while(fd, move || {
-        // SAFETY: closing the descriptor made above, then taking the
-        // lowest free number, which is `fd` again.
-        let new = unsafe {
-            libc::close(fd);
-            libc::eventfd(0, 0)
-        };
-        tx.send(new).unwrap();
-    });
-    let new = rx.recv().unwrap();
-    assert_eq!(new, fd, "the eventfd did not reuse the number");
-    assert_eq!(r, (-1, Some(libc::EBADF)));
-    // SAFETY: closing our own descriptors.
-    unsafe {
-        libc::close(new);
-        libc::close(sv[1]);
+    const ATTEMPTS: usize = 20;
+    for _ in 0..ATTEMPTS {
+        let sv = socketpair();
+        let fd = sv[0];
+        let (tx, rx) = std::sync::mpsc::channel();
+        let r = read_while(fd, move || {
+            // SAFETY: closing the descriptor made above, then taking the
+            // lowest free number, which is `fd` again unless another
+            // thread of the process took it in between.
+            let new = unsafe {
+                libc::close(fd);
+                libc::eventfd(0, 0)
+            };
+            tx.send(new).unwrap();
+        });
+        let new = rx.recv().unwrap();
+        assert!(new >= 0, "eventfd failed");
+        assert_eq!(r, (-1, Some(libc::EBADF)));
+        // SAFETY: closing our own descriptors.
+        unsafe {
+            libc::close(new);
+            libc::close(sv[1]);
+        }
+        if new == fd {
+            return;
+        }
     }
+    panic!("in {ATTEMPTS} attempts another thread always took the closed number first");
 }
