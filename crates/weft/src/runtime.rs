@@ -141,6 +141,7 @@ pub struct RuntimeBuilder {
     held_carrier_nice: Option<u8>,
     migrate: bool,
     carrier_thread_locals: bool,
+    rest_carriers: Option<bool>,
     sim: Option<Arc<crate::sched::Simulation>>,
     #[cfg(feature = "tokio")]
     tokio: Option<tokio::runtime::Handle>,
@@ -268,6 +269,25 @@ impl RuntimeBuilder {
         self
     }
 
+    /// Whether core carriers that only add hand-offs rest (default `true`;
+    /// `WEFT_REST_CARRIERS=0` turns it off for the default runtime).
+    ///
+    /// When the cores are shared — a load generator or CPU-bound
+    /// processes beside the program, a CPU quota — the carriers get less
+    /// CPU than there are of them, take turns on what they get, and every
+    /// wake-up that crosses carriers waits for the woken one to be
+    /// scheduled. The monitor then rests carriers whose work fits on
+    /// fewer (their threads move to the carriers still on duty), and
+    /// brings them back when those never sleep and more carriers get more
+    /// CPU. A computation on every carrier, or a quiet machine, never
+    /// rests one. The rule and its measurements are in ARCHITECTURE.md,
+    /// "Sharing the cores"; [`Runtime::carriers_resting`] says how many
+    /// rest now.
+    pub fn rest_carriers(mut self, on: bool) -> Self {
+        self.rest_carriers = Some(on);
+        self
+    }
+
     /// Prefix of the carriers' OS thread names (default `weft-carrier`).
     pub fn name(mut self, name: impl Into<String>) -> Self {
         self.name = Some(name.into());
@@ -361,6 +381,7 @@ impl RuntimeBuilder {
                 held_nice: config.held_carrier_nice,
                 migrate: self.migrate,
                 thread_local_areas: !self.carrier_thread_locals,
+                rest: self.rest_carriers.unwrap_or(true),
                 sim: self.sim.clone(),
             },
             crate::stack::pool_for(stack_size),
@@ -499,6 +520,17 @@ impl Runtime {
     /// [`RuntimeBuilder::held_carrier_nice`]).
     pub fn carriers_lowered(&self) -> usize {
         self.handle.shared.demoted.load(Ordering::Relaxed)
+    }
+
+    /// Core carriers resting now (see [`RuntimeBuilder::rest_carriers`]).
+    pub fn carriers_resting(&self) -> usize {
+        self.handle.shared.resting.load(Ordering::Relaxed)
+    }
+
+    /// Times a core carrier was sent to rest so far (see
+    /// [`RuntimeBuilder::rest_carriers`]).
+    pub fn carrier_rests(&self) -> usize {
+        self.handle.shared.rests.load(Ordering::Relaxed)
     }
 
     /// Whether started threads of this runtime may change carriers (see
@@ -644,6 +676,9 @@ fn build_default() -> io::Result<Runtime> {
     if let Some(n) = env_nice("WEFT_HELD_CARRIER_NICE")? {
         b = b.held_carrier_nice(n);
     }
+    if let Some(on) = env_bool("WEFT_REST_CARRIERS")? {
+        b = b.rest_carriers(on);
+    }
     // Keep the implicit pool bound consistent with a large parallelism.
     if b.max_pool_size.is_none()
         && let Some(p) = b.parallelism
@@ -653,9 +688,22 @@ fn build_default() -> io::Result<Runtime> {
     b.build().map_err(|e| {
         io::Error::new(
             e.kind(),
-            format!("{e} (default runtime, configured by WEFT_PARALLELISM / WEFT_MAX_POOL_SIZE / WEFT_STACK_SIZE / WEFT_STALL_THRESHOLD / WEFT_HELD_CARRIER_NICE)"),
+            format!("{e} (default runtime, configured by WEFT_PARALLELISM / WEFT_MAX_POOL_SIZE / WEFT_STACK_SIZE / WEFT_STALL_THRESHOLD / WEFT_HELD_CARRIER_NICE / WEFT_REST_CARRIERS)"),
         )
     })
+}
+
+/// `0` or `1`.
+fn env_bool(var: &str) -> io::Result<Option<bool>> {
+    match std::env::var(var) {
+        Err(std::env::VarError::NotPresent) => Ok(None),
+        Err(std::env::VarError::NotUnicode(_)) => Err(invalid(format!("{var} is not valid UTF-8"))),
+        Ok(v) => match v.trim() {
+            "0" => Ok(Some(false)),
+            "1" => Ok(Some(true)),
+            _ => Err(invalid(format!("{var}={v:?} is not 0 or 1"))),
+        },
+    }
 }
 
 /// A nice value, 0 to 19.

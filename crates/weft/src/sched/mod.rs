@@ -89,6 +89,8 @@
 //! - `monitor.rs`: the monitor thread (stalls, blocked carriers).
 //! - `schedstat.rs`: a carrier's time on a CPU and waiting for one, as the
 //!   kernel counts it (how the monitor tells held from descheduled).
+//! - `rest.rs`: when core carriers rest on shared cores (the rule; the
+//!   monitor measures and acts, `carrier/retire.rs` rests).
 //! - `report.rs`: the monitor's reports, written up and recorded off the
 //!   monitor (`weft-reports`).
 //! - `blocked.rs`: a carrier's blocking section around a wait that holds
@@ -105,6 +107,7 @@ mod demote;
 mod idle;
 mod monitor;
 mod report;
+mod rest;
 mod schedstat;
 mod schedule;
 mod shared;

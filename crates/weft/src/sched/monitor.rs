@@ -18,6 +18,7 @@ use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant, SystemTime};
 
 use super::report::{self, Report};
+use super::rest::{Rest, Step, WINDOW, Window};
 use super::schedstat::{self, SchedStat};
 use super::shared::Shared;
 use super::slot::CarrierSlot;
@@ -110,6 +111,11 @@ struct Watcher {
     last_pass: Instant,
     /// The carriers' switch counts summed at the previous pass.
     switches: u64,
+    /// Resting carriers: the rule's memory (`sched/rest.rs`).
+    rest: Rest,
+    /// The window being measured for it: when it began, and the schedstat
+    /// of each core carrier on duty then.
+    rest_window: Option<(Instant, Vec<Option<SchedStat>>)>,
 }
 
 /// Threads the other carriers must have run since the previous pass for a
@@ -138,6 +144,8 @@ pub(crate) fn run_monitor(weak: std::sync::Weak<Shared>, built: Instant) {
         polls: u64::MAX,
         last_pass: built,
         switches: 0,
+        rest: Rest::default(),
+        rest_window: None,
     };
     loop {
         let Some(shared) = weak.upgrade() else { return };
@@ -152,6 +160,7 @@ pub(crate) fn run_monitor(weak: std::sync::Weak<Shared>, built: Instant) {
             .min(shared.stall_threshold / 2)
             .max(Duration::from_millis(1));
         let any_busy = watcher.watch_carriers(&shared);
+        watcher.rest_carriers(&shared);
         watcher.poll_missed_readiness();
         let queued = rescue_queued_work(&shared);
         crate::thread::trim_records();
@@ -200,6 +209,75 @@ impl Watcher {
         any_busy
     }
 
+    /// Resting carriers (`sched/rest.rs`): measures a window of the core
+    /// carriers on duty and carries out the rule's decision at its end.
+    /// Rule 3 first: while a carrier is held, blocked or pinned, or a
+    /// spare is on duty, every carrier serves.
+    fn rest_carriers(&mut self, shared: &Shared) {
+        if !shared.rest_on || shared.core < 2 {
+            return;
+        }
+        let core = &shared.carriers[..shared.core];
+        let resting = shared.resting.load(Ordering::Relaxed);
+        let disturbed = shared.active.load(Ordering::SeqCst) != shared.core
+            || shared.blocked.get() > 0
+            || core.iter().any(|w| {
+                w.pinned.load(Ordering::Relaxed)
+                    || w.stalled.is_set()
+                    || w.handoff.is_held()
+                    || w.handoff.is_blocked()
+                    || w.handoff.is_demoted()
+            });
+        if disturbed {
+            for i in shared.core - resting..shared.core {
+                end_rest(shared, i);
+            }
+            self.rest.reset();
+            self.rest_window = None;
+            return;
+        }
+        let on_duty = shared.core - resting;
+        let now = Instant::now();
+        if let Some((start, prev)) = &self.rest_window
+            && prev.len() == on_duty
+            && now.duration_since(*start) < WINDOW
+        {
+            return;
+        }
+        let stats: Vec<Option<SchedStat>> = (0..on_duty)
+            .map(|i| {
+                self.carriers[i]
+                    .schedstat
+                    .read(core[i].tid.load(Ordering::Relaxed))
+            })
+            .collect();
+        let window = match self.rest_window.replace((now, stats.clone())) {
+            Some((start, prev)) if prev.len() == on_duty => measure(start, now, &prev, &stats),
+            _ => None,
+        };
+        let Some(window) = window else { return };
+        match self.rest.step(window, resting, now) {
+            Step::Keep => {}
+            Step::Rest => {
+                let i = on_duty - 1;
+                shared.resting.fetch_add(1, Ordering::Relaxed);
+                shared.rests.fetch_add(1, Ordering::Relaxed);
+                core[i].rest.store(true, Ordering::SeqCst);
+                core[i].kick();
+                self.rest_window = None;
+            }
+            Step::Return => {
+                let i = on_duty;
+                end_rest(shared, i);
+                // Those on duty hand it woken threads until level.
+                for w in &core[..i] {
+                    w.shed_to.store(i as u32, Ordering::Relaxed);
+                }
+                self.rest_window = None;
+            }
+        }
+    }
+
     /// Readiness that no carrier fetched since the last tick (every one
     /// runs a thread, none waits in the source): `netpoll`, rule 3.
     fn poll_missed_readiness(&mut self) {
@@ -215,8 +293,9 @@ impl Watcher {
     /// asleep); true when there have been enough in a row to sleep until
     /// woken.
     fn quiet_tick(&mut self, shared: &Shared, any_busy: bool, queued: bool) -> bool {
-        let all_asleep =
-            shared.idle.num_sleepers.load(Ordering::SeqCst) >= shared.active.load(Ordering::SeqCst);
+        let all_asleep = shared.idle.num_sleepers.load(Ordering::SeqCst)
+            + shared.resting.load(Ordering::SeqCst)
+            >= shared.active.load(Ordering::SeqCst);
         self.quiet = if any_busy || !all_asleep || queued {
             0
         } else {
@@ -228,6 +307,41 @@ impl Watcher {
         }
         false
     }
+}
+
+/// Calls core carrier `i` back from rest.
+fn end_rest(shared: &Shared, i: usize) {
+    let w = &shared.carriers[i];
+    if w.rest.swap(false, Ordering::SeqCst) {
+        shared.resting.fetch_sub(1, Ordering::Relaxed);
+        w.kick();
+    }
+}
+
+/// The window from `start` to `now`, from the schedstat readings at both
+/// ends; `None` if any carrier's is missing (a kernel without schedstat,
+/// a carrier's OS thread that changed).
+fn measure(
+    start: Instant,
+    now: Instant,
+    prev: &[Option<SchedStat>],
+    stats: &[Option<SchedStat>],
+) -> Option<Window> {
+    let secs = now.duration_since(start).as_secs_f64();
+    if secs <= 0.0 {
+        return None;
+    }
+    let (mut run, mut wait) = (0u64, 0u64);
+    for (a, b) in prev.iter().zip(stats) {
+        let (a, b) = ((*a)?, (*b)?);
+        run += b.run_ns.checked_sub(a.run_ns)?;
+        wait += b.wait_ns.checked_sub(a.wait_ns)?;
+    }
+    Some(Window {
+        on_duty: stats.len(),
+        run: run as f64 / 1e9 / secs,
+        wait: wait as f64 / 1e9 / secs,
+    })
 }
 
 /// One look at carrier `i` (slot `w`); true if it is running a thread.

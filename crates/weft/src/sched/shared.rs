@@ -82,6 +82,13 @@ pub(crate) struct Shared {
     pub(super) held_nice: u8,
     /// Carriers' OS threads lowered so far (metrics).
     pub(crate) demoted: AtomicUsize,
+    /// Whether the monitor may rest core carriers (`sched/rest.rs`;
+    /// `RuntimeBuilder::rest_carriers`).
+    pub(super) rest_on: bool,
+    /// Core carriers resting now (written by the monitor).
+    pub(crate) resting: AtomicUsize,
+    /// Times a core carrier was sent to rest.
+    pub(crate) rests: AtomicUsize,
     /// Weak self-reference, so compensation can start carrier threads.
     pub(super) me_weak: OnceLock<std::sync::Weak<Shared>>,
     /// Started threads may move between carriers (the `unsafe` opt-in,
@@ -113,6 +120,8 @@ pub(crate) struct SchedConfig {
     pub(crate) migrate: bool,
     /// See `Shared::thread_local_areas`.
     pub(crate) thread_local_areas: bool,
+    /// See `Shared::rest_on`.
+    pub(crate) rest: bool,
     /// See `Shared::sim`.
     pub(crate) sim: Option<Arc<super::sim::Simulation>>,
 }
@@ -133,6 +142,7 @@ impl Shared {
             held_nice,
             migrate,
             thread_local_areas,
+            rest,
             sim,
         } = cfg;
         let mut locals: Vec<Worker<RecordArc>> = (0..max).map(|_| Worker::new_fifo()).collect();
@@ -174,6 +184,9 @@ impl Shared {
             spares_started: AtomicUsize::new(0),
             held_nice,
             demoted: AtomicUsize::new(0),
+            rest_on: rest && sim.is_none(),
+            resting: AtomicUsize::new(0),
+            rests: AtomicUsize::new(0),
             me_weak: OnceLock::new(),
             migrate,
             thread_local_areas: thread_local_areas && !migrate,
@@ -295,6 +308,15 @@ impl Shared {
             // queues the thread behind a carrier that has just been found
             // held, where the monitor's next tick takes it.
             if !(slot.handing_off() && slot.release(&thread)) {
+                // A carrier back from rest takes threads off this one
+                // until their populations are level (`sched/rest.rs`).
+                if let Some(to) = slot.shed_target(&self.carriers)
+                    && slot.release(&thread)
+                {
+                    set_state_of(&thread, State::Runnable);
+                    self.carriers[to].push_home(thread);
+                    return;
+                }
                 match here {
                     Some(c) if c.index == home as usize => c.push_woken(thread),
                     _ => {

@@ -15,7 +15,7 @@ use crate::thread::RecordArc;
 use crate::unpoison::Unpoison;
 use std::sync::Mutex;
 use std::sync::atomic::{
-    AtomicBool, AtomicI32, AtomicPtr, AtomicU64, AtomicUsize, Ordering, fence,
+    AtomicBool, AtomicI32, AtomicPtr, AtomicU32, AtomicU64, AtomicUsize, Ordering, fence,
 };
 use std::time::Instant;
 
@@ -105,6 +105,32 @@ pub(super) struct CarrierSlot {
     /// that lands back where it was (a carrier descheduled past the
     /// threshold looks held) is not a move.
     pub(super) moved: AtomicUsize,
+    /// The monitor asks this core carrier to rest (`sched/rest.rs`): set
+    /// and cleared by the monitor, which kicks the carrier after either;
+    /// the carrier goes off duty while it is set ([`Carrier::rest`]).
+    ///
+    /// [`Carrier::rest`]: super::carrier::Carrier::rest
+    pub(super) rest: AtomicBool,
+    /// A carrier back from rest that this one hands woken threads to until
+    /// their populations are level (`Shared::schedule`), or [`NO_SHED`].
+    /// Set by the monitor, cleared by whoever finds the populations level
+    /// or the carrier resting again.
+    pub(super) shed_to: AtomicU32,
+}
+
+/// [`CarrierSlot::shed_to`] when this carrier hands nothing over.
+pub(super) const NO_SHED: u32 = u32::MAX;
+
+/// How many more threads than another carrier (beyond an eighth of its
+/// own) one must be home to before it hands threads over to it.
+const POPULATION_SLACK: usize = 4;
+
+/// Whether a carrier home to `mine` threads is clearly more populated than
+/// one home to `theirs`: more than `theirs + theirs/8 + 4`. Placement
+/// (`Carrier::placement`) and a carrier back from rest
+/// ([`CarrierSlot::shed_target`]) balance by it.
+pub(super) fn outnumbers(mine: usize, theirs: usize) -> bool {
+    theirs + theirs / 8 + POPULATION_SLACK < mine
 }
 
 impl CarrierSlot {
@@ -154,6 +180,8 @@ impl CarrierSlot {
             reported_waiters: AtomicU64::new(u64::MAX),
             handoff: crate::stall::Handoff::new(),
             moved: AtomicUsize::new(0),
+            rest: AtomicBool::new(false),
+            shed_to: AtomicU32::new(NO_SHED),
         }
     }
 
@@ -171,6 +199,29 @@ impl CarrierSlot {
         if self.sleeping.load(Ordering::SeqCst) {
             self.kick();
         }
+    }
+
+    /// The carrier back from rest that a woken thread of this one goes to
+    /// instead ([`shed_to`](Self::shed_to)), while this carrier's
+    /// population [`outnumbers`] that one's; the mark is cleared once they
+    /// are level or that carrier rests again. One relaxed load when no
+    /// mark is up (every wake-up of a bound thread pays it).
+    pub(super) fn shed_target(&self, carriers: &[CarrierSlot]) -> Option<usize> {
+        let to = self.shed_to.load(Ordering::Relaxed);
+        if to == NO_SHED {
+            return None;
+        }
+        let other = &carriers[to as usize];
+        if other.handing_off()
+            || !outnumbers(
+                self.homed.load(Ordering::Relaxed),
+                other.homed.load(Ordering::Relaxed),
+            )
+        {
+            self.shed_to.store(NO_SHED, Ordering::Relaxed);
+            return None;
+        }
+        Some(to as usize)
     }
 
     /// Whether this carrier's threads that may move go elsewhere now.

@@ -18,8 +18,9 @@
 //! - `steal.rs`: placement of new threads and stealing from others.
 //! - `sleep.rs`: searching, watching the inbox, polling the readiness
 //!   source, and sleeping (the carrier's side of `idle.rs`).
-//! - `retire.rs`: a spare carrier leaving duty and serving its own
-//!   threads until none is left.
+//! - `retire.rs`: a carrier off duty — a spare leaving, or a core
+//!   carrier resting (`sched/rest.rs`) — serving only its own threads
+//!   that stay.
 //! - `sim.rs`: the loop of a simulated runtime's one carrier, in
 //!   place of the main loop (`sched/sim.rs`).
 //!
@@ -248,6 +249,11 @@ impl Carrier {
             if self.leaving.get() {
                 self.leave();
                 return;
+            }
+            if self.me().rest.load(Ordering::Relaxed) {
+                self.stop_searching();
+                self.rest();
+                continue;
             }
             if let Some(t) = self.find_local() {
                 self.stop_searching();

@@ -5,6 +5,11 @@
 //! keep-alive has passed. Unbound threads (a runtime that allows
 //! migration) are handed to the rest of the runtime.
 //!
+//! A core carrier the monitor rests (`sched/rest.rs`) goes off duty the
+//! same way ([`Carrier::rest`]) until the monitor calls it back: it stays
+//! counted on duty (no spare comes in for it), leaves the readiness
+//! source to the others, and sleeps on its kick word in between.
+//!
 //! A carrier whose OS thread the monitor lowered during a hold
 //! (`sched/demote.rs`) goes off duty the same way when the hold ends
 //! ([`Carrier::leave`]), core or spare, but for good: no compensator
@@ -125,6 +130,63 @@ impl Carrier {
                 me.wait_kick(seen, wake_at);
             }
             me.sleeping.store(false, Ordering::SeqCst);
+        }
+    }
+
+    /// Rests while the monitor asks (the slot's `rest` flag): off duty as
+    /// in [`Carrier::retire`] — the threads bound here that may move go
+    /// elsewhere, queued ones now, parked ones when woken — serving only
+    /// the threads that stay, and firing their timers. Its stealable
+    /// queue (unstarted threads, and timers fired here for threads that
+    /// move) goes to the injector, where the carriers on duty look.
+    pub(in crate::sched) fn rest(&self) {
+        let shared = &*self.shared;
+        let me = self.me();
+        self.stop_polling();
+        me.handoff.set_off_duty(true);
+        me.shed_to
+            .store(crate::sched::slot::NO_SHED, Ordering::Relaxed);
+        if me.hand_off_queued(|t| shared.injector.push(t)) > 0 {
+            shared.notify_work();
+        }
+        self.hand_over_unbound();
+        loop {
+            self.give_up_local();
+            let seen = me.bell.seen();
+            if !me.rest.load(Ordering::SeqCst) || shared.shutdown.load(Ordering::SeqCst) {
+                break;
+            }
+            if let Some(t) = self.find_home() {
+                // Queued by a waker that read the flag before we raised it.
+                if me.release(&t) {
+                    shared.injector.push(t);
+                    shared.notify_work();
+                } else {
+                    self.run(t);
+                }
+                continue;
+            }
+            me.sleeping.store(true, Ordering::SeqCst);
+            if me.inbox.is_empty() && me.rest.load(Ordering::SeqCst) && self.local.is_empty() {
+                me.wait_kick(seen, self.me().next_timer());
+            }
+            me.sleeping.store(false, Ordering::SeqCst);
+        }
+        me.handoff.set_off_duty(false);
+        self.start_polling();
+    }
+
+    /// Moves this carrier's stealable queue to the injector (a carrier off
+    /// duty takes no new work; those on duty look there).
+    fn give_up_local(&self) {
+        let shared = &*self.shared;
+        let mut any = false;
+        while let Some(t) = self.local.pop() {
+            shared.injector.push(t);
+            any = true;
+        }
+        if any {
+            shared.notify_work();
         }
     }
 

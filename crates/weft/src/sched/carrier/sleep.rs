@@ -59,7 +59,9 @@ impl Carrier {
             // loop and take it.
             let timer_due = self.me().next_timer().is_some_and(|d| d <= Instant::now());
             let polled = !me.inbox.is_empty() || !self.local.is_empty();
-            if (timer_due || polled) && shared.idle.wake_self(self.index) {
+            // Asked to rest: leave the sleeper list, off duty instead.
+            let rest = me.rest.load(Ordering::SeqCst);
+            if (timer_due || polled || rest) && shared.idle.wake_self(self.index) {
                 break;
             }
             let scavenge = shared.stacks.scavenge(Instant::now());

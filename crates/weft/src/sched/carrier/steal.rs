@@ -11,14 +11,11 @@ use std::sync::atomic::Ordering;
 use crossbeam_deque::Steal;
 
 use super::Carrier;
+use crate::sched::slot::outnumbers;
 
 /// Placement (see [`Carrier::placement`]): a carrier home to fewer threads
 /// than this starts every new thread itself.
 const PLACE_MIN: usize = 16;
-/// Placement: how many more threads than the other carrier (beyond an
-/// eighth of its own) this one must be home to before it hands a new
-/// thread over.
-const PLACE_SLACK: usize = 4;
 
 impl Carrier {
     /// Where a thread about to run for the first time should live.
@@ -34,7 +31,8 @@ impl Carrier {
     /// Two Choices in Randomized Load Balancing*, 2001): compare this
     /// carrier's bound population with one other core carrier's, picked at
     /// random, and hand the thread over if ours is clearly larger — more
-    /// than `theirs + theirs/8 + PLACE_SLACK`, and at least `PLACE_MIN` (so
+    /// than `theirs + theirs/8 + 4` (`slot::outnumbers`), and at least
+    /// `PLACE_MIN` (so
     /// fork-join of short threads, whose populations stay small, keeps its
     /// cache-warm local path). A carrier held by a blocking thread (stalled
     /// or in a pinned wait) is never chosen. The counts are read relaxed:
@@ -58,8 +56,7 @@ impl Carrier {
         if slot.stalled.is_set() || slot.pinned.load(Ordering::Relaxed) || slot.handing_off() {
             return None;
         }
-        let theirs = slot.homed.load(Ordering::Relaxed);
-        (theirs + theirs / 8 + PLACE_SLACK < mine).then_some(to)
+        outnumbers(mine, slot.homed.load(Ordering::Relaxed)).then_some(to)
     }
 
     pub(in crate::sched) fn next_rand(&self) -> u64 {
