@@ -319,10 +319,10 @@ impl RuntimeBuilder {
 
     /// Starts the carriers.
     pub fn build(self) -> io::Result<Runtime> {
-        let parallelism = match self.parallelism {
-            Some(n) => n,
-            None => crate::cpu_limit::default_parallelism(),
-        };
+        // The CPUs this thread may use, within its cgroup's quota: the
+        // default parallelism, and what resting carriers compare with.
+        let cpus = crate::cpu_limit::default_parallelism();
+        let parallelism = self.parallelism.unwrap_or(cpus);
         let max_pool_size = self.max_pool_size.unwrap_or(DEFAULT_MAX_POOL_SIZE);
         let stack_size = self.stack_size.unwrap_or(DEFAULT_STACK_SIZE);
         if parallelism == 0 {
@@ -382,6 +382,7 @@ impl RuntimeBuilder {
                 migrate: self.migrate,
                 thread_local_areas: !self.carrier_thread_locals,
                 rest: self.rest_carriers.unwrap_or(true),
+                cpus,
                 sim: self.sim.clone(),
             },
             crate::stack::pool_for(stack_size),
@@ -525,6 +526,16 @@ impl Runtime {
     /// Core carriers resting now (see [`RuntimeBuilder::rest_carriers`]).
     pub fn carriers_resting(&self) -> usize {
         self.handle.shared.resting.load(Ordering::Relaxed)
+    }
+
+    /// Rests the last `n` core carriers now and calls the others back, as
+    /// the monitor would by its rule (at least one stays on duty). For
+    /// tests that move threads at will: not part of the API, and the
+    /// monitor may undo it at its next window unless the runtime was
+    /// built with [`RuntimeBuilder::rest_carriers`]`(false)`.
+    #[doc(hidden)]
+    pub fn set_resting_for_tests(&self, n: usize) {
+        self.handle.shared.set_resting(n);
     }
 
     /// Times a core carrier was sent to rest so far (see

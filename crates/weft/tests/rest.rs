@@ -1,18 +1,20 @@
-//! Resting carriers (ARCHITECTURE.md, "Sharing the cores"): core carriers
-//! that take turns on fewer CPUs than there are of them rest, and their
-//! threads go on running elsewhere; a held carrier, or carriers on duty
-//! that never sleep, bring them back.
+//! Resting carriers (ARCHITECTURE.md, "Sharing the cores"): threads go on
+//! running while core carriers rest and come back, a held carrier calls
+//! the resting ones back, and carriers on duty that never sleep get one
+//! back.
 //!
-//! The tests make the shared cores themselves: the test thread binds
-//! itself to one CPU before it builds a runtime, and the carriers inherit
-//! that mask. Each waits for what it checks by progress — a ping-pong
-//! that goes on until the runtime says a carrier rests, a computation
-//! that goes on until it says none does — under a watchdog, never by
-//! time. Its own test binary: the CPU masks are per OS thread, and the
-//! other tests must not share the one CPU.
+//! When the monitor rests a carrier depends on what else runs on the
+//! machine (beside CPU-bound processes it keeps them all), so the tests
+//! rest carriers themselves (`Runtime::set_resting_for_tests`, the
+//! monitor's own two moves), and the rule is unit-tested in
+//! `sched/rest.rs` with measured windows. Each test waits for what it
+//! checks by progress — laps of rings of threads, a computation that goes
+//! on until the runtime says a carrier came back — under a watchdog,
+//! never by time. Its own test binary, its tests one at a time: one binds
+//! a runtime to one CPU.
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use weft::Runtime;
@@ -20,6 +22,13 @@ use weft::Runtime;
 /// How long a test may take before it is a failure (a rest that never
 /// comes, a lost wake-up).
 const LIMIT: Duration = Duration::from_secs(120);
+
+/// Serialises this file's tests (see the module docs).
+fn one_at_a_time() -> std::sync::MutexGuard<'static, ()> {
+    static ONE: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    ONE.lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+}
 
 /// The CPUs this process may run on.
 fn allowed_cpus() -> Vec<usize> {
@@ -54,73 +63,60 @@ fn bind(tid: i32, cpus: &[usize]) {
     }
 }
 
-/// The OS threads of this process whose name starts with `prefix`.
-fn threads_named(prefix: &str) -> Vec<i32> {
-    std::fs::read_dir("/proc/self/task")
-        .unwrap()
-        .filter_map(|e| {
-            let tid: i32 = e.ok()?.file_name().to_str()?.parse().ok()?;
-            let name = std::fs::read_to_string(format!("/proc/self/task/{tid}/comm")).ok()?;
-            name.starts_with(prefix).then_some(tid)
-        })
-        .collect()
-}
+/// Rings of [`ring`], each with its token: as many tokens as carriers, so
+/// that most carriers have a thread to run at once, as a server's do.
+const RINGS: usize = 4;
+/// Threads per ring; with [`RINGS`] of them, enough that placement spreads
+/// them over the carriers (a carrier home to 16 or more hands new threads
+/// on).
+const RING: usize = 16;
 
-/// A runtime of `carriers` carriers named `name`, built by an OS thread
-/// bound to one CPU, so that its carriers share that CPU.
-fn on_one_cpu(name: &str, carriers: usize, stall: Duration) -> Runtime {
-    let cpu = allowed_cpus()[0];
-    let name = name.to_string();
-    std::thread::spawn(move || {
-        bind(0, &[cpu]);
-        Runtime::builder()
-            .parallelism(carriers)
-            .stall_threshold(stall)
-            .name(name)
-            .build()
-            .unwrap()
-    })
-    .join()
-    .unwrap()
-}
-
-/// Threads in the ring of [`ring`]: enough that placement spreads them
-/// over the carriers (a carrier home to 16 or more hands new threads on).
-const RING: usize = 64;
-
-/// [`RING`] virtual threads, spawned from one virtual thread, that pass a
-/// token around until `stop`, counting laps; returns the spawner's
-/// handle, which joins them all. Most hops cross carriers.
-fn ring(rt: &Runtime, stop: &Arc<AtomicBool>, laps: &Arc<AtomicU64>) -> weft::JoinHandle<()> {
-    let (stop, laps, rt2) = (stop.clone(), laps.clone(), rt.clone());
+/// [`RINGS`] rings of [`RING`] virtual threads, all spawned from one
+/// virtual thread, each passing its token around until `stop`, counting
+/// laps; returns the spawner's handle, which joins them all. Most hops
+/// cross carriers.
+fn ring(
+    rt: &Runtime,
+    stop: &Arc<AtomicBool>,
+    laps: &Arc<AtomicU64>,
+    tids: &Arc<Vec<AtomicI32>>,
+) -> weft::JoinHandle<()> {
+    let (stop, laps, tids, rt2) = (stop.clone(), laps.clone(), tids.clone(), rt.clone());
     rt.spawn(move || {
-        let (txs, rxs): (Vec<_>, Vec<_>) =
-            (0..RING).map(|_| weft::channel::bounded::<bool>(1)).unzip();
         let mut hs = Vec::new();
-        for (i, rx) in rxs.into_iter().enumerate() {
-            let next = txs[(i + 1) % RING].clone();
-            let (stop, laps) = (stop.clone(), laps.clone());
-            hs.push(rt2.spawn(move || {
-                while let Ok(go_on) = rx.recv() {
-                    if i == 0 {
-                        // Thread 0 ends the ring: it sends `false` round
-                        // once, and ends when it comes back.
+        let mut starts = Vec::new();
+        for r in 0..RINGS {
+            let (txs, rxs): (Vec<_>, Vec<_>) =
+                (0..RING).map(|_| weft::channel::bounded::<bool>(1)).unzip();
+            for (i, rx) in rxs.into_iter().enumerate() {
+                let next = txs[(i + 1) % RING].clone();
+                let (stop, laps, tids) = (stop.clone(), laps.clone(), tids.clone());
+                hs.push(rt2.spawn(move || {
+                    while let Ok(go_on) = rx.recv() {
+                        // SAFETY: gettid has no preconditions.
+                        tids[r * RING + i].store(unsafe { libc::gettid() }, Ordering::Relaxed);
+                        if i == 0 {
+                            // Thread 0 ends the ring: it sends `false`
+                            // round once, and ends when it comes back.
+                            if !go_on {
+                                return;
+                            }
+                            laps.fetch_add(1, Ordering::Relaxed);
+                            next.send(!stop.load(Ordering::Relaxed)).unwrap();
+                            continue;
+                        }
+                        next.send(go_on).unwrap();
                         if !go_on {
                             return;
                         }
-                        laps.fetch_add(1, Ordering::Relaxed);
-                        next.send(!stop.load(Ordering::Relaxed)).unwrap();
-                        continue;
                     }
-                    next.send(go_on).unwrap();
-                    if !go_on {
-                        return;
-                    }
-                }
-            }));
+                }));
+            }
+            starts.push(txs[0].clone());
         }
-        txs[0].send(true).unwrap();
-        drop(txs);
+        for tx in starts {
+            tx.send(true).unwrap();
+        }
         for h in hs {
             h.join().unwrap();
         }
@@ -136,78 +132,108 @@ fn until(what: &str, mut done: impl FnMut() -> bool) {
     }
 }
 
-/// Four carriers on one CPU with a ring of threads passing a token: the carriers
-/// take turns, and all but one rest. The token keeps going meanwhile, every
-/// hand-over of a thread to another carrier included (a lost wake-up
-/// stops it, and the watchdog fails the test).
+/// Each ring thread's OS thread at its last turn (0: not since cleared).
+fn tids() -> Arc<Vec<AtomicI32>> {
+    Arc::new((0..RINGS * RING).map(|_| AtomicI32::new(0)).collect())
+}
+
+/// Distinct OS threads the ring threads ran on since `tids` was cleared,
+/// once every one of them has had a turn.
+fn os_threads_since_cleared(tids: &[AtomicI32], laps: &AtomicU64) -> usize {
+    for t in tids {
+        t.store(0, Ordering::Relaxed);
+    }
+    let at = laps.load(Ordering::Relaxed);
+    until("two laps", || {
+        laps.load(Ordering::Relaxed) >= at + 2 * RINGS as u64
+    });
+    until("every ring thread's turn", || {
+        tids.iter().all(|t| t.load(Ordering::Relaxed) != 0)
+    });
+    let mut seen: Vec<i32> = tids.iter().map(|t| t.load(Ordering::Relaxed)).collect();
+    seen.sort_unstable();
+    seen.dedup();
+    seen.len()
+}
+
+/// Rings of threads pass their tokens while carriers rest and come back,
+/// 200 times over: every move of a thread to another carrier keeps it
+/// going (a lost wake-up stops a ring, and the watchdog fails the test).
+/// With three of four carriers resting the threads run on one OS thread;
+/// with all four back, on more than one again (a carrier back from rest
+/// takes woken threads from the others).
 #[test]
-fn carriers_that_take_turns_on_one_cpu_rest_and_their_threads_go_on() {
-    let rt = on_one_cpu("rest-turns", 4, Duration::from_secs(3600));
+fn threads_go_on_while_carriers_rest_and_come_back() {
+    let _one = one_at_a_time();
+    let rt = Runtime::builder()
+        .parallelism(4)
+        .stall_threshold(Duration::from_secs(3600))
+        .rest_carriers(false)
+        .build()
+        .unwrap();
     let stop = Arc::new(AtomicBool::new(false));
     let laps = Arc::new(AtomicU64::new(0));
-    let h = ring(&rt, &stop, &laps);
-    until("three of four carriers resting", || {
-        rt.carriers_resting() == 3
-    });
-    assert!(rt.carrier_rests() >= 3);
-    // Still going on the one carrier left.
-    let before = laps.load(Ordering::Relaxed);
-    until("laps on the carrier left", || {
-        laps.load(Ordering::Relaxed) > before + 1_000
+    let tids = tids();
+    let h = ring(&rt, &stop, &laps, &tids);
+    for round in 0..200usize {
+        let n = [3, 0, 2, 1][round % 4];
+        rt.set_resting_for_tests(n);
+        assert_eq!(rt.carriers_resting(), n);
+        let at = laps.load(Ordering::Relaxed);
+        until("laps", || laps.load(Ordering::Relaxed) > at + RINGS as u64);
+    }
+    rt.set_resting_for_tests(3);
+    // Threads woken before the carriers saw the request ran there once.
+    os_threads_since_cleared(&tids, &laps);
+    assert_eq!(os_threads_since_cleared(&tids, &laps), 1);
+    rt.set_resting_for_tests(0);
+    until("the ring threads spread again", || {
+        os_threads_since_cleared(&tids, &laps) > 1
     });
     stop.store(true, Ordering::Relaxed);
     h.join().unwrap();
 }
 
-/// A computation holding the carrier left on duty brings every resting
-/// carrier back: the threads behind the hold need them.
+/// A computation holding a carrier on duty brings every resting carrier
+/// back: the threads behind the hold need them.
 #[test]
 fn a_held_carrier_calls_the_resting_ones_back() {
-    let rt = on_one_cpu("rest-held", 2, Duration::from_millis(50));
-    let stop = Arc::new(AtomicBool::new(false));
-    let laps = Arc::new(AtomicU64::new(0));
-    let h = ring(&rt, &stop, &laps);
-    until("a carrier resting", || rt.carriers_resting() == 1);
-    // Holds its carrier (no suspension) until the other is back.
+    let _one = one_at_a_time();
+    let rt = Runtime::builder()
+        .parallelism(4)
+        .stall_threshold(Duration::from_millis(50))
+        .build()
+        .unwrap();
+    rt.set_resting_for_tests(3);
+    // Holds its carrier (no suspension) until the others are back.
     let rt2 = rt.clone();
     let hog = rt.spawn(move || {
         let start = Instant::now();
         while rt2.carriers_resting() != 0 {
             assert!(
                 start.elapsed() < LIMIT,
-                "the resting carrier never came back"
+                "the resting carriers never came back"
             );
             std::hint::spin_loop();
         }
     });
     hog.join().unwrap();
-    stop.store(true, Ordering::Relaxed);
-    h.join().unwrap();
 }
 
-/// Carriers on duty that never sleep get a resting one back once more CPU
-/// is there: rested on one CPU, then given two with a computation on every
-/// carrier (each suspending every millisecond, so no carrier is held).
-/// Skipped on a machine with one CPU.
+/// Carriers on duty that never sleep get a resting one back: a
+/// computation on every carrier, each suspending every millisecond (so no
+/// carrier is held), on a runtime with one carrier resting.
 #[test]
 fn carriers_that_never_sleep_get_a_resting_one_back() {
-    let cpus = allowed_cpus();
-    if cpus.len() < 2 {
-        eprintln!("skipped: one CPU");
-        return;
-    }
-    let rt = on_one_cpu("rest-back", 2, Duration::from_secs(3600));
-    let stop = Arc::new(AtomicBool::new(false));
-    let laps = Arc::new(AtomicU64::new(0));
-    let h = ring(&rt, &stop, &laps);
-    until("a carrier resting", || rt.carriers_resting() == 1);
-    stop.store(true, Ordering::Relaxed);
-    h.join().unwrap();
-    for tid in threads_named("rest-back") {
-        bind(tid, &cpus[..2]);
-    }
+    let _one = one_at_a_time();
+    let rt = Runtime::builder()
+        .parallelism(2)
+        .stall_threshold(Duration::from_secs(3600))
+        .build()
+        .unwrap();
+    rt.set_resting_for_tests(1);
     let back = Arc::new(AtomicBool::new(false));
-    let computations: Vec<_> = (0..2)
+    let computations: Vec<_> = (0..4)
         .map(|_| {
             let (rt2, back) = (rt.clone(), back.clone());
             rt.spawn(move || {
@@ -231,9 +257,11 @@ fn carriers_that_never_sleep_get_a_resting_one_back() {
     }
 }
 
-/// With resting off, carriers on one CPU stay on duty, whatever they do.
+/// With resting off, carriers bound to one CPU, where they take turns,
+/// stay on duty.
 #[test]
 fn rest_carriers_false_keeps_every_carrier_on_duty() {
+    let _one = one_at_a_time();
     let cpu = allowed_cpus()[0];
     let rt = std::thread::spawn(move || {
         bind(0, &[cpu]);
@@ -247,10 +275,9 @@ fn rest_carriers_false_keeps_every_carrier_on_duty() {
     .unwrap();
     let stop = Arc::new(AtomicBool::new(false));
     let laps = Arc::new(AtomicU64::new(0));
-    let h = ring(&rt, &stop, &laps);
-    // Long enough for the monitor to have rested carriers several times
-    // over were it on (a window is 200 ms): 5,000 laps of the ring.
-    until("laps", || laps.load(Ordering::Relaxed) > 5_000);
+    let h = ring(&rt, &stop, &laps, &tids());
+    // Many of the monitor's 200 ms windows.
+    until("laps", || laps.load(Ordering::Relaxed) > 20_000);
     stop.store(true, Ordering::Relaxed);
     h.join().unwrap();
     assert_eq!(rt.carrier_rests(), 0);

@@ -230,7 +230,7 @@ impl Watcher {
             });
         if disturbed {
             for i in shared.core - resting..shared.core {
-                end_rest(shared, i);
+                shared.end_rest(i, false);
             }
             self.rest.reset();
             self.rest_window = None;
@@ -252,27 +252,21 @@ impl Watcher {
             })
             .collect();
         let window = match self.rest_window.replace((now, stats.clone())) {
-            Some((start, prev)) if prev.len() == on_duty => measure(start, now, &prev, &stats),
+            Some((start, prev)) if prev.len() == on_duty => {
+                measure(start, now, &prev, &stats, shared.cpus)
+            }
             _ => None,
         };
         let Some(window) = window else { return };
-        match self.rest.step(window, resting, now) {
+        let step = self.rest.step(window, resting, now);
+        match step {
             Step::Keep => {}
             Step::Rest => {
-                let i = on_duty - 1;
-                shared.resting.fetch_add(1, Ordering::Relaxed);
-                shared.rests.fetch_add(1, Ordering::Relaxed);
-                core[i].rest.store(true, Ordering::SeqCst);
-                core[i].kick();
+                shared.rest_carrier(on_duty - 1);
                 self.rest_window = None;
             }
             Step::Return => {
-                let i = on_duty;
-                end_rest(shared, i);
-                // Those on duty hand it woken threads until level.
-                for w in &core[..i] {
-                    w.shed_to.store(i as u32, Ordering::Relaxed);
-                }
+                shared.end_rest(on_duty, true);
                 self.rest_window = None;
             }
         }
@@ -309,23 +303,15 @@ impl Watcher {
     }
 }
 
-/// Calls core carrier `i` back from rest.
-fn end_rest(shared: &Shared, i: usize) {
-    let w = &shared.carriers[i];
-    if w.rest.swap(false, Ordering::SeqCst) {
-        shared.resting.fetch_sub(1, Ordering::Relaxed);
-        w.kick();
-    }
-}
-
 /// The window from `start` to `now`, from the schedstat readings at both
-/// ends; `None` if any carrier's is missing (a kernel without schedstat,
+/// ends, for a runtime that may use `cpus` CPUs; `None` if any carrier's is missing (a kernel without schedstat,
 /// a carrier's OS thread that changed).
 fn measure(
     start: Instant,
     now: Instant,
     prev: &[Option<SchedStat>],
     stats: &[Option<SchedStat>],
+    cpus: usize,
 ) -> Option<Window> {
     let secs = now.duration_since(start).as_secs_f64();
     if secs <= 0.0 {
@@ -339,6 +325,7 @@ fn measure(
     }
     Some(Window {
         on_duty: stats.len(),
+        cpus,
         run: run as f64 / 1e9 / secs,
         wait: wait as f64 / 1e9 / secs,
     })
@@ -728,4 +715,39 @@ pub(super) fn kernel_state(tid: i32) -> Option<char> {
     // contain spaces or parentheses: take the last ')'.
     let rest = &stat[stat.rfind(')')? + 1..];
     rest.trim_start().chars().next()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn stat(run_ns: u64, wait_ns: u64) -> Option<SchedStat> {
+        Some(SchedStat { run_ns, wait_ns })
+    }
+
+    #[test]
+    fn a_window_sums_the_carriers_in_cpus() {
+        let t0 = Instant::now();
+        let t1 = t0 + Duration::from_millis(200);
+        let before = [stat(1_000_000_000, 0), stat(0, 5_000_000)];
+        let after = [
+            stat(1_100_000_000, 40_000_000),
+            stat(50_000_000, 65_000_000),
+        ];
+        let w = measure(t0, t1, &before, &after, 2).unwrap();
+        assert_eq!(w.on_duty, 2);
+        assert_eq!(w.cpus, 2);
+        assert!((w.run - 0.75).abs() < 1e-9, "{w:?}");
+        assert!((w.wait - 0.5).abs() < 1e-9, "{w:?}");
+    }
+
+    #[test]
+    fn a_missing_or_restarted_reading_gives_no_window() {
+        let t0 = Instant::now();
+        let t1 = t0 + Duration::from_millis(200);
+        // A kernel without schedstat.
+        assert_eq!(measure(t0, t1, &[None], &[stat(1, 1)], 2), None);
+        // A new OS thread in the slot: its counts start over.
+        assert_eq!(measure(t0, t1, &[stat(9, 9)], &[stat(1, 1)], 2), None);
+    }
 }

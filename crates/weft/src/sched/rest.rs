@@ -23,9 +23,17 @@
 //! 1. *Rest one* when the `n` on duty contend for the CPUs (`wait` at
 //!    least a quarter of `run`), they sleep too (`sleep` at least a tenth
 //!    of a CPU each: work that fits on fewer carriers, not a computation
-//!    that wants them all), and they got no more than `n - 1` CPUs and a
-//!    quarter: the last carrier brought no CPU of its own. The
-//!    highest-numbered carrier on duty rests.
+//!    that wants them all), and they got about what `n - 1` carriers can
+//!    get — `n - 1` CPUs, or every CPU the runtime may use if fewer, give
+//!    or take a quarter: the last carrier only takes turns with the
+//!    others. The highest-numbered carrier on duty rests.
+//!
+//!    Beside CPU-bound processes the carriers get well under that, and
+//!    they keep their number: the kernel shares a CPU per runnable
+//!    thread, so each carrier is a claim on CPU time, and with one the
+//!    process runs only while that one thread is scheduled. Resting
+//!    there cost the suite's HTTP row beside two `yes` 30 % of its
+//!    requests (each side's carriers got 0.83 CPU instead of 0.95).
 //! 2. *Bring one back* when those on duty never sleep (less than
 //!    [`SATURATED`] of a CPU each), no sooner than the back-off after the
 //!    last rest. Then *probe*: the next window must show the carriers got
@@ -60,7 +68,7 @@ const GAIN: f64 = 0.25;
 /// Sleep per carrier below which those on duty are saturated (CPUs).
 const SATURATED: f64 = 0.05;
 /// The back-off after a rest, at first.
-const BACKOFF_MIN: Duration = Duration::from_secs(1);
+const BACKOFF_MIN: Duration = Duration::from_secs(2);
 /// The longest back-off.
 const BACKOFF_MAX: Duration = Duration::from_secs(8);
 
@@ -70,6 +78,9 @@ const BACKOFF_MAX: Duration = Duration::from_secs(8);
 pub(super) struct Window {
     /// Carriers on duty.
     pub(super) on_duty: usize,
+    /// The CPUs the runtime may use (its affinity mask and CPU quota, as
+    /// the default parallelism counts them).
+    pub(super) cpus: usize,
     /// On a CPU.
     pub(super) run: f64,
     /// Runnable, waiting for a CPU.
@@ -133,7 +144,14 @@ impl Rest {
             self.backoff = BACKOFF_MIN;
         }
         let n = w.on_duty;
-        if n >= 2 && w.contended() && w.sleep_each() >= SLEEPS && w.run <= (n - 1) as f64 + GAIN {
+        // What `n - 1` carriers can get: that many CPUs, or all there are.
+        let fewer = n.saturating_sub(1).min(w.cpus) as f64;
+        if n >= 2
+            && w.contended()
+            && w.sleep_each() >= SLEEPS
+            && w.run >= fewer - GAIN
+            && w.run <= (n - 1) as f64 + GAIN
+        {
             if self
                 .rested_at
                 .is_none_or(|t| now.duration_since(t) > BACKOFF_MAX)
@@ -167,8 +185,14 @@ impl Rest {
 mod tests {
     use super::*;
 
+    /// A window on a machine of two CPUs.
     fn w(on_duty: usize, run: f64, wait: f64) -> Window {
-        Window { on_duty, run, wait }
+        Window {
+            on_duty,
+            cpus: 2,
+            run,
+            wait,
+        }
     }
 
     /// Figures measured with `/proc/<pid>/task/<tid>/schedstat` around
@@ -195,16 +219,33 @@ mod tests {
         );
     }
 
+    /// Beside a CPU-bound neighbour per core each carrier is a claim on
+    /// CPU time: the kernel shares a CPU per runnable thread, so one
+    /// carrier would get less, and the process runs only when that one
+    /// thread is scheduled (measured: the suite's HTTP row served 30 %
+    /// less with a carrier rested on each side).
     #[test]
-    fn a_server_beside_cpu_bound_neighbours_rests_one_and_stays_so() {
+    fn a_server_beside_cpu_bound_neighbours_keeps_its_carriers() {
         let mut r = Rest::default();
         let t0 = Instant::now();
-        assert_eq!(r.step(w(2, 0.44, 0.67), 0, t0), Step::Rest);
-        // One carrier, on a CPU 40 %, waiting 40 %: it sleeps, not saturated.
-        for k in 1..100 {
-            let t = t0 + WINDOW * k;
-            assert_eq!(r.step(w(1, 0.40, 0.40), 1, t), Step::Keep);
-        }
+        assert_eq!(r.step(w(2, 0.48, 0.82), 0, t0), Step::Keep);
+        assert_eq!(r.step(w(2, 0.44, 0.67), 0, t0 + WINDOW), Step::Keep);
+    }
+
+    /// Four carriers bound to one CPU take turns on it.
+    #[test]
+    fn more_carriers_than_cpus_rest_down_to_the_cpus() {
+        let mut r = Rest::default();
+        let t0 = Instant::now();
+        let one = |n, run, wait| Window {
+            on_duty: n,
+            cpus: 1,
+            run,
+            wait,
+        };
+        assert_eq!(r.step(one(4, 1.0, 0.72), 0, t0), Step::Rest);
+        assert_eq!(r.step(one(3, 1.0, 0.60), 1, t0 + WINDOW), Step::Rest);
+        assert_eq!(r.step(one(2, 1.0, 0.53), 2, t0 + WINDOW * 2), Step::Rest);
     }
 
     #[test]
@@ -230,8 +271,8 @@ mod tests {
     fn a_rested_runtime_that_gets_more_cpu_keeps_its_carrier_back() {
         let mut r = Rest::default();
         let t0 = Instant::now();
-        assert_eq!(r.step(w(2, 0.44, 0.67), 0, t0), Step::Rest);
-        // The neighbours left and a computation came: saturated.
+        assert_eq!(r.step(w(2, 0.98, 0.70), 0, t0), Step::Rest);
+        // The load generator left and a computation came: saturated.
         let t1 = t0 + BACKOFF_MIN;
         assert_eq!(r.step(w(1, 0.99, 0.0), 1, t1), Step::Return);
         // Two carriers get two CPUs: kept, back-off reset.

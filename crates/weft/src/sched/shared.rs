@@ -85,6 +85,9 @@ pub(crate) struct Shared {
     /// Whether the monitor may rest core carriers (`sched/rest.rs`;
     /// `RuntimeBuilder::rest_carriers`).
     pub(super) rest_on: bool,
+    /// The CPUs the runtime may use when it was built (affinity mask and
+    /// CPU quota: `cpu_limit.rs`), for the rest rule.
+    pub(super) cpus: usize,
     /// Core carriers resting now (written by the monitor).
     pub(crate) resting: AtomicUsize,
     /// Times a core carrier was sent to rest.
@@ -122,6 +125,8 @@ pub(crate) struct SchedConfig {
     pub(crate) thread_local_areas: bool,
     /// See `Shared::rest_on`.
     pub(crate) rest: bool,
+    /// See `Shared::cpus`.
+    pub(crate) cpus: usize,
     /// See `Shared::sim`.
     pub(crate) sim: Option<Arc<super::sim::Simulation>>,
 }
@@ -143,6 +148,7 @@ impl Shared {
             migrate,
             thread_local_areas,
             rest,
+            cpus,
             sim,
         } = cfg;
         let mut locals: Vec<Worker<RecordArc>> = (0..max).map(|_| Worker::new_fifo()).collect();
@@ -185,6 +191,7 @@ impl Shared {
             held_nice,
             demoted: AtomicUsize::new(0),
             rest_on: rest && sim.is_none(),
+            cpus,
             resting: AtomicUsize::new(0),
             rests: AtomicUsize::new(0),
             me_weak: OnceLock::new(),
@@ -336,6 +343,47 @@ impl Shared {
         }
         self.injector.push(thread);
         self.notify_work();
+    }
+
+    /// Rests core carrier `i` (`sched/rest.rs`; the monitor rests the
+    /// highest-numbered carrier on duty, so the resting ones are always
+    /// the last `resting` core slots).
+    pub(super) fn rest_carrier(&self, i: usize) {
+        let w = &self.carriers[i];
+        if !w.rest.swap(true, Ordering::SeqCst) {
+            self.resting.fetch_add(1, Ordering::Relaxed);
+            self.rests.fetch_add(1, Ordering::Relaxed);
+            w.kick();
+        }
+    }
+
+    /// Calls core carrier `i` back from rest; with `shed`, the core
+    /// carriers below it hand it woken threads until their populations
+    /// are level (`CarrierSlot::shed_target`).
+    pub(super) fn end_rest(&self, i: usize, shed: bool) {
+        let w = &self.carriers[i];
+        if w.rest.swap(false, Ordering::SeqCst) {
+            self.resting.fetch_sub(1, Ordering::Relaxed);
+            if shed {
+                for other in &self.carriers[..i] {
+                    other.shed_to.store(i as u32, Ordering::Relaxed);
+                }
+            }
+            w.kick();
+        }
+    }
+
+    /// Rests the last `n` core carriers now and calls the others back
+    /// (at least one stays on duty): the monitor's two moves, at a
+    /// test's command (`Runtime::set_resting_for_tests`).
+    pub(crate) fn set_resting(&self, n: usize) {
+        let n = n.min(self.core - 1);
+        for i in 0..self.core - n {
+            self.end_rest(i, true);
+        }
+        for i in (self.core - n..self.core).rev() {
+            self.rest_carrier(i);
+        }
     }
 
     /// Wakes a sleeping carrier if no carrier is searching for work.

@@ -203,8 +203,9 @@ impl CarrierSlot {
 
     /// The carrier back from rest that a woken thread of this one goes to
     /// instead ([`shed_to`](Self::shed_to)), while this carrier's
-    /// population [`outnumbers`] that one's; the mark is cleared once they
-    /// are level or that carrier rests again. One relaxed load when no
+    /// population [`outnumbers`] that one's (not before it is on duty
+    /// again); the mark is cleared once they are level or that carrier
+    /// rests again (or is off duty for another reason: held, blocked). One relaxed load when no
     /// mark is up (every wake-up of a bound thread pays it).
     pub(super) fn shed_target(&self, carriers: &[CarrierSlot]) -> Option<usize> {
         let to = self.shed_to.load(Ordering::Relaxed);
@@ -212,6 +213,10 @@ impl CarrierSlot {
             return None;
         }
         let other = &carriers[to as usize];
+        if other.handing_off() && !other.rest.load(Ordering::Relaxed) {
+            // Called back, and not on duty yet: soon.
+            return None;
+        }
         if other.handing_off()
             || !outnumbers(
                 self.homed.load(Ordering::Relaxed),
