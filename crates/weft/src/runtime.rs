@@ -269,20 +269,20 @@ impl RuntimeBuilder {
         self
     }
 
-    /// Whether core carriers that only add hand-offs rest (default `true`;
-    /// `WEFT_REST_CARRIERS=0` turns it off for the default runtime).
+    /// Whether core carriers that only take turns with each other rest
+    /// (default `true`; `WEFT_REST_CARRIERS=0` turns it off for the
+    /// default runtime).
     ///
-    /// When the cores are shared — a load generator or CPU-bound
-    /// processes beside the program, a CPU quota — the carriers get less
-    /// CPU than there are of them, take turns on what they get, and every
-    /// wake-up that crosses carriers waits for the woken one to be
-    /// scheduled. The monitor then rests carriers whose work fits on
-    /// fewer (their threads move to the carriers still on duty), and
-    /// brings them back when those never sleep and more carriers get more
-    /// CPU. A computation on every carrier, or a quiet machine, never
-    /// rests one. The rule and its measurements are in ARCHITECTURE.md,
-    /// "Sharing the cores"; [`Runtime::carriers_resting`] says how many
-    /// rest now.
+    /// When the runtime gets about one CPU fewer than it has carriers — a
+    /// load generator on the same cores, more carriers than CPUs — the
+    /// carriers take turns on the CPUs they get, and every wake-up that
+    /// crosses carriers waits for the woken one to be scheduled. The
+    /// monitor then rests a carrier (its threads move to those still on
+    /// duty) and brings it back when those never sleep and it brings
+    /// more CPU. Beside CPU-bound processes, a computation on every
+    /// carrier, or on a quiet machine, every carrier stays on duty. The
+    /// rule and its measurements are in ARCHITECTURE.md, "Sharing the
+    /// cores"; [`Runtime::carriers_resting`] says how many rest now.
     pub fn rest_carriers(mut self, on: bool) -> Self {
         self.rest_carriers = Some(on);
         self
