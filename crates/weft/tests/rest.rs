@@ -23,6 +23,17 @@ use weft::Runtime;
 /// comes, a lost wake-up).
 const LIMIT: Duration = Duration::from_secs(120);
 
+/// A runtime of `carriers` carriers, stall threshold `stall`, resting on
+/// or off.
+fn runtime(carriers: usize, stall: Duration, rest: bool) -> Runtime {
+    Runtime::builder()
+        .parallelism(carriers)
+        .stall_threshold(stall)
+        .rest_carriers(rest)
+        .build()
+        .unwrap()
+}
+
 /// Serialises this file's tests (see the module docs).
 fn one_at_a_time() -> std::sync::MutexGuard<'static, ()> {
     static ONE: std::sync::Mutex<()> = std::sync::Mutex::new(());
@@ -165,12 +176,7 @@ fn os_threads_since_cleared(tids: &[AtomicI32], laps: &AtomicU64) -> usize {
 #[test]
 fn threads_go_on_while_carriers_rest_and_come_back() {
     let _one = one_at_a_time();
-    let rt = Runtime::builder()
-        .parallelism(4)
-        .stall_threshold(Duration::from_secs(3600))
-        .rest_carriers(false)
-        .build()
-        .unwrap();
+    let rt = runtime(4, Duration::from_secs(3600), false);
     let stop = Arc::new(AtomicBool::new(false));
     let laps = Arc::new(AtomicU64::new(0));
     let tids = tids();
@@ -199,11 +205,7 @@ fn threads_go_on_while_carriers_rest_and_come_back() {
 #[test]
 fn a_held_carrier_calls_the_resting_ones_back() {
     let _one = one_at_a_time();
-    let rt = Runtime::builder()
-        .parallelism(4)
-        .stall_threshold(Duration::from_millis(50))
-        .build()
-        .unwrap();
+    let rt = runtime(4, Duration::from_millis(50), true);
     rt.set_resting_for_tests(3);
     // Holds its carrier (no suspension) until the others are back.
     let rt2 = rt.clone();
@@ -226,11 +228,7 @@ fn a_held_carrier_calls_the_resting_ones_back() {
 #[test]
 fn carriers_that_never_sleep_get_a_resting_one_back() {
     let _one = one_at_a_time();
-    let rt = Runtime::builder()
-        .parallelism(2)
-        .stall_threshold(Duration::from_secs(3600))
-        .build()
-        .unwrap();
+    let rt = runtime(2, Duration::from_secs(3600), true);
     rt.set_resting_for_tests(1);
     let back = Arc::new(AtomicBool::new(false));
     let computations: Vec<_> = (0..4)
