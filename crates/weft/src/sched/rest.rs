@@ -3,16 +3,17 @@
 //!
 //! # Why
 //!
-//! A carrier is worth its OS thread when it gets a CPU of its own. When
-//! the process gets less CPU than it has carriers — a load generator on
-//! the same two cores, a CPU-bound neighbour on each — the carriers take
-//! turns on the CPUs they do get, and every wake-up that crosses carriers
-//! waits for the woken one to be scheduled. Measured on 2 cores with
-//! `wrk -t1 -c100` on the same machine, weft-http on two carriers: each
-//! on a CPU half the time and runnable-but-waiting a third of it, p99
-//! 3.6–4.3 ms; on one carrier: on a CPU 95 % of the time, waiting 1 %,
-//! the same requests a second or more, p99 0.64–0.69 ms.
-//!
+//! A carrier is worth its OS thread while it gets CPU time the others
+//! would not. When the carriers only take turns with each other on the
+//! CPUs the runtime gets — a load generator on the same two cores, more
+//! carriers than CPUs — every wake-up that crosses carriers waits for
+//! the woken one to be scheduled. Measured on 2 cores under
+//! `wrk -t1 -c100` on the same machine (docs/bench.md, "Resting
+//! carriers"), weft-http on two carriers: each on a CPU half the time and
+//! runnable but waiting a third of it, p99 3.6–4.3 ms; on one carrier:
+//! on a CPU 95 % of the time, waiting 1 %, as many requests a second or
+//! more, p99 0.64–0.69 ms.
+
 //! # The rule
 //!
 //! The monitor looks at the core carriers on duty once a [`WINDOW`]: how
@@ -42,13 +43,14 @@
 //!    [`BACKOFF_MIN`] to [`BACKOFF_MAX`]); if so, it stays and the
 //!    back-off starts over. A load generator beside the server on two
 //!    cores keeps one carrier and probes for a window every 8 s.
-//! 3. *Bring every one back* the moment a carrier is held, blocked or
-//!    pinned, or a spare is on duty: the handoff machinery owns the
-//!    carriers then (`Shared::return_rested` in `monitor.rs`).
+//! 3. *Bring every one back* the moment a carrier is held, blocked,
+//!    pinned or lowered, or a spare is on duty: the handoff machinery owns
+//!    the carriers then (`Watcher::rest_carriers` in `monitor.rs`).
 //!
 //! A computation on every carrier never rests (it never sleeps); a quiet
-//! machine never rests (nothing waits); a rested runtime that becomes
-//! saturated gets its carriers back within a window of the back-off.
+//! machine never rests (nothing waits); nor do carriers beside CPU-bound
+//! processes (rule 1's lower bound); a rested runtime that becomes
+//! saturated gets a carrier back within a window of the back-off.
 //!
 //! This file is the rule only, a pure function of the windows it is
 //! given (unit-tested below); `monitor.rs` measures and acts, and
