@@ -71,6 +71,12 @@ pub struct Metrics {
     /// computed on them and others waited
     /// ([`RuntimeBuilder::held_carrier_nice`](crate::RuntimeBuilder::held_carrier_nice)).
     pub carriers_lowered: usize,
+    /// Core carriers resting now: they only took turns with the others on
+    /// shared cores
+    /// ([`RuntimeBuilder::rest_carriers`](crate::RuntimeBuilder::rest_carriers)).
+    pub carriers_resting: usize,
+    /// Times a core carrier was sent to rest.
+    pub carrier_rests: usize,
     /// Pending timer entries.
     pub timers_pending: usize,
     /// Sockets registered with the poller.
@@ -141,6 +147,8 @@ pub fn snapshot() -> Metrics {
         m.placed += s.placed;
         m.threads_moved += s.moved;
         m.carriers_lowered += s.lowered;
+        m.carriers_resting += s.resting;
+        m.carrier_rests += s.rests;
         m.timers_pending += s.timers_pending;
         let same = m
             .runtimes
@@ -418,6 +426,18 @@ impl Metrics {
                 Counter,
                 "Carrier OS threads lowered in priority while one virtual thread computed on them.",
                 plain(u(self.carriers_lowered)),
+            ),
+            row(
+                "weft_carriers_resting",
+                Gauge,
+                "Core carriers resting: they only took turns with the others on shared cores.",
+                plain(u(self.carriers_resting)),
+            ),
+            row(
+                "weft_carrier_rests_total",
+                Counter,
+                "Times a core carrier was sent to rest.",
+                plain(u(self.carrier_rests)),
             ),
             row(
                 "weft_timers_pending",

@@ -189,6 +189,9 @@ fn threads_go_on_while_carriers_rest_and_come_back() {
         until("laps", || laps.load(Ordering::Relaxed) > at + RINGS as u64);
     }
     rt.set_resting_for_tests(3);
+    let m = weft::metrics::snapshot();
+    assert!(m.carriers_resting >= 3, "{m:?}");
+    assert!(m.carrier_rests >= 150, "{m:?}");
     // Threads woken before the carriers saw the request ran there once.
     os_threads_since_cleared(&tids, &laps);
     assert_eq!(os_threads_since_cleared(&tids, &laps), 1);

@@ -44,6 +44,10 @@ pub(crate) struct SchedStats {
     pub(crate) moved: usize,
     /// Carriers' OS threads lowered in priority during a hold (`demote.rs`).
     pub(crate) lowered: usize,
+    /// Core carriers resting now (`rest.rs`).
+    pub(crate) resting: usize,
+    /// Times a core carrier was sent to rest.
+    pub(crate) rests: usize,
     /// Entries in the carriers' timer heaps.
     pub(crate) timers_pending: usize,
     /// Why the runtime's threads share their carriers' thread-locals
@@ -81,6 +85,8 @@ impl Shared {
             placed: self.placed.load(Ordering::Relaxed),
             moved: self.threads_moved(),
             lowered: self.demoted.load(Ordering::Relaxed),
+            resting: self.resting.load(Ordering::Relaxed),
+            rests: self.rests.load(Ordering::Relaxed),
             timers_pending: self
                 .carriers
                 .iter()
