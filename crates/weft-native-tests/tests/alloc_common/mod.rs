@@ -40,10 +40,16 @@ pub fn churn_child() {
 pub fn long_lived_threads_allocate_across_parks_and_moves() {
     const THREADS: usize = 1_000;
     const ROUNDS: usize = 20;
+    // Both carriers on duty throughout: with one resting (on a loaded
+    // machine the carriers may only take turns), every thread and hog
+    // starts on the other, and two hogs can hold both carriers once the
+    // rested one is called back, with no spare to run a moved thread
+    // (`max_pool_size` 2): each spins until `STUCK`.
     let rt = weft::Runtime::builder()
         .parallelism(2)
         .max_pool_size(2)
         .stall_threshold(Duration::from_millis(2))
+        .rest_carriers(false)
         .build()
         .unwrap();
     let moved_before = rt.threads_moved();
