@@ -320,9 +320,15 @@ impl RuntimeBuilder {
     /// Starts the carriers.
     pub fn build(self) -> io::Result<Runtime> {
         // The CPUs this thread may use, within its cgroup's quota: the
-        // default parallelism, and what resting carriers compare with.
-        let cpus = crate::cpu_limit::default_parallelism();
-        let parallelism = self.parallelism.unwrap_or(cpus);
+        // default parallelism, and what resting carriers compare with
+        // (read only when one of them needs it: it reads cgroup files).
+        let rest = self.rest_carriers.unwrap_or(true);
+        let default_cpus = self
+            .parallelism
+            .is_none_or(|n| rest && n >= 2)
+            .then(crate::cpu_limit::default_parallelism);
+        let parallelism = self.parallelism.or(default_cpus).unwrap_or(1);
+        let cpus = default_cpus.unwrap_or(parallelism);
         let max_pool_size = self.max_pool_size.unwrap_or(DEFAULT_MAX_POOL_SIZE);
         let stack_size = self.stack_size.unwrap_or(DEFAULT_STACK_SIZE);
         if parallelism == 0 {
@@ -381,7 +387,7 @@ impl RuntimeBuilder {
                 held_nice: config.held_carrier_nice,
                 migrate: self.migrate,
                 thread_local_areas: !self.carrier_thread_locals,
-                rest: self.rest_carriers.unwrap_or(true),
+                rest,
                 cpus,
                 sim: self.sim.clone(),
             },

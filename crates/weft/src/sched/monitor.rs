@@ -251,12 +251,13 @@ impl Watcher {
                     .read(core[i].tid.load(Ordering::Relaxed))
             })
             .collect();
-        let window = match self.rest_window.replace((now, stats.clone())) {
+        let window = match self.rest_window.take() {
             Some((start, prev)) if prev.len() == on_duty => {
                 measure(start, now, &prev, &stats, shared.cpus)
             }
             _ => None,
         };
+        self.rest_window = Some((now, stats));
         let Some(window) = window else { return };
         let step = self.rest.step(window, resting, now);
         match step {

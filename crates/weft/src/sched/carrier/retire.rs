@@ -168,7 +168,7 @@ impl Carrier {
             }
             me.sleeping.store(true, Ordering::SeqCst);
             if me.inbox.is_empty() && me.rest.load(Ordering::SeqCst) && self.local.is_empty() {
-                me.wait_kick(seen, self.me().next_timer());
+                me.wait_kick(seen, me.next_timer());
             }
             me.sleeping.store(false, Ordering::SeqCst);
         }
