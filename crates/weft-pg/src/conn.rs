@@ -150,6 +150,48 @@ fn targets(config: &PgConfig) -> Result<Vec<(Target, String)>> {
     Ok(out)
 }
 
+/// Sends a cancel request for the statement running on `client`'s session
+/// and waits until the server has acted on it: false if that could not be
+/// confirmed by `deadline`.
+///
+/// The server acts on a cancel request asynchronously: a process it starts
+/// for the request's connection signals the session's backend (SIGINT;
+/// PostgreSQL 15, for one, sends it twice: to the backend, then to its
+/// process group, see `signal_child` in `postmaster.c`) and then exits,
+/// closing the connection. A signal that arrives while the backend runs a
+/// statement cancels that statement; one that arrives while it waits for
+/// the next command is dropped. So only once the cancel connection is
+/// closed is it safe to send the session anything more: every signal has
+/// been sent by then, and the backend takes it before it reads our next
+/// message. Sending the request alone (`cancel_query_raw` returns once it
+/// is written) is not enough: a statement that ended before the signal
+/// came (it completed on its own, or the first of the two signals ended
+/// it) leaves the signal to cancel the session's next statement.
+fn cancel(
+    client: &Client,
+    target: &Target,
+    tls: &Option<(Arc<rustls::ClientConfig>, ServerName<'static>)>,
+    deadline: Instant,
+) -> bool {
+    let Ok(mut stream) = target.open(Some(deadline)) else {
+        return false;
+    };
+    // `cancel_query_raw` consumes (and closes) its stream; the request's
+    // end is watched on a second handle to the same socket.
+    let Ok(request) = stream.try_clone() else {
+        return false;
+    };
+    let token = client.cancel_token();
+    let confirmed = pin!(async {
+        token
+            .cancel_query_raw(request, connector(tls))
+            .await
+            .is_ok()
+            && stream.until_closed().await.is_ok()
+    });
+    matches!(run(confirmed, &mut |_| {}, Some(deadline), false), Ok(true))
+}
+
 /// One PostgreSQL session, used with plain blocking calls.
 ///
 /// Every call parks the calling virtual thread while it waits for the
@@ -165,9 +207,15 @@ fn targets(config: &PgConfig) -> Result<Vec<(Target, String)>> {
 ///
 /// A query call is interruptible ([`weft::Thread::interrupt`]): the
 /// server is sent a cancel request, the call returns
-/// [`Error::Interrupted`] once the server confirms, and the connection
-/// stays usable. If the query completes before the cancel takes effect,
-/// the call returns its result and the interrupt stays pending.
+/// [`Error::Interrupted`] once the server has acted on the request (it
+/// closed the request's connection) and the statement has ended with its
+/// "canceling statement" error, and the connection stays usable: the
+/// cancel never reaches a later statement. If the query completes before
+/// the cancel takes effect, the call returns its result (again only after
+/// the server has acted on the request) and the interrupt stays pending.
+/// If the server does not act on the request within a few seconds, the
+/// call returns [`Error::Interrupted`] and the connection is marked
+/// broken.
 pub struct Connection {
     client: Client,
     conn: Option<PgConnection>,
@@ -372,20 +420,15 @@ impl Connection {
             Ok(r) => r,
             Err(Stop::TimedOut) => unreachable!("no deadline"),
             Err(Stop::Interrupted) => {
-                // Ask the server to cancel, then wait for the call to end
+                // Have the server cancel, then wait for the call to end
                 // (with the server's "canceling statement" error, usually).
-                let token = client.cancel_token();
                 let deadline = Instant::now() + CANCEL_GRACE;
-                let sent = match target.open(Some(deadline)) {
-                    Ok(s) => {
-                        let cancel = pin!(token.cancel_query_raw(s, connector(tls)));
-                        matches!(run(cancel, &mut |_| {}, Some(deadline), false), Ok(Ok(())))
-                    }
-                    Err(_) => false,
-                };
-                let second = if sent {
+                let second = if cancel(client, target, tls, deadline) {
                     run(fut.as_mut(), &mut side, Some(deadline), false)
                 } else {
+                    // Not known whether or when the server will signal
+                    // the session: a late signal would cancel whatever
+                    // statement runs next on it.
                     Err(Stop::TimedOut)
                 };
                 match second {

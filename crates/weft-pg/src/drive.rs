@@ -146,6 +146,43 @@ pub(crate) enum Stream {
     Unix(weft::net::UnixStream),
 }
 
+impl Stream {
+    /// A second handle to the same socket (a duplicated descriptor).
+    pub(crate) fn try_clone(&self) -> io::Result<Stream> {
+        Ok(match self {
+            Stream::Tcp(s) => Stream::Tcp(s.try_clone()?),
+            Stream::Unix(s) => Stream::Unix(s.try_clone()?),
+        })
+    }
+
+    /// Reads and discards until the peer closes the connection: end of
+    /// file, or a reset (a peer that closes with our bytes unread, e.g. a
+    /// TLS `close_notify`, resets the connection). Other errors are
+    /// returned.
+    pub(crate) fn until_closed(&mut self) -> impl Future<Output = io::Result<()>> + '_ {
+        std::future::poll_fn(move |cx| {
+            let mut buf = [0u8; 256];
+            loop {
+                let mut rb = ReadBuf::new(&mut buf);
+                match Pin::new(&mut *self).poll_read(cx, &mut rb) {
+                    Poll::Pending => return Poll::Pending,
+                    Poll::Ready(Ok(())) if rb.filled().is_empty() => return Poll::Ready(Ok(())),
+                    Poll::Ready(Ok(())) => {}
+                    Poll::Ready(Err(e))
+                        if matches!(
+                            e.kind(),
+                            io::ErrorKind::ConnectionReset | io::ErrorKind::ConnectionAborted
+                        ) =>
+                    {
+                        return Poll::Ready(Ok(()));
+                    }
+                    Poll::Ready(Err(e)) => return Poll::Ready(Err(e)),
+                }
+            }
+        })
+    }
+}
+
 impl AsyncRead for Stream {
     fn poll_read(
         self: Pin<&mut Self>,

@@ -403,6 +403,129 @@ fn interrupt_cancels_a_running_query_and_the_connection_survives() {
     assert!(took < Duration::from_secs(20), "cancel took {took:?}");
 }
 
+/// A cancel request must never reach the statement *after* the one it was
+/// sent for. The server acts on a cancel request asynchronously (a process
+/// it starts for the request signals the session's backend; PostgreSQL 15
+/// signals it twice, the backend and then its process group), so a call
+/// that returns before the server has acted on the request lets a late
+/// signal cancel whatever the session runs next.
+///
+/// Interrupts land at many points of short statements: before the backend
+/// starts them, while they run, as they finish, after they finished; over
+/// TLS, plain TCP and a Unix socket (the cancel request goes the same
+/// way). Each interrupted call must end with its own result or
+/// `Interrupted`, and the statement after it must succeed. No verdict
+/// depends on timing: the delays only spread the interrupts.
+#[test]
+fn an_interrupt_never_cancels_the_next_statement() {
+    // Every (statement, delay) pair comes up twice per session.
+    const ROUNDS: usize = 120;
+    // Interrupt delays in microseconds (0: as soon as the call starts).
+    const DELAYS_US: [u64; 10] = [0, 50, 150, 300, 500, 800, 1000, 1200, 2000, 4000];
+    // From statements that end before any cancel can arrive to ones that
+    // a cancel usually catches.
+    const QUERIES: [&str; 6] = [
+        "SELECT pg_sleep(0.001)",
+        "SELECT pg_sleep(0.02)",
+        "SELECT pg_sleep(0.002)",
+        "SELECT 1",
+        "SELECT pg_sleep(0.005)",
+        "SELECT pg_sleep(0.0005)",
+    ];
+    let pg = require_pg!();
+    let plain = if pg.url.contains('?') {
+        format!("{}&sslmode=disable", pg.url)
+    } else {
+        format!("{}?sslmode=disable", pg.url)
+    };
+    let mut sessions = vec![
+        ("tcp, sslmode=prefer", pg.url.clone()),
+        ("tcp, plain", plain),
+    ];
+    match &pg.socket {
+        Some((dir, port)) => sessions.push((
+            "unix socket",
+            format!(
+                "host={} port={port} user=weft password=weft dbname=weft",
+                dir.display()
+            ),
+        )),
+        None => eprintln!("an_interrupt_never_cancels_the_next_statement: no Unix socket"),
+    }
+    let workers: Vec<_> = sessions
+        .into_iter()
+        .enumerate()
+        .map(|(s, (how, url))| {
+            let (go_tx, go_rx) = weft::channel::unbounded::<Duration>();
+            let (fired_tx, fired_rx) = weft::channel::unbounded::<()>();
+            let h = weft::Builder::new()
+                .name(format!("interrupted-{s}"))
+                .spawn(move || {
+                    let mut c = Connection::connect_url(&url).unwrap();
+                    let (mut cancelled, mut completed) = (0u32, 0u32);
+                    for i in 0..ROUNDS {
+                        let sql = QUERIES[i % QUERIES.len()];
+                        let delay = DELAYS_US[(i / QUERIES.len() + 3 * s) % DELAYS_US.len()];
+                        let what = format!("{how}, round {i}: {sql} interrupted after {delay}us");
+                        go_tx.send(Duration::from_micros(delay)).unwrap();
+                        match c.query(sql, &[]) {
+                            Ok(_) => completed += 1,
+                            Err(e) if e.is_interrupted() => cancelled += 1,
+                            Err(e) => panic!("{what}: {e:?} (code {:?})", e.code()),
+                        }
+                        // Wait until the interrupt has surely been made,
+                        // then drop it if the call left it pending.
+                        loop {
+                            match fired_rx.recv() {
+                                Ok(()) => break,
+                                Err(weft::channel::RecvError::Interrupted) => {}
+                                Err(e) => panic!("{e:?}"),
+                            }
+                        }
+                        weft::interrupted();
+                        assert!(!c.is_broken(), "{what}: the connection is broken");
+                        match c.query_one("SELECT 5::int4", &[]) {
+                            Ok(row) => assert_eq!(row.get::<_, i32>(0), 5),
+                            Err(e) => panic!(
+                                "{what}: the next statement failed: {e:?} (code {:?})",
+                                e.code()
+                            ),
+                        }
+                    }
+                    drop(go_tx);
+                    c.close();
+                    (cancelled, completed)
+                })
+                .unwrap();
+            let t = h.thread().clone();
+            // The interrupter: an OS thread, so that its sleeps are real
+            // sleeps and its interrupts come from outside the carrier.
+            let interrupter = std::thread::spawn(move || {
+                while let Ok(delay) = go_rx.recv() {
+                    if !delay.is_zero() {
+                        std::thread::sleep(delay);
+                    }
+                    t.interrupt();
+                    fired_tx.send(()).unwrap();
+                }
+            });
+            (h, interrupter)
+        })
+        .collect();
+    let (mut rounds, mut cancelled, mut completed) = (0, 0, 0);
+    for (h, interrupter) in workers {
+        let (c, d) = h.join().unwrap();
+        interrupter.join().unwrap();
+        rounds += ROUNDS;
+        cancelled += c;
+        completed += d;
+    }
+    eprintln!(
+        "an_interrupt_never_cancels_the_next_statement: {rounds} rounds, {cancelled} \
+         cancelled, {completed} completed before the cancel"
+    );
+}
+
 #[test]
 fn no_tokio_runtime_is_needed() {
     // Nothing in this test binary starts a Tokio runtime; a call that
