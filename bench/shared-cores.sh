@@ -12,7 +12,9 @@
 # process only: not wrk, not the neighbours). Rounds interleave the servers
 # (each round starts one server later), every measurement is a fresh server
 # process, and the table gives the median req/s and median p99 per server
-# with each relative to weft-http.
+# with each relative to weft-http, the server's CPU, and wrk's: its time on
+# a CPU and its time on a CPU or waiting for one (a wrk runnable nearly all
+# the time is what limits req/s, whatever the server).
 #
 #     bench/shared-cores.sh                          # 2 busy neighbours, 3 rounds
 #     bench/shared-cores.sh --busy 0                 # quiet(-ish) machine
@@ -320,6 +322,12 @@ cpu_ticks() {
 }
 clk_tck=$(getconf CLK_TCK)
 
+# schedstat PID: "RUN WAIT", nanoseconds on a CPU and runnable but waiting
+# for one, summed over process PID's threads (/proc/PID/task/*/schedstat).
+schedstat() {
+    cat /proc/"$1"/task/*/schedstat 2>/dev/null | awk '{ r += $1; w += $2 } END { if (NR) printf "%d %d", r, w }'
+}
+
 # measure NAME RUN: one wrk measurement of the running server; appends
 # "NAME RUN REQ/S P99_MS ERRORS CPUS" to the results (CPUS: the server's
 # CPU time over the measurement, in CPUs: how much of the machine it got).
@@ -328,10 +336,25 @@ measure() {
     if ((warmup)); then
         timeout $((warmup + 15)) wrk -t1 -c"$connections" -d"${warmup}s" "$url" >/dev/null 2>&1 || true
     fi
-    local t0 c0 t1 c1 cpus
+    local t0 c0 t1 c1 cpus tpid wpid w0="" w1="" s0 s1 client
     t0=$(date +%s.%N)
     c0=$(cpu_ticks "$server_pid")
-    if ! timeout $((duration + 30)) wrk -t1 -c"$connections" -d"${duration}s" --latency "$url" >"$log" 2>&1; then
+    timeout $((duration + 30)) wrk -t1 -c"$connections" -d"${duration}s" --latency "$url" >"$log" 2>&1 &
+    tpid=$!
+    # The client's own share of the machine, from the middle of the
+    # measurement (its first and last half second left out).
+    if ((duration >= 2)); then
+        sleep 0.5
+        wpid=$(pgrep -P "$tpid" -x wrk | head -n1 || true)
+        if [[ -n $wpid ]]; then
+            s0=$(date +%s.%N)
+            w0=$(schedstat "$wpid")
+            sleep $((duration - 1))
+            w1=$(schedstat "$wpid")
+            s1=$(date +%s.%N)
+        fi
+    fi
+    if ! wait "$tpid"; then
         echo "shared-cores: $1 run $2: wrk failed or timed out:" >&2
         cat "$log" >&2
         return 1
@@ -339,6 +362,13 @@ measure() {
     c1=$(cpu_ticks "$server_pid")
     t1=$(date +%s.%N)
     cpus=$(awk -v a="$c0" -v b="$c1" -v hz="$clk_tck" -v t0="$t0" -v t1="$t1" 'BEGIN { printf "%.3f", (b - a) / hz / (t1 - t0) }')
+    # "CPU RUNNABLE": wrk's time on a CPU, and on a CPU or waiting for one,
+    # per second (nan if it could not be read).
+    client=$(awk -v a="$w0" -v b="$w1" -v s0="${s0:-0}" -v s1="${s1:-0}" 'BEGIN {
+        split(a, x, " "); split(b, y, " ")
+        if (a == "" || b == "" || s1 <= s0) { print "nan nan"; exit }
+        t = (s1 - s0) * 1e9
+        printf "%.3f %.3f", (y[1] - x[1]) / t, (y[1] + y[2] - x[1] - x[2]) / t }')
     local rps p99 errors
     rps=$(awk '/^Requests\/sec:/ { print $2 }' "$log")
     p99=$(awk '$1 == "99%" { print $2 }' "$log")
@@ -351,8 +381,8 @@ measure() {
         cat "$log" >&2
         return 1
     fi
-    printf '%s %s %s %s %s %s\n' "$1" "$2" "$rps" "$(to_ms "$p99")" "$errors" "$cpus" >>"$out/results.txt"
-    printf '  %-13s run %d: %10.0f req/s  p99 %8.3f ms  errors %s  server CPU %s\n' "$1" "$2" "$rps" "$(to_ms "$p99")" "$errors" "$cpus" >&2
+    printf '%s %s %s %s %s %s %s\n' "$1" "$2" "$rps" "$(to_ms "$p99")" "$errors" "$cpus" "$client" >>"$out/results.txt"
+    printf '  %-13s run %d: %10.0f req/s  p99 %8.3f ms  errors %s  server CPU %s  wrk CPU, runnable %s\n' "$1" "$2" "$rps" "$(to_ms "$p99")" "$errors" "$cpus" "$client" >&2
 }
 
 # ---------------------------------------------------------------------------
@@ -372,7 +402,7 @@ allowed_cpus() {
     done
 }
 if ((busy > 0)) && [[ $placement == spread ]]; then
-    cpus=($(allowed_cpus))
+    mapfile -t cpus < <(allowed_cpus)
     ((${#cpus[@]})) || die "cannot read the CPUs this process may use (/proc/self/status)"
 fi
 bound=()
@@ -413,13 +443,15 @@ load_after=$(uptime)
 # ---------------------------------------------------------------------------
 median() { sort -g | awk '{ a[NR] = $1 } END { if (NR == 0) print "nan"; else if (NR % 2) print a[(NR + 1) / 2]; else print (a[NR / 2] + a[NR / 2 + 1]) / 2 }'; }
 
-declare -A med_rps med_p99 all_rps all_err med_cpu med_eff
+declare -A med_rps med_p99 all_rps all_err med_cpu med_eff med_ccpu med_crun
 for s in "${runnable[@]}"; do
     med_rps[$s]=$(awk -v s="$s" '$1 == s { print $3 }' "$out/results.txt" | median)
     med_cpu[$s]=$(awk -v s="$s" '$1 == s { print $6 }' "$out/results.txt" | median)
     # Requests per millisecond of the server's CPU time, per round.
     med_eff[$s]=$(awk -v s="$s" '$1 == s && $6 > 0 { print $3 / $6 / 1000 }' "$out/results.txt" | median)
     med_p99[$s]=$(awk -v s="$s" '$1 == s { print $4 }' "$out/results.txt" | median)
+    med_ccpu[$s]=$(awk -v s="$s" '$1 == s && $7 != "nan" { print $7 }' "$out/results.txt" | median)
+    med_crun[$s]=$(awk -v s="$s" '$1 == s && $8 != "nan" { print $8 }' "$out/results.txt" | median)
     all_rps[$s]=$(awk -v s="$s" '$1 == s { printf "%s%.1f", sep, $3 / 1000; sep = " / " }' "$out/results.txt")
     all_err[$s]=$(awk -v s="$s" '$1 == s { n += $5 } END { print n + 0 }' "$out/results.txt")
 done
@@ -439,14 +471,15 @@ base_p99=${med_p99[weft-http]:-}
     echo "load before: $load_before"
     echo "load after:  $load_after"
     echo
-    echo "| server | req/s (median) | vs weft-http | p99 (median) | vs weft-http | req/s per round (k) | errors | server CPU (CPUs) | requests per CPU-ms |"
-    echo "|---|---:|---:|---:|---:|---|---:|---:|---:|"
+    echo "| server | req/s (median) | vs weft-http | p99 (median) | vs weft-http | req/s per round (k) | errors | server CPU (CPUs) | requests per CPU-ms | wrk CPU | wrk runnable |"
+    echo "|---|---:|---:|---:|---:|---|---:|---:|---:|---:|---:|"
     for s in "${runnable[@]}"; do
         awk -v s="$s" -v r="${med_rps[$s]}" -v p="${med_p99[$s]}" -v rr="$(rel "${med_rps[$s]}" "$base_rps")" \
             -v rp="$(rel "${med_p99[$s]}" "$base_p99")" -v all="${all_rps[$s]}" -v e="${all_err[$s]}" \
-            -v c="${med_cpu[$s]}" -v f="${med_eff[$s]}" 'BEGIN {
-            if (r == "nan") { printf "| %s | failed | | | | | | | |\n", s; exit }
-            printf "| %s | %.1f k | %s | %.2f ms | %s | %s | %s | %.2f | %.1f |\n", s, r / 1000, rr, p, rp, all, e, c, f }'
+            -v c="${med_cpu[$s]}" -v f="${med_eff[$s]}" -v cc="${med_ccpu[$s]}" -v cr="${med_crun[$s]}" 'BEGIN {
+            if (r == "nan") { printf "| %s | failed | | | | | | | | | |\n", s; exit }
+            printf "| %s | %.1f k | %s | %.2f ms | %s | %s | %s | %.2f | %.1f | %s | %s |\n", s, r / 1000, rr, p, rp, all, e, c, f,
+                cc == "nan" ? "–" : sprintf("%.2f", cc), cr == "nan" ? "–" : sprintf("%.2f", cr) }'
     done
     echo
     echo "wrk outputs: $out/wrk-<server>-run<N>.txt; raw figures: $out/results.txt"

@@ -7,11 +7,13 @@
 //! location in a thread-local and then calls the hook it replaced; a
 //! router the panic unwinds through adds the route's pattern to that
 //! record ([`note_route`]). The code that caught the panic takes the
-//! record on the same OS thread — a started virtual thread never changes
-//! carriers — and keeps it only if the message matches the payload's: a
-//! record left by another panic (of another virtual thread that ran while
-//! this one unwound, or of a panic caught elsewhere) is not taken for
-//! this one.
+//! record in the same thread — a virtual thread's thread-locals are its
+//! own and move with it if it changes carriers, unless the runtime runs
+//! without thread-local areas, where they are the carrier's — and keeps
+//! it only if the message matches the payload's: a record left by another
+//! panic (of another virtual thread that ran on the carrier while this
+//! one unwound, or of a panic caught elsewhere) is not taken for this
+//! one.
 
 use std::any::Any;
 use std::cell::RefCell;
