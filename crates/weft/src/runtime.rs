@@ -142,6 +142,7 @@ pub struct RuntimeBuilder {
     migrate: bool,
     carrier_thread_locals: bool,
     rest_carriers: Option<bool>,
+    cover_carriers: Option<bool>,
     sim: Option<Arc<crate::sched::Simulation>>,
     #[cfg(feature = "tokio")]
     tokio: Option<tokio::runtime::Handle>,
@@ -288,6 +289,26 @@ impl RuntimeBuilder {
         self
     }
 
+    /// Whether core carriers cover for each other while the cores are
+    /// busy with other processes (default `true`; `WEFT_COVER_CARRIERS=0`
+    /// turns it off for the default runtime).
+    ///
+    /// A started thread runs on the carrier it is bound to. Beside
+    /// CPU-bound processes each carrier is off a CPU about half the time,
+    /// and the threads bound to it wait with it. While the monitor sees
+    /// the carriers wait for a CPU at least as long as they run, a
+    /// carrier with nothing to do takes half of the queued threads of
+    /// another (those that may move, which then live with it) and hands
+    /// its own woken threads back until their numbers are level again.
+    /// On a quiet machine, or one the carriers share only with each other,
+    /// it never acts. The rule and its measurements are in
+    /// ARCHITECTURE.md, "Sharing the cores"; [`Runtime::carriers_covering`]
+    /// says whether they do now.
+    pub fn cover_carriers(mut self, on: bool) -> Self {
+        self.cover_carriers = Some(on);
+        self
+    }
+
     /// Prefix of the carriers' OS thread names (default `weft-carrier`).
     pub fn name(mut self, name: impl Into<String>) -> Self {
         self.name = Some(name.into());
@@ -388,6 +409,7 @@ impl RuntimeBuilder {
                 migrate: self.migrate,
                 thread_local_areas: !self.carrier_thread_locals,
                 rest,
+                cover: self.cover_carriers.unwrap_or(true),
                 cpus,
                 sim: self.sim.clone(),
             },
@@ -550,6 +572,29 @@ impl Runtime {
         self.handle.shared.rests.load(Ordering::Relaxed)
     }
 
+    /// Whether the core carriers cover for each other now (see
+    /// [`RuntimeBuilder::cover_carriers`]).
+    pub fn carriers_covering(&self) -> bool {
+        self.handle.shared.covering.load(Ordering::Relaxed)
+    }
+
+    /// Times a carrier took threads queued for another so far (see
+    /// [`RuntimeBuilder::cover_carriers`]).
+    pub fn carrier_covers(&self) -> usize {
+        self.handle.shared.covers.load(Ordering::Relaxed)
+    }
+
+    /// Has the core carriers cover for each other (`true`) or not, as
+    /// the monitor would by its rule, and keeps it so: the monitor no
+    /// longer changes it. For tests that move threads at will: not part
+    /// of the API.
+    #[doc(hidden)]
+    pub fn set_covering_for_tests(&self, on: bool) {
+        let shared = &self.handle.shared;
+        shared.covering_forced.store(true, Ordering::Relaxed);
+        shared.covering.store(on, Ordering::Relaxed);
+    }
+
     /// Whether started threads of this runtime may change carriers (see
     /// [`RuntimeBuilder::allow_migration`]).
     pub fn allows_migration(&self) -> bool {
@@ -696,6 +741,9 @@ fn build_default() -> io::Result<Runtime> {
     if let Some(on) = env_bool("WEFT_REST_CARRIERS")? {
         b = b.rest_carriers(on);
     }
+    if let Some(on) = env_bool("WEFT_COVER_CARRIERS")? {
+        b = b.cover_carriers(on);
+    }
     // Keep the implicit pool bound consistent with a large parallelism.
     if b.max_pool_size.is_none()
         && let Some(p) = b.parallelism
@@ -705,7 +753,7 @@ fn build_default() -> io::Result<Runtime> {
     b.build().map_err(|e| {
         io::Error::new(
             e.kind(),
-            format!("{e} (default runtime, configured by WEFT_PARALLELISM / WEFT_MAX_POOL_SIZE / WEFT_STACK_SIZE / WEFT_STALL_THRESHOLD / WEFT_HELD_CARRIER_NICE / WEFT_REST_CARRIERS)"),
+            format!("{e} (default runtime, configured by WEFT_PARALLELISM / WEFT_MAX_POOL_SIZE / WEFT_STACK_SIZE / WEFT_STALL_THRESHOLD / WEFT_HELD_CARRIER_NICE / WEFT_REST_CARRIERS / WEFT_COVER_CARRIERS)"),
         )
     })
 }

@@ -18,7 +18,7 @@ use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant, SystemTime};
 
 use super::report::{self, Report};
-use super::rest::{Rest, Step, WINDOW, Window};
+use super::rest::{Rest, Step, WINDOW, Window, cover};
 use super::schedstat::{self, SchedStat};
 use super::shared::Shared;
 use super::slot::CarrierSlot;
@@ -209,12 +209,13 @@ impl Watcher {
         any_busy
     }
 
-    /// Resting carriers (`sched/rest.rs`): measures a window of the core
-    /// carriers on duty and carries out the rule's decision at its end.
-    /// Rule 3 first: while a carrier is held, blocked or pinned, or a
-    /// spare is on duty, every carrier serves.
+    /// Resting and covering carriers (`sched/rest.rs`): measures a window
+    /// of the core carriers on duty and carries out the rules' decisions
+    /// at its end. Rule 3 first: while a carrier is held, blocked or
+    /// pinned, or a spare is on duty, every carrier serves, and none
+    /// covers.
     fn rest_carriers(&mut self, shared: &Shared) {
-        if !shared.rest_on || shared.core < 2 {
+        if !(shared.rest_on || shared.cover_on) || shared.core < 2 {
             return;
         }
         let core = &shared.carriers[..shared.core];
@@ -229,6 +230,7 @@ impl Watcher {
                     || w.handoff.is_demoted()
             });
         if disturbed {
+            self.set_covering(shared, false);
             for i in shared.core - resting..shared.core {
                 shared.end_rest(i, false);
             }
@@ -259,6 +261,11 @@ impl Watcher {
         };
         self.rest_window = Some((now, stats));
         let Some(window) = window else { return };
+        let covering = shared.covering.load(Ordering::Relaxed);
+        self.set_covering(shared, cover(&window, covering));
+        if !shared.rest_on {
+            return;
+        }
         let step = self.rest.step(window, resting, now);
         match step {
             Step::Keep => {}
@@ -270,6 +277,17 @@ impl Watcher {
                 shared.end_rest(on_duty, true);
                 self.rest_window = None;
             }
+        }
+    }
+
+    /// Rule 4 of `sched/rest.rs`: the carriers cover for each other, or
+    /// not (unless a test set it).
+    fn set_covering(&self, shared: &Shared, on: bool) {
+        if shared.cover_on
+            && !shared.covering_forced.load(Ordering::Relaxed)
+            && shared.covering.load(Ordering::Relaxed) != on
+        {
+            shared.covering.store(on, Ordering::Relaxed);
         }
     }
 

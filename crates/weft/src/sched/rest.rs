@@ -47,14 +47,29 @@
 //!    pinned or lowered, or a spare is on duty: the handoff machinery owns
 //!    the carriers then (`Watcher::rest_carriers` in `monitor.rs`).
 //!
+//! 4. *Cover* while the carriers on duty wait for a CPU at least as long
+//!    as they run ([`cover`]; until the wait falls under half the run,
+//!    and never while rule 3 holds):
+//!    a carrier with nothing to do takes half of the inbox of another
+//!    that waits, rebinding the threads to itself
+//!    (`carrier/steal.rs`), and hands its woken threads back until their
+//!    populations are level. Beside a CPU-bound process per core each
+//!    carrier is off a CPU about half the time, and the threads bound to
+//!    it would wait with it; the one on a CPU runs them instead, as a
+//!    work-stealing scheduler's workers do for each other. Handing back
+//!    keeps both carriers populated, so both stay claims on CPU time
+//!    (taking without it let every thread gather on one carrier: the
+//!    suite's HTTP row beside two `yes` lost a fifth of its requests).
+//!
 //! A computation on every carrier never rests (it never sleeps); a quiet
 //! machine never rests (nothing waits); nor do carriers beside CPU-bound
 //! processes (rule 1's lower bound); a rested runtime that becomes
 //! saturated gets a carrier back within a window of the back-off.
 //!
 //! This file is the rule only, a pure function of the windows it is
-//! given (unit-tested below); `monitor.rs` measures and acts, and
-//! `carrier/retire.rs` is what a resting carrier does.
+//! given (unit-tested below); `monitor.rs` measures and acts,
+//! `carrier/retire.rs` is what a resting carrier does, and
+//! `carrier/steal.rs` what a covering one does.
 
 use std::time::{Duration, Instant};
 
@@ -99,6 +114,19 @@ impl Window {
         self.wait >= CONTENTION * self.run && self.wait > 0.0
     }
 }
+
+/// Rule 4: whether carriers cover for each other after window `w`, given
+/// whether they did (`covering`). On when they waited for a CPU at least
+/// as long as they ran; off again once the wait is under half the run.
+pub(super) fn cover(w: &Window, covering: bool) -> bool {
+    let wait = if covering { COVER_UNTIL } else { COVER_FROM };
+    w.on_duty >= 2 && w.run > 0.0 && w.wait >= wait * w.run
+}
+
+/// Rule 4 turns on at `wait` of at least this share of `run`...
+const COVER_FROM: f64 = 1.0;
+/// ...and off under this one.
+const COVER_UNTIL: f64 = 0.5;
 
 /// The decision for one window.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -293,6 +321,27 @@ mod tests {
             r.step(w(2, 0.99, 0.05), 0, t0 + BACKOFF_MIN + WINDOW),
             Step::Keep
         );
+    }
+
+    /// Rule 4, with figures measured around weft-http and the suite's
+    /// load generator (docs/bench.md, "Carriers that cover for each
+    /// other").
+    #[test]
+    fn carriers_cover_for_each_other_only_beside_busy_processes() {
+        // weft-http under `wrk` beside a `yes` per core: 0.47 CPU, waiting
+        // 0.73; the suite's server and load generator there: 0.57, 1.02.
+        assert!(cover(&w(2, 0.47, 0.73), false));
+        assert!(cover(&w(2, 0.57, 1.02), false));
+        // Under `wrk` alone (taking turns with it): no.
+        assert!(!cover(&w(2, 0.98, 0.70), false));
+        assert!(!cover(&w(2, 1.95, 0.02), false));
+        // Nor with one carrier on duty, or nothing run.
+        assert!(!cover(&w(1, 0.40, 0.45), false));
+        assert!(!cover(&w(2, 0.0, 0.0), false));
+        // Once on, it stays on down to a wait of half the run.
+        assert!(cover(&w(2, 0.90, 0.50), true));
+        assert!(!cover(&w(2, 0.90, 0.50), false));
+        assert!(!cover(&w(2, 0.90, 0.40), true));
     }
 
     #[test]

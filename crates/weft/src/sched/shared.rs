@@ -92,6 +92,19 @@ pub(crate) struct Shared {
     pub(crate) resting: AtomicUsize,
     /// Times a core carrier was sent to rest.
     pub(crate) rests: AtomicUsize,
+    /// Whether the monitor may have carriers cover for each other
+    /// (`sched/rest.rs`, rule 4; `RuntimeBuilder::cover_carriers`).
+    pub(super) cover_on: bool,
+    /// Whether they do now: a core carrier with nothing to do takes from
+    /// the inbox of another (written by the monitor, read relaxed by
+    /// searching carriers: a stale read costs one search a look, or
+    /// skips one).
+    pub(crate) covering: AtomicBool,
+    /// `covering` was set by a test (`Runtime::set_covering_for_tests`):
+    /// the monitor leaves it alone.
+    pub(crate) covering_forced: AtomicBool,
+    /// Times a carrier took threads from another's inbox.
+    pub(crate) covers: AtomicUsize,
     /// Weak self-reference, so compensation can start carrier threads.
     pub(super) me_weak: OnceLock<std::sync::Weak<Shared>>,
     /// Started threads may move between carriers (the `unsafe` opt-in,
@@ -125,6 +138,8 @@ pub(crate) struct SchedConfig {
     pub(crate) thread_local_areas: bool,
     /// See `Shared::rest_on`.
     pub(crate) rest: bool,
+    /// See `Shared::cover_on`.
+    pub(crate) cover: bool,
     /// See `Shared::cpus`.
     pub(crate) cpus: usize,
     /// See `Shared::sim`.
@@ -148,6 +163,7 @@ impl Shared {
             migrate,
             thread_local_areas,
             rest,
+            cover,
             cpus,
             sim,
         } = cfg;
@@ -194,6 +210,10 @@ impl Shared {
             cpus,
             resting: AtomicUsize::new(0),
             rests: AtomicUsize::new(0),
+            cover_on: cover && sim.is_none(),
+            covering: AtomicBool::new(false),
+            covering_forced: AtomicBool::new(false),
+            covers: AtomicUsize::new(0),
             me_weak: OnceLock::new(),
             migrate,
             thread_local_areas: thread_local_areas && !migrate,

@@ -1,8 +1,10 @@
 //! Where new threads go: placement at the first run (balancing the
 //! carriers' populations), and stealing unstarted threads from other
-//! carriers and the injector (balancing the work).
+//! carriers and the injector (balancing the work); and, while the cores
+//! are busy with other processes, covering: taking started threads queued
+//! for a carrier that waits for a CPU (`sched/rest.rs`, rule 4).
 //!
-//! Both read other carriers' slots and counters relaxed: a stale read
+//! All read other carriers' slots and counters relaxed: a stale read
 //! misplaces one thread or misses one steal, which the next round corrects.
 
 use crate::thread::RecordArc;
@@ -12,6 +14,7 @@ use crossbeam_deque::Steal;
 
 use super::Carrier;
 use crate::sched::slot::outnumbers;
+use crate::thread::NO_HOME;
 
 /// Placement (see [`Carrier::placement`]): a carrier home to fewer threads
 /// than this starts every new thread itself.
@@ -111,6 +114,11 @@ impl Carrier {
         if let Some(t) = self.steal_injector() {
             return Some(t);
         }
+        if self.shared.covering.load(Ordering::Relaxed)
+            && let Some(t) = self.cover(start)
+        {
+            return Some(t);
+        }
         // A `next` slot holds a thread that has run: only a runtime that
         // allows migration lets another carrier take it.
         if take_next && self.shared.migrate {
@@ -122,6 +130,70 @@ impl Carrier {
                     self.shared.steals.fetch_add(1, Ordering::Relaxed);
                     return Some(t);
                 }
+            }
+        }
+        None
+    }
+
+    /// Covering (`sched/rest.rs`, rule 4): takes half of the inbox of
+    /// another core carrier on duty — the threads that may move, released
+    /// from it so that they bind here (`CarrierSlot::release`, as a
+    /// handoff releases them) — and returns the first to run; the others
+    /// wait in this carrier's queue. If this carrier then outnumbers the
+    /// other, its woken threads go back there until the two are level
+    /// (`CarrierSlot::shed_target`): without that, every thread would
+    /// gather on whichever carrier ran most, and the other, idle, would
+    /// no longer be a claim on CPU time.
+    ///
+    /// A carrier that has nothing to do while another's inbox fills is, on
+    /// cores shared with busy processes, one on a CPU beside one waiting
+    /// for a CPU. The inbox is taken from without its owner: the owner
+    /// kicked for a thread that was then taken finds its inbox empty and
+    /// sleeps again (the inbox handshake only needs a kick to be seen).
+    fn cover(&self, start: usize) -> Option<RecordArc> {
+        let core = self.shared.core;
+        let me = self.me();
+        if self.index >= core || me.rest.load(Ordering::Relaxed) || me.handing_off() {
+            return None;
+        }
+        for k in 0..core {
+            let i = (start + k) % core;
+            let slot = &self.shared.carriers[i];
+            if i == self.index
+                || slot.inbox.is_empty()
+                || slot.handing_off()
+                || slot.pinned.load(Ordering::Relaxed)
+                || slot.rest.load(Ordering::Relaxed)
+            {
+                continue;
+            }
+            let mut first = None;
+            let mut stay = Vec::new();
+            for _ in 0..slot.inbox.len().div_ceil(2) {
+                let Some(t) = slot.pop_home() else { break };
+                // Unbound (placed there, never run) or released: ours.
+                if t.home.load(Ordering::Relaxed) == NO_HOME || slot.release(&t) {
+                    match first {
+                        None => first = Some(t),
+                        Some(_) => self.local.push(t),
+                    }
+                } else {
+                    stay.push(t);
+                }
+            }
+            for t in stay {
+                slot.inbox.push(t);
+            }
+            if first.is_some() {
+                self.shared.covers.fetch_add(1, Ordering::Relaxed);
+                // `first` binds here when it runs: count it.
+                if outnumbers(
+                    me.homed.load(Ordering::Relaxed) + 1,
+                    slot.homed.load(Ordering::Relaxed),
+                ) {
+                    me.shed_to.store(i as u32, Ordering::Relaxed);
+                }
+                return first;
             }
         }
         None
