@@ -193,6 +193,7 @@
 //! | `WEFT_STALL_THRESHOLD` | how long one virtual thread may hold a carrier before the monitor reports a stall (`20ms`, `500us`, `1s`) | 20 ms |
 //! | `WEFT_HELD_CARRIER_NICE` | nice value (0–19) a carrier's OS thread is lowered to while one thread computes on it beside short ones; `0` never lowers ([`RuntimeBuilder::held_carrier_nice`]) | 5 |
 //! | `WEFT_REST_CARRIERS` | `0`: core carriers that only take turns with each other on shared cores never rest ([`RuntimeBuilder::rest_carriers`]) | `1` |
+//! | `WEFT_COVER_CARRIERS` | `0`: core carriers never take threads queued for one that waits for a CPU on cores busy with other processes ([`RuntimeBuilder::cover_carriers`]) | `1` |
 //! | `WEFT_MAX_BLOCKING_THREADS` | OS threads that run [`blocking`] closures | 512 |
 //! | `WEFT_TOKIO_THREADS` | worker threads of the Tokio runtime Weft starts for [`block_on`] (feature `tokio`, see [`async_interop`]); a bad value is reported on stderr and the default kept | 2 |
 //! | `WEFT_NETPOLL` | who fetches socket readiness: `carriers` (carriers poll; the `weft-poller` thread only while no runtime runs) or `thread` (the poller thread always) | `carriers` |

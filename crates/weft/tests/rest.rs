@@ -1,12 +1,14 @@
-//! Resting carriers (ARCHITECTURE.md, "Sharing the cores"): threads go on
-//! running while core carriers rest and come back, a held carrier calls
-//! the resting ones back, and carriers on duty that never sleep get one
-//! back.
+//! Resting and covering carriers (ARCHITECTURE.md, "Sharing the cores"):
+//! threads go on running while core carriers rest and come back, a held
+//! carrier calls the resting ones back, and carriers on duty that never
+//! sleep get one back; while carriers cover for each other, a held
+//! carrier's threads run on another, and threads go on running as they
+//! are taken and handed back.
 //!
-//! When the monitor rests a carrier depends on what else runs on the
-//! machine (beside CPU-bound processes it keeps them all), so the tests
-//! rest carriers themselves (`Runtime::set_resting_for_tests`, the
-//! monitor's own two moves), and the rule is unit-tested in
+//! When the monitor rests a carrier, or has them cover, depends on what
+//! else runs on the machine, so the tests do it themselves
+//! (`Runtime::set_resting_for_tests`, `set_covering_for_tests`: the
+//! monitor's own moves), and the rules are unit-tested in
 //! `sched/rest.rs` with measured windows. Each test waits for what it
 //! checks by progress — laps of rings of threads, a computation that goes
 //! on until the runtime says a carrier came back — under a watchdog,
@@ -283,4 +285,187 @@ fn rest_carriers_false_keeps_every_carrier_on_duty() {
     h.join().unwrap();
     assert_eq!(rt.carrier_rests(), 0);
     assert_eq!(rt.carriers_resting(), 0);
+}
+
+/// What a worker of [`covering_runs_a_held_carriers_threads_elsewhere`]
+/// is told.
+enum Cmd {
+    /// Say which OS thread you run on.
+    Ping,
+    /// Raise the flag, hold your carrier (no suspension) until
+    /// `answered` reaches the count, then say which OS thread you ran on.
+    Hold(Arc<AtomicBool>, Arc<AtomicU64>, u64),
+}
+
+/// Covering (`sched/rest.rs`, rule 4): while a carrier is held — as one
+/// waiting for a CPU behind a busy process is — a carrier with nothing to
+/// do runs the threads queued for it. Workers bound to the held carrier
+/// are woken while it is held, so none of them can run there; the holder
+/// waits for all of their answers, so without covering the test would
+/// wait for the watchdog (the stall threshold, which would move them
+/// too, is an hour).
+#[test]
+fn covering_runs_a_held_carriers_threads_elsewhere() {
+    let _one = one_at_a_time();
+    let rt = Runtime::builder()
+        .parallelism(2)
+        .stall_threshold(Duration::from_secs(3600))
+        .rest_carriers(false)
+        .build()
+        .unwrap();
+    rt.set_covering_for_tests(false);
+    const WORKERS: usize = 16;
+    let (answers_tx, answers) = weft::channel::unbounded::<(usize, i32)>();
+    let mut cmds = Vec::new();
+    let mut hs = Vec::new();
+    for i in 0..WORKERS {
+        let (tx, rx) = weft::channel::unbounded::<Cmd>();
+        let answers = answers_tx.clone();
+        cmds.push(tx);
+        hs.push(rt.spawn(move || {
+            while let Ok(cmd) = rx.recv() {
+                if let Cmd::Hold(holding, answered, until) = &cmd {
+                    holding.store(true, Ordering::Relaxed);
+                    let start = Instant::now();
+                    while answered.load(Ordering::Relaxed) < *until {
+                        assert!(
+                            start.elapsed() < LIMIT,
+                            "the held carrier's threads never ran"
+                        );
+                        std::hint::spin_loop();
+                    }
+                }
+                // SAFETY: gettid has no preconditions.
+                answers.send((i, unsafe { libc::gettid() })).unwrap();
+            }
+        }));
+    }
+    // Where each worker lives (bound where it first ran; nothing moves
+    // them: no covering, no resting, no handoff within the hour).
+    let mut home = vec![0; WORKERS];
+    for tx in &cmds {
+        tx.send(Cmd::Ping).unwrap();
+    }
+    for _ in 0..WORKERS {
+        let (i, tid) = answers.recv().unwrap();
+        home[i] = tid;
+    }
+    let held = (0..WORKERS)
+        .map(|i| home[i])
+        .max_by_key(|&t| home.iter().filter(|&&h| h == t).count())
+        .unwrap();
+    let mut on_held: Vec<usize> = (0..WORKERS).filter(|&i| home[i] == held).collect();
+    let holder = on_held.pop().unwrap();
+    assert!(
+        !on_held.is_empty(),
+        "placement left one worker per carrier: {home:?}"
+    );
+    let answered = Arc::new(AtomicU64::new(0));
+    let holding = Arc::new(AtomicBool::new(false));
+    cmds[holder]
+        .send(Cmd::Hold(
+            holding.clone(),
+            answered.clone(),
+            on_held.len() as u64,
+        ))
+        .unwrap();
+    until("the holder holds", || holding.load(Ordering::Relaxed));
+    // Only now: covering earlier could run the holder elsewhere.
+    rt.set_covering_for_tests(true);
+    assert!(rt.carriers_covering());
+    for &i in &on_held {
+        cmds[i].send(Cmd::Ping).unwrap();
+    }
+    // The other carrier may be asleep: a thread spawned from here wakes
+    // it, and it looks at the held carrier's inbox when it runs out of
+    // work. Nudged until every answer is in.
+    let mut got = Vec::new();
+    until("the held carrier's threads ran elsewhere", || {
+        while let Ok(a) = answers.try_recv() {
+            if a.0 != holder {
+                answered.fetch_add(1, Ordering::Relaxed);
+            }
+            got.push(a);
+        }
+        if got.len() < on_held.len() + 1 {
+            rt.spawn(|| {});
+        }
+        got.len() == on_held.len() + 1
+    });
+    for &(i, tid) in &got {
+        if i == holder {
+            assert_eq!(tid, held, "the holder moved");
+        } else {
+            assert_ne!(
+                tid,
+                held,
+                "worker {i} ran on the held carrier (homes {home:?}, answers {got:?}, holder {holder}, covers {})",
+                rt.carrier_covers()
+            );
+        }
+    }
+    assert!(rt.carrier_covers() >= 1);
+    drop(cmds);
+    for h in hs {
+        h.join().unwrap();
+    }
+}
+
+/// Rings of threads pass their tokens while the carriers cover for each
+/// other and computations hold one carrier and then another: threads
+/// taken from one carrier's inbox, and handed back to level the
+/// populations, keep going (a lost wake-up stops a ring, and the
+/// watchdog fails the test).
+#[test]
+fn threads_go_on_while_carriers_cover_for_each_other() {
+    let _one = one_at_a_time();
+    let rt = runtime(4, Duration::from_secs(3600), false);
+    rt.set_covering_for_tests(true);
+    let stop = Arc::new(AtomicBool::new(false));
+    let laps = Arc::new(AtomicU64::new(0));
+    let h = ring(&rt, &stop, &laps, &tids());
+    // Two computations that hold their carrier for a while at a time (a
+    // bounded spin: covering is an idle carrier's help, not a promise
+    // that it looks in time), then let it go.
+    let hogs: Vec<_> = (0..2)
+        .map(|_| {
+            let stop = stop.clone();
+            rt.spawn(move || {
+                while !stop.load(Ordering::Relaxed) {
+                    for _ in 0..200_000 {
+                        std::hint::spin_loop();
+                    }
+                    weft::yield_now();
+                }
+            })
+        })
+        .collect();
+    until("laps", || laps.load(Ordering::Relaxed) > 20_000);
+    stop.store(true, Ordering::Relaxed);
+    h.join().unwrap();
+    for h in hogs {
+        h.join().unwrap();
+    }
+    assert!(rt.carrier_covers() > 0);
+}
+
+/// With covering off the carriers never take from each other's inboxes,
+/// whatever the monitor sees.
+#[test]
+fn cover_carriers_false_never_covers() {
+    let _one = one_at_a_time();
+    let rt = Runtime::builder()
+        .parallelism(4)
+        .stall_threshold(Duration::from_secs(3600))
+        .cover_carriers(false)
+        .build()
+        .unwrap();
+    let stop = Arc::new(AtomicBool::new(false));
+    let laps = Arc::new(AtomicU64::new(0));
+    let h = ring(&rt, &stop, &laps, &tids());
+    until("laps", || laps.load(Ordering::Relaxed) > 20_000);
+    stop.store(true, Ordering::Relaxed);
+    h.join().unwrap();
+    assert!(!rt.carriers_covering());
+    assert_eq!(rt.carrier_covers(), 0);
 }

@@ -17,7 +17,8 @@
 //!
 //! A global injector takes new threads from outside the runtime.
 //!
-//! Since a started thread moves only off a stalled carrier, populations are
+//! Since a started thread moves only off a stalled carrier (or one that
+//! waits for a CPU, while carriers cover for each other), populations are
 //! balanced at a thread's first run: a carrier about to start a thread
 //! while home to clearly more threads than another core carrier (one
 //! picked at random: the power of two choices) binds it to that carrier

@@ -2,9 +2,11 @@
 //!
 //! [`CarrierSlot`] lives in the runtime's [`Shared`](super::shared::Shared), one per
 //! carrier index (core carriers and spares alike). Its owner, the carrier
-//! thread, is the only one that pops the inbox, runs what it takes and
-//! writes `mounted`/`switches`; anyone may push to the inbox and kick the
-//! carrier (the inbox handshake, invariant 5 in `mod.rs`); a thief may take
+//! thread, pops the inbox, runs what it takes and writes
+//! `mounted`/`switches`; anyone may push to the inbox and kick the
+//! carrier (the inbox handshake, invariant 5 in `mod.rs`); a handoff, and
+//! a carrier covering for this one (`Carrier::cover`), pop it too, and
+//! whoever pops a thread owns it; a thief may take
 //! the `next` slot on a runtime that allows migration; the monitor reads
 //! the counters, and the mounted thread only under the `inspect` handshake
 //! ([`CarrierSlot::mounted_identity`]). Its timer queue is the one data

@@ -23,11 +23,12 @@ const PLACE_MIN: usize = 16;
 impl Carrier {
     /// Where a thread about to run for the first time should live.
     ///
-    /// A started thread moves only off a stalled carrier (handoff), so the
-    /// moment to balance the carriers' populations is its first run. Work stealing
-    /// alone does not: a thread that spawns 500 short-lived-then-sleeping
-    /// threads runs them all on its own carrier before an idle one wakes
-    /// and steals (measured: 500 of 500 on one carrier of two), and
+    /// A started thread moves only off a stalled carrier (handoff) or one
+    /// covered for (below), so the moment to balance the carriers'
+    /// populations is its first run. Work stealing alone does not: a
+    /// thread that spawns 500 short-lived-then-sleeping threads runs them
+    /// all on its own carrier before an idle one wakes and steals
+    /// (measured: 500 of 500 on one carrier of two), and
     /// they stay there, so after their sleep one carrier does all the work.
     ///
     /// The rule is "the power of two choices" (Mitzenmacher, *The Power of
