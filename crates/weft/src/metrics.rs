@@ -77,6 +77,10 @@ pub struct Metrics {
     pub carriers_resting: usize,
     /// Times a core carrier was sent to rest.
     pub carrier_rests: usize,
+    /// Times a core carrier took threads queued for another that waited
+    /// for a CPU
+    /// ([`RuntimeBuilder::cover_carriers`](crate::RuntimeBuilder::cover_carriers)).
+    pub carrier_covers: usize,
     /// Pending timer entries.
     pub timers_pending: usize,
     /// Sockets registered with the poller.
@@ -149,6 +153,7 @@ pub fn snapshot() -> Metrics {
         m.carriers_lowered += s.lowered;
         m.carriers_resting += s.resting;
         m.carrier_rests += s.rests;
+        m.carrier_covers += s.covers;
         m.timers_pending += s.timers_pending;
         let same = m
             .runtimes
@@ -438,6 +443,12 @@ impl Metrics {
                 Counter,
                 "Times a core carrier was sent to rest.",
                 plain(u(self.carrier_rests)),
+            ),
+            row(
+                "weft_carrier_covers_total",
+                Counter,
+                "Times a core carrier took threads queued for another that waited for a CPU.",
+                plain(u(self.carrier_covers)),
             ),
             row(
                 "weft_timers_pending",

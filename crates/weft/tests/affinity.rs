@@ -29,9 +29,10 @@ const LIMIT: Duration = Duration::from_secs(120);
 
 /// A stall threshold no test reaches: no carrier is ever found held, so no
 /// started thread is handed off (see the module docs). The runtimes also
-/// keep every carrier on duty (`rest_carriers(false)`): on a machine with
-/// fewer cores than carriers, or a loaded one, a resting carrier's threads
-/// move too (`tests/rest.rs`).
+/// keep every carrier on duty (`rest_carriers(false)`) and never cover for
+/// one another (`cover_carriers(false)`): on a machine with fewer cores
+/// than carriers, or a loaded one, a resting carrier's threads move too,
+/// and so do those a covering carrier takes (`tests/rest.rs`).
 const NO_HANDOFF: Duration = Duration::from_secs(3600);
 
 /// One blocking call of each kind weft has, in turn; returns how many of
@@ -161,6 +162,7 @@ fn started_threads_never_change_os_thread() {
         .parallelism(3)
         .stall_threshold(NO_HANDOFF)
         .rest_carriers(false)
+        .cover_carriers(false)
         .build()
         .unwrap();
     assert!(!rt.allows_migration());
@@ -260,6 +262,7 @@ fn thread_locals_held_across_blocking_calls_stay_with_their_os_thread() {
         .parallelism(2)
         .stall_threshold(NO_HANDOFF)
         .rest_carriers(false)
+        .cover_carriers(false)
         .build()
         .unwrap();
     let bad = Arc::new(AtomicUsize::new(0));
@@ -324,6 +327,7 @@ fn offloaded_blocking_keeps_the_carrier() {
         .parallelism(1)
         .stall_threshold(NO_HANDOFF)
         .rest_carriers(false)
+        .cover_carriers(false)
         .build()
         .unwrap();
     let started = Arc::new(weft::sync::CountDownLatch::new(50));
@@ -376,6 +380,7 @@ fn new_threads_are_placed_across_carriers() {
         .max_pool_size(2)
         .stall_threshold(NO_HANDOFF)
         .rest_carriers(false)
+        .cover_carriers(false)
         .build()
         .unwrap();
     let placed_before = weft::metrics::snapshot().placed;

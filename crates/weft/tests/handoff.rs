@@ -312,13 +312,16 @@ fn one_carrier(threshold: Duration) -> Runtime {
 }
 
 /// A runtime of exactly two carriers (no spare may come in): a thread
-/// moved off one runs on the other.
+/// moved off one runs on the other. Its carriers never cover for each
+/// other (`cover_carriers(false)`): on a loaded machine a covering carrier
+/// could take a hog woken to hold its carrier, and hold the other.
 fn two_carriers(threshold: Duration) -> weft::RuntimeBuilder {
     Runtime::builder()
         .parallelism(2)
         .max_pool_size(2)
         .stall_threshold(threshold)
         .held_carrier_nice(0)
+        .cover_carriers(false)
 }
 
 // ---------------------------------------------------------------------
@@ -1017,6 +1020,7 @@ fn ping_pong_under_repeated_holds_loses_no_wake_up() {
         .max_pool_size(4)
         .stall_threshold(Duration::from_millis(1))
         .held_carrier_nice(0)
+        .cover_carriers(false)
         .build()
         .unwrap();
     let hogs = Hogs::start(&rt, 2);

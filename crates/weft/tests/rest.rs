@@ -447,6 +447,8 @@ fn threads_go_on_while_carriers_cover_for_each_other() {
         h.join().unwrap();
     }
     assert!(rt.carrier_covers() > 0);
+    let m = weft::metrics::snapshot();
+    assert!(m.carrier_covers >= rt.carrier_covers(), "{m:?}");
 }
 
 /// With covering off the carriers never take from each other's inboxes,

@@ -48,6 +48,7 @@ pub(crate) struct SchedStats {
     pub(crate) resting: usize,
     /// Times a core carrier was sent to rest.
     pub(crate) rests: usize,
+    pub(crate) covers: usize,
     /// Entries in the carriers' timer heaps.
     pub(crate) timers_pending: usize,
     /// Why the runtime's threads share their carriers' thread-locals
@@ -87,6 +88,7 @@ impl Shared {
             lowered: self.demoted.load(Ordering::Relaxed),
             resting: self.resting.load(Ordering::Relaxed),
             rests: self.rests.load(Ordering::Relaxed),
+            covers: self.covers.load(Ordering::Relaxed),
             timers_pending: self
                 .carriers
                 .iter()
