@@ -136,6 +136,16 @@ fn ring(
     })
 }
 
+/// Runs [`ring`]s on `rt` for `n` laps, then ends them.
+fn rings_for(rt: &Runtime, n: u64) {
+    let stop = Arc::new(AtomicBool::new(false));
+    let laps = Arc::new(AtomicU64::new(0));
+    let h = ring(rt, &stop, &laps, &tids());
+    until("laps", || laps.load(Ordering::Relaxed) > n);
+    stop.store(true, Ordering::Relaxed);
+    h.join().unwrap();
+}
+
 /// Polls `done` every millisecond until it holds, failing after [`LIMIT`].
 fn until(what: &str, mut done: impl FnMut() -> bool) {
     let start = Instant::now();
@@ -276,13 +286,8 @@ fn rest_carriers_false_keeps_every_carrier_on_duty() {
     })
     .join()
     .unwrap();
-    let stop = Arc::new(AtomicBool::new(false));
-    let laps = Arc::new(AtomicU64::new(0));
-    let h = ring(&rt, &stop, &laps, &tids());
     // Many of the monitor's 200 ms windows.
-    until("laps", || laps.load(Ordering::Relaxed) > 20_000);
-    stop.store(true, Ordering::Relaxed);
-    h.join().unwrap();
+    rings_for(&rt, 20_000);
     assert_eq!(rt.carrier_rests(), 0);
     assert_eq!(rt.carriers_resting(), 0);
 }
@@ -307,12 +312,7 @@ enum Cmd {
 #[test]
 fn covering_runs_a_held_carriers_threads_elsewhere() {
     let _one = one_at_a_time();
-    let rt = Runtime::builder()
-        .parallelism(2)
-        .stall_threshold(Duration::from_secs(3600))
-        .rest_carriers(false)
-        .build()
-        .unwrap();
+    let rt = runtime(2, Duration::from_secs(3600), false);
     rt.set_covering_for_tests(false);
     const WORKERS: usize = 16;
     let (answers_tx, answers) = weft::channel::unbounded::<(usize, i32)>();
@@ -462,12 +462,7 @@ fn cover_carriers_false_never_covers() {
         .cover_carriers(false)
         .build()
         .unwrap();
-    let stop = Arc::new(AtomicBool::new(false));
-    let laps = Arc::new(AtomicU64::new(0));
-    let h = ring(&rt, &stop, &laps, &tids());
-    until("laps", || laps.load(Ordering::Relaxed) > 20_000);
-    stop.store(true, Ordering::Relaxed);
-    h.join().unwrap();
+    rings_for(&rt, 20_000);
     assert!(!rt.carriers_covering());
     assert_eq!(rt.carrier_covers(), 0);
 }
