@@ -266,8 +266,7 @@ impl Watcher {
         if !shared.rest_on {
             return;
         }
-        let step = self.rest.step(window, resting, now);
-        match step {
+        match self.rest.step(window, resting, now) {
             Step::Keep => {}
             Step::Rest => {
                 shared.rest_carrier(on_duty - 1);
@@ -323,8 +322,9 @@ impl Watcher {
 }
 
 /// The window from `start` to `now`, from the schedstat readings at both
-/// ends, for a runtime that may use `cpus` CPUs; `None` if any carrier's is missing (a kernel without schedstat,
-/// a carrier's OS thread that changed).
+/// ends, for a runtime that may use `cpus` CPUs; `None` if any carrier's
+/// is missing (a kernel without schedstat, a carrier's OS thread that
+/// changed).
 fn measure(
     start: Instant,
     now: Instant,

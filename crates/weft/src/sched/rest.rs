@@ -13,7 +13,7 @@
 //! runnable but waiting a third of it, p99 3.6–4.3 ms; on one carrier:
 //! on a CPU 95 % of the time, waiting 1 %, as many requests a second or
 //! more, p99 0.64–0.69 ms.
-
+//!
 //! # The rule
 //!
 //! The monitor looks at the core carriers on duty once a [`WINDOW`]: how

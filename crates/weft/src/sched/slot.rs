@@ -113,10 +113,12 @@ pub(super) struct CarrierSlot {
     ///
     /// [`Carrier::rest`]: super::carrier::Carrier::rest
     pub(super) rest: AtomicBool,
-    /// A carrier back from rest that this one hands woken threads to until
+    /// A carrier back from rest, or one this carrier took threads from
+    /// while covering for it, that this one hands woken threads to until
     /// their populations are level (`Shared::schedule`), or [`NO_SHED`].
-    /// Set by the monitor, cleared by whoever finds the populations level
-    /// or the carrier resting again.
+    /// Set by the monitor (a return) or by this carrier (`Carrier::cover`),
+    /// cleared by whoever finds the populations level or that carrier off
+    /// duty.
     pub(super) shed_to: AtomicU32,
 }
 
@@ -203,12 +205,14 @@ impl CarrierSlot {
         }
     }
 
-    /// The carrier back from rest that a woken thread of this one goes to
-    /// instead ([`shed_to`](Self::shed_to)), while this carrier's
-    /// population [`outnumbers`] that one's (not before it is on duty
-    /// again); the mark is cleared once they are level or that carrier
-    /// rests again (or is off duty for another reason: held, blocked). One relaxed load when no
-    /// mark is up (every wake-up of a bound thread pays it).
+    /// The carrier back from rest, or the one this carrier took threads
+    /// from while covering for it (`Carrier::cover`), that a woken thread
+    /// of this one goes to instead ([`shed_to`](Self::shed_to)), while
+    /// this carrier's population [`outnumbers`] that one's (not before it
+    /// is on duty again); the mark is cleared once they are level or that
+    /// carrier rests again (or is off duty for another reason: held,
+    /// blocked). One relaxed load when no mark is up (every wake-up of a
+    /// bound thread pays it).
     pub(super) fn shed_target(&self, carriers: &[CarrierSlot]) -> Option<usize> {
         let to = self.shed_to.load(Ordering::Relaxed);
         if to == NO_SHED {

@@ -48,6 +48,8 @@ pub(crate) struct SchedStats {
     pub(crate) resting: usize,
     /// Times a core carrier was sent to rest.
     pub(crate) rests: usize,
+    /// Times a core carrier took threads queued for another (`rest.rs`,
+    /// rule 4).
     pub(crate) covers: usize,
     /// Entries in the carriers' timer heaps.
     pub(crate) timers_pending: usize,
